@@ -1,0 +1,144 @@
+//! ClusterConfig (`config.liqo.io/v1alpha1`), singleton `liqo-configuration`: the runtime
+//! toggles of discovery, the peering policy and the auth settings. The defaults reproduce the
+//! seeds' out-of-the-box behaviour (LAN peers peer as soon as they are found).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Cluster-wide Liqo settings; only the object named `liqo-configuration` is used.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "config.liqo.io",
+    version = "v1alpha1",
+    kind = "ClusterConfig",
+    plural = "clusterconfigs",
+    category = "liqo",
+    status = "ClusterConfigStatus",
+    doc = "Cluster-wide Liqo settings (singleton named liqo-configuration).",
+    printcolumn(name = "Discovery", type_ = "boolean", json_path = ".spec.discoveryConfig.enableDiscovery"),
+    printcolumn(name = "Advertisement", type_ = "boolean", json_path = ".spec.discoveryConfig.enableAdvertisement"),
+    printcolumn(name = "Policy", type_ = "string", json_path = ".spec.peeringPolicy"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterConfigSpec {
+    #[serde(default)]
+    pub discovery_config: DiscoveryConfig,
+    /// Which incoming PeeringRequests the admission webhook accepts.
+    #[serde(default)]
+    pub peering_policy: PeeringPolicy,
+    /// Cluster IDs always accepted (unless denied), whatever the policy but `RejectAll`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peering_allow_list: Vec<String>,
+    /// Cluster IDs always rejected.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peering_deny_list: Vec<String>,
+    #[serde(default)]
+    pub auth_config: AuthConfig,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_service() -> String {
+    "_liqo._tcp".to_owned()
+}
+fn default_domain() -> String {
+    "local.".to_owned()
+}
+fn default_ttl() -> u32 {
+    90
+}
+
+/// Discovery toggles; every change applies at runtime.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveryConfig {
+    /// Name this cluster advertises (default: its cluster ID).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_name: Option<String>,
+    /// Browse the LAN with mDNS.
+    #[serde(default = "yes")]
+    pub enable_discovery: bool,
+    /// Advertise this cluster on the LAN with mDNS.
+    #[serde(default = "yes")]
+    pub enable_advertisement: bool,
+    /// Join discovered clusters whose CA is trusted.
+    #[serde(default = "yes")]
+    pub autojoin: bool,
+    /// Join discovered clusters whose CA is not trusted.
+    #[serde(default = "yes")]
+    pub autojoin_untrusted: bool,
+    /// DNS-SD service type.
+    #[serde(default = "default_service")]
+    pub service: String,
+    /// mDNS domain.
+    #[serde(default = "default_domain")]
+    pub domain: String,
+    /// Seconds a LAN cluster may go unseen before it loses a strike (checked every ttl/3).
+    #[serde(default = "default_ttl")]
+    #[schemars(range(min = 30))]
+    pub ttl: u32,
+}
+
+impl Default for DiscoveryConfig {
+    fn default() -> Self {
+        Self {
+            cluster_name: None,
+            enable_discovery: true,
+            enable_advertisement: true,
+            autojoin: true,
+            autojoin_untrusted: true,
+            service: default_service(),
+            domain: default_domain(),
+            ttl: default_ttl(),
+        }
+    }
+}
+
+/// Which incoming PeeringRequests are accepted.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum PeeringPolicy {
+    /// Any well-formed request from a matching identity.
+    #[default]
+    AcceptAll,
+    /// Only clusters that already have a ForeignCluster here (or are in the allow list).
+    AcceptKnown,
+    /// No request at all.
+    RejectAll,
+}
+
+impl PeeringPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AcceptAll => "AcceptAll",
+            Self::AcceptKnown => "AcceptKnown",
+            Self::RejectAll => "RejectAll",
+        }
+    }
+}
+
+/// Auth service settings.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthConfig {
+    /// Issue identities to callers that present an empty token.
+    #[serde(default = "yes")]
+    pub allow_empty_token: bool,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self { allow_empty_token: true }
+    }
+}
+
+/// Observed state of the ClusterConfig.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterConfigStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}

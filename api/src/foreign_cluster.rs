@@ -1,0 +1,215 @@
+//! ForeignCluster (`discovery.liqo.io/v1alpha1`): one per known remote cluster.
+//!
+//! Every spec field is optional on the wire so that both forms of the seeds are accepted as
+//! written: the `authUrl` form (`spec: {join, authUrl}`) and the manual form with a top-level
+//! `spec.clusterID`. The mutating webhook fills defaults and copies `spec.clusterID` into
+//! `spec.clusterIdentity.clusterID`; readers use the accessors, which apply the same defaults.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Identity of a cluster: its ID and a human-friendly name.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct ClusterIdentity {
+    /// Cluster ID: a lowercase DNS-1123 label (usually a UUID).
+    #[serde(rename = "clusterID", default, skip_serializing_if = "String::is_empty")]
+    pub cluster_id: String,
+    /// Human-friendly name of the cluster.
+    #[serde(rename = "clusterName", default, skip_serializing_if = "Option::is_none")]
+    pub cluster_name: Option<String>,
+}
+
+/// How a ForeignCluster was found.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum DiscoveryType {
+    /// Found by mDNS on the local network.
+    #[serde(rename = "LAN")]
+    Lan,
+    /// Found through a SearchDomain (DNS-SD).
+    #[serde(rename = "WAN")]
+    Wan,
+    /// Created by hand.
+    Manual,
+    /// Created because the remote cluster peered with us.
+    IncomingPeering,
+}
+
+impl DiscoveryType {
+    /// The value as written in the API and in the discovery-type label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Lan => "LAN",
+            Self::Wan => "WAN",
+            Self::Manual => "Manual",
+            Self::IncomingPeering => "IncomingPeering",
+        }
+    }
+}
+
+/// Whether the remote cluster's CA is trusted.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum TrustMode {
+    #[default]
+    Unknown,
+    Trusted,
+    Untrusted,
+}
+
+impl TrustMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unknown => "Unknown",
+            Self::Trusted => "Trusted",
+            Self::Untrusted => "Untrusted",
+        }
+    }
+}
+
+/// Outcome of asking the remote auth service for an identity.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum AuthStatus {
+    Pending,
+    Accepted,
+    Refused,
+    EmptyRefused,
+}
+
+/// A remote cluster this cluster knows about, and the state of the peering with it.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "discovery.liqo.io",
+    version = "v1alpha1",
+    kind = "ForeignCluster",
+    plural = "foreignclusters",
+    shortname = "fc",
+    category = "liqo",
+    status = "ForeignClusterStatus",
+    doc = "A remote Liqo cluster known to this cluster (found on the LAN, through DNS, by hand, or because it peered with us).",
+    printcolumn(name = "Cluster-ID", type_ = "string", json_path = ".spec.clusterIdentity.clusterID"),
+    printcolumn(name = "Join", type_ = "boolean", json_path = ".spec.join"),
+    printcolumn(name = "Type", type_ = "string", json_path = ".spec.discoveryType"),
+    printcolumn(name = "Outgoing", type_ = "boolean", json_path = ".status.outgoing.joined"),
+    printcolumn(name = "Incoming", type_ = "boolean", json_path = ".status.incoming.joined"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ForeignClusterSpec {
+    /// Identity of the remote cluster (filled from `/ids` when only `authUrl` is given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_identity: Option<ClusterIdentity>,
+    /// Remote cluster ID in the short form of the manual seed; copied into `clusterIdentity.clusterID`.
+    #[serde(rename = "clusterID", default, skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<String>,
+    /// Namespace where Liqo runs in the remote cluster (default `liqo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Whether this cluster should peer with the remote one (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join: Option<bool>,
+    /// Public URL of the remote auth service, `https://host:port`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_url: Option<String>,
+    /// URL of the remote API server; the host may be a DNS name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_url: Option<String>,
+    /// How this cluster was found (default `Manual`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery_type: Option<DiscoveryType>,
+    /// Peer even when the remote CA cannot be verified (default false).
+    #[serde(rename = "allowUntrustedCA", default, skip_serializing_if = "Option::is_none")]
+    pub allow_untrusted_ca: Option<bool>,
+    /// Whether the remote CA is trusted (default `Unknown`; set it to trust or distrust explicitly).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_mode: Option<TrustMode>,
+}
+
+impl ForeignClusterSpec {
+    /// The remote cluster ID, from `clusterIdentity.clusterID` or else the short `clusterID`.
+    pub fn remote_cluster_id(&self) -> Option<&str> {
+        self.cluster_identity
+            .as_ref()
+            .map(|i| i.cluster_id.as_str())
+            .filter(|id| !id.is_empty())
+            .or(self.cluster_id.as_deref().filter(|id| !id.is_empty()))
+    }
+
+    pub fn join(&self) -> bool {
+        self.join.unwrap_or(false)
+    }
+
+    pub fn discovery_type(&self) -> DiscoveryType {
+        self.discovery_type.unwrap_or(DiscoveryType::Manual)
+    }
+
+    pub fn allow_untrusted_ca(&self) -> bool {
+        self.allow_untrusted_ca.unwrap_or(false)
+    }
+
+    pub fn trust_mode(&self) -> TrustMode {
+        self.trust_mode.unwrap_or_default()
+    }
+
+    pub fn remote_namespace(&self) -> &str {
+        self.namespace.as_deref().unwrap_or(crate::names::DEFAULT_NAMESPACE)
+    }
+}
+
+/// Reference to the Secret holding the remote CA.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct SecretRef {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// State of the peering this cluster started towards the remote one.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OutgoingStatus {
+    pub joined: bool,
+    /// Name of our PeeringRequest in the remote cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_peering_request_name: Option<String>,
+    /// Name of the Advertisement the remote cluster created here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advertisement: Option<String>,
+}
+
+/// State of the peering the remote cluster started towards this one.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IncomingStatus {
+    pub joined: bool,
+    /// Name of the remote cluster's PeeringRequest here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peering_request: Option<String>,
+}
+
+/// Observed state of a ForeignCluster.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ForeignClusterStatus {
+    /// Kubernetes-style conditions (type, status, reason, message, lastTransitionTime, observedGeneration).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Seconds a discovered cluster stays without being seen again before it loses a strike.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<u32>,
+    /// When discovery last saw this cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seen: Option<Time>,
+    /// Secret holding the remote CA (`ca.crt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_data_ref: Option<SecretRef>,
+    /// SHA-256 fingerprint of the pinned remote CA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_fingerprint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outgoing: Option<OutgoingStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incoming: Option<IncomingStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_status: Option<AuthStatus>,
+}

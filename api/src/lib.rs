@@ -1,0 +1,28 @@
+//! The Liqo discovery and peering API (SPEC §1): custom resource types, the names shared
+//! by every component (labels, finalizer, well-known objects) and the cluster-ID format.
+//!
+//! Nothing here does I/O. The CRD manifests in `manifests/crds/` are generated from these
+//! types by `cargo run -p liqo-api --bin crdgen` (see [`crds`]).
+
+pub mod advertisement;
+pub mod cluster_config;
+pub mod cluster_id;
+pub mod crds;
+pub mod foreign_cluster;
+pub mod names;
+pub mod peering_request;
+pub mod search_domain;
+
+pub use advertisement::{Advertisement, AdvertisementSpec, AdvertisementState, AdvertisementStatus};
+pub use cluster_config::{
+    AuthConfig, ClusterConfig, ClusterConfigSpec, ClusterConfigStatus, DiscoveryConfig, PeeringPolicy,
+};
+pub use cluster_id::{ClusterIdError, validate_cluster_id};
+pub use foreign_cluster::{
+    AuthStatus, ClusterIdentity, DiscoveryType, ForeignCluster, ForeignClusterSpec, ForeignClusterStatus,
+    IncomingStatus, OutgoingStatus, TrustMode,
+};
+pub use peering_request::{
+    FederationRequest, FederationRequestSpec, PeeringRequest, PeeringRequestSpec, PeeringRequestStatus,
+};
+pub use search_domain::{FoundCluster, SearchDomain, SearchDomainSpec, SearchDomainStatus};
