@@ -1,0 +1,165 @@
+//! A certificate directory (`ca.crt`, `ca.key`, `tls.crt`, `tls.key`) kept valid: created when
+//! missing, re-issued before expiry. Files are replaced atomically (write, then rename) so a
+//! server reloading them never reads half a certificate.
+
+use std::path::{Path, PathBuf};
+
+use time::{Duration, OffsetDateTime};
+
+use crate::inspect::{inspect, reissue_reason};
+use crate::issue::{Pair, issue_serving, new_ca};
+use crate::{CertsError, Result};
+
+/// How long certificates live and when they are renewed.
+#[derive(Clone, Debug)]
+pub struct Lifetimes {
+    pub ca: Duration,
+    pub serving: Duration,
+    pub renew_before: Duration,
+}
+
+impl Default for Lifetimes {
+    fn default() -> Self {
+        Self { ca: Duration::days(3650), serving: Duration::days(365), renew_before: Duration::days(30) }
+    }
+}
+
+/// What [`ensure`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Why a new CA was made, if one was.
+    pub ca: Option<String>,
+    /// Why a new serving certificate was issued, if one was.
+    pub serving: Option<String>,
+}
+
+fn read(path: &Path) -> Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(CertsError::Io { path: path.display().to_string(), source: e }),
+    }
+}
+
+fn write_atomically(path: &Path, content: &str) -> Result<()> {
+    let io = |e| CertsError::Io { path: path.display().to_string(), source: e };
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, content).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+/// The four file paths of a certificate directory.
+pub struct Paths {
+    pub ca_crt: PathBuf,
+    pub ca_key: PathBuf,
+    pub tls_crt: PathBuf,
+    pub tls_key: PathBuf,
+}
+
+impl Paths {
+    pub fn new(dir: &Path) -> Self {
+        Self {
+            ca_crt: dir.join("ca.crt"),
+            ca_key: dir.join("ca.key"),
+            tls_crt: dir.join("tls.crt"),
+            tls_key: dir.join("tls.key"),
+        }
+    }
+}
+
+/// Makes `dir` hold a CA and a serving certificate for `sans` that stays valid for more than
+/// `renew_before`; keeps whatever already qualifies.
+pub fn ensure(dir: &Path, sans: &[String], now: OffsetDateTime, life: &Lifetimes) -> Result<Outcome> {
+    std::fs::create_dir_all(dir).map_err(|e| CertsError::Io { path: dir.display().to_string(), source: e })?;
+    let paths = Paths::new(dir);
+    let mut outcome = Outcome::default();
+
+    let ca = match (read(&paths.ca_crt)?, read(&paths.ca_key)?) {
+        (Some(cert_pem), Some(key_pem)) => match inspect(&cert_pem) {
+            Ok(info) if info.is_ca && info.not_after - now > life.renew_before => Some(Pair { cert_pem, key_pem }),
+            Ok(info) if !info.is_ca => {
+                outcome.ca = Some("ca.crt is not a CA".into());
+                None
+            }
+            Ok(info) => {
+                outcome.ca = Some(format!("CA expires at {}", info.not_after));
+                None
+            }
+            Err(e) => {
+                outcome.ca = Some(format!("unreadable CA ({e})"));
+                None
+            }
+        },
+        _ => {
+            outcome.ca = Some("no CA".into());
+            None
+        }
+    };
+    let ca = match ca {
+        Some(ca) => ca,
+        None => {
+            let ca = new_ca("liqo-ca", now, life.ca)?;
+            write_atomically(&paths.ca_key, &ca.key_pem)?;
+            write_atomically(&paths.ca_crt, &ca.cert_pem)?;
+            ca
+        }
+    };
+
+    let reason = match (read(&paths.tls_crt)?, read(&paths.tls_key)?) {
+        (Some(cert), Some(_)) => reissue_reason(&cert, &ca.cert_pem, sans, now, life.renew_before),
+        _ => Some("no serving certificate".into()),
+    };
+    if let Some(reason) = reason {
+        let leaf = issue_serving(&ca, sans, now, life.serving)?;
+        // Key first: a reader that sees the new certificate must also find its key.
+        write_atomically(&paths.tls_key, &leaf.key_pem)?;
+        write_atomically(&paths.tls_crt, &leaf.cert_pem)?;
+        outcome.serving = Some(reason);
+    }
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_then_keeps_then_renews_before_expiry() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = OffsetDateTime::now_utc();
+        let sans = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+        let life = Lifetimes::default();
+
+        let first = ensure(dir.path(), &sans, now, &life).unwrap();
+        assert_eq!(first.ca.as_deref(), Some("no CA"));
+        assert_eq!(first.serving.as_deref(), Some("no serving certificate"));
+        let tls = std::fs::read_to_string(dir.path().join("tls.crt")).unwrap();
+
+        assert_eq!(ensure(dir.path(), &sans, now, &life).unwrap(), Outcome::default());
+        assert_eq!(std::fs::read_to_string(dir.path().join("tls.crt")).unwrap(), tls);
+
+        let later = now + Duration::days(340);
+        let renewed = ensure(dir.path(), &sans, later, &life).unwrap();
+        assert_eq!(renewed.ca, None);
+        assert!(renewed.serving.unwrap().starts_with("expires"));
+        assert_ne!(std::fs::read_to_string(dir.path().join("tls.crt")).unwrap(), tls);
+
+        let wider = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "webhook.example".to_owned()];
+        assert_eq!(
+            ensure(dir.path(), &wider, later, &life).unwrap().serving.as_deref(),
+            Some("does not cover webhook.example")
+        );
+    }
+
+    #[test]
+    fn a_new_ca_forces_a_new_serving_certificate() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = OffsetDateTime::now_utc();
+        let sans = vec!["localhost".to_owned()];
+        ensure(dir.path(), &sans, now, &Lifetimes::default()).unwrap();
+        std::fs::remove_file(dir.path().join("ca.key")).unwrap();
+        let outcome = ensure(dir.path(), &sans, now, &Lifetimes::default()).unwrap();
+        assert_eq!(outcome.ca.as_deref(), Some("no CA"));
+        assert_eq!(outcome.serving.as_deref(), Some("not signed by the current CA"));
+    }
+}
