@@ -1,0 +1,65 @@
+//! Why a request is refused: a stable label (metrics, logs) plus the message the user reads.
+
+/// The rule that refused a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// The object cannot be decoded or a field has the wrong shape.
+    InvalidObject,
+    MissingClusterId,
+    MalformedClusterId,
+    ConflictingClusterIds,
+    NameMismatch,
+    OwnClusterId,
+    IdentityMismatch,
+    ImmutableField,
+    KubeConfigRef,
+    InvalidUrl,
+    Policy,
+    /// The webhook does not know its own cluster ID yet.
+    NotReady,
+    Unsupported,
+}
+
+impl Reason {
+    /// Stable label for metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::InvalidObject => "invalid_object",
+            Self::MissingClusterId => "missing_cluster_id",
+            Self::MalformedClusterId => "malformed_cluster_id",
+            Self::ConflictingClusterIds => "conflicting_cluster_ids",
+            Self::NameMismatch => "name_mismatch",
+            Self::OwnClusterId => "own_cluster_id",
+            Self::IdentityMismatch => "identity_mismatch",
+            Self::ImmutableField => "immutable_field",
+            Self::KubeConfigRef => "kubeconfig_ref",
+            Self::InvalidUrl => "invalid_url",
+            Self::Policy => "policy",
+            Self::NotReady => "not_ready",
+            Self::Unsupported => "unsupported",
+        }
+    }
+
+    /// HTTP-style code and Kubernetes reason of the response status.
+    pub fn status(self) -> (u16, &'static str) {
+        match self {
+            Self::IdentityMismatch | Self::OwnClusterId | Self::Policy => (403, "Forbidden"),
+            Self::NotReady => (503, "ServiceUnavailable"),
+            Self::Unsupported => (400, "BadRequest"),
+            _ => (422, "Invalid"),
+        }
+    }
+}
+
+/// A refusal: the rule and a message naming the field and the reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Denial {
+    pub reason: Reason,
+    pub message: String,
+}
+
+impl Denial {
+    pub fn new(reason: Reason, message: impl Into<String>) -> Self {
+        Self { reason, message: message.into() }
+    }
+}

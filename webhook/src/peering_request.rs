@@ -1,0 +1,297 @@
+//! The rules for PeeringRequest and FederationRequest CREATE/UPDATE (SPEC §6), pure.
+
+use liqo_api::names::PEER_SERVICE_ACCOUNT_PREFIX;
+use liqo_api::{PeeringRequestSpec, validate_cluster_id};
+
+use crate::denial::{Denial, Reason};
+use crate::policy::{PolicyConfig, evaluate};
+use crate::review::{Operation, UserInfo};
+
+/// What the rules know about this cluster.
+pub struct Local<'a> {
+    /// Our cluster ID; `None` until the `cluster-id` ConfigMap is known.
+    pub cluster_id: Option<&'a str>,
+    /// The Liqo namespace here (where peer ServiceAccounts and kubeconfig Secrets live).
+    pub namespace: &'a str,
+    pub policy: &'a PolicyConfig,
+    /// Whether a ForeignCluster for this cluster ID exists here.
+    pub is_known: &'a dyn Fn(&str) -> bool,
+}
+
+/// One PeeringRequest/FederationRequest under review.
+pub struct Candidate<'a> {
+    pub kind: &'a str,
+    pub operation: Operation,
+    pub name: &'a str,
+    pub spec: &'a PeeringRequestSpec,
+    pub old_spec: Option<&'a PeeringRequestSpec>,
+    pub user: &'a UserInfo,
+}
+
+/// The cluster ID a peer identity stands for: `system:serviceaccount:<ns>:remote-<id>`
+/// gives `Some((ns, id))`; any other user is not a peer identity.
+pub fn peer_identity(username: &str) -> Option<(&str, &str)> {
+    let rest = username.strip_prefix("system:serviceaccount:")?;
+    let (ns, sa) = rest.split_once(':')?;
+    Some((ns, sa.strip_prefix(PEER_SERVICE_ACCOUNT_PREFIX)?))
+}
+
+/// The requester's cluster ID, refusing a spec whose two cluster-ID fields disagree.
+fn requester_id<'s>(kind: &str, spec: &'s PeeringRequestSpec) -> Result<&'s str, Denial> {
+    let nested = spec.cluster_identity.as_ref().map(|i| i.cluster_id.as_str()).filter(|s| !s.is_empty());
+    let short = spec.cluster_id.as_deref().filter(|s| !s.is_empty());
+    match (nested, short) {
+        (Some(a), Some(b)) if a != b => Err(Denial::new(
+            Reason::ConflictingClusterIds,
+            format!("spec.clusterIdentity.clusterID ({a}) and spec.clusterID ({b}) disagree"),
+        )),
+        (Some(id), _) | (None, Some(id)) => Ok(id),
+        (None, None) => Err(Denial::new(
+            Reason::MissingClusterId,
+            format!("spec.clusterIdentity.clusterID: required: a {kind} must name the requesting cluster"),
+        )),
+    }
+}
+
+/// DNS-1123 subdomain (Secret names).
+fn is_dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|label| validate_cluster_id(label).is_ok())
+}
+
+fn check_kubeconfig_ref(spec: &PeeringRequestSpec, namespace: &str) -> Result<(), Denial> {
+    let bad = |m: String| Err(Denial::new(Reason::KubeConfigRef, m));
+    let Some(r) = &spec.kube_config_ref else {
+        return bad("spec.kubeConfigRef: required: the Secret with the kubeconfig for Advertisements".into());
+    };
+    match r.name.as_deref() {
+        None | Some("") => return bad("spec.kubeConfigRef.name: required".into()),
+        Some(n) if !is_dns1123_subdomain(n) => {
+            return bad(format!("spec.kubeConfigRef.name: {n:?} is not a valid Secret name"));
+        }
+        _ => {}
+    }
+    match r.namespace.as_deref() {
+        None | Some("") => bad(format!("spec.kubeConfigRef.namespace: required (the Liqo namespace, {namespace})")),
+        Some(ns) if ns != namespace => bad(format!(
+            "spec.kubeConfigRef.namespace: must be {namespace} (the Liqo namespace of this cluster), not {ns}"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Judges one request. DELETE and CONNECT are always allowed; the policy applies to CREATE
+/// only, so a request already accepted can still be updated (finalizers) or removed.
+pub fn review(c: &Candidate<'_>, local: &Local<'_>) -> Result<(), Denial> {
+    if !matches!(c.operation, Operation::Create | Operation::Update) {
+        return Ok(());
+    }
+    let id = requester_id(c.kind, c.spec)?;
+    validate_cluster_id(id)
+        .map_err(|e| Denial::new(Reason::MalformedClusterId, format!("spec.clusterIdentity.clusterID {id:?}: {e}")))?;
+    if c.name != id {
+        return Err(Denial::new(
+            Reason::NameMismatch,
+            format!("metadata.name ({}) must equal the requester cluster ID ({id})", c.name),
+        ));
+    }
+    if let Some((ns, claimed)) = peer_identity(&c.user.username) {
+        if ns != local.namespace || claimed != id {
+            return Err(Denial::new(
+                Reason::IdentityMismatch,
+                format!("clusterID {id} is not allowed for this requester ({})", c.user.username),
+            ));
+        }
+    }
+    if let Some(old) = c.old_spec.filter(|_| c.operation == Operation::Update) {
+        let old_id = requester_id(c.kind, old).ok();
+        if old_id.is_some_and(|o| o != id) {
+            return Err(Denial::new(
+                Reason::ImmutableField,
+                format!("spec.clusterIdentity.clusterID is immutable (was {}, now {id})", old_id.unwrap_or_default()),
+            ));
+        }
+        if old.namespace != c.spec.namespace {
+            return Err(Denial::new(
+                Reason::ImmutableField,
+                format!(
+                    "spec.namespace is immutable (was {:?}, now {:?})",
+                    old.namespace.as_deref().unwrap_or(""),
+                    c.spec.namespace.as_deref().unwrap_or("")
+                ),
+            ));
+        }
+    }
+    check_kubeconfig_ref(c.spec, local.namespace)?;
+    if c.operation == Operation::Create {
+        let Some(own) = local.cluster_id else {
+            return Err(Denial::new(
+                Reason::NotReady,
+                format!("this cluster's ID is not known yet (ConfigMap {}/cluster-id); retry shortly", local.namespace),
+            ));
+        };
+        if id == own {
+            return Err(Denial::new(Reason::OwnClusterId, format!("clusterID {id} is this cluster's own ID")));
+        }
+        evaluate(local.policy, id, |i| (local.is_known)(i)).map_err(|m| Denial::new(Reason::Policy, m))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::SecretReference;
+    use liqo_api::{ClusterIdentity, PeeringPolicy};
+
+    const PEER: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
+    const OWN: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
+
+    fn spec(id: &str) -> PeeringRequestSpec {
+        PeeringRequestSpec {
+            cluster_identity: Some(ClusterIdentity { cluster_id: id.into(), cluster_name: Some("home".into()) }),
+            cluster_id: None,
+            namespace: Some("liqo".into()),
+            kube_config_ref: Some(SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some("liqo".into()) }),
+            auth_url: Some("https://10.0.0.5:30740".into()),
+        }
+    }
+
+    fn peer_user(id: &str) -> UserInfo {
+        UserInfo { username: format!("system:serviceaccount:liqo:remote-{id}"), groups: vec![] }
+    }
+
+    fn admin() -> UserInfo {
+        UserInfo { username: "admin".into(), groups: vec!["system:masters".into()] }
+    }
+
+    fn judge(op: Operation, name: &str, spec: &PeeringRequestSpec, old: Option<&PeeringRequestSpec>, user: &UserInfo, policy: &PolicyConfig) -> Result<(), Denial> {
+        let known = |id: &str| id == PEER;
+        let local = Local { cluster_id: Some(OWN), namespace: "liqo", policy, is_known: &known };
+        review(&Candidate { kind: "PeeringRequest", operation: op, name, spec, old_spec: old, user }, &local)
+    }
+
+    fn create(spec: &PeeringRequestSpec, user: &UserInfo) -> Result<(), Denial> {
+        let name = spec.requester_cluster_id().unwrap_or("x").to_owned();
+        judge(Operation::Create, &name, spec, None, user, &PolicyConfig::default())
+    }
+
+    fn reason(r: Result<(), Denial>) -> Reason {
+        r.expect_err("expected a denial").reason
+    }
+
+    #[test]
+    fn a_peer_creating_its_own_request_is_accepted() {
+        assert_eq!(create(&spec(PEER), &peer_user(PEER)), Ok(()));
+        assert_eq!(create(&spec(PEER), &admin()), Ok(()));
+        let anonymous = UserInfo { username: "system:anonymous".into(), groups: vec![] };
+        assert_eq!(create(&spec(PEER), &anonymous), Ok(()));
+    }
+
+    #[test]
+    fn a_peer_claiming_another_cluster_id_is_refused_with_the_documented_message() {
+        let other = "11111111-2222-3333-4444-555555555555";
+        let err = create(&spec(other), &peer_user(PEER)).unwrap_err();
+        assert_eq!(err.reason, Reason::IdentityMismatch);
+        assert!(err.message.starts_with(&format!("clusterID {other} is not allowed for this requester")), "{}", err.message);
+        // A peer ServiceAccount of another namespace is not ours.
+        let foreign_ns = UserInfo { username: format!("system:serviceaccount:default:remote-{PEER}"), groups: vec![] };
+        assert_eq!(reason(create(&spec(PEER), &foreign_ns)), Reason::IdentityMismatch);
+    }
+
+    #[test]
+    fn cluster_id_must_be_present_well_formed_consistent_and_equal_to_the_name() {
+        let mut s = spec(PEER);
+        s.cluster_identity = None;
+        assert_eq!(reason(create(&s, &admin())), Reason::MissingClusterId);
+        assert_eq!(reason(create(&spec("Not_A_Label"), &admin())), Reason::MalformedClusterId);
+        let mut s = spec(PEER);
+        s.cluster_id = Some(OWN.into());
+        assert_eq!(reason(create(&s, &admin())), Reason::ConflictingClusterIds);
+        let err = judge(Operation::Create, "other-name", &spec(PEER), None, &admin(), &PolicyConfig::default()).unwrap_err();
+        assert_eq!(err.reason, Reason::NameMismatch);
+        assert!(err.message.contains("metadata.name (other-name)"), "{}", err.message);
+    }
+
+    #[test]
+    fn the_short_cluster_id_form_of_federation_requests_is_understood() {
+        let mut s = spec(PEER);
+        s.cluster_identity = None;
+        s.cluster_id = Some(PEER.into());
+        assert_eq!(create(&s, &admin()), Ok(()));
+    }
+
+    #[test]
+    fn our_own_cluster_id_is_refused() {
+        assert_eq!(reason(create(&spec(OWN), &admin())), Reason::OwnClusterId);
+    }
+
+    #[test]
+    fn without_our_own_cluster_id_nothing_is_created() {
+        let policy = PolicyConfig::default();
+        let local = Local { cluster_id: None, namespace: "liqo", policy: &policy, is_known: &|_| true };
+        let s = spec(PEER);
+        let c = Candidate { kind: "PeeringRequest", operation: Operation::Create, name: PEER, spec: &s, old_spec: None, user: &admin() };
+        assert_eq!(reason(review(&c, &local)), Reason::NotReady);
+    }
+
+    #[test]
+    fn kubeconfig_ref_must_point_at_a_secret_in_the_liqo_namespace() {
+        let cases: [(Option<SecretReference>, &str); 5] = [
+            (None, "spec.kubeConfigRef: required"),
+            (Some(SecretReference { name: None, namespace: Some("liqo".into()) }), "spec.kubeConfigRef.name: required"),
+            (Some(SecretReference { name: Some("Bad Name".into()), namespace: Some("liqo".into()) }), "not a valid Secret name"),
+            (Some(SecretReference { name: Some("s".into()), namespace: None }), "spec.kubeConfigRef.namespace: required"),
+            (Some(SecretReference { name: Some("s".into()), namespace: Some("default".into()) }), "must be liqo"),
+        ];
+        for (r, expected) in cases {
+            let mut s = spec(PEER);
+            s.kube_config_ref = r;
+            let err = create(&s, &admin()).unwrap_err();
+            assert_eq!(err.reason, Reason::KubeConfigRef);
+            assert!(err.message.contains(expected), "{} lacks {expected}", err.message);
+        }
+    }
+
+    #[test]
+    fn updates_keep_the_cluster_id_and_namespace_but_may_change_the_rest() {
+        let old = spec(PEER);
+        let mut renamed = spec(PEER);
+        renamed.cluster_identity.as_mut().unwrap().cluster_name = Some("home-renamed".into());
+        renamed.auth_url = Some("https://10.0.0.9:30740".into());
+        let p = PolicyConfig::default();
+        assert_eq!(judge(Operation::Update, PEER, &renamed, Some(&old), &peer_user(PEER), &p), Ok(()));
+
+        let mut moved = spec(PEER);
+        moved.namespace = Some("other".into());
+        let err = judge(Operation::Update, PEER, &moved, Some(&old), &admin(), &p).unwrap_err();
+        assert_eq!(err.reason, Reason::ImmutableField);
+        assert!(err.message.contains("spec.namespace is immutable"), "{}", err.message);
+
+        let mut new_id_old = spec(PEER);
+        new_id_old.cluster_identity.as_mut().unwrap().cluster_id = "aaaa".into();
+        let err = judge(Operation::Update, PEER, &spec(PEER), Some(&new_id_old), &admin(), &p).unwrap_err();
+        assert_eq!(err.reason, Reason::ImmutableField);
+    }
+
+    #[test]
+    fn policy_applies_on_create_only() {
+        let reject = PolicyConfig { policy: PeeringPolicy::RejectAll, ..Default::default() };
+        assert_eq!(reason(judge(Operation::Create, PEER, &spec(PEER), None, &admin(), &reject)), Reason::Policy);
+        assert_eq!(judge(Operation::Update, PEER, &spec(PEER), Some(&spec(PEER)), &admin(), &reject), Ok(()));
+        assert_eq!(judge(Operation::Delete, PEER, &spec("BAD"), None, &admin(), &reject), Ok(()));
+        let known = PolicyConfig { policy: PeeringPolicy::AcceptKnown, ..Default::default() };
+        assert_eq!(judge(Operation::Create, PEER, &spec(PEER), None, &admin(), &known), Ok(()));
+        let stranger = "22222222-2222-3333-4444-555555555555";
+        assert_eq!(reason(judge(Operation::Create, stranger, &spec(stranger), None, &admin(), &known)), Reason::Policy);
+    }
+
+    #[test]
+    fn peer_identity_parses_only_remote_service_accounts() {
+        assert_eq!(peer_identity(&format!("system:serviceaccount:liqo:remote-{PEER}")), Some(("liqo", PEER)));
+        assert_eq!(peer_identity("system:serviceaccount:liqo:liqo-reconciler"), None);
+        assert_eq!(peer_identity("admin"), None);
+        assert_eq!(peer_identity("system:serviceaccount:broken"), None);
+    }
+}
