@@ -1,5 +1,13 @@
+//! The Liqo admission webhook: validates PeeringRequest/FederationRequest and ForeignCluster
+//! changes and defaults ForeignClusters (SPEC §6). `main.rs` only wires these modules.
+
+pub mod admission;
 pub mod denial;
 pub mod foreign_cluster;
+pub mod metrics;
 pub mod peering_request;
 pub mod policy;
 pub mod review;
+pub mod server;
+pub mod state;
+pub mod tls;

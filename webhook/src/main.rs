@@ -1,1 +1,106 @@
-fn main(){}
+//! `liqo-webhook`: the admission webhook binary. Wiring only; see the library modules.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use liqo_webhook::metrics::Metrics;
+use liqo_webhook::server::{App, BODY_TIMEOUT, DEFAULT_MAX_BODY, admission_router, ops_router, serve_https};
+use liqo_webhook::state::StoreView;
+use liqo_webhook::tls::{CertFiles, ReloadingCert, server_config};
+
+/// Liqo admission webhook: validates PeeringRequests/FederationRequests and ForeignCluster
+/// changes, defaults ForeignClusters. Connects to the API server in-cluster or via KUBECONFIG.
+#[derive(Parser, Debug)]
+#[command(name = "liqo-webhook", version, about)]
+struct Args {
+    /// HTTPS address for admission reviews (/validate, /mutate).
+    #[arg(long, env = "WEBHOOK_LISTEN", default_value = "0.0.0.0:8443")]
+    listen: SocketAddr,
+    /// Plain-HTTP address for /healthz, /readyz and /metrics.
+    #[arg(long, env = "WEBHOOK_OPS_LISTEN", default_value = "0.0.0.0:8080")]
+    ops_listen: SocketAddr,
+    /// PEM certificate chain served over TLS (reloaded when it changes).
+    #[arg(long, env = "WEBHOOK_TLS_CERT", default_value = "/etc/liqo/webhook-tls/tls.crt")]
+    tls_cert: PathBuf,
+    /// PEM private key of the certificate.
+    #[arg(long, env = "WEBHOOK_TLS_KEY", default_value = "/etc/liqo/webhook-tls/tls.key")]
+    tls_key: PathBuf,
+    /// Seconds between checks of the certificate files.
+    #[arg(long, default_value_t = 5)]
+    tls_reload_seconds: u64,
+    /// The Liqo namespace (where the cluster-id ConfigMap and peer ServiceAccounts live).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "liqo")]
+    namespace: String,
+    /// Largest admission body accepted, in bytes (larger → 413).
+    #[arg(long, default_value_t = DEFAULT_MAX_BODY)]
+    max_body_bytes: usize,
+    /// Seconds in-flight admissions get to finish after SIGTERM.
+    #[arg(long, default_value_t = 20)]
+    shutdown_grace_seconds: u64,
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+}
+
+fn init_logging(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term => {},
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    init_logging(&args.log_format);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+
+    let metrics = Arc::new(Metrics::default());
+    let files = CertFiles { cert: args.tls_cert.clone(), key: args.tls_key.clone() };
+    let cert = ReloadingCert::load(files).context("loading the serving certificate")?;
+    cert.clone().spawn_reloader(Duration::from_secs(args.tls_reload_seconds.max(1)), metrics.clone());
+
+    let client = kube::Client::try_default().await.context("connecting to the API server")?;
+    let view = StoreView::start(client, &args.namespace);
+    let app = Arc::new(App { view: Arc::new(view), metrics, max_body: args.max_body_bytes, body_timeout: BODY_TIMEOUT });
+
+    let listener = std::net::TcpListener::bind(args.listen).with_context(|| format!("binding {}", args.listen))?;
+    let ops = tokio::net::TcpListener::bind(args.ops_listen).await.with_context(|| format!("binding {}", args.ops_listen))?;
+    tracing::info!(listen = %args.listen, ops = %args.ops_listen, namespace = %args.namespace, "liqo-webhook starting");
+
+    let handle = axum_server::Handle::new();
+    let https = tokio::spawn(serve_https(listener, server_config(cert), admission_router(app.clone()), handle.clone()));
+    let ops_server = tokio::spawn(async move {
+        axum::serve(ops, ops_router(app)).with_graceful_shutdown(shutdown_signal()).await
+    });
+
+    shutdown_signal().await;
+    tracing::info!(grace = args.shutdown_grace_seconds, "shutting down; finishing in-flight admissions");
+    handle.graceful_shutdown(Some(Duration::from_secs(args.shutdown_grace_seconds)));
+    https.await.context("HTTPS server task")?.context("HTTPS server")?;
+    ops_server.await.context("ops server task")?.context("ops server")?;
+    tracing::info!("stopped");
+    Ok(())
+}

@@ -1,0 +1,160 @@
+//! The HTTPS admission server and the plain-HTTP operations server (health, readiness, metrics).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use http_body_util::{BodyExt, Limited};
+use rustls::ServerConfig;
+
+use crate::admission::{Endpoint, admit};
+use crate::metrics::{AdmissionLabels, EndpointLabels, Metrics, ReasonLabels};
+use crate::state::ClusterView;
+
+/// Largest body accepted. The API server caps objects at 3 MiB and a review carries the object
+/// and the old object, so 16 MiB leaves ample room; anything larger is refused with 413.
+pub const DEFAULT_MAX_BODY: usize = 16 * 1024 * 1024;
+/// Longest time a client may take to send its body (the API server waits at most 30 s).
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the handlers share.
+pub struct App {
+    pub view: Arc<dyn ClusterView>,
+    pub metrics: Arc<Metrics>,
+    pub max_body: usize,
+    pub body_timeout: Duration,
+}
+
+impl App {
+    pub fn new(view: Arc<dyn ClusterView>, metrics: Arc<Metrics>) -> Arc<Self> {
+        Arc::new(Self { view, metrics, max_body: DEFAULT_MAX_BODY, body_timeout: BODY_TIMEOUT })
+    }
+
+    fn refuse(&self, status: StatusCode, label: &'static str, message: String) -> Response {
+        self.metrics.bad_requests.get_or_create(&ReasonLabels { reason: label }).inc();
+        tracing::debug!(%status, label, %message, "request refused");
+        (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], message + "\n").into_response()
+    }
+}
+
+/// `POST /validate` and `POST /mutate`.
+pub fn admission_router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/validate", post(|State(app): State<Arc<App>>, h: HeaderMap, b: Body| handle(app, Endpoint::Validate, h, b)))
+        .route("/mutate", post(|State(app): State<Arc<App>>, h: HeaderMap, b: Body| handle(app, Endpoint::Mutate, h, b)))
+        .with_state(app)
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
+}
+
+async fn read_body(app: &App, body: Body) -> Result<Bytes, Response> {
+    match tokio::time::timeout(app.body_timeout, Limited::new(body, app.max_body).collect()).await {
+        Err(_) => Err(app.refuse(StatusCode::REQUEST_TIMEOUT, "body_timeout", "the body did not arrive in time".into())),
+        Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(app.refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!("the body exceeds {} bytes", app.max_body),
+        )),
+        Ok(Err(e)) => Err(app.refuse(StatusCode::BAD_REQUEST, "body_error", format!("reading the body failed: {e}"))),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}
+
+async fn handle(app: Arc<App>, endpoint: Endpoint, headers: HeaderMap, body: Body) -> Response {
+    if !is_json(&headers) {
+        return app.refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "content_type",
+            "Content-Type must be application/json".into(),
+        );
+    }
+    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok()) {
+        if len > app.max_body {
+            return app.refuse(StatusCode::PAYLOAD_TOO_LARGE, "too_large", format!("the body exceeds {} bytes", app.max_body));
+        }
+    }
+    let body = match read_body(&app, body).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let started = Instant::now();
+    let decision = admit(endpoint, &body, app.view.as_ref());
+    let elapsed = started.elapsed().as_secs_f64();
+    match decision {
+        Err(bad) => app.refuse(StatusCode::BAD_REQUEST, bad.label, bad.message),
+        Ok(d) => {
+            app.metrics.duration.get_or_create(&EndpointLabels { endpoint: endpoint.as_str() }).observe(elapsed);
+            app.metrics
+                .admissions
+                .get_or_create(&AdmissionLabels {
+                    endpoint: endpoint.as_str(),
+                    kind: d.kind,
+                    operation: d.operation,
+                    decision: if d.denied.is_some() { "denied" } else { "allowed" },
+                    reason: d.denied.map_or("", |r| r.label()),
+                })
+                .inc();
+            if let Some(reason) = d.denied {
+                let msg = d.review.response.status.as_ref().map(|s| s.message.as_str()).unwrap_or("");
+                tracing::info!(kind = d.kind, op = d.operation, uid = %d.review.response.uid, reason = reason.label(), message = msg, "denied");
+            }
+            let json = serde_json::to_vec(&d.review).expect("a review always serializes");
+            ([(header::CONTENT_TYPE, "application/json")], json).into_response()
+        }
+    }
+}
+
+/// `/healthz` (the process runs), `/readyz` (stores synced), `/metrics`.
+pub fn ops_router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/readyz",
+            get(|State(app): State<Arc<App>>| async move {
+                if app.view.ready() {
+                    (StatusCode::OK, "ok\n")
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, "stores not synced yet\n")
+                }
+            }),
+        )
+        .route(
+            "/metrics",
+            get(|State(app): State<Arc<App>>| async move {
+                (
+                    [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+                    app.metrics.encode(),
+                )
+            }),
+        )
+        .with_state(app)
+}
+
+/// Serves `router` over TLS on `listener` until `handle` shuts it down.
+pub async fn serve_https(
+    listener: std::net::TcpListener,
+    tls: Arc<ServerConfig>,
+    router: Router,
+    handle: axum_server::Handle<std::net::SocketAddr>,
+) -> std::io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let config = axum_server::tls_rustls::RustlsConfig::from_config(tls);
+    let mut server = axum_server::from_tcp_rustls(listener, config)?.handle(handle);
+    server
+        .http_builder()
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(10));
+    server.serve(router.into_make_service()).await
+}

@@ -1,0 +1,222 @@
+//! What admission decisions need from the cluster — our cluster ID, the peering policy, the
+//! known ForeignClusters — read from watch-fed stores, never from an API call per request.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use liqo_api::names::{CLUSTER_CONFIG_NAME, CLUSTER_ID_CONFIGMAP, CLUSTER_ID_KEY, LABEL_CLUSTER_ID};
+use liqo_api::{ClusterConfig, ForeignCluster, validate_cluster_id};
+
+use crate::policy::PolicyConfig;
+
+/// The cluster as admission sees it.
+pub trait ClusterView: Send + Sync + 'static {
+    /// The Liqo namespace of this cluster.
+    fn namespace(&self) -> &str;
+    /// Our cluster ID, if the `cluster-id` ConfigMap holds a well-formed one.
+    fn own_cluster_id(&self) -> Option<String>;
+    fn policy(&self) -> PolicyConfig;
+    /// Whether a ForeignCluster for `cluster_id` exists.
+    fn is_known(&self, cluster_id: &str) -> bool;
+    /// Whether the view reflects the cluster (initial lists done).
+    fn ready(&self) -> bool;
+}
+
+/// A fixed view, for tests, benchmarks and running without a cluster.
+#[derive(Clone, Debug, Default)]
+pub struct StaticView {
+    pub namespace: String,
+    pub cluster_id: Option<String>,
+    pub policy: PolicyConfig,
+    pub known: Vec<String>,
+}
+
+impl ClusterView for StaticView {
+    fn namespace(&self) -> &str {
+        &self.namespace
+    }
+    fn own_cluster_id(&self) -> Option<String> {
+        self.cluster_id.clone()
+    }
+    fn policy(&self) -> PolicyConfig {
+        self.policy.clone()
+    }
+    fn is_known(&self, cluster_id: &str) -> bool {
+        self.known.iter().any(|k| k == cluster_id)
+    }
+    fn ready(&self) -> bool {
+        true
+    }
+}
+
+/// The view kept by reflectors on the API server.
+#[derive(Clone)]
+pub struct StoreView {
+    pub namespace: String,
+    pub cluster_id: Store<ConfigMap>,
+    pub config: Store<ClusterConfig>,
+    pub foreign: Store<ForeignCluster>,
+    pub synced: Arc<AtomicBool>,
+}
+
+/// The cluster ID a ForeignCluster stands for (spec first, then the label).
+fn fc_cluster_id(fc: &ForeignCluster) -> Option<&str> {
+    fc.spec.remote_cluster_id().or_else(|| fc.labels().get(LABEL_CLUSTER_ID).map(String::as_str))
+}
+
+impl ClusterView for StoreView {
+    fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    fn own_cluster_id(&self) -> Option<String> {
+        let cm = self.cluster_id.get(&ObjectRef::new(CLUSTER_ID_CONFIGMAP).within(&self.namespace))?;
+        let id = cm.data.as_ref()?.get(CLUSTER_ID_KEY)?;
+        validate_cluster_id(id).ok().map(|_| id.clone())
+    }
+
+    fn policy(&self) -> PolicyConfig {
+        self.config
+            .get(&ObjectRef::new(CLUSTER_CONFIG_NAME))
+            .map(|cc| PolicyConfig::from(&cc.spec))
+            .unwrap_or_default()
+    }
+
+    fn is_known(&self, cluster_id: &str) -> bool {
+        // Discovered ForeignClusters are named after the cluster ID; manual ones may not be.
+        if let Some(fc) = self.foreign.get(&ObjectRef::new(cluster_id)) {
+            if fc_cluster_id(&fc).is_none_or(|id| id == cluster_id) {
+                return true;
+            }
+        }
+        self.foreign.find(|fc| fc_cluster_id(fc) == Some(cluster_id)).is_some()
+    }
+
+    fn ready(&self) -> bool {
+        self.synced.load(Ordering::Relaxed)
+    }
+}
+
+/// Runs a reflector for `api` until the process ends; returns its store.
+fn reflect<K>(api: Api<K>, config: watcher::Config) -> Store<K>
+where
+    K: Resource + Clone + std::fmt::Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (reader, writer) = reflector::store();
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+        .reflect(writer)
+        .touched_objects();
+    tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            if let Err(e) = event {
+                tracing::warn!(error = %e, kind = %K::kind(&Default::default()), "watch failed; retrying");
+            }
+        }
+    });
+    reader
+}
+
+impl StoreView {
+    /// Starts the three watches; the view turns ready once each has listed.
+    pub fn start(client: Client, namespace: &str) -> Self {
+        let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+        let cluster_id = reflect(cm_api, watcher::Config::default().fields(&format!("metadata.name={CLUSTER_ID_CONFIGMAP}")));
+        let config = reflect(
+            Api::<ClusterConfig>::all(client.clone()),
+            watcher::Config::default().fields(&format!("metadata.name={CLUSTER_CONFIG_NAME}")),
+        );
+        let foreign = reflect(Api::<ForeignCluster>::all(client), watcher::Config::default());
+        let synced = Arc::new(AtomicBool::new(false));
+        let view = Self { namespace: namespace.to_owned(), cluster_id, config, foreign, synced: synced.clone() };
+        let stores = view.clone();
+        tokio::spawn(async move {
+            let all = futures::future::try_join3(
+                stores.cluster_id.wait_until_ready(),
+                stores.config.wait_until_ready(),
+                stores.foreign.wait_until_ready(),
+            );
+            if all.await.is_ok() {
+                synced.store(true, Ordering::Relaxed);
+                tracing::info!("stores synced; ready to admit");
+            }
+        });
+        view
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ObjectMeta;
+    use kube::runtime::reflector::store::Writer;
+    use liqo_api::{ClusterConfigSpec, ClusterIdentity, ForeignClusterSpec, PeeringPolicy};
+
+    fn fill<K>(objects: Vec<K>) -> Store<K>
+    where
+        K: Resource + Clone + 'static,
+        K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+    {
+        let mut writer: Writer<K> = Writer::default();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for o in objects {
+            writer.apply_watcher_event(&watcher::Event::InitApply(o));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        writer.as_reader()
+    }
+
+    fn fc(name: &str, id: Option<&str>) -> ForeignCluster {
+        let mut fc = ForeignCluster::new(name, ForeignClusterSpec::default());
+        fc.spec.cluster_identity = id.map(|id| ClusterIdentity { cluster_id: id.into(), cluster_name: None });
+        fc
+    }
+
+    fn view(cm_id: &str, configs: Vec<ClusterConfig>, fcs: Vec<ForeignCluster>) -> StoreView {
+        let cm = ConfigMap {
+            metadata: ObjectMeta { name: Some("cluster-id".into()), namespace: Some("liqo".into()), ..Default::default() },
+            data: Some([("cluster-id".to_owned(), cm_id.to_owned())].into()),
+            ..Default::default()
+        };
+        StoreView {
+            namespace: "liqo".into(),
+            cluster_id: fill(vec![cm]),
+            config: fill(configs),
+            foreign: fill(fcs),
+            synced: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    #[test]
+    fn reads_cluster_id_policy_and_known_clusters_from_the_stores() {
+        let mut cc = ClusterConfig::new("liqo-configuration", ClusterConfigSpec::default());
+        cc.spec.peering_policy = PeeringPolicy::AcceptKnown;
+        cc.spec.peering_deny_list = vec!["bad".into()];
+        let v = view("own-id", vec![cc], vec![fc("peer-a", None), fc("manual", Some("peer-b")), fc("peer-c", Some("other"))]);
+        assert_eq!(v.own_cluster_id().as_deref(), Some("own-id"));
+        assert_eq!(v.policy().policy, PeeringPolicy::AcceptKnown);
+        assert_eq!(v.policy().deny, vec!["bad".to_owned()]);
+        assert!(v.is_known("peer-a"), "named after the cluster ID");
+        assert!(v.is_known("peer-b"), "found by spec cluster ID");
+        assert!(v.is_known("other"));
+        assert!(!v.is_known("peer-c"), "its name is not its cluster ID");
+        assert!(!v.is_known("stranger"));
+    }
+
+    #[test]
+    fn missing_config_means_defaults_and_a_malformed_id_means_unknown() {
+        let v = view("Not Valid", vec![], vec![]);
+        assert_eq!(v.own_cluster_id(), None);
+        assert_eq!(v.policy(), PolicyConfig::default());
+        let other = ClusterConfig::new("not-the-singleton", ClusterConfigSpec { peering_policy: PeeringPolicy::RejectAll, ..Default::default() });
+        assert_eq!(view("x", vec![other], vec![]).policy().policy, PeeringPolicy::AcceptAll);
+    }
+}

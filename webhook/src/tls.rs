@@ -1,0 +1,132 @@
+//! The serving certificate, read from PEM files and reloaded when they change, without a
+//! restart. Kubernetes Secret volumes replace the files by swapping a `..data` symlink, so
+//! the files' contents are compared on every poll rather than watched by inode.
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rustls::ServerConfig;
+use rustls::crypto::ring;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+
+use crate::metrics::{Metrics, ReasonLabels};
+
+/// Where the certificate chain and key live.
+#[derive(Clone, Debug)]
+pub struct CertFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("{path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{0}: no certificate in PEM")]
+    NoCertificate(String),
+    #[error("{path}: {reason}")]
+    BadPem { path: String, reason: String },
+    #[error("the key does not match the certificate or is unsupported: {0}")]
+    Key(String),
+}
+
+impl CertFiles {
+    fn read(&self) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
+        let read = |p: &PathBuf| std::fs::read(p).map_err(|e| TlsError::Read { path: p.display().to_string(), source: e });
+        Ok((read(&self.cert)?, read(&self.key)?))
+    }
+}
+
+/// Builds the rustls key from PEM bytes, checking that key and certificate belong together.
+pub fn certified_key(cert_pem: &[u8], key_pem: &[u8], files: &CertFiles) -> Result<CertifiedKey, TlsError> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| TlsError::BadPem { path: files.cert.display().to_string(), reason: e.to_string() })?;
+    if chain.is_empty() {
+        return Err(TlsError::NoCertificate(files.cert.display().to_string()));
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem)
+        .map_err(|e| TlsError::BadPem { path: files.key.display().to_string(), reason: e.to_string() })?;
+    let signing = ring::sign::any_supported_type(&key).map_err(|e| TlsError::Key(e.to_string()))?;
+    let ck = CertifiedKey::new(chain, signing);
+    ck.keys_match().map_err(|e| TlsError::Key(e.to_string()))?;
+    Ok(ck)
+}
+
+/// Hands every new TLS connection the certificate loaded last.
+#[derive(Debug)]
+pub struct ReloadingCert {
+    files: CertFiles,
+    current: RwLock<(Arc<CertifiedKey>, Vec<u8>, Vec<u8>)>,
+}
+
+impl ReloadingCert {
+    /// Loads the files once; fails when they are missing or invalid.
+    pub fn load(files: CertFiles) -> Result<Arc<Self>, TlsError> {
+        let (cert, key) = files.read()?;
+        let ck = certified_key(&cert, &key, &files)?;
+        Ok(Arc::new(Self { files, current: RwLock::new((Arc::new(ck), cert, key)) }))
+    }
+
+    /// Re-reads the files; swaps in a changed, valid certificate. Returns whether it changed.
+    /// A broken new pair is refused and the current certificate stays in use.
+    pub fn reload(&self) -> Result<bool, TlsError> {
+        let (cert, key) = self.files.read()?;
+        {
+            let current = self.current.read().expect("lock never poisoned");
+            if current.1 == cert && current.2 == key {
+                return Ok(false);
+            }
+        }
+        let ck = certified_key(&cert, &key, &self.files)?;
+        *self.current.write().expect("lock never poisoned") = (Arc::new(ck), cert, key);
+        Ok(true)
+    }
+
+    /// Polls the files every `interval` for as long as the process runs.
+    pub fn spawn_reloader(self: Arc<Self>, interval: Duration, metrics: Arc<Metrics>) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let this = self.clone();
+                let result = tokio::task::spawn_blocking(move || this.reload()).await;
+                let label = match result {
+                    Ok(Ok(false)) => continue,
+                    Ok(Ok(true)) => {
+                        tracing::info!(cert = %self.files.cert.display(), "serving certificate reloaded");
+                        "reloaded"
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "serving certificate not reloaded; keeping the current one");
+                        "error"
+                    }
+                    Err(_) => "error",
+                };
+                metrics.tls_reloads.get_or_create(&ReasonLabels { reason: label }).inc();
+            }
+        })
+    }
+}
+
+impl ResolvesServerCert for ReloadingCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current.read().expect("lock never poisoned").0.clone())
+    }
+}
+
+/// A TLS 1.2/1.3 server configuration (ring provider) serving `cert`, offering h2 and http/1.1.
+pub fn server_config(cert: Arc<ReloadingCert>) -> Arc<ServerConfig> {
+    let mut config = ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_no_client_auth()
+        .with_cert_resolver(cert);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Arc::new(config)
+}
