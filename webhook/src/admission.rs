@@ -60,9 +60,13 @@ pub fn admit(endpoint: Endpoint, body: &[u8], view: &dyn ClusterView) -> Result<
             ),
         });
     }
-    let Some(req) = review.request else {
+    let Some(raw) = review.request.filter(|r| r.get() != "null") else {
         return Err(BadReview { label: "missing_request", message: "the AdmissionReview has no request".into() });
     };
+    let req: Request<'_> = serde_json::from_str(raw.get()).map_err(|e| BadReview {
+        label: "malformed_request",
+        message: format!("request: {e}"),
+    })?;
     let kind = kind_label(&req);
     let result = decide(endpoint, &req, view);
     let (response, denied) = match result {

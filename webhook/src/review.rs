@@ -19,8 +19,9 @@ pub struct ReviewIn<'a> {
     pub api_version: Option<String>,
     #[serde(default)]
     pub kind: Option<String>,
+    /// Decoded only once the envelope is known to be v1.
     #[serde(default, borrow)]
-    pub request: Option<Request<'a>>,
+    pub request: Option<&'a RawValue>,
 }
 
 /// Group/version/kind of the object under review.
