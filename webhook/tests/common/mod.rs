@@ -58,7 +58,7 @@ pub fn sans() -> Vec<String> {
     vec!["localhost".into(), "127.0.0.1".into()]
 }
 
-pub async fn start(view: StaticView, body_timeout: Duration) -> Running {
+pub async fn start(view: impl liqo_webhook::state::ClusterView, body_timeout: Duration) -> Running {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let certs = tempfile::tempdir().unwrap();
     liqo_certs::files::ensure(certs.path(), &sans(), time::OffsetDateTime::now_utc(), &Default::default()).unwrap();

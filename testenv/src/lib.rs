@@ -1,0 +1,237 @@
+//! Real Kubernetes control planes for integration tests, envtest-style: `KUBEBUILDER_ASSETS`
+//! names a folder holding `etcd` and `kube-apiserver`; each [`ControlPlane`] runs both on
+//! loopback with its own data directory and stops them when dropped.
+//!
+//! Without the binaries [`ControlPlane::start`] returns the reason, and tests print
+//! `SKIP: <reason>` and pass without asserting anything else. There is no
+//! kube-controller-manager: no garbage collection, no namespace deletion, no token controller.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+
+/// Why a control plane did not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// No binaries here: tests skip.
+    Unavailable(String),
+    /// The binaries exist but did not come up: tests fail.
+    Failed(String),
+}
+
+impl From<String> for StartError {
+    fn from(s: String) -> Self {
+        Self::Failed(s)
+    }
+}
+
+/// The admin token (user `admin`, group `system:masters`).
+pub const ADMIN_TOKEN: &str = "liqo-testenv-admin-token";
+
+/// Why integration tests cannot run here, or the asset folder.
+pub fn assets() -> Result<PathBuf, String> {
+    let dir = std::env::var_os("KUBEBUILDER_ASSETS")
+        .ok_or("KUBEBUILDER_ASSETS is not set (a folder with kube-apiserver and etcd)")?;
+    let dir = PathBuf::from(dir);
+    for bin in ["etcd", "kube-apiserver"] {
+        if !dir.join(bin).is_file() {
+            return Err(format!("KUBEBUILDER_ASSETS={} has no {bin}", dir.display()));
+        }
+    }
+    Ok(dir)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One etcd + kube-apiserver pair on loopback.
+pub struct ControlPlane {
+    /// `https://127.0.0.1:<port>`
+    pub url: String,
+    /// CA that signed the API server's serving certificate (PEM).
+    pub ca_pem: String,
+    pub dir: tempfile::TempDir,
+    // Dropped in field order: the API server stops before etcd.
+    _apiserver: Process,
+    _etcd: Process,
+}
+
+impl ControlPlane {
+    /// Starts a control plane when the assets exist: `None` (after printing `SKIP: why`) when
+    /// they do not; panics when they exist but the control plane does not come up.
+    pub async fn start_or_skip() -> Option<Self> {
+        match Self::start().await {
+            Ok(cp) => Some(cp),
+            Err(StartError::Unavailable(reason)) => {
+                skip(&reason);
+                None
+            }
+            Err(StartError::Failed(reason)) => panic!("control plane failed to start: {reason}"),
+        }
+    }
+
+    /// Starts a control plane and waits until it is ready (up to 90 s).
+    pub async fn start() -> Result<Self, StartError> {
+        let assets = assets().map_err(StartError::Unavailable)?;
+        Self::start_with(&assets).await.map_err(|e| match e {
+            StartError::Unavailable(m) => StartError::Failed(m),
+            failed => failed,
+        })
+    }
+
+    async fn start_with(assets: &Path) -> Result<Self, StartError> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let d = dir.path();
+        let log = |name: &str| std::fs::File::create(d.join(name)).map(Stdio::from).map_err(|e| e.to_string());
+
+        let (client_port, peer_port, api_port) = (free_port(), free_port(), free_port());
+        let etcd_url = format!("http://127.0.0.1:{client_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let etcd = Command::new(assets.join("etcd"))
+            .args([
+                "--name=default".to_owned(),
+                format!("--data-dir={}", d.join("etcd").display()),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
+                format!("--listen-peer-urls={peer_url}"),
+                format!("--initial-advertise-peer-urls={peer_url}"),
+                format!("--initial-cluster=default={peer_url}"),
+                "--unsafe-no-fsync=true".to_owned(),
+            ])
+            .stdout(log("etcd.log")?)
+            .stderr(log("etcd.err.log")?)
+            .spawn()
+            .map_err(|e| format!("starting etcd: {e}"))?;
+        let etcd = Process(etcd);
+
+        // Serving certificate for 127.0.0.1 from our own CA, so clients verify it.
+        let certs = d.join("certs");
+        liqo_certs::files::ensure(
+            &certs,
+            &["127.0.0.1".into(), "localhost".into()],
+            time::OffsetDateTime::now_utc(),
+            &Default::default(),
+        )
+        .map_err(|e| e.to_string())?;
+        let sa_key = rcgen::KeyPair::generate().map_err(|e| e.to_string())?;
+        std::fs::write(d.join("sa.key"), sa_key.serialize_pem()).map_err(|e| e.to_string())?;
+        std::fs::write(d.join("sa.pub"), sa_key.public_key_pem()).map_err(|e| e.to_string())?;
+        let mut tokens = std::fs::File::create(d.join("tokens.csv")).map_err(|e| e.to_string())?;
+        writeln!(tokens, "{ADMIN_TOKEN},admin,admin-uid,\"system:masters\"").map_err(|e| e.to_string())?;
+
+        let apiserver = Command::new(assets.join("kube-apiserver"))
+            .args([
+                format!("--etcd-servers={etcd_url}"),
+                "--bind-address=127.0.0.1".to_owned(),
+                "--advertise-address=127.0.0.1".to_owned(),
+                format!("--secure-port={api_port}"),
+                format!("--cert-dir={}", d.join("apiserver-certs").display()),
+                format!("--tls-cert-file={}", certs.join("tls.crt").display()),
+                format!("--tls-private-key-file={}", certs.join("tls.key").display()),
+                "--service-account-issuer=https://kubernetes.default.svc".to_owned(),
+                format!("--service-account-key-file={}", d.join("sa.pub").display()),
+                format!("--service-account-signing-key-file={}", d.join("sa.key").display()),
+                format!("--token-auth-file={}", d.join("tokens.csv").display()),
+                "--authorization-mode=RBAC".to_owned(),
+                "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+                "--disable-admission-plugins=ServiceAccount".to_owned(),
+                "--allow-privileged=true".to_owned(),
+            ])
+            .stdout(log("apiserver.log")?)
+            .stderr(log("apiserver.err.log")?)
+            .spawn()
+            .map_err(|e| format!("starting kube-apiserver: {e}"))?;
+        let apiserver = Process(apiserver);
+
+        let ca_pem = std::fs::read_to_string(certs.join("ca.crt")).map_err(|e| e.to_string())?;
+        let mut cp = Self { url: format!("https://127.0.0.1:{api_port}"), ca_pem, dir, _apiserver: apiserver, _etcd: etcd };
+        cp.wait_ready(Duration::from_secs(90)).await.map_err(StartError::Failed)?;
+        Ok(cp)
+    }
+
+    fn log_tail(&self, name: &str) -> String {
+        let log = std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(15)..].join("\n")
+    }
+
+    async fn wait_ready(&mut self, limit: Duration) -> Result<(), String> {
+        let client = self.client(ADMIN_TOKEN)?;
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self._etcd.0.try_wait() {
+                return Err(format!("etcd exited ({status}):\n{}", self.log_tail("etcd.err.log")));
+            }
+            if let Ok(Some(status)) = self._apiserver.0.try_wait() {
+                return Err(format!("kube-apiserver exited ({status}):\n{}", self.log_tail("apiserver.err.log")));
+            }
+            match client.request_text(http_get("/readyz")).await {
+                Ok(body) if body.trim() == "ok" => return Ok(()),
+                _ if started.elapsed() > limit => {
+                    return Err(format!("kube-apiserver not ready after {limit:?}:\n{}", self.log_tail("apiserver.err.log")));
+                }
+                _ => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+        }
+    }
+
+    /// A client authenticating with a bearer `token` and verifying the server against our CA.
+    pub fn client(&self, token: &str) -> Result<Client, String> {
+        let mut config = kube::Config::new(self.url.parse().map_err(|e| format!("{e}"))?);
+        config.root_cert = Some(vec![pem_to_der(&self.ca_pem)?]);
+        config.auth_info.token = Some(secrecy::SecretString::from(token.to_owned()));
+        Client::try_from(config).map_err(|e| e.to_string())
+    }
+
+    /// The admin client.
+    pub fn admin(&self) -> Client {
+        self.client(ADMIN_TOKEN).expect("admin client")
+    }
+
+    /// Writes a kubeconfig for `token` (for kubectl) and returns its path.
+    pub fn kubeconfig(&self, token: &str) -> PathBuf {
+        let ca = self.dir.path().join("certs/ca.crt");
+        let path = self.dir.path().join(format!("kubeconfig-{}", token.len()));
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: t, user: u}}\ncurrent-context: c\n",
+            self.url,
+            ca.display()
+        );
+        std::fs::write(&path, text).expect("writing a kubeconfig");
+        path
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+fn http_get(path: &str) -> http::Request<Vec<u8>> {
+    http::Request::get(path).body(vec![]).expect("a static request")
+}
+
+fn pem_to_der(pem: &str) -> Result<Vec<u8>, String> {
+    use base64::Engine;
+    let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    base64::engine::general_purpose::STANDARD.decode(body).map_err(|e| e.to_string())
+}
+
+/// Prints the skip reason in a form `cargo test` output shows.
+pub fn skip(reason: &str) {
+    eprintln!("SKIP: {reason}");
+    println!("SKIP: {reason}");
+}
