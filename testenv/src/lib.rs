@@ -102,6 +102,7 @@ impl ControlPlane {
         let etcd_url = format!("http://127.0.0.1:{client_port}");
         let peer_url = format!("http://127.0.0.1:{peer_port}");
         let etcd = Command::new(assets.join("etcd"))
+            .current_dir(d)
             .args([
                 "--name=default".to_owned(),
                 format!("--data-dir={}", d.join("etcd").display()),
@@ -134,6 +135,7 @@ impl ControlPlane {
         writeln!(tokens, "{ADMIN_TOKEN},admin,admin-uid,\"system:masters\"").map_err(|e| e.to_string())?;
 
         let apiserver = Command::new(assets.join("kube-apiserver"))
+            .current_dir(d)
             .args([
                 format!("--etcd-servers={etcd_url}"),
                 "--bind-address=127.0.0.1".to_owned(),

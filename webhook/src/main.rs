@@ -9,7 +9,9 @@ use anyhow::Context;
 use clap::Parser;
 use liqo_webhook::metrics::Metrics;
 use liqo_webhook::server::{App, BODY_TIMEOUT, DEFAULT_MAX_BODY, admission_router, ops_router, serve_https};
-use liqo_webhook::state::StoreView;
+use liqo_api::PeeringPolicy;
+use liqo_webhook::policy::PolicyConfig;
+use liqo_webhook::state::{ClusterView, StaticView, StoreView};
 use liqo_webhook::tls::{CertFiles, ReloadingCert, server_config};
 
 /// Liqo admission webhook: validates PeeringRequests/FederationRequests and ForeignCluster
@@ -41,6 +43,20 @@ struct Args {
     /// Seconds in-flight admissions get to finish after SIGTERM.
     #[arg(long, default_value_t = 20)]
     shutdown_grace_seconds: u64,
+    /// Create (or renew) a CA and a serving certificate for localhost/127.0.0.1 in this
+    /// directory and serve it, instead of --tls-cert/--tls-key. For local development.
+    #[arg(long)]
+    generate_cert_dir: Option<PathBuf>,
+    /// Run without an API server: admission decisions use --cluster-id and --peering-policy
+    /// instead of the cluster's ConfigMap, ClusterConfig and ForeignClusters.
+    #[arg(long, requires = "cluster_id")]
+    standalone: bool,
+    /// Our cluster ID (with --standalone).
+    #[arg(long)]
+    cluster_id: Option<String>,
+    /// Peering policy (with --standalone).
+    #[arg(long, default_value = "AcceptAll", value_parser = ["AcceptAll", "AcceptKnown", "RejectAll"])]
+    peering_policy: String,
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -78,13 +94,34 @@ async fn main() -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
 
     let metrics = Arc::new(Metrics::default());
-    let files = CertFiles { cert: args.tls_cert.clone(), key: args.tls_key.clone() };
+    let files = match &args.generate_cert_dir {
+        Some(dir) => {
+            let sans = ["localhost".to_owned(), "127.0.0.1".to_owned()];
+            let outcome = liqo_certs::files::ensure(dir, &sans, time::OffsetDateTime::now_utc(), &Default::default())?;
+            tracing::info!(dir = %dir.display(), ca = ?outcome.ca, serving = ?outcome.serving, "certificates ready (CA in ca.crt)");
+            CertFiles { cert: dir.join("tls.crt"), key: dir.join("tls.key") }
+        }
+        None => CertFiles { cert: args.tls_cert.clone(), key: args.tls_key.clone() },
+    };
     let cert = ReloadingCert::load(files).context("loading the serving certificate")?;
     cert.clone().spawn_reloader(Duration::from_secs(args.tls_reload_seconds.max(1)), metrics.clone());
 
-    let client = kube::Client::try_default().await.context("connecting to the API server")?;
-    let view = StoreView::start(client, &args.namespace);
-    let app = Arc::new(App { view: Arc::new(view), metrics, max_body: args.max_body_bytes, body_timeout: BODY_TIMEOUT });
+    let view: Arc<dyn ClusterView> = if args.standalone {
+        let id = args.cluster_id.clone().unwrap_or_default();
+        liqo_api::validate_cluster_id(&id).map_err(|e| anyhow::anyhow!("--cluster-id {id:?}: {e}"))?;
+        let policy: PeeringPolicy = serde_json::from_value(serde_json::json!(args.peering_policy))?;
+        tracing::info!(cluster_id = %id, policy = policy.as_str(), "standalone: no API server");
+        Arc::new(StaticView {
+            namespace: args.namespace.clone(),
+            cluster_id: Some(id),
+            policy: PolicyConfig { policy, ..Default::default() },
+            known: vec![],
+        })
+    } else {
+        let client = kube::Client::try_default().await.context("connecting to the API server")?;
+        Arc::new(StoreView::start(client, &args.namespace))
+    };
+    let app = Arc::new(App { view, metrics, max_body: args.max_body_bytes, body_timeout: BODY_TIMEOUT });
 
     let listener = std::net::TcpListener::bind(args.listen).with_context(|| format!("binding {}", args.listen))?;
     let ops = tokio::net::TcpListener::bind(args.ops_listen).await.with_context(|| format!("binding {}", args.ops_listen))?;
