@@ -1,0 +1,36 @@
+# Liqo discovery and peering — the verbs. `just --list` shows them.
+
+# Build every crate (debug).
+build:
+    cargo build --workspace --all-targets
+
+# The whole test suite (the same command the README and CI run). Integration tests run
+# against real API servers when KUBEBUILDER_ASSETS names a folder with kube-apiserver + etcd.
+test:
+    cargo test --workspace
+
+# Regenerate manifests/crds/ from the Rust types (a test fails when they drift).
+generate:
+    cargo run -q -p liqo-api --bin crdgen
+
+# Throughput and latency benchmarks (release build; needs `wrk`).
+bench:
+    cargo bench -p liqo-webhook --bench admission
+
+# Render the installable manifests.
+manifests:
+    kubectl kustomize manifests/
+
+# Run the webhook on this machine without a cluster (self-made certificate in DIR).
+webhook-standalone cluster_id="0558de48-097b-4b7d-ba04-6bd2a0f9d24f" dir="/tmp/liqo-webhook-certs":
+    cargo run -p liqo-webhook -- --standalone --cluster-id {{cluster_id}} --generate-cert-dir {{dir}} --listen 127.0.0.1:8443 --ops-listen 127.0.0.1:8080
+
+# Webhook configurations pointing the current kubectl context's API server at a webhook
+# running on this machine (url clientConfig + our CA as caBundle); pipe into `kubectl apply -f -`.
+webhook-local-config url="https://127.0.0.1:8443" dir="/tmp/liqo-webhook-certs":
+    cargo run -q -p liqo-certs -- issue --dir {{dir}} --host localhost --host 127.0.0.1
+    cargo run -q -p liqo-certs -- inject --ca {{dir}}/ca.crt --url {{url}} manifests/webhook/webhook-configurations.yaml
+
+# Two-cluster end-to-end suite on kind (needs Docker and kind).
+e2e:
+    kind-tests/run.sh

@@ -1,0 +1,189 @@
+//! Admission throughput and latency over TLS keep-alive on loopback, against the floor of
+//! our own bare TLS endpoint, in the same run.
+//!
+//! The real webhook server (same TLS setup, same router) serves `/validate` and an extra
+//! `/floor` route that reads the body and answers with a canned response of the same size,
+//! decoding nothing. `wrk` posts the captured PeeringRequest fixture to each with 16 and 64
+//! connections and we print admissions/s, p50/p99 and the ratios.
+//!
+//! Run with `just bench` (or `cargo bench -p liqo-webhook --bench admission`).
+//! `BENCH_SECONDS` (default 10) sets the length of each wrk run; `BENCH_THREADS` (default 2)
+//! the wrk threads. Needs `wrk` on PATH (Debian package `wrk`).
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::post;
+use http_body_util::BodyExt;
+use liqo_webhook::admission::{Endpoint, admit};
+use liqo_webhook::metrics::Metrics;
+use liqo_webhook::policy::PolicyConfig;
+use liqo_webhook::server::{App, admission_router, serve_https};
+use liqo_webhook::state::StaticView;
+use liqo_webhook::tls::{CertFiles, ReloadingCert, server_config};
+
+const FIXTURE: &str = "tests/fixtures/admission/peeringrequest-create-by-peer-sa.json";
+const OWN_ID: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
+
+struct Run {
+    requests_per_sec: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    requests: u64,
+    errors: u64,
+}
+
+fn main() {
+    if Command::new("wrk").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: the admission benchmark needs `wrk` on PATH (apt-get install wrk)");
+        return;
+    }
+    let seconds: u64 = std::env::var("BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    let threads: u64 = std::env::var("BENCH_THREADS").ok().and_then(|s| s.parse().ok()).unwrap_or(2);
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let body_path = manifest.join(FIXTURE);
+    let body = std::fs::read(&body_path).expect("fixture");
+
+    let view = StaticView {
+        namespace: "liqo".into(),
+        cluster_id: Some(OWN_ID.into()),
+        policy: PolicyConfig::default(),
+        known: vec![],
+    };
+    // The answer the webhook gives; the floor returns the same number of bytes.
+    let decision = admit(Endpoint::Validate, &body, &view).expect("fixture is a valid review");
+    assert!(decision.denied.is_none(), "the benchmark request must be admitted");
+    let answer = serde_json::to_vec(&decision.review).unwrap();
+    let canned: &'static [u8] = Box::leak(vec![b' '; answer.len()].into_boxed_slice());
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let addr = rt.block_on(async {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let sans = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+        liqo_certs::files::ensure(dir.path(), &sans, time::OffsetDateTime::now_utc(), &Default::default()).unwrap();
+        let files = CertFiles { cert: dir.path().join("tls.crt"), key: dir.path().join("tls.key") };
+        let cert = ReloadingCert::load(files).unwrap();
+        cert.clone().spawn_reloader(Duration::from_secs(5), metrics.clone());
+        let app = App::new(Arc::new(view), metrics.clone());
+        let router = admission_router(app).route(
+            "/floor",
+            post(move |b: Body| async move {
+                let _ = b.collect().await;
+                ([(header::CONTENT_TYPE, "application/json")], canned).into_response()
+            }),
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handle = axum_server::Handle::new();
+        tokio::spawn(serve_https(listener, server_config(cert), router, handle.clone()));
+        handle.listening().await.expect("listening");
+        addr
+    });
+
+    let script = dir.path().join("post.lua");
+    std::fs::write(
+        &script,
+        format!(
+            "wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\n\
+             local f = assert(io.open(\"{}\", \"rb\"))\nwrk.body = f:read(\"*a\")\nf:close()\n",
+            body_path.display()
+        ),
+    )
+    .unwrap();
+
+    println!(
+        "admission benchmark: {} bytes of PeeringRequest in, {} bytes out, wrk -t{threads} -d{seconds}s, TLS keep-alive on loopback",
+        body.len(),
+        answer.len()
+    );
+    println!("{:>5}  {:<9} {:>12} {:>9} {:>9} {:>8}", "conns", "endpoint", "req/s", "p50 ms", "p99 ms", "errors");
+    for conns in [16u64, 64] {
+        let floor = wrk(&script, addr, "/floor", conns, threads, seconds);
+        let before = admitted(&metrics);
+        let adm = wrk(&script, addr, "/validate", conns, threads, seconds);
+        let counted = admitted(&metrics) - before;
+        for (name, r) in [("floor", &floor), ("validate", &adm)] {
+            println!(
+                "{conns:>5}  {name:<9} {:>12.0} {:>9.2} {:>9.2} {:>8}",
+                r.requests_per_sec, r.p50_ms, r.p99_ms, r.errors
+            );
+        }
+        println!(
+            "{conns:>5}  ratio     throughput {:.0}% of floor, p99 {:.2}x floor; {} admissions counted by the webhook for {} requests",
+            100.0 * adm.requests_per_sec / floor.requests_per_sec,
+            adm.p99_ms / floor.p99_ms,
+            counted,
+            adm.requests
+        );
+    }
+}
+
+/// Allowed admissions the webhook itself counted (its Prometheus counter).
+fn admitted(metrics: &Metrics) -> u64 {
+    metrics
+        .encode()
+        .lines()
+        .filter(|l| l.starts_with("liqo_webhook_admissions_total{") && l.contains("decision=\"allowed\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+fn wrk(script: &Path, addr: std::net::SocketAddr, path: &str, conns: u64, threads: u64, seconds: u64) -> Run {
+    let out = Command::new("wrk")
+        .args([
+            format!("-t{threads}"),
+            format!("-c{conns}"),
+            format!("-d{seconds}s"),
+            "--latency".into(),
+            "-s".into(),
+            script.display().to_string(),
+            format!("https://127.0.0.1:{}{path}", addr.port()),
+        ])
+        .output()
+        .expect("running wrk");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "wrk failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+    parse_wrk(&text).unwrap_or_else(|| panic!("unexpected wrk output:\n{text}"))
+}
+
+fn parse_wrk(text: &str) -> Option<Run> {
+    let mut run = Run { requests_per_sec: 0.0, p50_ms: 0.0, p99_ms: 0.0, requests: 0, errors: 0 };
+    for line in text.lines().map(str::trim) {
+        let mut words = line.split_whitespace();
+        match (words.next(), words.next()) {
+            (Some("Requests/sec:"), Some(v)) => run.requests_per_sec = v.parse().ok()?,
+            (Some("50%"), Some(v)) => run.p50_ms = millis(v)?,
+            (Some("99%"), Some(v)) => run.p99_ms = millis(v)?,
+            (Some(n), Some("requests")) => run.requests = n.parse().ok()?,
+            (Some("Non-2xx"), _) => run.errors += line.rsplit(' ').next()?.parse::<u64>().ok()?,
+            (Some("Socket"), Some("errors:")) => {
+                run.errors += line
+                    .split(',')
+                    .filter_map(|p| p.split_whitespace().last()?.parse::<u64>().ok())
+                    .sum::<u64>()
+            }
+            _ => {}
+        }
+    }
+    (run.requests_per_sec > 0.0).then_some(run)
+}
+
+fn millis(v: &str) -> Option<f64> {
+    let (num, scale) = if let Some(n) = v.strip_suffix("us") {
+        (n, 0.001)
+    } else if let Some(n) = v.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = v.strip_suffix('s') {
+        (n, 1000.0)
+    } else {
+        return None;
+    };
+    Some(num.parse::<f64>().ok()? * scale)
+}
