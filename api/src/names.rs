@@ -46,3 +46,14 @@ pub fn advertisement_name(sender_cluster_id: &str) -> String {
 pub fn ca_data_secret(fc_name: &str) -> String {
     format!("{fc_name}-ca-data")
 }
+
+/// Name of the Secret, in the remote Liqo namespace, holding the kubeconfig that cluster
+/// `requester_cluster_id` hands the remote with its PeeringRequest.
+pub fn peering_kubeconfig_secret(requester_cluster_id: &str) -> String {
+    format!("pr-kubeconfig-{requester_cluster_id}")
+}
+
+/// Name of the ClusterRole (and its binding) a peer's identity gets on this cluster.
+pub fn peer_role(cluster_id: &str) -> String {
+    format!("liqo-remote-{cluster_id}")
+}

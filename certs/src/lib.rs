@@ -2,12 +2,14 @@
 //! certificates signed by it with the right SANs, the checks that decide when to re-issue,
 //! and the caBundle injection into webhook configurations.
 //!
-//! Pure functions over PEM strings; [`files`] is the only module that touches the disk.
+//! Pure functions over PEM strings; [`files`] writes them to disk and [`serving`] serves them
+//! over HTTPS with reload on change.
 
 pub mod bundle;
 pub mod files;
 pub mod inspect;
 pub mod issue;
+pub mod serving;
 
 pub use bundle::{inject_ca_bundle, tls_secret_yaml};
 pub use inspect::{CertInfo, fingerprint_sha256, inspect, reissue_reason};
@@ -24,6 +26,8 @@ pub enum CertsError {
     Parse(String),
     #[error("invalid manifest: {0}")]
     Manifest(String),
+    #[error("the key does not match the certificate or is unsupported: {0}")]
+    Key(String),
     #[error("{path}: {source}")]
     Io { path: String, source: std::io::Error },
 }
@@ -36,6 +40,7 @@ impl CertsError {
             Self::Pem(_) => "pem",
             Self::Parse(_) => "parse",
             Self::Manifest(_) => "manifest",
+            Self::Key(_) => "key",
             Self::Io { .. } => "io",
         }
     }

@@ -1,8 +1,141 @@
-//! liqo-reconciler: the controllers of the discovery and peering protocol (cluster ID,
-//! ClusterConfig, discovery, ForeignCluster lifecycle, incoming PeeringRequests, auth service).
-//! Not built yet: this binary only says so.
+//! `liqo-reconciler`: wiring only; see the library modules.
 
-fn main() {
-    eprintln!("liqo-reconciler: the reconciler is not built yet; only liqo-webhook and liqo-certs run today");
-    std::process::exit(2);
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use clap::Parser;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::Api;
+use liqo_certs::serving::{CertFiles, ReloadingCert, serve_https, server_config, shutdown_signal};
+use liqo_reconciler::auth::service::{ApiServer, AuthService, ensure_token_secret};
+use liqo_reconciler::config::ClusterConfigKeeper;
+use liqo_reconciler::identity::ClusterIdentity;
+use liqo_reconciler::singleton::keep;
+use tokio::sync::watch;
+
+/// Liqo reconciler: keeps the cluster ID and the ClusterConfig, and serves the auth service
+/// (/ids, /identity, /ca) to peers. Connects to the API server in-cluster or via KUBECONFIG.
+#[derive(Parser, Debug)]
+#[command(name = "liqo-reconciler", version, about)]
+struct Args {
+    /// The Liqo namespace.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "liqo")]
+    namespace: String,
+    /// HTTPS address of the auth service.
+    #[arg(long, env = "AUTH_LISTEN", default_value = "0.0.0.0:8443")]
+    auth_listen: SocketAddr,
+    /// Plain-HTTP address for /healthz and /readyz.
+    #[arg(long, env = "OPS_LISTEN", default_value = "0.0.0.0:8080")]
+    ops_listen: SocketAddr,
+    /// PEM certificate chain of the auth service (reloaded when it changes).
+    #[arg(long, env = "AUTH_TLS_CERT", default_value = "/etc/liqo/auth-tls/tls.crt")]
+    auth_tls_cert: PathBuf,
+    /// PEM private key of that certificate.
+    #[arg(long, env = "AUTH_TLS_KEY", default_value = "/etc/liqo/auth-tls/tls.key")]
+    auth_tls_key: PathBuf,
+    /// Create (or renew) a CA and a certificate for localhost/127.0.0.1 (plus --auth-host) in
+    /// this directory and serve it, instead of --auth-tls-cert/--auth-tls-key.
+    #[arg(long)]
+    generate_cert_dir: Option<PathBuf>,
+    /// Extra names or addresses for the generated certificate (repeatable).
+    #[arg(long = "auth-host")]
+    auth_hosts: Vec<String>,
+    /// URL peers use to reach this cluster's API server (default: the URL this process uses).
+    #[arg(long, env = "LIQO_API_URL")]
+    api_url: Option<String>,
+    /// PEM file of the API server's CA, handed to peers (default: the CA this process trusts).
+    #[arg(long, env = "LIQO_API_CA_FILE")]
+    api_ca_file: Option<PathBuf>,
+    /// Lifetime requested for tokens issued to peers, in hours.
+    #[arg(long, default_value_t = 24 * 365)]
+    token_lifetime_hours: u64,
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+}
+
+fn pem_of(der_certs: &[Vec<u8>]) -> String {
+    let blocks: Vec<pem::Pem> = der_certs.iter().map(|d| pem::Pem::new("CERTIFICATE", d.clone())).collect();
+    pem::encode_many(&blocks)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    match args.log_format.as_str() {
+        "json" => tracing_subscriber::fmt().with_env_filter(filter).json().init(),
+        _ => tracing_subscriber::fmt().with_env_filter(filter).init(),
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+
+    let kube_config = kube::Config::infer().await.context("finding the API server (in-cluster or KUBECONFIG)")?;
+    let api_server = ApiServer {
+        url: args.api_url.clone().unwrap_or_else(|| kube_config.cluster_url.to_string().trim_end_matches('/').to_owned()),
+        ca_pem: match &args.api_ca_file {
+            Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+            None => pem_of(kube_config.root_cert.as_deref().unwrap_or_default()),
+        },
+    };
+    if api_server.url.contains("kubernetes.default") {
+        tracing::warn!(url = %api_server.url, "peers will be told an in-cluster API server URL; set --api-url");
+    }
+    let client = kube::Client::try_from(kube_config).context("building the API client")?;
+
+    let (id_tx, id_rx) = watch::channel(None);
+    let (cfg_tx, cfg_rx) = watch::channel(None);
+    let identity = ClusterIdentity { nodes: Api::<Node>::all(client.clone()) };
+    tokio::spawn(keep(identity, Api::<ConfigMap>::namespaced(client.clone(), &args.namespace), id_tx));
+    tokio::spawn(keep(ClusterConfigKeeper, Api::all(client.clone()), cfg_tx));
+    if let Err(e) = ensure_token_secret(&client, &args.namespace).await {
+        tracing::warn!(error = %e, "cannot create the auth-token Secret; tokens other than empty ones will be refused");
+    }
+
+    let files = match &args.generate_cert_dir {
+        Some(dir) => {
+            let mut sans = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+            sans.extend(args.auth_hosts.iter().cloned());
+            liqo_certs::files::ensure(dir, &sans, time::OffsetDateTime::now_utc(), &Default::default())?;
+            CertFiles { cert: dir.join("tls.crt"), key: dir.join("tls.key") }
+        }
+        None => CertFiles { cert: args.auth_tls_cert.clone(), key: args.auth_tls_key.clone() },
+    };
+    let cert = ReloadingCert::load(files).context("loading the auth service certificate")?;
+    cert.clone().spawn_reloader(Duration::from_secs(5), |result| tracing::debug!(result, "auth certificate poll"));
+
+    let auth = Arc::new(AuthService {
+        client: client.clone(),
+        namespace: args.namespace.clone(),
+        cluster_id: id_rx.clone(),
+        config: cfg_rx.clone(),
+        api_server,
+        token_lifetime: Duration::from_secs(args.token_lifetime_hours * 3600),
+    });
+    let listener = std::net::TcpListener::bind(args.auth_listen).with_context(|| format!("binding {}", args.auth_listen))?;
+    let handle = axum_server::Handle::new();
+    let https = tokio::spawn(serve_https(listener, server_config(cert), auth.router(), handle.clone()));
+
+    let ready = move || id_rx.borrow().is_some() && cfg_rx.borrow().is_some();
+    let ops = Router::new().route("/healthz", get(|| async { "ok\n" })).route(
+        "/readyz",
+        get(move || async move {
+            if ready() { (StatusCode::OK, "ready\n") } else { (StatusCode::SERVICE_UNAVAILABLE, "cluster ID or ClusterConfig not known yet\n") }
+        }),
+    );
+    let ops_listener = tokio::net::TcpListener::bind(args.ops_listen).await.with_context(|| format!("binding {}", args.ops_listen))?;
+    tracing::info!(namespace = %args.namespace, auth = %args.auth_listen, ops = %args.ops_listen, "liqo-reconciler starting");
+    let ops_server = tokio::spawn(async move { axum::serve(ops_listener, ops).with_graceful_shutdown(shutdown_signal()).await });
+
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    handle.graceful_shutdown(Some(Duration::from_secs(10)));
+    https.await.context("auth server task")?.context("auth server")?;
+    ops_server.await.context("ops server task")?.context("ops server")?;
+    Ok(())
 }

@@ -6,6 +6,8 @@
 //! `SKIP: <reason>` and pass without asserting anything else. There is no
 //! kube-controller-manager: no garbage collection, no namespace deletion, no token controller.
 
+pub mod https;
+
 use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -236,4 +238,47 @@ fn pem_to_der(pem: &str) -> Result<Vec<u8>, String> {
 pub fn skip(reason: &str) {
     eprintln!("SKIP: {reason}");
     println!("SKIP: {reason}");
+}
+
+/// Polls `f` every 200 ms until it returns `Some`, for at most 30 s (then panics naming `what`).
+pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Creates `namespace` and installs the generated CRDs, waiting until they are established.
+pub async fn install_liqo(client: &Client, namespace: &str) {
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, ObjectMeta, PostParams};
+    use kube::ResourceExt;
+
+    let ns = Namespace { metadata: ObjectMeta { name: Some(namespace.into()), ..Default::default() }, ..Default::default() };
+    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in liqo_api::crds::all() {
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    for crd in liqo_api::crds::all() {
+        let name = crd.name_any();
+        eventually(&format!("{name} established"), || {
+            let crds = crds.clone();
+            let name = name.clone();
+            async move {
+                let c = crds.get(&name).await.ok()?;
+                c.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
+            }
+        })
+        .await;
+    }
 }

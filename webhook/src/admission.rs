@@ -4,7 +4,7 @@ use liqo_api::names::DISCOVERY_GROUP;
 use liqo_api::{ForeignClusterSpec, PeeringRequestSpec};
 
 use crate::denial::{Denial, Reason};
-use crate::review::{API_VERSION, KIND, Operation, Request, Response, ReviewIn, ReviewOut, decode_object};
+use crate::review::{API_VERSION, KIND, Operation, Request, Response, ReviewFull, ReviewIn, ReviewOut, decode_object};
 use crate::state::ClusterView;
 use crate::{foreign_cluster, peering_request};
 
@@ -46,6 +46,33 @@ pub struct Decision {
 
 /// Decides one review.
 pub fn admit(endpoint: Endpoint, body: &[u8], view: &dyn ClusterView) -> Result<Decision, BadReview> {
+    // One pass over the body in the usual case; the step-by-step decoding below runs only
+    // when this fails, to say exactly what is wrong.
+    let req = match serde_json::from_slice::<ReviewFull<'_>>(body) {
+        Ok(ReviewFull { api_version: Some(API_VERSION), kind: Some(KIND), request: Some(req) }) => req,
+        _ => diagnose(body)?,
+    };
+    let kind = kind_label(&req);
+    let result = decide(endpoint, &req, view);
+    let (response, denied) = match result {
+        Ok(patch) => {
+            let response = Response::allow(&req.uid);
+            (match patch {
+                Some(p) => response.with_patch(&p),
+                None => response,
+            }, None)
+        }
+        Err(d) => {
+            let (code, reason) = d.reason.status();
+            (Response::deny(&req.uid, code, reason, d.message), Some(d.reason))
+        }
+    };
+    Ok(Decision { review: response.into(), kind, operation: req.operation.as_str(), denied })
+}
+
+/// The step-by-step decoding of a review that did not decode in one pass: envelope, version,
+/// then the request, each failure with its own message.
+fn diagnose(body: &[u8]) -> Result<Request<'_>, BadReview> {
     let review: ReviewIn<'_> = serde_json::from_slice(body).map_err(|e| BadReview {
         label: "malformed_json",
         message: format!("the body is not an AdmissionReview: {e}"),
@@ -63,26 +90,7 @@ pub fn admit(endpoint: Endpoint, body: &[u8], view: &dyn ClusterView) -> Result<
     let Some(raw) = review.request.filter(|r| r.get() != "null") else {
         return Err(BadReview { label: "missing_request", message: "the AdmissionReview has no request".into() });
     };
-    let req: Request<'_> = serde_json::from_str(raw.get()).map_err(|e| BadReview {
-        label: "malformed_request",
-        message: format!("request: {e}"),
-    })?;
-    let kind = kind_label(&req);
-    let result = decide(endpoint, &req, view);
-    let (response, denied) = match result {
-        Ok(patch) => {
-            let response = Response::allow(&req.uid);
-            (match patch {
-                Some(p) => response.with_patch(&p),
-                None => response,
-            }, None)
-        }
-        Err(d) => {
-            let (code, reason) = d.reason.status();
-            (Response::deny(&req.uid, code, reason, d.message), Some(d.reason))
-        }
-    };
-    Ok(Decision { review: response.into(), kind, operation: req.operation.as_str(), denied })
+    serde_json::from_str(raw.get()).map_err(|e| BadReview { label: "malformed_request", message: format!("request: {e}") })
 }
 
 fn kind_label(req: &Request<'_>) -> &'static str {

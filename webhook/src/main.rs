@@ -12,7 +12,7 @@ use liqo_webhook::server::{App, BODY_TIMEOUT, DEFAULT_MAX_BODY, admission_router
 use liqo_api::PeeringPolicy;
 use liqo_webhook::policy::PolicyConfig;
 use liqo_webhook::state::{ClusterView, StaticView, StoreView};
-use liqo_webhook::tls::{CertFiles, ReloadingCert, server_config};
+use liqo_webhook::tls::{CertFiles, ReloadingCert, server_config, shutdown_signal};
 
 /// Liqo admission webhook: validates PeeringRequests/FederationRequests and ForeignCluster
 /// changes, defaults ForeignClusters. Connects to the API server in-cluster or via KUBECONFIG.
@@ -72,21 +72,6 @@ fn init_logging(format: &str) {
     }
 }
 
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        _ = term => {},
-    }
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -104,7 +89,7 @@ async fn main() -> anyhow::Result<()> {
         None => CertFiles { cert: args.tls_cert.clone(), key: args.tls_key.clone() },
     };
     let cert = ReloadingCert::load(files).context("loading the serving certificate")?;
-    cert.clone().spawn_reloader(Duration::from_secs(args.tls_reload_seconds.max(1)), metrics.clone());
+    cert.clone().spawn_reloader(Duration::from_secs(args.tls_reload_seconds.max(1)), metrics.tls_reload_observer());
 
     let view: Arc<dyn ClusterView> = if args.standalone {
         let id = args.cluster_id.clone().unwrap_or_default();

@@ -1,5 +1,7 @@
 //! Prometheus metrics of the webhook, served on the plain-HTTP operations port.
 
+use std::sync::Arc;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -51,6 +53,14 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Counts certificate reloads by result (for [`crate::tls::ReloadingCert::spawn_reloader`]).
+    pub fn tls_reload_observer(self: &Arc<Self>) -> impl Fn(&'static str) + Send + Sync + 'static {
+        let metrics = self.clone();
+        move |reason| {
+            metrics.tls_reloads.get_or_create(&ReasonLabels { reason }).inc();
+        }
+    }
+
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();

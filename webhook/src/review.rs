@@ -24,6 +24,18 @@ pub struct ReviewIn<'a> {
     pub request: Option<&'a RawValue>,
 }
 
+/// The body decoded in one pass (the usual case).
+#[derive(Deserialize, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewFull<'a> {
+    #[serde(default, borrow)]
+    pub api_version: Option<&'a str>,
+    #[serde(default, borrow)]
+    pub kind: Option<&'a str>,
+    #[serde(default, borrow)]
+    pub request: Option<Request<'a>>,
+}
+
 /// Group/version/kind of the object under review.
 #[derive(Deserialize, Debug, Default, Clone, PartialEq, Eq)]
 pub struct Gvk {
@@ -108,6 +120,10 @@ pub struct Object<S> {
 /// prefixed with `what` (`object` or `oldObject`).
 pub fn decode_object<S: DeserializeOwned>(raw: Option<&RawValue>, what: &str) -> Result<Option<Object<S>>, String> {
     let Some(raw) = raw.filter(|r| r.get() != "null") else { return Ok(None) };
+    // Fast path; on failure decode again, tracking the path, to say which field is wrong.
+    if let Ok(object) = serde_json::from_str(raw.get()) {
+        return Ok(Some(object));
+    }
     let mut de = serde_json::Deserializer::from_str(raw.get());
     serde_path_to_error::deserialize(&mut de).map(Some).map_err(|e| {
         let path = e.path().to_string();

@@ -10,7 +10,6 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http_body_util::{BodyExt, Limited};
-use rustls::ServerConfig;
 
 use crate::admission::{Endpoint, admit};
 use crate::metrics::{AdmissionLabels, EndpointLabels, Metrics, ReasonLabels};
@@ -141,20 +140,4 @@ pub fn ops_router(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
-/// Serves `router` over TLS on `listener` until `handle` shuts it down.
-pub async fn serve_https(
-    listener: std::net::TcpListener,
-    tls: Arc<ServerConfig>,
-    router: Router,
-    handle: axum_server::Handle<std::net::SocketAddr>,
-) -> std::io::Result<()> {
-    listener.set_nonblocking(true)?;
-    let config = axum_server::tls_rustls::RustlsConfig::from_config(tls);
-    let mut server = axum_server::from_tcp_rustls(listener, config)?.handle(handle);
-    server
-        .http_builder()
-        .http1()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(10));
-    server.serve(router.into_make_service()).await
-}
+pub use crate::tls::serve_https;

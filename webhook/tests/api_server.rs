@@ -9,53 +9,18 @@ use std::time::Duration;
 use common::*;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, SecretReference, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, SecretReference, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use liqo_api::{ClusterIdentity, ForeignCluster, PeeringRequest, PeeringRequestSpec};
-use liqo_testenv::ControlPlane;
+use liqo_testenv::{ControlPlane, eventually, install_liqo};
 use serde::Deserialize;
 
 const SPOOFED: &str = "11111111-2222-3333-4444-555555555555";
 
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 fn meta(name: &str, ns: Option<&str>) -> ObjectMeta {
     ObjectMeta { name: Some(name.into()), namespace: ns.map(Into::into), ..Default::default() }
-}
-
-async fn install_crds(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in liqo_api::crds::all() {
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    for crd in liqo_api::crds::all() {
-        let name = crd.name_any();
-        eventually(&format!("{name} established"), || {
-            let crds = crds.clone();
-            let name = name.clone();
-            async move {
-                let c = crds.get(&name).await.ok()?;
-                c.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
-            }
-        })
-        .await;
-    }
 }
 
 /// The committed webhook configurations, turned into `url:` form with our CA, then created.
@@ -151,11 +116,7 @@ fn kubectl(cp: &ControlPlane, args: &[&str], stdin: Option<&str>) -> Option<(boo
 async fn real_api_server_calls_the_webhook_and_acts_on_its_answers() {
     let Some(cp) = ControlPlane::start_or_skip().await else { return };
     let admin = cp.admin();
-    Api::<Namespace>::all(admin.clone())
-        .create(&PostParams::default(), &Namespace { metadata: meta("liqo", None), ..Default::default() })
-        .await
-        .unwrap();
-    install_crds(&admin).await;
+    install_liqo(&admin, "liqo").await;
     let cm = ConfigMap {
         metadata: meta("cluster-id", Some("liqo")),
         data: Some([("cluster-id".to_owned(), OWN_ID.to_owned())].into()),

@@ -3,20 +3,15 @@
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
 use liqo_webhook::metrics::Metrics;
 use liqo_webhook::policy::PolicyConfig;
 use liqo_webhook::server::{App, admission_router, ops_router, serve_https};
 use liqo_webhook::state::StaticView;
 use liqo_webhook::tls::{CertFiles, ReloadingCert, server_config};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
-use tokio_rustls::TlsConnector;
 
 /// Our cluster ID in the fixtures' world (the requester is 9a596a4b-...).
 pub const OWN_ID: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
@@ -65,7 +60,7 @@ pub async fn start(view: impl liqo_webhook::state::ClusterView, body_timeout: Du
     let files = CertFiles { cert: certs.path().join("tls.crt"), key: certs.path().join("tls.key") };
     let cert = ReloadingCert::load(files).unwrap();
     let metrics = Arc::new(Metrics::default());
-    cert.clone().spawn_reloader(Duration::from_millis(50), metrics.clone());
+    cert.clone().spawn_reloader(Duration::from_millis(50), metrics.tls_reload_observer());
     let app = Arc::new(App { view: Arc::new(view), metrics, max_body: liqo_webhook::server::DEFAULT_MAX_BODY, body_timeout });
 
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -79,59 +74,10 @@ pub async fn start(view: impl liqo_webhook::state::ClusterView, body_timeout: Du
     Running { addr, ops, certs, handle, cert }
 }
 
-/// A TLS client trusting only the CA in `ca_path`.
-pub fn connector(ca_path: &Path) -> TlsConnector {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_file_iter(ca_path).unwrap() {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
-    TlsConnector::from(Arc::new(config))
-}
-
-/// One keep-alive HTTP/1.1 connection over verified TLS.
-pub struct Conn {
-    pub sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
-    /// DER of the certificate the server presented.
-    pub peer_cert: Vec<u8>,
-}
+pub use liqo_testenv::https::{Answer, Conn, connector, send};
 
 pub async fn connect(running: &Running) -> Conn {
-    let tcp = tokio::net::TcpStream::connect(running.addr).await.unwrap();
-    let tls = connector(&running.certs.path().join("ca.crt"))
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
-        .expect("TLS handshake verified against the CA");
-    let peer_cert = tls.get_ref().1.peer_certificates().unwrap()[0].to_vec();
-    let (sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.unwrap();
-    tokio::spawn(conn);
-    Conn { sender, peer_cert }
-}
-
-pub struct Answer {
-    pub status: u16,
-    pub body: Vec<u8>,
-}
-
-impl Answer {
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
-    }
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
-
-pub async fn send(conn: &mut Conn, method: &str, path: &str, content_type: Option<&str>, body: Vec<u8>) -> Answer {
-    let mut req = hyper::Request::builder().method(method).uri(path).header("host", "localhost");
-    if let Some(ct) = content_type {
-        req = req.header("content-type", ct);
-    }
-    let resp = conn.sender.send_request(req.body(Full::new(Bytes::from(body))).unwrap()).await.unwrap();
-    let status = resp.status().as_u16();
-    let body = resp.into_body().collect().await.unwrap().to_bytes().to_vec();
-    Answer { status, body }
+    liqo_testenv::https::connect(running.addr, &running.certs.path().join("ca.crt")).await
 }
 
 pub async fn post(running: &Running, path: &str, body: Vec<u8>) -> Answer {

@@ -1,0 +1,309 @@
+//! The auth service: `GET /ids`, `POST /identity`, `GET /ca`, over HTTPS.
+//!
+//! `/identity` checks the caller's token against Secret `auth-token` (key `token`; an empty
+//! token is accepted only while `authConfig.allowEmptyToken` is true), then creates — with
+//! server-side apply, so asking twice changes nothing — ServiceAccount `remote-<clusterID>`
+//! and the RBAC of [`crate::access::peer_identity`], requests a token for it and answers with
+//! a kubeconfig for this cluster's API server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::config::{Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext, AuthInfo};
+use kube::{Client, Resource};
+use liqo_api::ClusterConfigSpec;
+use liqo_api::names::AUTH_TOKEN_SECRET;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+use super::wire::{ErrorBody, IdentityRequest, IdentityResponse, Ids};
+use crate::access::{Access, peer_identity};
+use crate::error::{Error, is_conflict};
+
+/// Key of the token inside Secret `auth-token`.
+pub const TOKEN_KEY: &str = "token";
+/// Field manager of everything the auth service writes.
+pub const FIELD_MANAGER: &str = "liqo-auth";
+
+/// How peers reach this cluster's API server.
+#[derive(Clone, Debug)]
+pub struct ApiServer {
+    /// URL a peer uses (not the in-cluster `kubernetes.default.svc`).
+    pub url: String,
+    /// PEM of the CA that signed the API server's certificate.
+    pub ca_pem: String,
+}
+
+pub struct AuthService {
+    pub client: Client,
+    pub namespace: String,
+    pub cluster_id: watch::Receiver<Option<String>>,
+    pub config: watch::Receiver<Option<ClusterConfigSpec>>,
+    pub api_server: ApiServer,
+    /// Lifetime requested for issued tokens (the API server may shorten it).
+    pub token_lifetime: Duration,
+}
+
+/// Why a token was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum TokenRefusal {
+    /// An empty token while empty tokens are not allowed.
+    Empty,
+    /// A token that is not the one in `auth-token`.
+    Wrong,
+}
+
+/// Decide on a presented token. `stored` is the token of Secret `auth-token`, if any.
+pub fn check_token(presented: &str, stored: Option<&str>, allow_empty: bool) -> Result<(), TokenRefusal> {
+    if presented.is_empty() {
+        return if allow_empty { Ok(()) } else { Err(TokenRefusal::Empty) };
+    }
+    match stored {
+        // Comparing digests keeps the time taken independent of where the tokens differ.
+        Some(s) if !s.is_empty() && Sha256::digest(s.as_bytes()) == Sha256::digest(presented.as_bytes()) => Ok(()),
+        _ => Err(TokenRefusal::Wrong),
+    }
+}
+
+/// A kubeconfig for `token` on the API server `api`.
+pub fn kubeconfig(api: &ApiServer, cluster_name: &str, user: &str, namespace: &str, token: String) -> Result<String, Error> {
+    use base64::Engine;
+    let config = Kubeconfig {
+        clusters: vec![NamedCluster {
+            name: cluster_name.to_owned(),
+            cluster: Some(Cluster {
+                server: Some(api.url.clone()),
+                certificate_authority_data: Some(base64::engine::general_purpose::STANDARD.encode(&api.ca_pem)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        auth_infos: vec![NamedAuthInfo {
+            name: user.to_owned(),
+            auth_info: Some(AuthInfo { token: Some(token.into()), ..Default::default() }),
+            ..Default::default()
+        }],
+        contexts: vec![NamedContext {
+            name: cluster_name.to_owned(),
+            context: Some(Context {
+                cluster: cluster_name.to_owned(),
+                user: Some(user.to_owned()),
+                namespace: Some(namespace.to_owned()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        current_context: Some(cluster_name.to_owned()),
+        api_version: Some("v1".into()),
+        kind: Some("Config".into()),
+        ..Default::default()
+    };
+    serde_yaml::to_string(&config).map_err(|e| Error::Serialization(e.to_string()))
+}
+
+/// A fresh random token (256 bits, hex).
+pub fn random_token() -> String {
+    let a = uuid::Uuid::new_v4().simple().to_string();
+    let b = uuid::Uuid::new_v4().simple().to_string();
+    a + &b
+}
+
+/// Creates Secret `auth-token` with a random token when it does not exist.
+pub async fn ensure_token_secret(client: &Client, namespace: &str) -> Result<(), Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret = Secret {
+        metadata: ObjectMeta { name: Some(AUTH_TOKEN_SECRET.into()), ..Default::default() },
+        string_data: Some([(TOKEN_KEY.to_owned(), random_token())].into()),
+        ..Default::default()
+    };
+    match api.create(&PostParams::default(), &secret).await {
+        Ok(_) => {
+            tracing::info!(namespace, "created Secret {AUTH_TOKEN_SECRET} with a random token");
+            Ok(())
+        }
+        Err(e) if is_conflict(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(ErrorBody { message: message.into() })).into_response()
+}
+
+impl AuthService {
+    pub fn router(self: Arc<Self>) -> Router {
+        Router::new()
+            .route("/ids", get(ids))
+            .route("/ca", get(ca))
+            .route("/identity", post(identity))
+            .with_state(self)
+    }
+
+    fn ids(&self) -> Option<Ids> {
+        let cluster_id = self.cluster_id.borrow().clone()?;
+        let name = self.config.borrow().as_ref().and_then(|c| c.discovery_config.cluster_name.clone());
+        Some(Ids {
+            cluster_name: name.filter(|n| !n.is_empty()).unwrap_or_else(|| cluster_id.clone()),
+            cluster_id,
+            guest_namespace: self.namespace.clone(),
+        })
+    }
+
+    async fn stored_token(&self) -> Result<Option<String>, Error> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
+        let secret = api.get_opt(AUTH_TOKEN_SECRET).await?;
+        Ok(secret
+            .and_then(|s| s.data)
+            .and_then(|d| d.get(TOKEN_KEY).cloned())
+            .and_then(|b| String::from_utf8(b.0).ok())
+            .map(|s| s.trim().to_owned()))
+    }
+
+    async fn apply<K>(&self, api: Api<K>, object: &K) -> Result<(), Error>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + std::fmt::Debug,
+    {
+        let name = object.meta().name.clone().unwrap_or_default();
+        api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(object)).await?;
+        Ok(())
+    }
+
+    /// Creates (or leaves as they are) the identity objects of `access`.
+    async fn grant(&self, access: &Access) -> Result<(), Error> {
+        let c = &self.client;
+        let ns = &self.namespace;
+        self.apply(Api::<ServiceAccount>::namespaced(c.clone(), ns), &access.service_account).await?;
+        self.apply(Api::<ClusterRole>::all(c.clone()), &access.cluster_role).await?;
+        self.apply(Api::<ClusterRoleBinding>::all(c.clone()), &access.cluster_role_binding).await?;
+        if let Some((role, binding)) = &access.role {
+            self.apply(Api::<Role>::namespaced(c.clone(), ns), role).await?;
+            self.apply(Api::<RoleBinding>::namespaced(c.clone(), ns), binding).await?;
+        }
+        Ok(())
+    }
+
+    async fn issue(&self, peer: &str, own_id: &str) -> Result<IdentityResponse, Error> {
+        let access = peer_identity(peer, &self.namespace);
+        self.grant(&access).await?;
+        let sa_name = access.service_account.metadata.name.clone().unwrap_or_default();
+        let request = TokenRequest {
+            spec: Some(TokenRequestSpec {
+                expiration_seconds: Some(self.token_lifetime.as_secs() as i64),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &self.namespace);
+        let issued = sas.create_token_request(&sa_name, &PostParams::default(), &request).await?;
+        let token = issued.status.and_then(|s| s.token).filter(|t| !t.is_empty()).ok_or(Error::NotReady("token"))?;
+        let user = format!("{}-{sa_name}", self.namespace);
+        Ok(IdentityResponse {
+            kubeconfig: kubeconfig(&self.api_server, own_id, &user, &self.namespace, token)?,
+            namespace: self.namespace.clone(),
+            cluster_id: own_id.to_owned(),
+        })
+    }
+}
+
+async fn ids(State(s): State<Arc<AuthService>>) -> Response {
+    match s.ids() {
+        Some(ids) => Json(ids).into_response(),
+        None => error(StatusCode::SERVICE_UNAVAILABLE, "the cluster ID is not known yet"),
+    }
+}
+
+async fn ca(State(s): State<Arc<AuthService>>) -> Response {
+    ([(header::CONTENT_TYPE, "application/x-pem-file")], s.api_server.ca_pem.clone()).into_response()
+}
+
+async fn identity(State(s): State<Arc<AuthService>>, body: Result<Json<IdentityRequest>, JsonRejection>) -> Response {
+    let req = match body {
+        Ok(Json(r)) => r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("body: {}", e.body_text())),
+    };
+    if let Err(e) = liqo_api::validate_cluster_id(&req.cluster_id) {
+        return error(StatusCode::BAD_REQUEST, format!("clusterID: {e}"));
+    }
+    let Some(own_id) = s.cluster_id.borrow().clone() else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "the cluster ID is not known yet");
+    };
+    if req.cluster_id == own_id {
+        return error(StatusCode::BAD_REQUEST, "clusterID: that is this cluster's own ID");
+    }
+    let allow_empty = s.config.borrow().as_ref().is_none_or(|c| c.auth_config.allow_empty_token);
+    let stored = match s.stored_token().await {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(error = %e, "reading the auth token failed");
+            return error(StatusCode::SERVICE_UNAVAILABLE, format!("reading the auth token failed: {}", e.label()));
+        }
+    };
+    match check_token(&req.token, stored.as_deref(), allow_empty) {
+        Err(TokenRefusal::Empty) => {
+            tracing::info!(peer = %req.cluster_id, "identity refused: empty token");
+            return error(StatusCode::FORBIDDEN, "an empty token is not accepted here (authConfig.allowEmptyToken is false)");
+        }
+        Err(TokenRefusal::Wrong) => {
+            tracing::info!(peer = %req.cluster_id, "identity refused: wrong token");
+            return error(StatusCode::FORBIDDEN, "wrong token");
+        }
+        Ok(()) => {}
+    }
+    match s.issue(&req.cluster_id, &own_id).await {
+        Ok(answer) => {
+            tracing::info!(peer = %req.cluster_id, "identity issued");
+            (StatusCode::CREATED, Json(answer)).into_response()
+        }
+        Err(e) => {
+            tracing::warn!(peer = %req.cluster_id, error = %e, "issuing an identity failed");
+            error(StatusCode::INTERNAL_SERVER_ERROR, format!("issuing the identity failed: {}", e.label()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens() {
+        assert_eq!(check_token("", Some("s3cret"), true), Ok(()));
+        assert_eq!(check_token("", Some("s3cret"), false), Err(TokenRefusal::Empty));
+        assert_eq!(check_token("s3cret", Some("s3cret"), false), Ok(()));
+        assert_eq!(check_token("s3cre", Some("s3cret"), true), Err(TokenRefusal::Wrong));
+        assert_eq!(check_token("x", None, true), Err(TokenRefusal::Wrong));
+        assert_eq!(check_token("x", Some(""), true), Err(TokenRefusal::Wrong));
+        let t = random_token();
+        assert_eq!(t.len(), 64);
+        assert_ne!(t, random_token());
+    }
+
+    #[test]
+    fn kubeconfig_points_at_the_api_server_with_its_ca_and_the_token() {
+        let api = ApiServer { url: "https://api.example.com:6443".into(), ca_pem: "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n".into() };
+        let text = kubeconfig(&api, "home", "liqo-remote-x", "liqo", "tok".into()).unwrap();
+        let parsed = Kubeconfig::from_yaml(&text).unwrap();
+        let cluster = parsed.clusters[0].cluster.as_ref().unwrap();
+        assert_eq!(cluster.server.as_deref(), Some("https://api.example.com:6443"));
+        use base64::Engine;
+        let ca = base64::engine::general_purpose::STANDARD.decode(cluster.certificate_authority_data.as_ref().unwrap()).unwrap();
+        assert_eq!(ca, api.ca_pem.as_bytes());
+        use secrecy::ExposeSecret;
+        assert_eq!(parsed.auth_infos[0].auth_info.as_ref().unwrap().token.as_ref().unwrap().expose_secret(), "tok");
+        assert_eq!(parsed.current_context.as_deref(), Some("home"));
+        assert_eq!(parsed.contexts[0].context.as_ref().unwrap().namespace.as_deref(), Some("liqo"));
+    }
+}

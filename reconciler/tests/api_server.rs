@@ -1,0 +1,184 @@
+//! The reconciler against a real kube-apiserver (envtest convention: `KUBEBUILDER_ASSETS`):
+//! cluster identity, ClusterConfig defaults and runtime changes, and the identity the auth
+//! service issues used for real. Skips loudly without the assets.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use liqo_api::{ClusterConfig, ClusterIdentity as Identity, PeeringRequest, PeeringRequestSpec, PeeringPolicy};
+use liqo_certs::serving::{CertFiles, ReloadingCert, serve_https, server_config};
+use liqo_reconciler::auth::service::{ApiServer, AuthService, ensure_token_secret};
+use liqo_reconciler::auth::wire::IdentityResponse;
+use liqo_reconciler::config::ClusterConfigKeeper;
+use liqo_reconciler::identity::ClusterIdentity;
+use liqo_reconciler::singleton::keep;
+use liqo_testenv::{ControlPlane, eventually, install_liqo};
+use serde_json::json;
+use tokio::sync::watch;
+
+const PEER: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
+
+fn node(name: &str, control_plane: bool) -> Node {
+    let labels = control_plane.then(|| [("node-role.kubernetes.io/control-plane".to_owned(), String::new())].into());
+    Node { metadata: ObjectMeta { name: Some(name.into()), labels, ..Default::default() }, ..Default::default() }
+}
+
+async fn changed_to<T: Clone + PartialEq>(rx: &mut watch::Receiver<Option<T>>, what: &str, pred: impl Fn(&T) -> bool) -> T {
+    tokio::time::timeout(Duration::from_secs(30), rx.wait_for(|v| v.as_ref().is_some_and(&pred)))
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+        .unwrap()
+        .clone()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_identity_is_created_once_kept_and_recreated() {
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let worker = nodes.create(&PostParams::default(), &node("a-worker", false)).await.unwrap();
+    let cp_b = nodes.create(&PostParams::default(), &node("cp-b", true)).await.unwrap();
+    let cp_a = nodes.create(&PostParams::default(), &node("cp-a", true)).await.unwrap();
+
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), "liqo");
+    let (tx, mut rx) = watch::channel(None);
+    tokio::spawn(keep(ClusterIdentity { nodes: nodes.clone() }, cms.clone(), tx));
+
+    // The first control-plane node by name gives the ID, stored in the seeds' ConfigMap.
+    let id = changed_to(&mut rx, "the cluster ID", |_| true).await;
+    assert_eq!(id, cp_a.uid().unwrap());
+    let cm = cms.get("cluster-id").await.unwrap();
+    assert_eq!(cm.data.unwrap()["cluster-id"], id);
+
+    // Never rewritten: a restart of the keeper leaves it alone.
+    let (tx2, mut rx2) = watch::channel(None);
+    tokio::spawn(keep(ClusterIdentity { nodes: nodes.clone() }, cms.clone(), tx2));
+    assert_eq!(changed_to(&mut rx2, "the cluster ID again", |_| true).await, id);
+    assert_eq!(cms.get("cluster-id").await.unwrap().resource_version(), cm.metadata.resource_version);
+
+    // Deleted: re-created by the same rule; without control-plane nodes, a random UUID that
+    // every holder of the channel picks up.
+    for n in [&cp_a, &cp_b, &worker] {
+        nodes.delete(&n.name_any(), &DeleteParams::default()).await.unwrap();
+    }
+    cms.delete("cluster-id", &DeleteParams::default()).await.unwrap();
+    let new_id = changed_to(&mut rx, "a new cluster ID", |v| *v != id).await;
+    liqo_api::validate_cluster_id(&new_id).unwrap();
+    assert_eq!(changed_to(&mut rx2, "the new ID in the other keeper", |v| *v != id).await, new_id);
+    assert_eq!(cms.get("cluster-id").await.unwrap().data.unwrap()["cluster-id"], new_id);
+
+    // Emptied by hand: filled in again.
+    cms.patch("cluster-id", &PatchParams::default(), &Patch::Merge(json!({"data": {"cluster-id": ""}}))).await.unwrap();
+    eventually("the emptied ConfigMap filled in", || {
+        let cms = cms.clone();
+        async move { cms.get("cluster-id").await.ok()?.data?.get("cluster-id").filter(|v| !v.is_empty()).cloned() }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_config_gets_the_defaults_and_changes_apply_at_runtime() {
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    let configs: Api<ClusterConfig> = Api::all(admin.clone());
+    let (tx, mut rx) = watch::channel(None);
+    tokio::spawn(keep(ClusterConfigKeeper, configs.clone(), tx));
+
+    let spec = changed_to(&mut rx, "the ClusterConfig", |_| true).await;
+    assert!(spec.discovery_config.enable_advertisement && spec.discovery_config.autojoin);
+    assert_eq!((spec.discovery_config.ttl, spec.peering_policy), (90, PeeringPolicy::AcceptAll));
+    assert!(configs.get("liqo-configuration").await.is_ok());
+
+    // The seeds' command: kubectl patch clusterconfigs liqo-configuration --patch '...' --type 'merge'
+    let patch = json!({"spec": {"discoveryConfig": {"enableAdvertisement": false}, "peeringPolicy": "AcceptKnown"}});
+    configs.patch("liqo-configuration", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+    let spec = changed_to(&mut rx, "enableAdvertisement=false", |s| !s.discovery_config.enable_advertisement).await;
+    assert_eq!(spec.peering_policy, PeeringPolicy::AcceptKnown);
+
+    // Deleted: back with the defaults.
+    configs.delete("liqo-configuration", &DeleteParams::default()).await.unwrap();
+    changed_to(&mut rx, "the defaults again", |s| s.discovery_config.enable_advertisement).await;
+}
+
+/// The identity `/identity` issues, used against the real API server: its own PeeringRequest
+/// and Secret only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_issued_identity_manages_only_its_own_peering_request() {
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    ensure_token_secret(&admin, "liqo").await.unwrap();
+    ensure_token_secret(&admin, "liqo").await.unwrap(); // idempotent
+    let token = Api::<Secret>::namespaced(admin.clone(), "liqo").get("auth-token").await.unwrap().data.unwrap()["token"].clone();
+    let token = String::from_utf8(token.0).unwrap();
+    assert_eq!(token.len(), 64);
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let certs = tempfile::tempdir().unwrap();
+    let sans = ["localhost".to_owned(), "127.0.0.1".to_owned()];
+    liqo_certs::files::ensure(certs.path(), &sans, time::OffsetDateTime::now_utc(), &Default::default()).unwrap();
+    let cert = ReloadingCert::load(CertFiles { cert: certs.path().join("tls.crt"), key: certs.path().join("tls.key") }).unwrap();
+    let (_id, id_rx) = watch::channel(Some("0558de48-097b-4b7d-ba04-6bd2a0f9d24f".to_owned()));
+    let (_cfg, cfg_rx) = watch::channel(Some(Default::default()));
+    let service = Arc::new(AuthService {
+        client: admin.clone(),
+        namespace: "liqo".into(),
+        cluster_id: id_rx,
+        config: cfg_rx,
+        api_server: ApiServer { url: cp.url.clone(), ca_pem: cp.ca_pem.clone() },
+        token_lifetime: Duration::from_secs(3600),
+    });
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let handle = axum_server::Handle::new();
+    tokio::spawn(serve_https(listener, server_config(cert), service.router(), handle.clone()));
+    handle.listening().await.unwrap();
+
+    let ca = certs.path().join("ca.crt");
+    let refused = liqo_testenv::https::request(addr, &ca, "POST", "/identity", Some(json!({"clusterID": PEER, "token": "nope"}))).await;
+    assert_eq!(refused.status, 403);
+    let mut answer = None;
+    for _ in 0..2 {
+        // Asking twice is fine: the second answer is a fresh token for the same identity.
+        let a = liqo_testenv::https::request(addr, &ca, "POST", "/identity", Some(json!({"clusterID": PEER, "token": token}))).await;
+        assert_eq!(a.status, 201, "{}", a.text());
+        answer = Some(serde_json::from_slice::<IdentityResponse>(&a.body).unwrap());
+    }
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&answer.unwrap().kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
+    let peer = Client::try_from(config).unwrap();
+
+    let prs: Api<PeeringRequest> = Api::all(peer.clone());
+    let pr = |name: &str| PeeringRequest {
+        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+        spec: PeeringRequestSpec {
+            cluster_identity: Some(Identity { cluster_id: PEER.into(), cluster_name: None }),
+            namespace: Some("liqo".into()),
+            ..Default::default()
+        },
+        status: None,
+    };
+    prs.create(&PostParams::default(), &pr(PEER)).await.expect("creating its own PeeringRequest");
+    prs.get(PEER).await.expect("reading its own PeeringRequest");
+    Api::<PeeringRequest>::all(admin.clone()).create(&PostParams::default(), &pr("11111111-2222-3333-4444-555555555555")).await.unwrap();
+    let forbidden = |r: Result<_, kube::Error>| matches!(r, Err(kube::Error::Api(s)) if s.code == 403);
+    assert!(forbidden(prs.get("11111111-2222-3333-4444-555555555555").await.map(|_| ())));
+    assert!(forbidden(prs.delete("11111111-2222-3333-4444-555555555555", &DeleteParams::default()).await.map(|_| ())));
+    assert!(forbidden(prs.list(&Default::default()).await.map(|_| ())));
+
+    let secrets: Api<Secret> = Api::namespaced(peer.clone(), "liqo");
+    let own_secret = format!("pr-kubeconfig-{PEER}");
+    let s = Secret { metadata: ObjectMeta { name: Some(own_secret.clone()), ..Default::default() }, ..Default::default() };
+    secrets.create(&PostParams::default(), &s).await.expect("creating its Secret");
+    secrets.get(&own_secret).await.expect("reading its Secret");
+    assert!(forbidden(secrets.get("auth-token").await.map(|_| ())), "the peer must not read the auth token");
+    assert!(forbidden(Api::<ConfigMap>::namespaced(peer.clone(), "liqo").list(&Default::default()).await.map(|_| ())));
+    prs.delete(PEER, &DeleteParams::default()).await.expect("deleting its own PeeringRequest");
+    secrets.delete(&own_secret, &DeleteParams::default()).await.expect("deleting its Secret");
+}

@@ -1,0 +1,222 @@
+//! The auth service over real HTTPS (certificate made by liqo-certs, verified by the client),
+//! with a recording fake of the Kubernetes API behind it.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{Request, Response};
+use kube::Client;
+use kube::client::Body;
+use liqo_api::ClusterConfigSpec;
+use liqo_reconciler::auth::service::{ApiServer, AuthService};
+use liqo_reconciler::auth::wire::{IdentityResponse, Ids};
+use liqo_certs::serving::{CertFiles, ReloadingCert, serve_https, server_config};
+use liqo_testenv::https::{Answer, request};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+const OWN: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
+const PEER: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
+const API_CA: &str = "-----BEGIN CERTIFICATE-----\nMIIBAA==\n-----END CERTIFICATE-----\n";
+
+/// What the fake API server saw: method, path and query, JSON body.
+type Calls = Arc<Mutex<Vec<(String, String, Value)>>>;
+
+/// A fake API server: Secret `auth-token` holds `s3cret`; server-side apply echoes the object;
+/// a TokenRequest gets the token `issued-token`; anything else is 404.
+fn fake_api() -> (Client, Calls) {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let calls: Calls = Default::default();
+    let seen = calls.clone();
+    tokio::spawn(async move {
+        while let Some((req, send)) = handle.next_request().await {
+            let method = req.method().to_string();
+            let path = req.uri().path_and_query().unwrap().to_string();
+            let bytes = req.into_body().collect_bytes().await.unwrap();
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            seen.lock().unwrap().push((method.clone(), path.clone(), body.clone()));
+            let (status, answer) = match (method.as_str(), path.split('?').next().unwrap()) {
+                ("GET", "/api/v1/namespaces/liqo/secrets/auth-token") => (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "auth-token", "namespace": "liqo"},
+                           "data": {"token": "czNjcmV0"}}),
+                ),
+                ("PATCH", _) => (200, body),
+                ("POST", p) if p.ends_with("/token") => (
+                    201,
+                    json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": body["spec"],
+                           "status": {"token": "issued-token", "expirationTimestamp": "2030-01-01T00:00:00Z"}}),
+                ),
+                _ => (404, json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404})),
+            };
+            let resp = Response::builder().status(status).body(Body::from(serde_json::to_vec(&answer).unwrap())).unwrap();
+            send.send_response(resp);
+        }
+    });
+    (Client::new(service, "default"), calls)
+}
+
+struct Running {
+    addr: SocketAddr,
+    certs: tempfile::TempDir,
+    calls: Calls,
+    config: watch::Sender<Option<ClusterConfigSpec>>,
+    _cluster_id: watch::Sender<Option<String>>,
+}
+
+async fn start(cluster_id: Option<&str>) -> Running {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let certs = tempfile::tempdir().unwrap();
+    let sans = ["localhost".to_owned(), "127.0.0.1".to_owned()];
+    liqo_certs::files::ensure(certs.path(), &sans, time::OffsetDateTime::now_utc(), &Default::default()).unwrap();
+    let cert = ReloadingCert::load(CertFiles { cert: certs.path().join("tls.crt"), key: certs.path().join("tls.key") }).unwrap();
+    let (client, calls) = fake_api();
+    let (cluster_id, id_rx) = watch::channel(cluster_id.map(str::to_owned));
+    let mut spec = ClusterConfigSpec::default();
+    spec.discovery_config.cluster_name = Some("LiqoCluster0692".into());
+    let (config, cfg_rx) = watch::channel(Some(spec));
+    let service = Arc::new(AuthService {
+        client,
+        namespace: "liqo".into(),
+        cluster_id: id_rx,
+        config: cfg_rx,
+        api_server: ApiServer { url: "https://api.home.example:6443".into(), ca_pem: API_CA.into() },
+        token_lifetime: Duration::from_secs(3600),
+    });
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let handle = axum_server::Handle::new();
+    tokio::spawn(serve_https(listener, server_config(cert), service.router(), handle.clone()));
+    handle.listening().await.unwrap();
+    Running { addr, certs, calls, config, _cluster_id: cluster_id }
+}
+
+impl Running {
+    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> Answer {
+        request(self.addr, &self.certs.path().join("ca.crt"), method, path, body).await
+    }
+    fn writes(&self) -> Vec<(String, String, Value)> {
+        self.calls.lock().unwrap().iter().filter(|(m, _, _)| m != "GET").cloned().collect()
+    }
+}
+
+#[tokio::test]
+async fn ids_answers_with_exactly_the_seed_keys() {
+    let r = start(Some(OWN)).await;
+    let a = r.call("GET", "/ids", None).await;
+    assert_eq!(a.status, 200);
+    // Byte-compatible with seed 002's `curl --insecure https://<ADDRESS>:<PORT>/ids`.
+    assert_eq!(
+        a.text(),
+        r#"{"clusterId":"0558de48-097b-4b7d-ba04-6bd2a0f9d24f","clusterName":"LiqoCluster0692","guestNamespace":"liqo"}"#
+    );
+    let ids: Ids = serde_json::from_slice(&a.body).unwrap();
+    assert_eq!(ids.cluster_id, OWN);
+
+    // Without a cluster name the cluster ID stands in for it.
+    r.config.send_modify(|c| c.as_mut().unwrap().discovery_config.cluster_name = None);
+    assert_eq!(r.call("GET", "/ids", None).await.json()["clusterName"], OWN);
+}
+
+#[tokio::test]
+async fn ids_before_the_cluster_id_is_known_is_503() {
+    let r = start(None).await;
+    let a = r.call("GET", "/ids", None).await;
+    assert_eq!(a.status, 503);
+    assert!(a.json()["message"].as_str().unwrap().contains("cluster ID"));
+}
+
+#[tokio::test]
+async fn ca_is_served_before_any_trust() {
+    let r = start(Some(OWN)).await;
+    let a = r.call("GET", "/ca", None).await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.text(), API_CA);
+}
+
+#[tokio::test]
+async fn the_right_token_gets_a_least_privilege_identity() {
+    let r = start(Some(OWN)).await;
+    let a = r.call("POST", "/identity", Some(json!({"clusterID": PEER, "token": "s3cret"}))).await;
+    assert_eq!(a.status, 201, "{}", a.text());
+    let answer: IdentityResponse = serde_json::from_slice(&a.body).unwrap();
+    assert_eq!((answer.namespace.as_str(), answer.cluster_id.as_str()), ("liqo", OWN));
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&answer.kubeconfig).unwrap();
+    let cluster = kubeconfig.clusters[0].cluster.as_ref().unwrap();
+    assert_eq!(cluster.server.as_deref(), Some("https://api.home.example:6443"));
+    use secrecy::ExposeSecret;
+    let token = kubeconfig.auth_infos[0].auth_info.as_ref().unwrap().token.as_ref().unwrap();
+    assert_eq!(token.expose_secret(), "issued-token");
+
+    // Exactly these writes, in this order: the identity, its rights, then its token.
+    let sa = format!("remote-{PEER}");
+    let role = format!("liqo-remote-{PEER}");
+    let writes = r.writes();
+    let paths: Vec<(&str, String)> = writes.iter().map(|(m, p, _)| (m.as_str(), p.split('?').next().unwrap().to_owned())).collect();
+    assert_eq!(
+        paths,
+        vec![
+            ("PATCH", format!("/api/v1/namespaces/liqo/serviceaccounts/{sa}")),
+            ("PATCH", format!("/apis/rbac.authorization.k8s.io/v1/clusterroles/{role}")),
+            ("PATCH", format!("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{role}")),
+            ("PATCH", format!("/apis/rbac.authorization.k8s.io/v1/namespaces/liqo/roles/{role}")),
+            ("PATCH", format!("/apis/rbac.authorization.k8s.io/v1/namespaces/liqo/rolebindings/{role}")),
+            ("POST", format!("/api/v1/namespaces/liqo/serviceaccounts/{sa}/token")),
+        ]
+    );
+    assert!(writes.iter().take(5).all(|(_, p, _)| p.contains("fieldManager=liqo-auth") && p.contains("force=true")));
+    assert_eq!(writes[5].2["spec"]["expirationSeconds"], 3600);
+    // The ClusterRole: its own PeeringRequest only, besides create.
+    let rules = &writes[1].2["rules"];
+    assert_eq!(
+        rules,
+        &json!([
+            {"apiGroups": ["discovery.liqo.io"], "resources": ["peeringrequests", "federationrequests"], "verbs": ["create"]},
+            {"apiGroups": ["discovery.liqo.io"], "resources": ["peeringrequests", "federationrequests"],
+             "resourceNames": [PEER], "verbs": ["get", "update", "patch", "delete"]},
+        ])
+    );
+    let secret_rules = &writes[3].2["rules"];
+    assert_eq!(secret_rules[1]["resourceNames"], json!([format!("pr-kubeconfig-{PEER}")]));
+    assert_eq!(writes[2].2["subjects"], json!([{"kind": "ServiceAccount", "name": sa, "namespace": "liqo"}]));
+}
+
+#[tokio::test]
+async fn a_wrong_token_is_refused_and_nothing_is_written() {
+    let r = start(Some(OWN)).await;
+    let a = r.call("POST", "/identity", Some(json!({"clusterID": PEER, "token": "guess"}))).await;
+    assert_eq!(a.status, 403);
+    assert_eq!(a.json()["message"], "wrong token");
+    assert!(r.writes().is_empty(), "{:?}", r.writes());
+}
+
+#[tokio::test]
+async fn an_empty_token_follows_allow_empty_token_at_runtime() {
+    let r = start(Some(OWN)).await;
+    assert_eq!(r.call("POST", "/identity", Some(json!({"clusterID": PEER, "token": ""}))).await.status, 201);
+    r.config.send_modify(|c| c.as_mut().unwrap().auth_config.allow_empty_token = false);
+    let before = r.writes().len();
+    let a = r.call("POST", "/identity", Some(json!({"clusterID": PEER}))).await;
+    assert_eq!(a.status, 403);
+    assert!(a.json()["message"].as_str().unwrap().contains("allowEmptyToken"));
+    assert_eq!(r.writes().len(), before);
+}
+
+#[tokio::test]
+async fn bad_identity_requests_say_what_is_wrong() {
+    let r = start(Some(OWN)).await;
+    let cases = [
+        (json!({"clusterID": "Not A Cluster ID", "token": "s3cret"}), "clusterID"),
+        (json!({"clusterID": OWN, "token": "s3cret"}), "own ID"),
+        (json!({"token": "s3cret"}), "clusterID"),
+        (json!(["not", "an", "object"]), "body"),
+    ];
+    for (body, expected) in cases {
+        let a = r.call("POST", "/identity", Some(body.clone())).await;
+        assert_eq!(a.status, 400, "{body}");
+        let message = a.json()["message"].as_str().unwrap().to_owned();
+        assert!(message.contains(expected), "{body} → {message}");
+    }
+    assert!(r.writes().is_empty());
+}
