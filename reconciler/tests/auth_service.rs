@@ -18,7 +18,6 @@ use tokio::sync::watch;
 
 const OWN: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
 const PEER: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
-const API_CA: &str = "-----BEGIN CERTIFICATE-----\nMIIBAA==\n-----END CERTIFICATE-----\n";
 
 /// What the fake API server saw: method, path and query, JSON body.
 type Calls = Arc<Mutex<Vec<(String, String, Value)>>>;
@@ -59,6 +58,7 @@ fn fake_api() -> (Client, Calls) {
 
 struct Running {
     addr: SocketAddr,
+    api_ca: String,
     certs: tempfile::TempDir,
     calls: Calls,
     config: watch::Sender<Option<ClusterConfigSpec>>,
@@ -70,6 +70,8 @@ async fn start(cluster_id: Option<&str>) -> Running {
     let certs = tempfile::tempdir().unwrap();
     let sans = ["localhost".to_owned(), "127.0.0.1".to_owned()];
     liqo_certs::files::ensure(certs.path(), &sans, time::OffsetDateTime::now_utc(), &Default::default()).unwrap();
+    // The API server CA handed out by /ca and in kubeconfigs: any real certificate will do.
+    let api_ca = std::fs::read_to_string(certs.path().join("ca.crt")).unwrap();
     let cert = ReloadingCert::load(CertFiles { cert: certs.path().join("tls.crt"), key: certs.path().join("tls.key") }).unwrap();
     let (client, calls) = fake_api();
     let (cluster_id, id_rx) = watch::channel(cluster_id.map(str::to_owned));
@@ -81,7 +83,7 @@ async fn start(cluster_id: Option<&str>) -> Running {
         namespace: "liqo".into(),
         cluster_id: id_rx,
         config: cfg_rx,
-        api_server: ApiServer { url: "https://api.home.example:6443".into(), ca_pem: API_CA.into() },
+        api_server: ApiServer { url: "https://api.home.example:6443".into(), ca_pem: api_ca.clone() },
         token_lifetime: Duration::from_secs(3600),
     });
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -89,7 +91,7 @@ async fn start(cluster_id: Option<&str>) -> Running {
     let handle = axum_server::Handle::new();
     tokio::spawn(serve_https(listener, server_config(cert), service.router(), handle.clone()));
     handle.listening().await.unwrap();
-    Running { addr, certs, calls, config, _cluster_id: cluster_id }
+    Running { addr, api_ca, certs, calls, config, _cluster_id: cluster_id }
 }
 
 impl Running {
@@ -132,7 +134,7 @@ async fn ca_is_served_before_any_trust() {
     let r = start(Some(OWN)).await;
     let a = r.call("GET", "/ca", None).await;
     assert_eq!(a.status, 200);
-    assert_eq!(a.text(), API_CA);
+    assert_eq!(a.text(), r.api_ca);
 }
 
 #[tokio::test]
@@ -219,4 +221,65 @@ async fn bad_identity_requests_say_what_is_wrong() {
         assert!(message.contains(expected), "{body} → {message}");
     }
     assert!(r.writes().is_empty());
+}
+
+mod client {
+    //! Our client against our service, over real TLS: trust probing, pinning, the calls.
+    use super::*;
+    use liqo_api::TrustMode;
+    use liqo_reconciler::auth::client::{self, Verify};
+    use liqo_reconciler::auth::wire::IdentityRequest;
+
+    fn base(r: &Running) -> String {
+        format!("https://localhost:{}", r.addr.port())
+    }
+
+    fn our_ca(r: &Running) -> String {
+        std::fs::read_to_string(r.certs.path().join("ca.crt")).unwrap()
+    }
+
+    #[tokio::test]
+    async fn trust_follows_who_signed_the_certificate() {
+        let r = start(Some(OWN)).await;
+        let trusted = Verify::pinned(&our_ca(&r)).unwrap();
+        assert_eq!(client::probe_trust(&base(&r), &trusted).await.unwrap(), TrustMode::Trusted);
+        // The system roots do not know our test CA.
+        assert_eq!(client::probe_trust(&base(&r), &Verify::system()).await.unwrap(), TrustMode::Untrusted);
+        // A verified call with the wrong roots fails as untrusted; without verification it works.
+        let err = client::ids(&base(&r), &Verify::system()).await.unwrap_err();
+        assert_eq!(err.label(), "UntrustedRemote");
+        assert_eq!(client::ids(&base(&r), &Verify::Nothing).await.unwrap().cluster_id, OWN);
+        // A name the certificate does not cover is an error, not a trust decision.
+        let by_ip = format!("https://127.0.0.2:{}", r.addr.port());
+        assert!(client::probe_trust(&by_ip, &trusted).await.is_err());
+        // Nobody listening: an error.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let err = client::probe_trust(&format!("https://localhost:{closed}"), &trusted).await.unwrap_err();
+        assert_eq!(err.label(), "RemoteUnreachable");
+    }
+
+    #[tokio::test]
+    async fn ids_ca_and_identity() {
+        let r = start(Some(OWN)).await;
+        let v = Verify::pinned(&our_ca(&r)).unwrap();
+        let ids = client::ids(&base(&r), &v).await.unwrap();
+        assert_eq!((ids.cluster_id.as_str(), ids.guest_namespace.as_str()), (OWN, "liqo"));
+        assert_eq!(client::ca(&base(&r), &v).await.unwrap(), r.api_ca);
+        let answer = client::identity(&base(&r), &v, &IdentityRequest { cluster_id: PEER.into(), token: "s3cret".into() })
+            .await
+            .unwrap();
+        assert_eq!(answer.cluster_id, OWN);
+        let refused = client::identity(&base(&r), &v, &IdentityRequest { cluster_id: PEER.into(), token: "bad".into() })
+            .await
+            .unwrap_err();
+        assert!(refused.to_string().contains("HTTP 403: wrong token"), "{refused}");
+    }
+
+    #[tokio::test]
+    async fn only_https_urls_are_called() {
+        for bad in ["http://example.com:80", "not a url", "https://"] {
+            let err = client::ids(bad, &Verify::Nothing).await.unwrap_err();
+            assert_eq!(err.label(), "InvalidSpec", "{bad}: {err}");
+        }
+    }
 }

@@ -1,5 +1,7 @@
 //! The auth service (SPEC §3): a cluster's public HTTPS endpoint. [`service`] serves `/ids`,
-//! `/identity` and `/ca`.
+//! `/identity` and `/ca`;
+//! [`client`] calls a peer's.
 
+pub mod client;
 pub mod service;
 pub mod wire;

@@ -1,0 +1,213 @@
+//! Calling a peer's auth service: `/ids`, `/ca`, `/identity`, over HTTPS verified the way the
+//! trust decision says, and the trust probe itself.
+//!
+//! A peer is *Trusted* when its auth service presents a certificate that the system's roots
+//! (or roots given by the operator) verify; *Untrusted* when the only failure is an unknown
+//! issuer. Anything else (refused connection, bad hostname, timeout) is an error, not a trust
+//! decision.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Bytes;
+use liqo_api::TrustMode;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio_rustls::TlsConnector;
+
+use super::wire::{ErrorBody, IdentityRequest, IdentityResponse, Ids};
+use crate::error::{Error, Result};
+
+/// Time allowed for one call, connection included.
+pub const TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest answer read from a peer.
+const MAX_ANSWER: usize = 1 << 20;
+
+/// How the peer's certificate is checked.
+#[derive(Clone, Debug)]
+pub enum Verify {
+    /// Against these roots (the system's, or a CA pinned for this peer).
+    Roots(Arc<RootCertStore>),
+    /// Not at all: only for a peer whose untrusted CA the operator allowed.
+    Nothing,
+}
+
+impl Verify {
+    /// The system's roots (`/etc/ssl/certs` and friends).
+    pub fn system() -> Self {
+        let mut roots = RootCertStore::empty();
+        let found = rustls_native_certs::load_native_certs();
+        roots.add_parsable_certificates(found.certs);
+        Verify::Roots(Arc::new(roots))
+    }
+
+    /// Only the CAs in `pem`.
+    pub fn pinned(pem: &str) -> Result<Self> {
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+            let cert = cert.map_err(|e| Error::Tls(format!("pinned CA: {e}")))?;
+            roots.add(cert).map_err(|e| Error::Tls(format!("pinned CA: {e}")))?;
+        }
+        if roots.is_empty() {
+            return Err(Error::Tls("pinned CA: no certificate".into()));
+        }
+        Ok(Verify::Roots(Arc::new(roots)))
+    }
+
+    fn config(&self) -> ClientConfig {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default protocol versions");
+        let mut config = match self {
+            Verify::Roots(roots) => builder.with_root_certificates(roots.clone()).with_no_client_auth(),
+            Verify::Nothing => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
+                .with_no_client_auth(),
+        };
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config
+    }
+}
+
+/// Accepts any certificate, still checking the handshake signatures.
+#[derive(Debug)]
+struct AcceptAny(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAny {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// `https://host:port` split into what a connection needs.
+fn target(base: &str) -> Result<(String, u16, ServerName<'static>)> {
+    let url = url::Url::parse(base).map_err(|e| Error::invalid("authUrl", format!("{base:?}: {e}")))?;
+    if url.scheme() != "https" {
+        return Err(Error::invalid("authUrl", format!("{base:?}: must be https")));
+    }
+    let host = url.host_str().ok_or_else(|| Error::invalid("authUrl", format!("{base:?}: no host")))?;
+    let bare = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+    let name = ServerName::try_from(bare.clone()).map_err(|e| Error::invalid("authUrl", format!("{host}: {e}")))?;
+    Ok((bare, url.port_or_known_default().unwrap_or(443), name))
+}
+
+/// One TLS connection; the error says whether the certificate was the problem.
+async fn connect(base: &str, verify: &Verify) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let (host, port, name) = target(base)?;
+    let tcp = tokio::net::TcpStream::connect((host.as_str(), port)).await.map_err(|e| Error::remote("auth service", e))?;
+    tcp.set_nodelay(true).ok();
+    TlsConnector::from(Arc::new(verify.config())).connect(name, tcp).await.map_err(|e| {
+        match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+            Some(rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer)) => {
+                Error::UntrustedRemote(format!("{base}: certificate signed by an unknown authority"))
+            }
+            Some(rustls::Error::InvalidCertificate(c)) => Error::Tls(format!("{base}: {c:?}")),
+            _ => Error::remote("auth service", e),
+        }
+    })
+}
+
+async fn call(base: &str, verify: &Verify, method: &str, path: &str, body: Option<Vec<u8>>) -> Result<(u16, Bytes)> {
+    let work = async {
+        let tls = connect(base, verify).await?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .map_err(|e| Error::remote("auth service", e))?;
+        tokio::spawn(conn);
+        let (host, port, _) = target(base)?;
+        let mut req = hyper::Request::builder().method(method).uri(path).header("host", format!("{host}:{port}"));
+        if body.is_some() {
+            req = req.header("content-type", "application/json");
+        }
+        let req = req.body(Full::new(Bytes::from(body.unwrap_or_default()))).expect("a valid request");
+        let resp = sender.send_request(req).await.map_err(|e| Error::remote("auth service", e))?;
+        let status = resp.status().as_u16();
+        let bytes = Limited::new(resp.into_body(), MAX_ANSWER)
+            .collect()
+            .await
+            .map_err(|e| Error::remote("auth service", e))?
+            .to_bytes();
+        Ok((status, bytes))
+    };
+    tokio::time::timeout(TIMEOUT, work).await.map_err(|_| Error::remote("auth service", format!("{base}{path}: timed out")))?
+}
+
+fn decode<T: DeserializeOwned>(base: &str, path: &str, expected: u16, (status, body): (u16, Bytes)) -> Result<T> {
+    if status != expected {
+        let message = serde_json::from_slice::<ErrorBody>(&body)
+            .map(|e| e.message)
+            .unwrap_or_else(|_| String::from_utf8_lossy(&body).chars().take(200).collect());
+        return Err(Error::Remote { what: "auth service", message: format!("{base}{path}: HTTP {status}: {message}") });
+    }
+    serde_json::from_slice(&body).map_err(|e| Error::Remote { what: "auth service", message: format!("{base}{path}: {e}") })
+}
+
+fn json<T: Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).expect("plain structs serialize")
+}
+
+/// Trusted when `roots` verify the peer's certificate, Untrusted when its issuer is unknown.
+pub async fn probe_trust(base: &str, roots: &Verify) -> Result<TrustMode> {
+    match connect(base, roots).await {
+        Ok(_) => Ok(TrustMode::Trusted),
+        Err(Error::UntrustedRemote(_)) => Ok(TrustMode::Untrusted),
+        Err(e) => Err(e),
+    }
+}
+
+/// `GET /ids`; the answer's cluster ID must be well formed.
+pub async fn ids(base: &str, verify: &Verify) -> Result<Ids> {
+    let ids: Ids = decode(base, "/ids", 200, call(base, verify, "GET", "/ids", None).await?)?;
+    liqo_api::validate_cluster_id(&ids.cluster_id)
+        .map_err(|e| Error::Remote { what: "auth service", message: format!("{base}/ids: clusterId {:?}: {e}", ids.cluster_id) })?;
+    Ok(ids)
+}
+
+/// `GET /ca`: the PEM of the peer's API server CA.
+pub async fn ca(base: &str, verify: &Verify) -> Result<String> {
+    let (status, body) = call(base, verify, "GET", "/ca", None).await?;
+    if status != 200 {
+        return Err(Error::Remote { what: "auth service", message: format!("{base}/ca: HTTP {status}") });
+    }
+    let pem = String::from_utf8(body.to_vec()).map_err(|e| Error::Remote { what: "auth service", message: format!("{base}/ca: {e}") })?;
+    Verify::pinned(&pem)?; // must hold at least one parsable certificate
+    Ok(pem)
+}
+
+/// `POST /identity`.
+pub async fn identity(base: &str, verify: &Verify, request: &IdentityRequest) -> Result<IdentityResponse> {
+    decode(base, "/identity", 201, call(base, verify, "POST", "/identity", Some(json(request))).await?)
+}
