@@ -1,15 +1,28 @@
 //! The Liqo reconciler: the controllers of the discovery and peering protocol.
 //!
-//! Built so far: the cluster identity ([`identity`]), the ClusterConfig singleton
-//! ([`config`]), both kept by [`singleton`], and the auth service ([`auth`]) with the access it
-//! grants peers ([`access`]).
+//! - [`identity`] and [`config`]: the cluster ID and the ClusterConfig singleton, kept by
+//!   [`singleton`];
+//! - [`auth`]: the auth service (`/ids`, `/identity`, `/ca`) and its client, with the access it
+//!   grants peers ([`access`], written by [`grant`]);
+//! - [`foreign_cluster`]: the home side of peering (trust, CA, join, health, unjoin), talking
+//!   to peers through [`peer`];
+//! - [`incoming`] and [`broadcaster`]: the remote side (accepted requests, Advertisements sent
+//!   to peers, with [`resources`]);
+//! - [`stores`]: the watch-fed caches everything reads.
 
 pub mod access;
 pub mod auth;
+pub mod broadcaster;
 pub mod conditions;
 pub mod config;
 pub mod error;
+pub mod grant;
+pub mod foreign_cluster;
 pub mod identity;
+pub mod incoming;
+pub mod peer;
+pub mod resources;
 pub mod singleton;
+pub mod stores;
 
 pub use error::{Error, Result};

@@ -10,8 +10,16 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
 use clap::Parser;
-use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
 use kube::Api;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::watcher;
+use liqo_api::{Advertisement, FederationRequest, ForeignCluster, PeeringRequest};
+use liqo_reconciler::auth::client::Verify;
+use liqo_reconciler::broadcaster::Broadcasters;
+use liqo_reconciler::peer::Network;
+use liqo_reconciler::stores::reflect;
+use liqo_reconciler::{foreign_cluster, incoming};
 use liqo_certs::serving::{CertFiles, ReloadingCert, serve_https, server_config, shutdown_signal};
 use liqo_reconciler::auth::service::{ApiServer, AuthService, ensure_token_secret};
 use liqo_reconciler::config::ClusterConfigKeeper;
@@ -19,8 +27,10 @@ use liqo_reconciler::identity::ClusterIdentity;
 use liqo_reconciler::singleton::keep;
 use tokio::sync::watch;
 
-/// Liqo reconciler: keeps the cluster ID and the ClusterConfig, and serves the auth service
-/// (/ids, /identity, /ca) to peers. Connects to the API server in-cluster or via KUBECONFIG.
+/// Liqo reconciler: keeps the cluster ID and the ClusterConfig, serves the auth service
+/// (/ids, /identity, /ca) to peers, joins the ForeignClusters with spec.join=true, serves
+/// incoming PeeringRequests/FederationRequests with one broadcaster per peer. Connects to the
+/// API server in-cluster or via KUBECONFIG.
 #[derive(Parser, Debug)]
 #[command(name = "liqo-reconciler", version, about)]
 struct Args {
@@ -52,6 +62,22 @@ struct Args {
     /// PEM file of the API server's CA, handed to peers (default: the CA this process trusts).
     #[arg(long, env = "LIQO_API_CA_FILE")]
     api_ca_file: Option<PathBuf>,
+    /// URL of this cluster's auth service as peers reach it, written into our PeeringRequests.
+    #[arg(long, env = "LIQO_AUTH_URL")]
+    advertised_auth_url: Option<String>,
+    /// PEM file of extra CAs that make peers' auth services Trusted (besides the system roots).
+    #[arg(long, env = "LIQO_TRUSTED_CA_FILE")]
+    trusted_ca_file: Option<PathBuf>,
+    /// Seconds between health checks of a joined peer.
+    #[arg(long, default_value_t = 30)]
+    health_period_seconds: u64,
+    /// Seconds the deletion of a ForeignCluster waits for an unreachable remote before it
+    /// completes locally.
+    #[arg(long, default_value_t = 120)]
+    unjoin_grace_seconds: u64,
+    /// Seconds between refreshes of the Advertisements we keep in peers.
+    #[arg(long, default_value_t = 30)]
+    advertise_period_seconds: u64,
     /// Lifetime requested for tokens issued to peers, in hours.
     #[arg(long, default_value_t = 24 * 365)]
     token_lifetime_hours: u64,
@@ -119,7 +145,71 @@ async fn main() -> anyhow::Result<()> {
     });
     let listener = std::net::TcpListener::bind(args.auth_listen).with_context(|| format!("binding {}", args.auth_listen))?;
     let handle = axum_server::Handle::new();
-    let https = tokio::spawn(serve_https(listener, server_config(cert), auth.router(), handle.clone()));
+    let https = tokio::spawn(serve_https(listener, server_config(cert), auth.clone().router(), handle.clone()));
+
+    // The peering controllers, on watch-fed stores.
+    let ns = args.namespace.clone();
+    let managed = format!("{}={}", foreign_cluster::MANAGED_BY.0, foreign_cluster::MANAGED_BY.1);
+    let secrets = reflect(Api::<Secret>::namespaced(client.clone(), &ns), watcher::Config::default().labels(&managed).any_semantic());
+    let advertisements = reflect(Api::<Advertisement>::all(client.clone()), watcher::Config::default().any_semantic());
+    let nodes = reflect(Api::<Node>::all(client.clone()), watcher::Config::default().any_semantic());
+    let foreign = reflect(Api::<ForeignCluster>::all(client.clone()), watcher::Config::default().any_semantic());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    if let Some(file) = &args.trusted_ca_file {
+        let pem = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        if let Verify::Roots(extra) = Verify::pinned(&pem).context("--trusted-ca-file")? {
+            roots.roots.extend(extra.roots.iter().cloned());
+        }
+    }
+    let peers = Arc::new(Network { roots: Verify::Roots(Arc::new(roots)), api_timeout: Duration::from_secs(10) });
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter { controller: "liqo-reconciler".into(), instance: std::env::var("POD_NAME").ok() },
+    );
+    let stores_ready = {
+        let (s, a, n, f) = (secrets.clone(), advertisements.clone(), nodes.clone(), foreign.clone());
+        async move { s.wait_until_ready().await.is_ok() && a.wait_until_ready().await.is_ok() && n.wait_until_ready().await.is_ok() && f.wait_until_ready().await.is_ok() }
+    };
+    let fc_ctx = Arc::new(foreign_cluster::Ctx {
+        client: client.clone(),
+        namespace: ns.clone(),
+        cluster_id: id_rx.clone(),
+        config: cfg_rx.clone(),
+        api_server: auth.api_server.clone(),
+        auth_url: args.advertised_auth_url.clone(),
+        peers: (*peers).clone(),
+        secrets,
+        advertisements,
+        recorder: Some(recorder),
+        timing: foreign_cluster::Timing {
+            health: Duration::from_secs(args.health_period_seconds),
+            retry: Duration::from_secs(10),
+            unjoin_grace: Duration::from_secs(args.unjoin_grace_seconds),
+        },
+        token_lifetime: Duration::from_secs(args.token_lifetime_hours * 3600),
+        remotes: Default::default(),
+    });
+    let broadcasters = Broadcasters::new(client.clone(), id_rx.clone(), nodes, peers.clone(), Duration::from_secs(args.advertise_period_seconds));
+    let in_ctx = Arc::new(incoming::Ctx {
+        client: client.clone(),
+        foreign,
+        broadcasters,
+        retry: Duration::from_secs(10),
+        withdraw_grace: Duration::from_secs(args.unjoin_grace_seconds),
+    });
+    let controllers = tokio::spawn(async move {
+        if !stores_ready.await {
+            tracing::error!("the watch-fed stores never became ready");
+            return;
+        }
+        tracing::info!("stores ready; controllers starting");
+        tokio::join!(
+            foreign_cluster::run(fc_ctx, shutdown_signal()),
+            incoming::run::<PeeringRequest, _>(in_ctx.clone(), shutdown_signal()),
+            incoming::run::<FederationRequest, _>(in_ctx, shutdown_signal()),
+        );
+    });
 
     let ready = move || id_rx.borrow().is_some() && cfg_rx.borrow().is_some();
     let ops = Router::new().route("/healthz", get(|| async { "ok\n" })).route(
@@ -137,5 +227,6 @@ async fn main() -> anyhow::Result<()> {
     handle.graceful_shutdown(Some(Duration::from_secs(10)));
     https.await.context("auth server task")?.context("auth server")?;
     ops_server.await.context("ops server task")?.context("ops server")?;
+    controllers.await.context("controllers task")?;
     Ok(())
 }

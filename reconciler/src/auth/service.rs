@@ -16,21 +16,17 @@ use axum::extract::rejection::JsonRejection;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ObjectMeta, PostParams};
 use kube::config::{Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext, AuthInfo};
-use kube::{Client, Resource};
+use kube::Client;
 use liqo_api::ClusterConfigSpec;
 use liqo_api::names::AUTH_TOKEN_SECRET;
-use serde::Serialize;
 use sha2::{Digest, Sha256};
-use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use super::wire::{ErrorBody, IdentityRequest, IdentityResponse, Ids};
-use crate::access::{Access, peer_identity};
+use crate::access::peer_identity;
 use crate::error::{Error, is_conflict};
 
 /// Key of the token inside Secret `auth-token`.
@@ -172,43 +168,11 @@ impl AuthService {
             .map(|s| s.trim().to_owned()))
     }
 
-    async fn apply<K>(&self, api: Api<K>, object: &K) -> Result<(), Error>
-    where
-        K: Resource + Serialize + DeserializeOwned + Clone + std::fmt::Debug,
-    {
-        let name = object.meta().name.clone().unwrap_or_default();
-        api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(object)).await?;
-        Ok(())
-    }
-
-    /// Creates (or leaves as they are) the identity objects of `access`.
-    async fn grant(&self, access: &Access) -> Result<(), Error> {
-        let c = &self.client;
-        let ns = &self.namespace;
-        self.apply(Api::<ServiceAccount>::namespaced(c.clone(), ns), &access.service_account).await?;
-        self.apply(Api::<ClusterRole>::all(c.clone()), &access.cluster_role).await?;
-        self.apply(Api::<ClusterRoleBinding>::all(c.clone()), &access.cluster_role_binding).await?;
-        if let Some((role, binding)) = &access.role {
-            self.apply(Api::<Role>::namespaced(c.clone(), ns), role).await?;
-            self.apply(Api::<RoleBinding>::namespaced(c.clone(), ns), binding).await?;
-        }
-        Ok(())
-    }
-
     async fn issue(&self, peer: &str, own_id: &str) -> Result<IdentityResponse, Error> {
         let access = peer_identity(peer, &self.namespace);
-        self.grant(&access).await?;
+        crate::grant::grant(&self.client, &self.namespace, FIELD_MANAGER, &access).await?;
         let sa_name = access.service_account.metadata.name.clone().unwrap_or_default();
-        let request = TokenRequest {
-            spec: Some(TokenRequestSpec {
-                expiration_seconds: Some(self.token_lifetime.as_secs() as i64),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &self.namespace);
-        let issued = sas.create_token_request(&sa_name, &PostParams::default(), &request).await?;
-        let token = issued.status.and_then(|s| s.token).filter(|t| !t.is_empty()).ok_or(Error::NotReady("token"))?;
+        let token = crate::grant::token(&self.client, &self.namespace, &sa_name, self.token_lifetime).await?;
         let user = format!("{}-{sa_name}", self.namespace);
         Ok(IdentityResponse {
             kubeconfig: kubeconfig(&self.api_server, own_id, &user, &self.namespace, token)?,

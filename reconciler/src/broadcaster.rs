@@ -1,0 +1,222 @@
+//! Broadcasters: for every peer whose PeeringRequest (or FederationRequest) we accepted, one
+//! task that keeps `advertisement-<our ID>` in the peer's cluster, using the kubeconfig the
+//! peer handed us in the request's Secret.
+//!
+//! Exactly one per peer, even when a PeeringRequest and a FederationRequest of the same peer,
+//! or many events, arrive at once: the registry is checked and updated under one lock. Each
+//! period costs one GET in the peer's cluster, and a write only when the summary changed or
+//! the Advertisement is missing.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Secret, SecretReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::Store;
+use kube::Client;
+use liqo_api::names::{LABEL_CLUSTER_ID, advertisement_name};
+use liqo_api::{Advertisement, AdvertisementSpec};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::error::{Error, Result, is_not_found};
+use crate::peer::{Peers, RemoteAccess};
+use crate::resources::summarize;
+
+/// Key of the kubeconfig in the Secret a PeeringRequest references.
+pub const KUBECONFIG_KEY: &str = "kubeconfig";
+/// Field manager of the Advertisements we write.
+pub const FIELD_MANAGER: &str = "liqo-broadcaster";
+/// Longest wait for the peer while withdrawing an Advertisement.
+pub const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Signal {
+    Run,
+    /// Stop, leaving the Advertisement (it is being replaced).
+    Stop,
+    /// Stop and delete the Advertisement from the peer.
+    Withdraw,
+}
+
+struct Entry {
+    holders: BTreeSet<String>,
+    source: SecretReference,
+    signal: watch::Sender<Signal>,
+    task: JoinHandle<Result<()>>,
+}
+
+/// What the broadcasters share.
+pub struct Broadcasters<P: Peers> {
+    pub client: Client,
+    pub cluster_id: watch::Receiver<Option<String>>,
+    pub nodes: Store<Node>,
+    pub peers: Arc<P>,
+    pub period: Duration,
+    running: Mutex<HashMap<String, Entry>>,
+}
+
+impl<P: Peers> Broadcasters<P> {
+    pub fn new(client: Client, cluster_id: watch::Receiver<Option<String>>, nodes: Store<Node>, peers: Arc<P>, period: Duration) -> Arc<Self> {
+        Arc::new(Self { client, cluster_id, nodes, peers, period, running: Mutex::new(HashMap::new()) })
+    }
+
+    /// Peers with a running broadcaster.
+    pub fn peers(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.running.lock().expect("not poisoned").keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Makes sure one broadcaster runs for `peer`, held by `holder` (e.g. `PeeringRequest`),
+    /// reading the peer's kubeconfig from `source`. A changed `source` restarts it.
+    pub fn ensure(self: &Arc<Self>, peer: &str, holder: &str, source: SecretReference) {
+        let mut running = self.running.lock().expect("not poisoned");
+        if let Some(entry) = running.get_mut(peer) {
+            if entry.source == source && !entry.task.is_finished() {
+                entry.holders.insert(holder.to_owned());
+                return;
+            }
+            let _ = entry.signal.send(Signal::Stop);
+        }
+        let mut holders = running.remove(peer).map(|e| e.holders).unwrap_or_default();
+        holders.insert(holder.to_owned());
+        let (signal, rx) = watch::channel(Signal::Run);
+        let task = tokio::spawn(self.clone().broadcast(peer.to_owned(), source.clone(), rx));
+        tracing::info!(peer, holder, "broadcaster started");
+        running.insert(peer.to_owned(), Entry { holders, source, signal, task });
+    }
+
+    /// Releases `holder`'s hold on `peer`'s broadcaster; the last one stops it and removes our
+    /// Advertisement from the peer (`source` serves when no broadcaster runs, after a restart).
+    pub async fn release(&self, peer: &str, holder: &str, source: Option<SecretReference>) -> Result<()> {
+        let stopping = {
+            let mut running = self.running.lock().expect("not poisoned");
+            match running.get_mut(peer) {
+                Some(entry) => {
+                    entry.holders.remove(holder);
+                    if entry.holders.is_empty() { running.remove(peer) } else { return Ok(()) }
+                }
+                None => None,
+            }
+        };
+        match stopping {
+            Some(entry) => {
+                let _ = entry.signal.send(Signal::Withdraw);
+                tracing::info!(peer, "broadcaster stopping");
+                match entry.task.await {
+                    Ok(result) => result,
+                    Err(e) => Err(Error::remote("broadcaster", e)),
+                }
+            }
+            None => match source {
+                Some(source) => {
+                    let client = self.peer_client(&source).await?;
+                    self.withdraw(&client).await
+                }
+                None => Ok(()),
+            },
+        }
+    }
+
+    async fn peer_client(&self, source: &SecretReference) -> Result<Client> {
+        let ns = source.namespace.clone().unwrap_or_default();
+        let name = source.name.clone().unwrap_or_default();
+        let secret = Api::<Secret>::namespaced(self.client.clone(), &ns).get(&name).await?;
+        let kubeconfig = secret
+            .data
+            .and_then(|d| d.get(KUBECONFIG_KEY).cloned())
+            .and_then(|b| String::from_utf8(b.0).ok())
+            .ok_or_else(|| Error::invalid("kubeConfigRef", format!("Secret {ns}/{name} has no {KUBECONFIG_KEY}")))?;
+        self.peers.api_client(&RemoteAccess { kubeconfig, api_url: None, ca_pem: None }).await
+    }
+
+    fn own_id(&self) -> Result<String> {
+        self.cluster_id.borrow().clone().ok_or(Error::NotReady("cluster ID"))
+    }
+
+    /// One round: the Advertisement exists in the peer and carries the current summary.
+    async fn publish(&self, client: &Client) -> Result<()> {
+        let own = self.own_id()?;
+        let api: Api<Advertisement> = Api::all(client.clone());
+        let name = advertisement_name(&own);
+        let resources = summarize(self.nodes.state().iter().map(|n| &**n));
+        match api.get_opt(&name).await? {
+            Some(adv) if adv.spec.cluster_id == own && adv.spec.resources == resources => Ok(()),
+            Some(_) => {
+                let patch = serde_json::json!({"spec": {"clusterId": own, "resources": resources, "timestamp": Time(k8s_openapi::jiff::Timestamp::now())}});
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await?;
+                Ok(())
+            }
+            None => {
+                let adv = Advertisement {
+                    metadata: ObjectMeta {
+                        name: Some(name),
+                        labels: Some([(LABEL_CLUSTER_ID.to_owned(), own.clone())].into()),
+                        ..Default::default()
+                    },
+                    spec: AdvertisementSpec {
+                        cluster_id: own,
+                        kube_config_ref: None,
+                        resources,
+                        timestamp: Some(Time(k8s_openapi::jiff::Timestamp::now())),
+                    },
+                    status: None,
+                };
+                api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &adv).await?;
+                Ok(())
+            }
+        }
+    }
+
+    async fn withdraw(&self, client: &Client) -> Result<()> {
+        let name = advertisement_name(&self.own_id()?);
+        let api: Api<Advertisement> = Api::all(client.clone());
+        match tokio::time::timeout(WITHDRAW_TIMEOUT, api.delete(&name, &Default::default())).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) if is_not_found(&e) => Ok(()),
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => Err(Error::remote("peer API server", "timed out deleting our Advertisement")),
+        }
+    }
+
+    async fn broadcast(self: Arc<Self>, peer: String, source: SecretReference, mut signal: watch::Receiver<Signal>) -> Result<()> {
+        let mut client: Option<Client> = None;
+        loop {
+            let round = async {
+                let c = match &client {
+                    Some(c) => c.clone(),
+                    None => {
+                        let c = self.peer_client(&source).await?;
+                        client = Some(c.clone());
+                        c
+                    }
+                };
+                self.publish(&c).await
+            }
+            .await;
+            if let Err(e) = &round {
+                tracing::warn!(peer = %peer, error = %e, "advertising to the peer failed; retrying");
+                client = None;
+            }
+            let wait = if round.is_ok() { self.period } else { self.period.min(Duration::from_secs(10)) };
+            let signalled = tokio::select! {
+                _ = tokio::time::sleep(wait) => None,
+                changed = signal.changed() => Some(changed.map(|_| *signal.borrow()).unwrap_or(Signal::Stop)),
+            };
+            match signalled {
+                None | Some(Signal::Run) => continue,
+                Some(Signal::Stop) => return Ok(()),
+                Some(Signal::Withdraw) => {
+                    let c = match client {
+                        Some(c) => c,
+                        None => self.peer_client(&source).await?,
+                    };
+                    return self.withdraw(&c).await;
+                }
+            }
+        }
+    }
+}

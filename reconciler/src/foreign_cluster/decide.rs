@@ -1,0 +1,228 @@
+//! The pure decisions of the ForeignCluster lifecycle: trust, what to ask the remote, what the
+//! PeeringRequest we keep there looks like, when unjoin gives up on the remote, and the status.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::SecretReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::ObjectMeta;
+use liqo_api::names::{LABEL_CLUSTER_ID, peering_kubeconfig_secret};
+use liqo_api::{
+    AuthStatus, ClusterIdentity, DiscoveryConfig, DiscoveryType, ForeignClusterSpec, PeeringRequest, PeeringRequestSpec,
+    TrustMode,
+};
+
+/// Why an untrusted remote may (or may not) be peered with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrustVerdict {
+    /// The remote's certificate verified.
+    Trusted,
+    /// Unknown authority, allowed by `spec.allowUntrustedCA`.
+    AllowedBySpec,
+    /// Unknown authority, allowed for a discovered (LAN/WAN) peer by `autojoinUntrusted`.
+    AllowedByConfig,
+    /// Unknown authority and nothing allows it.
+    Refused,
+    /// Not probed yet.
+    Unknown,
+}
+
+impl TrustVerdict {
+    pub fn allows_peering(self) -> bool {
+        matches!(self, Self::Trusted | Self::AllowedBySpec | Self::AllowedByConfig)
+    }
+}
+
+/// Whether peering with a remote of trust `trust` is allowed.
+pub fn trust_verdict(spec: &ForeignClusterSpec, trust: TrustMode, config: &DiscoveryConfig) -> TrustVerdict {
+    match trust {
+        TrustMode::Unknown => TrustVerdict::Unknown,
+        TrustMode::Trusted => TrustVerdict::Trusted,
+        TrustMode::Untrusted if spec.allow_untrusted_ca() => TrustVerdict::AllowedBySpec,
+        TrustMode::Untrusted
+            if matches!(spec.discovery_type(), DiscoveryType::Lan | DiscoveryType::Wan) && config.autojoin_untrusted =>
+        {
+            TrustVerdict::AllowedByConfig
+        }
+        TrustMode::Untrusted => TrustVerdict::Refused,
+    }
+}
+
+/// What the remote must still tell us before we can peer: its cluster ID and namespace.
+pub fn needs_identification(spec: &ForeignClusterSpec) -> bool {
+    spec.remote_cluster_id().is_none() || spec.namespace.as_deref().is_none_or(str::is_empty)
+}
+
+/// The spec fields filled from the remote's `/ids` answer and the trust probe, as a JSON merge
+/// patch; only fields the user left empty are filled. `None` when nothing is missing.
+pub fn identification_patch(
+    spec: &ForeignClusterSpec,
+    probed: Option<TrustMode>,
+    ids: Option<(&str, &str, &str)>,
+) -> Option<serde_json::Value> {
+    let mut patch = serde_json::Map::new();
+    if let Some(t) = probed.filter(|_| spec.trust_mode() == TrustMode::Unknown) {
+        patch.insert("trustMode".into(), t.as_str().into());
+    }
+    if let Some((id, name, namespace)) = ids {
+        if spec.remote_cluster_id().is_none() {
+            let mut identity = serde_json::json!({ "clusterID": id });
+            let user_name = spec.cluster_identity.as_ref().and_then(|i| i.cluster_name.as_deref()).filter(|n| !n.is_empty());
+            identity["clusterName"] = user_name.unwrap_or(name).into();
+            patch.insert("clusterIdentity".into(), identity);
+        }
+        if spec.namespace.as_deref().is_none_or(str::is_empty) {
+            patch.insert("namespace".into(), namespace.into());
+        }
+    }
+    (!patch.is_empty()).then(|| serde_json::json!({ "spec": patch }))
+}
+
+/// The PeeringRequest `<home ID>` we keep in the remote cluster.
+pub struct OurRequest<'a> {
+    pub home_id: &'a str,
+    pub home_name: Option<&'a str>,
+    pub home_namespace: &'a str,
+    pub remote_namespace: &'a str,
+    pub home_auth_url: Option<&'a str>,
+}
+
+impl OurRequest<'_> {
+    pub fn spec(&self) -> PeeringRequestSpec {
+        PeeringRequestSpec {
+            cluster_identity: Some(ClusterIdentity {
+                cluster_id: self.home_id.to_owned(),
+                cluster_name: self.home_name.map(str::to_owned),
+            }),
+            cluster_id: None,
+            namespace: Some(self.home_namespace.to_owned()),
+            kube_config_ref: Some(SecretReference {
+                name: Some(peering_kubeconfig_secret(self.home_id)),
+                namespace: Some(self.remote_namespace.to_owned()),
+            }),
+            auth_url: self.home_auth_url.map(str::to_owned),
+        }
+    }
+
+    pub fn object(&self) -> PeeringRequest {
+        let mut pr = PeeringRequest::new(self.home_id, self.spec());
+        pr.metadata = ObjectMeta {
+            name: Some(self.home_id.to_owned()),
+            labels: Some([(LABEL_CLUSTER_ID.to_owned(), self.home_id.to_owned())].into()),
+            ..Default::default()
+        };
+        pr
+    }
+
+    /// Whether `existing` still says what we asked (ignoring fields the remote may add).
+    pub fn is_satisfied_by(&self, existing: &PeeringRequest) -> bool {
+        let want = self.spec();
+        let have = &existing.spec;
+        existing.metadata.deletion_timestamp.is_none()
+            && have.requester_cluster_id() == Some(self.home_id)
+            && have.namespace == want.namespace
+            && have.kube_config_ref == want.kube_config_ref
+            && have.auth_url == want.auth_url
+    }
+}
+
+/// Whether unjoin stops waiting for an unreachable remote and completes locally: only for a
+/// ForeignCluster being deleted, once `grace` has passed since deletion was asked for.
+pub fn give_up_on_remote(deletion: Option<&Time>, now: &Time, grace: Duration) -> bool {
+    deletion.is_some_and(|d| now.0.as_second() - d.0.as_second() >= grace.as_secs() as i64)
+}
+
+/// The answer of a refused `/identity`: which auth status it means.
+pub fn refusal_status(token_was_empty: bool) -> AuthStatus {
+    if token_was_empty { AuthStatus::EmptyRefused } else { AuthStatus::Refused }
+}
+
+/// The `Joined` condition: reason and message, from what is known of the peering.
+pub fn joined_reason(advertisement_present: bool, advertisement_seen_before: bool) -> (bool, &'static str, &'static str) {
+    match (advertisement_present, advertisement_seen_before) {
+        (true, _) => (true, "Joined", "the remote accepted our PeeringRequest and advertises to us"),
+        (false, true) => (false, "AdvertisementDeleted", "the remote's Advertisement was deleted: not joined"),
+        (false, false) => (false, "WaitingForAdvertisement", "our PeeringRequest is on the remote; waiting for its Advertisement"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
+    const HOME: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
+
+    fn spec(json: serde_json::Value) -> ForeignClusterSpec {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn trust_rules() {
+        let config = DiscoveryConfig::default();
+        let manual = spec(serde_json::json!({"discoveryType": "Manual"}));
+        assert_eq!(trust_verdict(&manual, TrustMode::Trusted, &config), TrustVerdict::Trusted);
+        assert_eq!(trust_verdict(&manual, TrustMode::Untrusted, &config), TrustVerdict::Refused);
+        assert_eq!(trust_verdict(&manual, TrustMode::Unknown, &config), TrustVerdict::Unknown);
+        let allowed = spec(serde_json::json!({"discoveryType": "Manual", "allowUntrustedCA": true}));
+        assert_eq!(trust_verdict(&allowed, TrustMode::Untrusted, &config), TrustVerdict::AllowedBySpec);
+        // Discovered peers: autojoinUntrusted decides (default true).
+        let lan = spec(serde_json::json!({"discoveryType": "LAN"}));
+        assert_eq!(trust_verdict(&lan, TrustMode::Untrusted, &config), TrustVerdict::AllowedByConfig);
+        let strict = DiscoveryConfig { autojoin_untrusted: false, ..config.clone() };
+        assert_eq!(trust_verdict(&lan, TrustMode::Untrusted, &strict), TrustVerdict::Refused);
+        assert!(!TrustVerdict::Refused.allows_peering() && !TrustVerdict::Unknown.allows_peering());
+    }
+
+    #[test]
+    fn identification_fills_only_what_is_missing() {
+        let s = spec(serde_json::json!({"authUrl": "https://a:1"}));
+        assert!(needs_identification(&s));
+        let p = identification_patch(&s, Some(TrustMode::Untrusted), Some((ID, "remote", "liqo"))).unwrap();
+        assert_eq!(
+            p,
+            serde_json::json!({"spec": {"trustMode": "Untrusted", "clusterIdentity": {"clusterID": ID, "clusterName": "remote"}, "namespace": "liqo"}})
+        );
+        // User-given values win; nothing missing → no patch.
+        let s = spec(serde_json::json!({"clusterIdentity": {"clusterID": ID}, "namespace": "other", "trustMode": "Trusted"}));
+        assert!(!needs_identification(&s));
+        assert_eq!(identification_patch(&s, Some(TrustMode::Untrusted), Some(("x", "y", "z"))), None);
+        // The seed-003 top-level clusterID counts as known.
+        let s = spec(serde_json::json!({"clusterID": ID, "namespace": "liqo"}));
+        assert!(!needs_identification(&s));
+    }
+
+    #[test]
+    fn our_peering_request_and_what_satisfies_it() {
+        let ours = OurRequest { home_id: HOME, home_name: Some("home"), home_namespace: "liqo", remote_namespace: "liqo-r", home_auth_url: None };
+        let pr = ours.object();
+        assert_eq!(pr.metadata.name.as_deref(), Some(HOME));
+        let r = pr.spec.kube_config_ref.as_ref().unwrap();
+        assert_eq!((r.name.as_deref(), r.namespace.as_deref()), (Some(&*format!("pr-kubeconfig-{HOME}")), Some("liqo-r")));
+        assert!(ours.is_satisfied_by(&pr));
+        let mut changed = pr.clone();
+        changed.spec.namespace = Some("elsewhere".into());
+        assert!(!ours.is_satisfied_by(&changed));
+        let mut terminating = pr.clone();
+        terminating.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::from_second(1).unwrap()));
+        assert!(!ours.is_satisfied_by(&terminating));
+    }
+
+    #[test]
+    fn unjoin_gives_up_only_on_deletion_after_the_grace_period() {
+        let t = |s| Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
+        let grace = Duration::from_secs(120);
+        assert!(!give_up_on_remote(None, &t(10_000), grace));
+        assert!(!give_up_on_remote(Some(&t(1000)), &t(1119), grace));
+        assert!(give_up_on_remote(Some(&t(1000)), &t(1120), grace));
+    }
+
+    #[test]
+    fn joined_condition_reasons() {
+        assert_eq!(joined_reason(true, false).1, "Joined");
+        assert_eq!(joined_reason(false, true).1, "AdvertisementDeleted");
+        assert_eq!(joined_reason(false, false).1, "WaitingForAdvertisement");
+        assert_eq!(refusal_status(true), AuthStatus::EmptyRefused);
+        assert_eq!(refusal_status(false), AuthStatus::Refused);
+    }
+}

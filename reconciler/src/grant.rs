@@ -1,0 +1,72 @@
+//! Writing and removing the [`Access`] objects of [`crate::access`], and issuing tokens for
+//! their ServiceAccounts (I/O). Writes are server-side apply, so granting twice changes nothing.
+
+use std::time::Duration;
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::access::Access;
+use crate::error::{Error, Result, is_not_found};
+
+/// Server-side applies `object` (forcing ownership of the fields it sets).
+pub async fn apply<K>(api: &Api<K>, manager: &str, object: &K) -> Result<K>
+where
+    K: Resource + Serialize + DeserializeOwned + Clone + std::fmt::Debug,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    Ok(api.patch(&name, &PatchParams::apply(manager).force(), &Patch::Apply(object)).await?)
+}
+
+/// Deletes `name`; true when it existed.
+pub async fn delete<K>(api: &Api<K>, name: &str) -> Result<bool>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(true),
+        Err(e) if is_not_found(&e) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Creates (or leaves as they are) the objects of `access` in `namespace`.
+pub async fn grant(client: &Client, namespace: &str, manager: &str, access: &Access) -> Result<()> {
+    apply(&Api::<ServiceAccount>::namespaced(client.clone(), namespace), manager, &access.service_account).await?;
+    apply(&Api::<ClusterRole>::all(client.clone()), manager, &access.cluster_role).await?;
+    apply(&Api::<ClusterRoleBinding>::all(client.clone()), manager, &access.cluster_role_binding).await?;
+    if let Some((role, binding)) = &access.role {
+        apply(&Api::<Role>::namespaced(client.clone(), namespace), manager, role).await?;
+        apply(&Api::<RoleBinding>::namespaced(client.clone(), namespace), manager, binding).await?;
+    }
+    Ok(())
+}
+
+/// Removes the objects of `access` (bindings first, so no half-granted state remains).
+pub async fn revoke(client: &Client, namespace: &str, access: &Access) -> Result<()> {
+    let name = |m: &kube::api::ObjectMeta| m.name.clone().unwrap_or_default();
+    if let Some((role, binding)) = &access.role {
+        delete(&Api::<RoleBinding>::namespaced(client.clone(), namespace), &name(&binding.metadata)).await?;
+        delete(&Api::<Role>::namespaced(client.clone(), namespace), &name(&role.metadata)).await?;
+    }
+    delete(&Api::<ClusterRoleBinding>::all(client.clone()), &name(&access.cluster_role_binding.metadata)).await?;
+    delete(&Api::<ClusterRole>::all(client.clone()), &name(&access.cluster_role.metadata)).await?;
+    delete(&Api::<ServiceAccount>::namespaced(client.clone(), namespace), &name(&access.service_account.metadata)).await?;
+    Ok(())
+}
+
+/// A token for ServiceAccount `sa` (TokenRequest), valid for `lifetime` or what the API server allows.
+pub async fn token(client: &Client, namespace: &str, sa: &str, lifetime: Duration) -> Result<String> {
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec { expiration_seconds: Some(lifetime.as_secs() as i64), ..Default::default() }),
+        ..Default::default()
+    };
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let issued = sas.create_token_request(sa, &PostParams::default(), &request).await?;
+    issued.status.and_then(|s| s.token).filter(|t| !t.is_empty()).ok_or(Error::NotReady("token"))
+}

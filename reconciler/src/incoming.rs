@@ -1,0 +1,204 @@
+//! The incoming side of peering: PeeringRequests and FederationRequests (both admitted by the
+//! webhook) make a ForeignCluster of type `IncomingPeering` with `incoming.joined=true`, and
+//! hold the peer's broadcaster. Deleting the request stops the broadcaster, removes our
+//! Advertisement from the peer and clears `incoming.joined`.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::ClusterResourceScope;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use liqo_api::names::{FINALIZER_PEERED, LABEL_CLUSTER_ID, LABEL_DISCOVERY_TYPE};
+use liqo_api::{
+    ClusterIdentity, DiscoveryType, FederationRequest, ForeignCluster, ForeignClusterSpec, IncomingStatus, PeeringRequest,
+    PeeringRequestSpec, validate_cluster_id,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::broadcaster::Broadcasters;
+use crate::error::{Error, Result, is_conflict, is_not_found};
+use crate::peer::Peers;
+
+/// PeeringRequest or FederationRequest.
+pub trait Request:
+    Resource<DynamicType = (), Scope = ClusterResourceScope> + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+    const KIND: &'static str;
+    fn request_spec(&self) -> &PeeringRequestSpec;
+}
+
+impl Request for PeeringRequest {
+    const KIND: &'static str = "PeeringRequest";
+    fn request_spec(&self) -> &PeeringRequestSpec {
+        &self.spec
+    }
+}
+
+impl Request for FederationRequest {
+    const KIND: &'static str = "FederationRequest";
+    fn request_spec(&self) -> &PeeringRequestSpec {
+        &self.spec.0
+    }
+}
+
+/// What reconciles of incoming requests share.
+pub struct Ctx<P: Peers> {
+    pub client: Client,
+    pub foreign: Store<ForeignCluster>,
+    pub broadcasters: Arc<Broadcasters<P>>,
+    pub retry: Duration,
+    /// How long the deletion of a request waits for an unreachable peer.
+    pub withdraw_grace: Duration,
+}
+
+/// The ForeignCluster standing for `cluster_id`, if we have one.
+fn find_foreign(store: &Store<ForeignCluster>, cluster_id: &str) -> Option<Arc<ForeignCluster>> {
+    store.state().into_iter().find(|fc| {
+        fc.spec.remote_cluster_id() == Some(cluster_id) || fc.labels().get(LABEL_CLUSTER_ID).map(String::as_str) == Some(cluster_id)
+    })
+}
+
+/// The ForeignCluster made for a peer that asked to peer with us (pure).
+pub fn incoming_foreign_cluster(cluster_id: &str, spec: &PeeringRequestSpec) -> ForeignCluster {
+    let mut fc = ForeignCluster::new(
+        cluster_id,
+        ForeignClusterSpec {
+            cluster_identity: Some(ClusterIdentity {
+                cluster_id: cluster_id.to_owned(),
+                cluster_name: spec.cluster_identity.as_ref().and_then(|i| i.cluster_name.clone()),
+            }),
+            namespace: spec.namespace.clone(),
+            join: Some(false),
+            auth_url: spec.auth_url.clone(),
+            discovery_type: Some(DiscoveryType::IncomingPeering),
+            ..Default::default()
+        },
+    );
+    fc.metadata.labels = Some(
+        [
+            (LABEL_CLUSTER_ID.to_owned(), cluster_id.to_owned()),
+            (LABEL_DISCOVERY_TYPE.to_owned(), DiscoveryType::IncomingPeering.as_str().to_owned()),
+        ]
+        .into(),
+    );
+    fc
+}
+
+async fn set_incoming(client: &Client, fc: &ForeignCluster, incoming: IncomingStatus) -> Result<()> {
+    if fc.status.as_ref().and_then(|s| s.incoming.as_ref()) == Some(&incoming) {
+        return Ok(());
+    }
+    let patch = serde_json::json!({"status": {"incoming": incoming}});
+    Api::<ForeignCluster>::all(client.clone()).patch_status(&fc.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await?;
+    Ok(())
+}
+
+async fn set_finalizers<K: Request>(client: &Client, req: &K, finalizers: Vec<String>) -> Result<()> {
+    let patch = serde_json::json!({"metadata": {"finalizers": finalizers, "resourceVersion": req.resource_version()}});
+    match Api::<K>::all(client.clone()).patch(&req.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// One reconcile of one request.
+pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> Result<Action> {
+    let id = req.name_any();
+    if validate_cluster_id(&id).is_err() {
+        // The webhook refuses these; one that slipped in (webhook down with failurePolicy
+        // Ignore) is left alone.
+        tracing::warn!(kind = K::KIND, name = %id, "ignoring a request not named after a cluster ID");
+        return Ok(Action::await_change());
+    }
+    let spec = req.request_spec();
+    let held = req.finalizers().iter().any(|f| f == FINALIZER_PEERED);
+
+    if let Some(deleted_at) = &req.meta().deletion_timestamp {
+        if !held {
+            return Ok(Action::await_change());
+        }
+        if let Err(e) = ctx.broadcasters.release(&id, K::KIND, spec.kube_config_ref.clone()).await {
+            let waited = k8s_openapi::jiff::Timestamp::now().as_second() - deleted_at.0.as_second();
+            if waited < ctx.withdraw_grace.as_secs() as i64 {
+                tracing::info!(peer = %id, error = %e, "cannot remove our Advertisement from the peer yet");
+                return Ok(Action::requeue(ctx.retry));
+            }
+            tracing::warn!(peer = %id, error = %e, "peer unreachable; giving up on removing our Advertisement there");
+        }
+        if let Some(fc) = find_foreign(&ctx.foreign, &id) {
+            set_incoming(&ctx.client, &fc, IncomingStatus { joined: false, peering_request: None }).await?;
+        }
+        let rest = req.finalizers().iter().filter(|f| *f != FINALIZER_PEERED).cloned().collect();
+        set_finalizers(&ctx.client, &*req, rest).await?;
+        return Ok(Action::await_change());
+    }
+
+    if !held {
+        let mut finalizers = req.finalizers().to_vec();
+        finalizers.push(FINALIZER_PEERED.to_owned());
+        set_finalizers(&ctx.client, &*req, finalizers).await?;
+        return Ok(Action::await_change());
+    }
+
+    let fc = match find_foreign(&ctx.foreign, &id) {
+        Some(fc) => (*fc).clone(),
+        None => {
+            let api: Api<ForeignCluster> = Api::all(ctx.client.clone());
+            match api.create(&PostParams::default(), &incoming_foreign_cluster(&id, spec)).await {
+                Ok(fc) => fc,
+                Err(e) if is_conflict(&e) => api.get(&id).await?,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    };
+    set_incoming(&ctx.client, &fc, IncomingStatus { joined: true, peering_request: Some(id.clone()) }).await?;
+    let Some(source) = spec.kube_config_ref.clone() else {
+        return Err(Error::invalid("spec.kubeConfigRef", "missing (the webhook requires it)"));
+    };
+    ctx.broadcasters.ensure(&id, K::KIND, source);
+    Ok(Action::await_change())
+}
+
+fn error_policy<K: Request, P: Peers>(req: Arc<K>, e: &Error, ctx: Arc<Ctx<P>>) -> Action {
+    tracing::warn!(kind = K::KIND, name = %req.name_any(), error = %e, "reconcile failed");
+    Action::requeue(ctx.retry)
+}
+
+/// Runs the controller of one request kind until shutdown.
+pub async fn run<K: Request, P: Peers>(ctx: Arc<Ctx<P>>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+    Controller::new(Api::<K>::all(ctx.client.clone()), watcher::Config::default().any_semantic())
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile::<K, P>, error_policy::<K, P>, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_incoming_foreign_cluster_says_who_asked() {
+        let id = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
+        let spec: PeeringRequestSpec = serde_json::from_value(serde_json::json!({
+            "clusterIdentity": {"clusterID": id, "clusterName": "home"}, "namespace": "liqo",
+            "kubeConfigRef": {"name": "pr-kubeconfig-x", "namespace": "liqo"}, "authUrl": "https://home:8443"
+        }))
+        .unwrap();
+        let fc = incoming_foreign_cluster(id, &spec);
+        assert_eq!(fc.name_any(), id);
+        assert_eq!(fc.spec.remote_cluster_id(), Some(id));
+        assert_eq!(fc.spec.discovery_type, Some(DiscoveryType::IncomingPeering));
+        assert_eq!(fc.spec.join, Some(false));
+        assert_eq!(fc.spec.auth_url.as_deref(), Some("https://home:8443"));
+        assert_eq!(fc.labels().get(LABEL_DISCOVERY_TYPE).map(String::as_str), Some("IncomingPeering"));
+    }
+}

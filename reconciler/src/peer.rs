@@ -1,0 +1,138 @@
+//! Everything the controllers ask of another cluster, behind one trait so reconcile logic is
+//! tested with scripted peers: its auth service (trust probe, `/ids`, `/ca`, `/identity`) and
+//! a Kubernetes client for its API server built from an issued kubeconfig.
+
+use std::future::Future;
+use std::time::Duration;
+
+use base64::Engine;
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use liqo_api::TrustMode;
+
+use crate::auth::client::{self, Verify};
+use crate::auth::wire::{IdentityRequest, IdentityResponse, Ids};
+use crate::error::{Error, Result};
+
+/// How to reach a peer's API server: the kubeconfig it issued us, the API URL to use instead
+/// of the kubeconfig's (a ForeignCluster's `spec.apiUrl`, so an address change keeps the
+/// peering), and the CA pinned for it (when given, never the one inside the kubeconfig).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteAccess {
+    pub kubeconfig: String,
+    pub api_url: Option<String>,
+    pub ca_pem: Option<String>,
+}
+
+/// Calls to another cluster.
+pub trait Peers: Send + Sync + 'static {
+    /// Trusted when the auth service's certificate verifies against our roots, Untrusted when
+    /// its issuer is unknown; any other failure is an error.
+    fn probe_trust(&self, auth_url: &str) -> impl Future<Output = Result<TrustMode>> + Send;
+    /// `GET /ids`, verified as `trust` says (Untrusted: not verified).
+    fn ids(&self, auth_url: &str, trust: TrustMode) -> impl Future<Output = Result<Ids>> + Send;
+    /// `GET /ca`: the peer's API server CA (PEM).
+    fn ca(&self, auth_url: &str, trust: TrustMode) -> impl Future<Output = Result<String>> + Send;
+    /// `POST /identity`.
+    fn identity(
+        &self,
+        auth_url: &str,
+        trust: TrustMode,
+        request: &IdentityRequest,
+    ) -> impl Future<Output = Result<IdentityResponse>> + Send;
+    /// A client for the peer's API server.
+    fn api_client(&self, access: &RemoteAccess) -> impl Future<Output = Result<Client>> + Send;
+}
+
+/// The real network.
+#[derive(Clone, Debug)]
+pub struct Network {
+    /// Roots that make a peer's auth service Trusted (the system's, or given by the operator).
+    pub roots: Verify,
+    /// Timeouts of calls to peers' API servers.
+    pub api_timeout: Duration,
+}
+
+impl Network {
+    fn verify(&self, trust: TrustMode) -> Verify {
+        match trust {
+            TrustMode::Untrusted => Verify::Nothing,
+            _ => self.roots.clone(),
+        }
+    }
+}
+
+impl Peers for Network {
+    async fn probe_trust(&self, auth_url: &str) -> Result<TrustMode> {
+        client::probe_trust(auth_url, &self.roots).await
+    }
+    async fn ids(&self, auth_url: &str, trust: TrustMode) -> Result<Ids> {
+        client::ids(auth_url, &self.verify(trust)).await
+    }
+    async fn ca(&self, auth_url: &str, trust: TrustMode) -> Result<String> {
+        client::ca(auth_url, &self.verify(trust)).await
+    }
+    async fn identity(&self, auth_url: &str, trust: TrustMode, request: &IdentityRequest) -> Result<IdentityResponse> {
+        client::identity(auth_url, &self.verify(trust), request).await
+    }
+    async fn api_client(&self, access: &RemoteAccess) -> Result<Client> {
+        let kubeconfig = pinned_kubeconfig(access)?;
+        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| Error::invalid("kubeconfig", e.to_string()))?;
+        config.connect_timeout = Some(self.api_timeout);
+        config.read_timeout = Some(self.api_timeout);
+        config.write_timeout = Some(self.api_timeout);
+        Client::try_from(config).map_err(|e| Error::remote("API server", e))
+    }
+}
+
+/// `access.kubeconfig` with every cluster pointed at `api_url` and verified against `ca_pem`
+/// only, when those are given (pure).
+pub fn pinned_kubeconfig(access: &RemoteAccess) -> Result<Kubeconfig> {
+    let mut kubeconfig = Kubeconfig::from_yaml(&access.kubeconfig).map_err(|e| Error::invalid("kubeconfig", e.to_string()))?;
+    if kubeconfig.clusters.is_empty() {
+        return Err(Error::invalid("kubeconfig", "no cluster"));
+    }
+    for named in &mut kubeconfig.clusters {
+        let cluster = named.cluster.get_or_insert_with(Default::default);
+        if let Some(url) = access.api_url.as_deref().filter(|u| !u.is_empty()) {
+            cluster.server = Some(url.to_owned());
+        }
+        if let Some(pem) = &access.ca_pem {
+            cluster.certificate_authority = None;
+            cluster.insecure_skip_tls_verify = None;
+            cluster.certificate_authority_data = Some(base64::engine::general_purpose::STANDARD.encode(pem));
+        }
+    }
+    Ok(kubeconfig)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ISSUED: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: remote\n  cluster:\n    server: https://10.0.0.1:6443\n    certificate-authority-data: b2xk\n    insecure-skip-tls-verify: true\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: remote\n  context:\n    cluster: remote\n    user: u\ncurrent-context: remote\n";
+
+    #[test]
+    fn the_pinned_ca_and_the_spec_api_url_win() {
+        let access = RemoteAccess { kubeconfig: ISSUED.into(), api_url: Some("https://api.remote.example:6443".into()), ca_pem: Some("PEM".into()) };
+        let k = pinned_kubeconfig(&access).unwrap();
+        let c = k.clusters[0].cluster.as_ref().unwrap();
+        assert_eq!(c.server.as_deref(), Some("https://api.remote.example:6443"));
+        assert_eq!(c.certificate_authority_data.as_deref(), Some("UEVN"));
+        assert_eq!(c.insecure_skip_tls_verify, None);
+        // Without an API URL the issued one stays.
+        let k = pinned_kubeconfig(&RemoteAccess { api_url: None, ..access }).unwrap();
+        assert_eq!(k.clusters[0].cluster.as_ref().unwrap().server.as_deref(), Some("https://10.0.0.1:6443"));
+        // Without a pinned CA the kubeconfig's own stays.
+        let k = pinned_kubeconfig(&RemoteAccess { kubeconfig: ISSUED.into(), api_url: None, ca_pem: None }).unwrap();
+        assert_eq!(k.clusters[0].cluster.as_ref().unwrap().certificate_authority_data.as_deref(), Some("b2xk"));
+    }
+
+    #[test]
+    fn a_kubeconfig_without_clusters_is_refused() {
+        let access = RemoteAccess { kubeconfig: "apiVersion: v1\nkind: Config\n".into(), api_url: None, ca_pem: None };
+        assert_eq!(pinned_kubeconfig(&access).unwrap_err().label(), "InvalidSpec");
+    }
+}
