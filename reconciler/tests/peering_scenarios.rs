@@ -1,0 +1,587 @@
+//! ForeignCluster reconcile scenarios against scripted mock API servers (home and remote) and a
+//! scripted peer: each asserts the exact API calls, in order.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{Request, Response};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::ByteString;
+use kube::Client;
+use kube::client::Body;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, Store, store::Writer};
+use kube::runtime::watcher;
+use liqo_api::{Advertisement, AdvertisementSpec, ClusterConfigSpec, ForeignCluster, TrustMode};
+use liqo_reconciler::Error;
+use liqo_reconciler::auth::service::ApiServer;
+use liqo_reconciler::auth::wire::{IdentityRequest, IdentityResponse, Ids};
+use liqo_reconciler::foreign_cluster::{self, Ctx, MANAGED_BY, Timing, reconcile};
+use liqo_reconciler::peer::{Peers, RemoteAccess};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+const HOME: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
+const REMOTE: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
+const FC: &str = "remote-cluster";
+const AUTH: &str = "https://remote.example:8443";
+
+const FCS: &str = "/apis/discovery.liqo.io/v1alpha1/foreignclusters";
+const SECRETS: &str = "/api/v1/namespaces/liqo/secrets";
+const PRS: &str = "/apis/discovery.liqo.io/v1alpha1/peeringrequests";
+const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
+
+fn ca_pem(name: &str) -> String {
+    liqo_certs::issue::new_ca(name, time::OffsetDateTime::now_utc(), time::Duration::days(1)).unwrap().cert_pem
+}
+
+/// One expected call: method, path (without query), answer status and body.
+#[derive(Clone, Debug)]
+struct Call {
+    method: &'static str,
+    path: String,
+    status: u16,
+    body: Value,
+}
+
+fn call(method: &'static str, path: impl Into<String>, status: u16, body: Value) -> Call {
+    Call { method, path: path.into(), status, body }
+}
+
+/// A ForeignCluster as the API server would answer a patch of it.
+fn any_fc() -> Value {
+    json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": FC}, "spec": {}})
+}
+
+fn not_found() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404})
+}
+
+/// What a scripted API server saw: method, path with query, body.
+type Seen = Arc<Mutex<Vec<(String, String, Value)>>>;
+
+/// A mock API server answering `script` in order; `None` as body echoes the request body.
+/// An unexpected call is recorded and answered 500; a `status` of 0 is a transport failure.
+fn scripted(script: Vec<Call>) -> (Client, Seen) {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let seen: Seen = Default::default();
+    let record = seen.clone();
+    let mut script: VecDeque<Call> = script.into();
+    tokio::spawn(async move {
+        while let Some((req, send)) = handle.next_request().await {
+            let method = req.method().to_string();
+            let path = req.uri().path_and_query().unwrap().to_string();
+            let bytes = req.into_body().collect_bytes().await.unwrap();
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            record.lock().unwrap().push((method.clone(), path.clone(), body.clone()));
+            let bare = path.split('?').next().unwrap().to_owned();
+            let answer = match script.front() {
+                Some(c) if c.method == method && c.path == bare => script.pop_front(),
+                _ => None,
+            };
+            match answer {
+                Some(c) if c.status == 0 => send.send_error(std::io::Error::other("connection refused")),
+                Some(c) => {
+                    let out = if c.body.is_null() { body } else { c.body };
+                    send.send_response(Response::builder().status(c.status).body(Body::from(serde_json::to_vec(&out).unwrap())).unwrap());
+                }
+                None => send.send_response(Response::builder().status(500).body(Body::from(b"{}".to_vec())).unwrap()),
+            }
+        }
+    });
+    (Client::new(service, "default"), seen)
+}
+
+fn calls_of(seen: &Seen) -> Vec<(String, String)> {
+    seen.lock().unwrap().iter().map(|(m, p, _)| (m.clone(), p.split('?').next().unwrap().to_owned())).collect()
+}
+
+fn expect(seen: &Seen, script: &[Call]) {
+    let want: Vec<(String, String)> = script.iter().map(|c| (c.method.to_owned(), c.path.clone())).collect();
+    assert_eq!(calls_of(seen), want, "API calls differ from the script");
+}
+
+/// A scripted peer: its auth service answers from these fields.
+struct FakePeer {
+    trust: TrustMode,
+    down: bool,
+    ca: Mutex<String>,
+    refuse: Option<&'static str>,
+    remote: Client,
+    asked: Mutex<Vec<String>>,
+}
+
+impl FakePeer {
+    fn check(&self, what: &str) -> Result<(), Error> {
+        self.asked.lock().unwrap().push(what.to_owned());
+        if self.down { Err(Error::remote("auth service", format!("{AUTH}: connection refused"))) } else { Ok(()) }
+    }
+}
+
+/// What the context holds (a local type, so the trait can be implemented for it).
+struct Handle(Arc<FakePeer>);
+
+impl std::ops::Deref for Handle {
+    type Target = FakePeer;
+    fn deref(&self) -> &FakePeer {
+        &self.0
+    }
+}
+
+impl Peers for Handle {
+    async fn probe_trust(&self, _: &str) -> Result<TrustMode, Error> {
+        self.check("probe")?;
+        Ok(self.trust)
+    }
+    async fn ids(&self, _: &str, _: TrustMode) -> Result<Ids, Error> {
+        self.check("ids")?;
+        Ok(Ids { cluster_id: REMOTE.into(), cluster_name: "remote".into(), guest_namespace: "liqo-remote".into() })
+    }
+    async fn ca(&self, _: &str, _: TrustMode) -> Result<String, Error> {
+        self.check("ca")?;
+        Ok(self.ca.lock().unwrap().clone())
+    }
+    async fn identity(&self, _: &str, _: TrustMode, req: &IdentityRequest) -> Result<IdentityResponse, Error> {
+        self.check(&format!("identity:{}:{}", req.cluster_id, req.token))?;
+        if let Some(m) = self.refuse {
+            return Err(Error::Remote { what: "auth service", message: format!("{AUTH}/identity: HTTP 403: {m}") });
+        }
+        Ok(IdentityResponse { kubeconfig: "issued-kubeconfig".into(), namespace: "liqo-remote".into(), cluster_id: REMOTE.into() })
+    }
+    async fn api_client(&self, access: &RemoteAccess) -> Result<Client, Error> {
+        self.asked.lock().unwrap().push(format!("api_client:{}", access.kubeconfig));
+        Ok(self.remote.clone())
+    }
+}
+
+struct World {
+    ctx: Arc<Ctx<Handle>>,
+    peer: Arc<FakePeer>,
+    home: Seen,
+    remote: Seen,
+    secrets: Writer<Secret>,
+    adverts: Writer<Advertisement>,
+    pinned: String,
+}
+
+fn world(home: Vec<Call>, remote: Vec<Call>, trust: TrustMode) -> World {
+    let (home_client, home_seen) = scripted(home);
+    let (remote_client, remote_seen) = scripted(remote);
+    let pinned = ca_pem("remote-api-ca");
+    let peer = Arc::new(FakePeer {
+        trust,
+        down: false,
+        ca: Mutex::new(pinned.clone()),
+        refuse: None,
+        remote: remote_client,
+        asked: Default::default(),
+    });
+    world_with(home_client, home_seen, remote_seen, peer, pinned)
+}
+
+fn world_with(home_client: Client, home: Seen, remote: Seen, peer: Arc<FakePeer>, pinned: String) -> World {
+    let (secrets, secrets_w): (Store<Secret>, Writer<Secret>) = reflector::store();
+    let (adverts, adverts_w): (Store<Advertisement>, Writer<Advertisement>) = reflector::store();
+    let (_, id_rx) = watch::channel(Some(HOME.to_owned()));
+    let (_, cfg_rx) = watch::channel(Some(ClusterConfigSpec::default()));
+    let ctx = Arc::new(Ctx {
+        client: home_client,
+        namespace: "liqo".into(),
+        cluster_id: id_rx,
+        config: cfg_rx,
+        api_server: ApiServer { url: "https://home.example:6443".into(), ca_pem: ca_pem("home-api-ca") },
+        auth_url: Some("https://home.example:8443".into()),
+        peers: Handle(peer.clone()),
+        secrets,
+        advertisements: adverts,
+        recorder: None,
+        timing: Timing::default(),
+        token_lifetime: Duration::from_secs(3600),
+        remotes: Default::default(),
+    });
+    World { ctx, peer, home, remote, secrets: secrets_w, adverts: adverts_w, pinned }
+}
+
+impl World {
+    fn store_secret(&mut self, name: &str, key: &str, value: &str) {
+        let s = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("liqo".into()),
+                labels: Some([(MANAGED_BY.0.to_owned(), MANAGED_BY.1.to_owned())].into()),
+                ..Default::default()
+            },
+            data: Some([(key.to_owned(), ByteString(value.as_bytes().to_vec()))].into()),
+            ..Default::default()
+        };
+        self.secrets.apply_watcher_event(&watcher::Event::Apply(s));
+    }
+    fn store_joined_secrets(&mut self) {
+        let pinned = self.pinned.clone();
+        self.store_secret(&format!("{FC}-ca-data"), "ca.crt", &pinned);
+        self.store_secret(&format!("{FC}-identity"), "kubeconfig", "issued-kubeconfig");
+    }
+    fn store_advertisement(&mut self) {
+        let adv = Advertisement::new(
+            &format!("advertisement-{REMOTE}"),
+            AdvertisementSpec { cluster_id: REMOTE.into(), kube_config_ref: None, resources: Default::default(), timestamp: None },
+        );
+        self.adverts.apply_watcher_event(&watcher::Event::Apply(adv));
+    }
+    async fn reconcile(&self, fc: Value) -> Result<Action, Error> {
+        let fc: ForeignCluster = serde_json::from_value(fc).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), reconcile(Arc::new(fc), self.ctx.clone())).await.expect("reconcile hangs")
+    }
+}
+
+fn fc(spec: Value, status: Value, finalizer: bool) -> Value {
+    let mut v = json!({
+        "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
+        "metadata": {"name": FC, "uid": "fc-uid", "resourceVersion": "7", "generation": 2},
+        "spec": spec, "status": status
+    });
+    if finalizer {
+        v["metadata"]["finalizers"] = json!(["discovery.liqo.io/peered"]);
+    }
+    v
+}
+
+fn joined_spec() -> Value {
+    json!({"clusterIdentity": {"clusterID": REMOTE}, "namespace": "liqo-remote", "join": true, "authUrl": AUTH,
+           "discoveryType": "Manual", "allowUntrustedCA": true, "trustMode": "Untrusted"})
+}
+
+fn joined_status(advertisement: bool) -> Value {
+    json!({"outgoing": {"joined": advertisement, "remotePeeringRequestName": HOME,
+                        "advertisement": if advertisement { json!(format!("advertisement-{REMOTE}")) } else { Value::Null }}})
+}
+
+fn our_pr() -> Value {
+    json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "PeeringRequest", "metadata": {"name": HOME},
+           "spec": {"clusterIdentity": {"clusterID": HOME}, "namespace": "liqo", "authUrl": "https://home.example:8443",
+                    "kubeConfigRef": {"name": format!("pr-kubeconfig-{HOME}"), "namespace": "liqo-remote"}}})
+}
+
+fn token_answer() -> Value {
+    json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}, "status": {"token": "adv-token", "expirationTimestamp": "2030-01-01T00:00:00Z"}})
+}
+
+/// The calls that offer peering: local access for the peer, then the remote Secret and request.
+fn offer_home() -> Vec<Call> {
+    vec![
+        call("PATCH", format!("/api/v1/namespaces/liqo/serviceaccounts/{REMOTE}"), 200, Value::Null),
+        call("PATCH", format!("{RBAC}/clusterroles/{REMOTE}"), 200, Value::Null),
+        call("PATCH", format!("{RBAC}/clusterrolebindings/{REMOTE}"), 200, Value::Null),
+        call("POST", format!("/api/v1/namespaces/liqo/serviceaccounts/{REMOTE}/token"), 201, token_answer()),
+    ]
+}
+
+fn offer_remote() -> Vec<Call> {
+    vec![
+        call("PATCH", format!("/api/v1/namespaces/liqo-remote/secrets/pr-kubeconfig-{HOME}"), 200, Value::Null),
+        call("PATCH", format!("{PRS}/{HOME}"), 200, Value::Null),
+    ]
+}
+
+fn body_of<'a>(seen: &'a [(String, String, Value)], method: &str, path: &str) -> &'a Value {
+    &seen.iter().find(|(m, p, _)| m == method && p.split('?').next() == Some(path)).unwrap_or_else(|| panic!("no {method} {path}")).2
+}
+
+#[tokio::test]
+async fn identification_fills_the_spec_from_the_remote() {
+    let home = vec![call("PATCH", format!("{FCS}/{FC}"), 200, any_fc())];
+    let w = world(home.clone(), vec![], TrustMode::Untrusted);
+    let spec = json!({"join": true, "authUrl": AUTH, "discoveryType": "Manual", "allowUntrustedCA": true, "trustMode": "Unknown"});
+    let action = w.reconcile(fc(spec, json!({}), false)).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    expect(&w.home, &home);
+    let seen = w.home.lock().unwrap().clone();
+    assert_eq!(
+        seen[0].2,
+        json!({"spec": {"trustMode": "Untrusted", "clusterIdentity": {"clusterID": REMOTE, "clusterName": "remote"}, "namespace": "liqo-remote"}})
+    );
+    assert_eq!(*w.peer.asked.lock().unwrap(), ["probe", "ids"]);
+    assert!(calls_of(&w.remote).is_empty());
+}
+
+#[tokio::test]
+async fn an_untrusted_remote_is_not_joined_without_permission() {
+    let home = vec![call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()), call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+    let w = world(home.clone(), vec![], TrustMode::Untrusted);
+    let spec = json!({"clusterIdentity": {"clusterID": REMOTE}, "namespace": "liqo", "join": true, "authUrl": AUTH, "discoveryType": "Manual"});
+    w.reconcile(fc(spec, json!({}), false)).await.unwrap();
+    expect(&w.home, &home);
+    let seen = w.home.lock().unwrap().clone();
+    assert_eq!(seen[0].2, json!({"spec": {"trustMode": "Untrusted"}}));
+    let cond = &seen[1].2["status"]["conditions"][0];
+    assert_eq!((cond["type"].as_str(), cond["status"].as_str(), cond["reason"].as_str()), (Some("Trusted"), Some("False"), Some("UntrustedNotAllowed")));
+    assert!(cond["message"].as_str().unwrap().contains("allowUntrustedCA"));
+    assert_eq!(*w.peer.asked.lock().unwrap(), ["probe"], "no identity is asked of an untrusted remote");
+}
+
+#[tokio::test]
+async fn join_from_scratch() {
+    let mut home = vec![
+        call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()), // finalizer
+        call("POST", SECRETS, 201, Value::Null),                 // <fc>-ca-data
+        call("GET", format!("{SECRETS}/remote-token-{REMOTE}"), 404, not_found()),
+        call("POST", SECRETS, 201, Value::Null), // <fc>-identity
+    ];
+    home.extend(offer_home());
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    let mut remote = vec![call("GET", format!("{PRS}/{HOME}"), 404, not_found())];
+    remote.extend(offer_remote());
+    let w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    let action = w.reconcile(fc(joined_spec(), json!({}), false)).await.unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(30)));
+    expect(&w.home, &home);
+    expect(&w.remote, &remote);
+    assert_eq!(
+        *w.peer.asked.lock().unwrap(),
+        ["ca".to_owned(), format!("identity:{HOME}:"), "api_client:issued-kubeconfig".to_owned()]
+    );
+
+    let seen = w.home.lock().unwrap().clone();
+    assert_eq!(seen[0].2["metadata"]["finalizers"], json!(["discovery.liqo.io/peered"]));
+    assert_eq!(seen[0].2["metadata"]["resourceVersion"], "7", "finalizer added with optimistic concurrency");
+    let ca = &seen[1].2;
+    assert_eq!(ca["metadata"]["name"], format!("{FC}-ca-data"));
+    assert_eq!(ca["metadata"]["ownerReferences"][0]["kind"], "ForeignCluster");
+    assert_eq!(ca["metadata"]["labels"]["discovery.liqo.io/cluster-id"], REMOTE);
+    let stored: String = String::from_utf8(base64_decode(ca["data"]["ca.crt"].as_str().unwrap())).unwrap();
+    assert_eq!(stored, w.pinned);
+    assert_eq!(seen[3].2["metadata"]["name"], format!("{FC}-identity"));
+    // The advertisement access is limited to advertisement-<remote>.
+    let role = &seen[5].2;
+    assert_eq!(role["rules"][1]["resourceNames"], json!([format!("advertisement-{REMOTE}")]));
+
+    let status = &seen.last().unwrap().2["status"];
+    assert_eq!(status["outgoing"], json!({"joined": false, "remotePeeringRequestName": HOME}));
+    assert_eq!(status["caDataRef"]["name"], format!("{FC}-ca-data"));
+    assert_eq!(status["caFingerprint"].as_str().unwrap(), liqo_certs::inspect::fingerprint_sha256(&w.pinned).unwrap());
+    assert_eq!(status["authStatus"], "Accepted");
+    let joined = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Joined").unwrap();
+    assert_eq!((joined["status"].as_str(), joined["reason"].as_str()), (Some("False"), Some("WaitingForAdvertisement")));
+    assert_eq!(joined["observedGeneration"], 2);
+
+    // On the remote: the kubeconfig Secret for our API server, then our PeeringRequest.
+    let remote_seen = w.remote.lock().unwrap().clone();
+    let secret = body_of(&remote_seen, "PATCH", &format!("/api/v1/namespaces/liqo-remote/secrets/pr-kubeconfig-{HOME}"));
+    let kubeconfig = String::from_utf8(base64_decode(secret["data"]["kubeconfig"].as_str().unwrap())).unwrap();
+    assert!(kubeconfig.contains("https://home.example:6443") && kubeconfig.contains("adv-token"), "{kubeconfig}");
+    let pr = body_of(&remote_seen, "PATCH", &format!("{PRS}/{HOME}"));
+    assert_eq!(pr["spec"], our_pr()["spec"]);
+    assert!(remote_seen.iter().filter(|(m, _, _)| m == "PATCH").all(|(_, p, _)| p.contains("fieldManager=liqo-peering") && p.contains("force=true")));
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.decode(s).unwrap()
+}
+
+/// Conditions as they are after a healthy reconcile, so steady state writes nothing.
+fn healthy_status(w: &World) -> Value {
+    let mut status = joined_status(true);
+    let fp = liqo_certs::inspect::fingerprint_sha256(&w.pinned).unwrap();
+    status["caDataRef"] = json!({"name": format!("{FC}-ca-data"), "namespace": "liqo"});
+    status["caFingerprint"] = json!(fp);
+    status["authStatus"] = json!("Accepted");
+    let c = |t: &str, s: &str, r: &str, m: String| json!({"type": t, "status": s, "reason": r, "message": m, "observedGeneration": 2, "lastTransitionTime": "2026-01-01T00:00:00Z"});
+    status["conditions"] = json!([
+        c("Trusted", "False", "UntrustedAllowed", "unknown certificate authority, allowed by spec.allowUntrustedCA".into()),
+        c("Authenticated", "True", "IdentityIssued", format!("identity stored in Secret {FC}-identity")),
+        c("RemoteReachable", "True", "Reachable", "the remote API server answered".into()),
+        c("CaVerified", "True", "Pinned", format!("the remote API server certificate verified against CA {fp}")),
+        c("Joined", "True", "Joined", "the remote accepted our PeeringRequest and advertises to us".into()),
+    ]);
+    status
+}
+
+#[tokio::test]
+async fn steady_state_is_one_remote_get_and_no_writes() {
+    let remote = vec![call("GET", format!("{PRS}/{HOME}"), 200, our_pr()), call("GET", format!("{PRS}/{HOME}"), 200, our_pr())];
+    let mut w = world(vec![], remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    w.store_advertisement();
+    let status = healthy_status(&w);
+    for _ in 0..2 {
+        let action = w.reconcile(fc(joined_spec(), status.clone(), true)).await.unwrap();
+        assert_eq!(action, Action::requeue(Duration::from_secs(30)));
+    }
+    // Two health periods: one GET each on the remote, nothing written anywhere, the remote
+    // client built once.
+    expect(&w.remote, &remote);
+    expect(&w.home, &[]);
+    assert_eq!(*w.peer.asked.lock().unwrap(), ["api_client:issued-kubeconfig"]);
+}
+
+#[tokio::test]
+async fn a_deleted_remote_peering_request_is_recreated() {
+    let mut remote = vec![call("GET", format!("{PRS}/{HOME}"), 404, not_found())];
+    remote.extend(offer_remote());
+    let home = offer_home();
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    w.store_advertisement();
+    let status = healthy_status(&w);
+    w.reconcile(fc(joined_spec(), status, true)).await.unwrap();
+    expect(&w.remote, &remote);
+    // Repaired without any status change: the Advertisement is still there.
+    expect(&w.home, &home);
+}
+
+#[tokio::test]
+async fn a_deleted_advertisement_shows_not_joined() {
+    let remote = vec![call("GET", format!("{PRS}/{HOME}"), 200, our_pr())];
+    let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    let status = healthy_status(&w); // says the Advertisement was there
+    w.reconcile(fc(joined_spec(), status, true)).await.unwrap();
+    expect(&w.home, &home);
+    let written = w.home.lock().unwrap()[0].2.clone();
+    assert_eq!(written["status"]["outgoing"], json!({"joined": false, "remotePeeringRequestName": HOME}));
+    let joined = written["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Joined").unwrap().clone();
+    assert_eq!((joined["status"].as_str(), joined["reason"].as_str()), (Some("False"), Some("AdvertisementDeleted")));
+    assert_ne!(joined["lastTransitionTime"], "2026-01-01T00:00:00Z", "the status flipped");
+}
+
+#[tokio::test]
+async fn an_unreachable_remote_is_reported_and_retried() {
+    let remote = vec![call("GET", format!("{PRS}/{HOME}"), 0, Value::Null)];
+    let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    w.store_advertisement();
+    let status = healthy_status(&w);
+    let action = w.reconcile(fc(joined_spec(), status, true)).await.unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(10)));
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
+    let written = w.home.lock().unwrap()[0].2.clone();
+    let reach = written["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "RemoteReachable").unwrap().clone();
+    assert_eq!((reach["status"].as_str(), reach["reason"].as_str()), (Some("False"), Some("RemoteUnreachable")));
+    // The CA was checked (unchanged), nothing else was asked.
+    assert_eq!(*w.peer.asked.lock().unwrap(), ["api_client:issued-kubeconfig", "ca"]);
+}
+
+#[tokio::test]
+async fn a_changed_remote_ca_is_never_accepted_silently() {
+    let remote = vec![call("GET", format!("{PRS}/{HOME}"), 0, Value::Null)];
+    let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    w.store_advertisement();
+    *w.peer.ca.lock().unwrap() = ca_pem("rotated-remote-ca");
+    let status = healthy_status(&w);
+    w.reconcile(fc(joined_spec(), status, true)).await.unwrap();
+    expect(&w.home, &home);
+    let written = w.home.lock().unwrap()[0].2.clone();
+    let ca = written["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "CaVerified").unwrap().clone();
+    assert_eq!((ca["status"].as_str(), ca["reason"].as_str()), (Some("False"), Some("RemoteCaChanged")));
+    assert!(ca["message"].as_str().unwrap().contains(&format!("delete Secret {FC}-ca-data")));
+    // The pinned fingerprint stays what it was.
+    assert_eq!(written["status"]["caFingerprint"].as_str().unwrap(), liqo_certs::inspect::fingerprint_sha256(&w.pinned).unwrap());
+}
+
+#[tokio::test]
+async fn a_refused_token_is_reported() {
+    let (home_client, home_seen) = scripted(vec![
+        call("POST", SECRETS, 201, Value::Null),
+        call("GET", format!("{SECRETS}/remote-token-{REMOTE}"), 200,
+             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "t"}, "data": {"token": "d3Jvbmc="}})),
+        call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()),
+    ]);
+    let (remote_client, remote_seen) = scripted(vec![]);
+    let pinned = ca_pem("remote-api-ca");
+    let peer = Arc::new(FakePeer { trust: TrustMode::Untrusted, down: false, ca: Mutex::new(pinned.clone()), refuse: Some("wrong token"), remote: remote_client, asked: Default::default() });
+    let w = world_with(home_client, home_seen, remote_seen, peer, pinned);
+    w.reconcile(fc(joined_spec(), json!({}), true)).await.unwrap();
+    assert_eq!(*w.peer.asked.lock().unwrap(), ["ca".to_owned(), format!("identity:{HOME}:wrong")]);
+    let seen = w.home.lock().unwrap().clone();
+    let status = &seen.last().unwrap().2["status"];
+    assert_eq!(status["authStatus"], "Refused");
+    let auth = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Authenticated").unwrap();
+    assert_eq!(auth["reason"], "TokenRefused");
+    assert!(calls_of(&w.remote).is_empty());
+}
+
+fn unjoin_remote() -> Vec<Call> {
+    vec![
+        call("DELETE", format!("{PRS}/{HOME}"), 200, our_pr()),
+        call("DELETE", format!("/api/v1/namespaces/liqo-remote/secrets/pr-kubeconfig-{HOME}"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
+    ]
+}
+
+fn unjoin_local() -> Vec<Call> {
+    vec![
+        call("DELETE", format!("/apis/sharing.liqo.io/v1alpha1/advertisements/advertisement-{REMOTE}"), 404, not_found()),
+        call("DELETE", format!("{RBAC}/clusterrolebindings/{REMOTE}"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
+        call("DELETE", format!("{RBAC}/clusterroles/{REMOTE}"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
+        call("DELETE", format!("/api/v1/namespaces/liqo/serviceaccounts/{REMOTE}"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
+    ]
+}
+
+#[tokio::test]
+async fn unjoin_cascades_remote_then_local_then_finalizer() {
+    let mut home = unjoin_local();
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
+    let remote = unjoin_remote();
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    let mut spec = joined_spec();
+    spec["join"] = json!(false);
+    let action = w.reconcile(fc(spec, joined_status(true), true)).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
+    let seen = w.home.lock().unwrap().clone();
+    assert_eq!(seen[4].2["status"]["outgoing"], json!({"joined": false}));
+    assert_eq!(seen[5].2["metadata"]["finalizers"], json!([]));
+}
+
+fn deleted(mut v: Value, seconds_ago: i64) -> Value {
+    let at = k8s_openapi::jiff::Timestamp::now().as_second() - seconds_ago;
+    v["metadata"]["deletionTimestamp"] = serde_json::to_value(Time(k8s_openapi::jiff::Timestamp::from_second(at).unwrap())).unwrap();
+    v
+}
+
+#[tokio::test]
+async fn deletion_while_the_remote_is_down_waits_then_completes_locally() {
+    // Within the grace period: nothing local is touched, retried.
+    let remote = vec![call("DELETE", format!("{PRS}/{HOME}"), 0, Value::Null)];
+    let mut w = world(vec![], remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    let action = w.reconcile(deleted(fc(joined_spec(), joined_status(true), true), 5)).await.unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(10)));
+    expect(&w.remote, &remote);
+    expect(&w.home, &[]);
+
+    // After it: the local side is cleaned, the finalizer goes; the ForeignCluster can go.
+    let mut home = unjoin_local();
+    home.push(call("DELETE", format!("{SECRETS}/{FC}-identity"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})));
+    home.push(call("DELETE", format!("{SECRETS}/{FC}-ca-data"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})));
+    home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    let action = w.reconcile(deleted(fc(joined_spec(), joined_status(true), true), 121)).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
+    assert_eq!(w.home.lock().unwrap().last().unwrap().2["metadata"]["finalizers"], json!([]));
+}
+
+#[tokio::test]
+async fn join_false_without_finalizer_costs_nothing() {
+    let w = world(vec![], vec![], TrustMode::Untrusted);
+    let mut spec = joined_spec();
+    spec["join"] = json!(false);
+    assert_eq!(w.reconcile(fc(spec, json!({}), false)).await.unwrap(), Action::await_change());
+    expect(&w.home, &[]);
+    expect(&w.remote, &[]);
+    assert!(w.peer.asked.lock().unwrap().is_empty());
+    let _ = foreign_cluster::FIELD_MANAGER;
+}
