@@ -47,7 +47,8 @@ pub fn assets() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-fn free_port() -> u16 {
+/// A TCP port free on 127.0.0.1 right now.
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 

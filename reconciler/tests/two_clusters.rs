@@ -1,0 +1,199 @@
+//! The full two-cluster flow against two real control planes (envtest convention:
+//! `KUBEBUILDER_ASSETS`), each with the `liqo-reconciler` binary running as in local
+//! development (KUBECONFIG, generated auth certificate): join → health and repair → unjoin,
+//! then deletion of a ForeignCluster whose remote is gone for good. Skips loudly without the
+//! assets.
+
+use std::process::{Child, Command, Stdio};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use liqo_api::{Advertisement, ForeignCluster, PeeringRequest};
+use liqo_testenv::{ADMIN_TOKEN, ControlPlane, eventually, free_port, install_liqo};
+use serde_json::json;
+
+/// A running `liqo-reconciler`, killed on drop.
+struct Reconciler {
+    child: Child,
+    auth_url: String,
+    ops: u16,
+}
+
+impl Drop for Reconciler {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_reconciler(cp: &ControlPlane, name: &str) -> Reconciler {
+    let (auth, ops) = (free_port(), free_port());
+    let auth_url = format!("https://localhost:{auth}");
+    let log = std::fs::File::create(cp.path().join(format!("{name}-reconciler.log"))).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_liqo-reconciler"))
+        .env("KUBECONFIG", cp.kubeconfig(ADMIN_TOKEN))
+        .env("RUST_LOG", "info,liqo_reconciler=debug")
+        .args([
+            "--namespace=liqo".to_owned(),
+            format!("--auth-listen=127.0.0.1:{auth}"),
+            format!("--ops-listen=127.0.0.1:{ops}"),
+            format!("--generate-cert-dir={}", cp.path().join(format!("{name}-auth-certs")).display()),
+            format!("--api-url={}", cp.url),
+            format!("--advertised-auth-url={auth_url}"),
+            "--health-period-seconds=2".to_owned(),
+            "--advertise-period-seconds=2".to_owned(),
+            "--unjoin-grace-seconds=5".to_owned(),
+        ])
+        .stdout(log.try_clone().unwrap())
+        .stderr(Stdio::from(log))
+        .spawn()
+        .expect("starting liqo-reconciler");
+    Reconciler { child, auth_url, ops }
+}
+
+async fn ready(r: &Reconciler) {
+    let url = format!("http://127.0.0.1:{}/readyz", r.ops);
+    eventually("the reconciler ready", || {
+        let url = url.clone();
+        async move {
+            let out = Command::new("curl").args(["-sf", &url]).output().ok()?;
+            out.status.success().then_some(())
+        }
+    })
+    .await;
+}
+
+async fn cluster_id(client: &Client) -> String {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "liqo");
+    eventually("the cluster ID", || {
+        let cms = cms.clone();
+        async move { cms.get_opt("cluster-id").await.ok()??.data?.get("cluster-id").cloned() }
+    })
+    .await
+}
+
+async fn fc_where(client: &Client, name: &str, what: &str, pred: impl Fn(&ForeignCluster) -> bool) -> ForeignCluster {
+    let fcs: Api<ForeignCluster> = Api::all(client.clone());
+    eventually(what, || {
+        let fcs = fcs.clone();
+        let name = name.to_owned();
+        let pred = &pred;
+        async move { fcs.get_opt(&name).await.ok()?.filter(|f| pred(f)) }
+    })
+    .await
+}
+
+async fn gone<K>(api: &Api<K>, name: &str, what: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(what, || {
+        let api = api.clone();
+        let name = name.to_owned();
+        async move { matches!(api.get_opt(&name).await, Ok(None)).then_some(()) }
+    })
+    .await
+}
+
+fn outgoing_joined(f: &ForeignCluster) -> bool {
+    f.status.as_ref().and_then(|s| s.outgoing.as_ref()).is_some_and(|o| o.joined)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
+    if Command::new("curl").arg("--version").output().is_err() {
+        liqo_testenv::skip("curl is needed to poll the reconciler's /readyz");
+        return;
+    }
+    let Some(home_cp) = ControlPlane::start_or_skip().await else { return };
+    let Some(remote_cp) = ControlPlane::start_or_skip().await else { return };
+    let (home, remote) = (home_cp.admin(), remote_cp.admin());
+    install_liqo(&home, "liqo").await;
+    install_liqo(&remote, "liqo").await;
+    let home_rec = start_reconciler(&home_cp, "home");
+    let remote_rec = start_reconciler(&remote_cp, "remote");
+    ready(&home_rec).await;
+    ready(&remote_rec).await;
+    let (home_id, remote_id) = (cluster_id(&home).await, cluster_id(&remote).await);
+
+    // Seed 002's form: only the remote's auth service, its self-signed CA allowed explicitly.
+    let fcs: Api<ForeignCluster> = Api::all(home.clone());
+    let fc: ForeignCluster = serde_json::from_value(json!({
+        "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
+        "metadata": {"name": "my-remote"},
+        "spec": {"authUrl": remote_rec.auth_url, "join": true, "allowUntrustedCA": true}
+    }))
+    .unwrap();
+    fcs.create(&PostParams::default(), &fc).await.unwrap();
+
+    // Joined: identified, CA pinned, our PeeringRequest on the remote, its Advertisement here.
+    let joined = fc_where(&home, "my-remote", "the ForeignCluster joined", outgoing_joined).await;
+    assert_eq!(joined.spec.remote_cluster_id(), Some(remote_id.as_str()));
+    assert_eq!(joined.spec.namespace.as_deref(), Some("liqo"));
+    assert_eq!(joined.spec.trust_mode, Some(liqo_api::TrustMode::Untrusted));
+    assert!(joined.finalizers().iter().any(|f| f == "discovery.liqo.io/peered"));
+    let status = joined.status.clone().unwrap();
+    let ca_secret = Api::<Secret>::namespaced(home.clone(), "liqo").get("my-remote-ca-data").await.unwrap();
+    let stored_ca = String::from_utf8(ca_secret.data.unwrap()["ca.crt"].0.clone()).unwrap();
+    assert_eq!(stored_ca, remote_cp.ca_pem, "the remote API server CA, as /ca served it");
+    assert_eq!(status.ca_fingerprint.as_deref(), Some(&*liqo_certs::inspect::fingerprint_sha256(&remote_cp.ca_pem).unwrap()));
+    assert_eq!(status.auth_status, Some(liqo_api::AuthStatus::Accepted));
+    assert!(liqo_reconciler::conditions::is_true(&status.conditions, "Joined"));
+
+    let remote_prs: Api<PeeringRequest> = Api::all(remote.clone());
+    let pr = remote_prs.get(&home_id).await.unwrap();
+    assert_eq!(pr.spec.requester_cluster_id(), Some(home_id.as_str()));
+    assert_eq!(pr.spec.auth_url.as_deref(), Some(home_rec.auth_url.as_str()));
+    let incoming = fc_where(&remote, &home_id, "the remote's IncomingPeering ForeignCluster", |f| {
+        f.status.as_ref().and_then(|s| s.incoming.as_ref()).is_some_and(|i| i.joined)
+    })
+    .await;
+    assert_eq!(incoming.spec.discovery_type, Some(liqo_api::DiscoveryType::IncomingPeering));
+    let home_adverts: Api<Advertisement> = Api::all(home.clone());
+    let adv = home_adverts.get(&format!("advertisement-{remote_id}")).await.unwrap();
+    assert_eq!(adv.spec.cluster_id, remote_id);
+    // The remote wrote it with the access we granted, limited to that one Advertisement.
+    Api::<ServiceAccount>::namespaced(home.clone(), "liqo").get(&remote_id).await.unwrap();
+
+    // Health: the remote deletes our PeeringRequest; the home side puts it back.
+    let first_uid = pr.uid();
+    remote_prs.delete(&home_id, &DeleteParams::default()).await.unwrap();
+    eventually("our PeeringRequest re-created on the remote", || {
+        let prs = remote_prs.clone();
+        let id = home_id.clone();
+        let first = first_uid.clone();
+        async move {
+            let pr = prs.get_opt(&id).await.ok()??;
+            (pr.uid() != first && pr.metadata.deletion_timestamp.is_none()).then_some(())
+        }
+    })
+    .await;
+    fc_where(&home, "my-remote", "joined again after the repair", outgoing_joined).await;
+    home_adverts.get(&format!("advertisement-{remote_id}")).await.unwrap();
+
+    // Unjoin: join=false cascades to both sides.
+    fcs.patch("my-remote", &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
+    gone(&remote_prs, &home_id, "our PeeringRequest removed from the remote").await;
+    gone(&home_adverts, &format!("advertisement-{remote_id}"), "the remote's Advertisement removed here").await;
+    gone(&Api::<ServiceAccount>::namespaced(home.clone(), "liqo"), &remote_id, "the peer's access removed here").await;
+    let unjoined = fc_where(&home, "my-remote", "outgoing.joined cleared", |f| {
+        !outgoing_joined(f) && !f.finalizers().iter().any(|x| x == "discovery.liqo.io/peered")
+    })
+    .await;
+    assert!(!liqo_reconciler::conditions::is_true(&unjoined.status.unwrap().conditions, "Joined"));
+    fc_where(&remote, &home_id, "the remote's incoming.joined cleared", |f| {
+        f.status.as_ref().and_then(|s| s.incoming.as_ref()).is_some_and(|i| !i.joined)
+    })
+    .await;
+
+    // Join again, then lose the remote for good and delete the ForeignCluster: it goes anyway.
+    fcs.patch("my-remote", &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": true}}))).await.unwrap();
+    fc_where(&home, "my-remote", "joined once more", outgoing_joined).await;
+    drop(remote_rec);
+    drop(remote_cp);
+    fcs.delete("my-remote", &DeleteParams::default()).await.unwrap();
+    gone(&fcs, "my-remote", "the ForeignCluster deleted although its remote is gone").await;
+    gone(&home_adverts, &format!("advertisement-{remote_id}"), "the Advertisement removed locally").await;
+    drop(home_rec);
+}
