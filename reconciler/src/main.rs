@@ -103,7 +103,7 @@ async fn main() -> anyhow::Result<()> {
 
     let kube_config = kube::Config::infer().await.context("finding the API server (in-cluster or KUBECONFIG)")?;
     let api_server = ApiServer {
-        url: args.api_url.clone().unwrap_or_else(|| kube_config.cluster_url.to_string().trim_end_matches('/').to_owned()),
+        url: args.api_url.clone().filter(|u| !u.is_empty()).unwrap_or_else(|| kube_config.cluster_url.to_string().trim_end_matches('/').to_owned()),
         ca_pem: match &args.api_ca_file {
             Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
             None => pem_of(kube_config.root_cert.as_deref().unwrap_or_default()),
@@ -177,7 +177,7 @@ async fn main() -> anyhow::Result<()> {
         cluster_id: id_rx.clone(),
         config: cfg_rx.clone(),
         api_server: auth.api_server.clone(),
-        auth_url: args.advertised_auth_url.clone(),
+        auth_url: args.advertised_auth_url.clone().filter(|u| !u.is_empty()),
         peers: (*peers).clone(),
         secrets,
         advertisements,

@@ -1,6 +1,6 @@
 //! The full two-cluster flow against two real control planes (envtest convention:
 //! `KUBEBUILDER_ASSETS`), each with the `liqo-reconciler` binary running as in local
-//! development (KUBECONFIG, generated auth certificate): join → health and repair → unjoin,
+//! development (KUBECONFIG, generated auth certificate) with the shipped RBAC: join → health and repair → unjoin,
 //! then deletion of a ForeignCluster whose remote is gone for good. Skips loudly without the
 //! assets.
 
@@ -10,7 +10,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use liqo_api::{Advertisement, ForeignCluster, PeeringRequest};
-use liqo_testenv::{ADMIN_TOKEN, ControlPlane, eventually, free_port, install_liqo};
+use liqo_testenv::{ControlPlane, eventually, free_port, install_liqo};
+use serde::Deserialize;
 use serde_json::json;
 
 /// A running `liqo-reconciler`, killed on drop.
@@ -27,12 +28,35 @@ impl Drop for Reconciler {
     }
 }
 
-fn start_reconciler(cp: &ControlPlane, name: &str) -> Reconciler {
+/// Installs the reconciler's RBAC from `manifests/reconciler/rbac.yaml` and returns a token of
+/// its ServiceAccount, so the test runs with exactly the permissions shipped.
+async fn reconciler_token(admin: &Client) -> String {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/reconciler/rbac.yaml")).unwrap();
+    let pp = PostParams::default();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let value = serde_json::to_value(serde_yaml::Value::deserialize(doc).unwrap()).unwrap();
+        match value["kind"].as_str().unwrap() {
+            "ServiceAccount" => drop(Api::<ServiceAccount>::namespaced(admin.clone(), "liqo").create(&pp, &serde_json::from_value(value).unwrap()).await.unwrap()),
+            "ClusterRole" => drop(Api::<ClusterRole>::all(admin.clone()).create(&pp, &serde_json::from_value(value).unwrap()).await.unwrap()),
+            "ClusterRoleBinding" => drop(Api::<ClusterRoleBinding>::all(admin.clone()).create(&pp, &serde_json::from_value(value).unwrap()).await.unwrap()),
+            "Role" => drop(Api::<Role>::namespaced(admin.clone(), "liqo").create(&pp, &serde_json::from_value(value).unwrap()).await.unwrap()),
+            "RoleBinding" => drop(Api::<RoleBinding>::namespaced(admin.clone(), "liqo").create(&pp, &serde_json::from_value(value).unwrap()).await.unwrap()),
+            other => panic!("unexpected kind {other} in rbac.yaml"),
+        }
+    }
+    let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), "liqo");
+    let issued = sas.create_token_request("liqo-reconciler", &pp, &TokenRequest::default()).await.unwrap();
+    issued.status.and_then(|s| s.token).expect("a token for liqo-reconciler")
+}
+
+fn start_reconciler(cp: &ControlPlane, name: &str, token: &str) -> Reconciler {
     let (auth, ops) = (free_port(), free_port());
     let auth_url = format!("https://localhost:{auth}");
     let log = std::fs::File::create(cp.path().join(format!("{name}-reconciler.log"))).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_liqo-reconciler"))
-        .env("KUBECONFIG", cp.kubeconfig(ADMIN_TOKEN))
+        .env("KUBECONFIG", cp.kubeconfig(token))
         .env("RUST_LOG", "info,liqo_reconciler=debug")
         .args([
             "--namespace=liqo".to_owned(),
@@ -111,8 +135,9 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     let (home, remote) = (home_cp.admin(), remote_cp.admin());
     install_liqo(&home, "liqo").await;
     install_liqo(&remote, "liqo").await;
-    let home_rec = start_reconciler(&home_cp, "home");
-    let remote_rec = start_reconciler(&remote_cp, "remote");
+    // Each reconciler runs with the permissions of manifests/reconciler/rbac.yaml only.
+    let home_rec = start_reconciler(&home_cp, "home", &reconciler_token(&home).await);
+    let remote_rec = start_reconciler(&remote_cp, "remote", &reconciler_token(&remote).await);
     ready(&home_rec).await;
     ready(&remote_rec).await;
     let (home_id, remote_id) = (cluster_id(&home).await, cluster_id(&remote).await);
