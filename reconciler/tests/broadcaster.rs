@@ -1,0 +1,152 @@
+//! Broadcasters against mock API servers: exactly one per peer under concurrent events, the
+//! Advertisement created once and left alone while nothing changes, withdrawn when the last
+//! request goes.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{Request, Response};
+use k8s_openapi::api::core::v1::{Node, SecretReference};
+use kube::Client;
+use kube::client::Body;
+use kube::runtime::reflector;
+use kube::runtime::watcher;
+use liqo_reconciler::Error;
+use liqo_reconciler::auth::wire::{IdentityRequest, IdentityResponse, Ids};
+use liqo_reconciler::broadcaster::Broadcasters;
+use liqo_reconciler::peer::{Peers, RemoteAccess};
+use liqo_api::TrustMode;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+const OWN: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
+const PEER: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
+
+type Log = Arc<Mutex<Vec<(String, String)>>>;
+
+/// A mock API server keeping one Advertisement (the peer's side) and answering the Secret
+/// with the peer's kubeconfig (our side).
+fn api(log: Log) -> Client {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    tokio::spawn(async move {
+        let mut adv: Option<Value> = None;
+        while let Some((req, send)) = handle.next_request().await {
+            let method = req.method().to_string();
+            let path = req.uri().path().to_owned();
+            let body: Value = serde_json::from_slice(&req.into_body().collect_bytes().await.unwrap()).unwrap_or(Value::Null);
+            log.lock().unwrap().push((method.clone(), path.clone()));
+            let not_found = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404});
+            let (status, answer) = match (method.as_str(), path.as_str()) {
+                ("GET", p) if p.ends_with("/secrets/pr-kubeconfig-peer") => (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pr-kubeconfig-peer", "namespace": "liqo"},
+                           "data": {"kubeconfig": "cGVlci1rdWJlY29uZmln"}}),
+                ),
+                ("GET", p) if p.contains("/advertisements/") => match &adv {
+                    Some(a) => (200, a.clone()),
+                    None => (404, not_found),
+                },
+                ("POST", p) if p.ends_with("/advertisements") => {
+                    adv = Some(body.clone());
+                    (201, body)
+                }
+                ("DELETE", p) if p.contains("/advertisements/") => match adv.take() {
+                    Some(a) => (200, a),
+                    None => (404, not_found),
+                },
+                _ => (500, json!({})),
+            };
+            send.send_response(Response::builder().status(status).body(Body::from(serde_json::to_vec(&answer).unwrap())).unwrap());
+        }
+    });
+    Client::new(service, "default")
+}
+
+struct FakePeers {
+    remote: Client,
+    built: Mutex<Vec<String>>,
+}
+
+impl Peers for FakePeers {
+    async fn probe_trust(&self, _: &str) -> Result<TrustMode, Error> {
+        unreachable!("broadcasters do not probe")
+    }
+    async fn ids(&self, _: &str, _: TrustMode) -> Result<Ids, Error> {
+        unreachable!()
+    }
+    async fn ca(&self, _: &str, _: TrustMode) -> Result<String, Error> {
+        unreachable!()
+    }
+    async fn identity(&self, _: &str, _: TrustMode, _: &IdentityRequest) -> Result<IdentityResponse, Error> {
+        unreachable!()
+    }
+    async fn api_client(&self, access: &RemoteAccess) -> Result<Client, Error> {
+        assert_eq!(access.ca_pem, None, "the peer's kubeconfig carries its own CA");
+        self.built.lock().unwrap().push(access.kubeconfig.clone());
+        Ok(self.remote.clone())
+    }
+}
+
+fn count(log: &Log, method: &str, needle: &str) -> usize {
+    log.lock().unwrap().iter().filter(|(m, p)| m == method && p.contains(needle)).count()
+}
+
+#[tokio::test]
+async fn one_broadcaster_per_peer_even_under_concurrent_events() {
+    let (local_log, remote_log): (Log, Log) = Default::default();
+    let peers = Arc::new(FakePeers { remote: api(remote_log.clone()), built: Default::default() });
+    let (nodes, mut writer) = reflector::store::<Node>();
+    writer.apply_watcher_event(&watcher::Event::Apply(
+        serde_json::from_value(json!({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}})).unwrap(),
+    ));
+    let (_, id) = watch::channel(Some(OWN.to_owned()));
+    let b = Broadcasters::new(api(local_log.clone()), id, nodes, peers.clone(), Duration::from_millis(50));
+    let source = SecretReference { name: Some("pr-kubeconfig-peer".into()), namespace: Some("liqo".into()) };
+
+    // Many events at once, from a PeeringRequest and a FederationRequest of the same peer.
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let (b, source) = (b.clone(), source.clone());
+            tokio::spawn(async move { b.ensure(PEER, if i % 2 == 0 { "PeeringRequest" } else { "FederationRequest" }, source) })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(b.peers(), [PEER]);
+    // Let it run several periods.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(*peers.built.lock().unwrap(), ["peer-kubeconfig"], "one client, built once");
+    assert_eq!(count(&remote_log, "POST", "/advertisements"), 1, "created once");
+    assert!(count(&remote_log, "GET", &format!("advertisement-{OWN}")) >= 3, "checked every period");
+    assert_eq!(count(&remote_log, "PATCH", ""), 0, "nothing changed, nothing written");
+    assert_eq!(count(&local_log, "GET", "/secrets/pr-kubeconfig-peer"), 1);
+
+    // The created Advertisement says who we are and what we offer.
+    // (Read back through a GET the broadcaster does not make: the mock keeps the object.)
+    let remote = peers.remote.clone();
+    let adv: liqo_api::Advertisement =
+        kube::Api::<liqo_api::Advertisement>::all(remote).get(&format!("advertisement-{OWN}")).await.unwrap();
+    assert_eq!(adv.spec.cluster_id, OWN);
+    assert_eq!(adv.spec.resources.cpu.as_ref().unwrap().0, "2000m");
+    assert_eq!(adv.spec.resources.memory.as_ref().unwrap().0, "4Gi");
+
+    // The PeeringRequest goes: the FederationRequest still holds the broadcaster.
+    b.release(PEER, "PeeringRequest", Some(source.clone())).await.unwrap();
+    assert_eq!(b.peers(), [PEER]);
+    assert_eq!(count(&remote_log, "DELETE", ""), 0);
+    // The last one goes: stopped, and the Advertisement is withdrawn from the peer.
+    b.release(PEER, "FederationRequest", Some(source.clone())).await.unwrap();
+    assert!(b.peers().is_empty());
+    assert_eq!(count(&remote_log, "DELETE", &format!("advertisement-{OWN}")), 1);
+    let gets = count(&remote_log, "GET", "");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(count(&remote_log, "GET", ""), gets, "no broadcaster left running");
+
+    // After a restart (no broadcaster in memory) the release still withdraws.
+    b.ensure(PEER, "PeeringRequest", source.clone());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let fresh = Broadcasters::new(api(Default::default()), watch::channel(Some(OWN.to_owned())).1, reflector::store::<Node>().0, peers.clone(), Duration::from_secs(30));
+    fresh.release(PEER, "PeeringRequest", Some(source)).await.unwrap();
+    assert_eq!(count(&remote_log, "DELETE", &format!("advertisement-{OWN}")), 2);
+}
