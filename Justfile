@@ -13,9 +13,11 @@ test:
 generate:
     cargo run -q -p liqo-api --bin crdgen
 
-# Throughput and latency benchmarks (release build; needs `wrk`).
+# Benchmarks (release build): webhook throughput and latency (needs `wrk`), reconciler
+# memory and requests per peer in steady state.
 bench:
     cargo bench -p liqo-webhook --bench admission
+    cargo bench -p liqo-reconciler --bench steady_state
 
 # Render the installable manifests.
 manifests:

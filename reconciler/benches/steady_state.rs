@@ -1,0 +1,213 @@
+//! Reconciler steady state with 1,000 joined peers: memory held by the stores (RSS against the
+//! same process before they were filled) and API requests per peer per health period, counted
+//! by mock API servers while every ForeignCluster is reconciled once (one health period).
+//!
+//! `cargo bench -p liqo-reconciler --bench steady_state` (or `just bench`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use http::{Request, Response};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
+use kube::client::Body;
+use kube::runtime::reflector;
+use kube::runtime::watcher;
+use liqo_api::{Advertisement, AdvertisementSpec, ClusterConfigSpec, ForeignCluster, TrustMode};
+use liqo_reconciler::Error;
+use liqo_reconciler::auth::service::{ApiServer, kubeconfig};
+use liqo_reconciler::auth::wire::{IdentityRequest, IdentityResponse, Ids};
+use liqo_reconciler::foreign_cluster::{Ctx, MANAGED_BY, Timing, reconcile};
+use liqo_reconciler::peer::{Peers, RemoteAccess};
+use serde_json::json;
+use tokio::sync::watch;
+
+const PEERS: usize = 1000;
+const HOME: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
+
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[derive(Default)]
+struct Counts {
+    reads: AtomicUsize,
+    writes: AtomicUsize,
+}
+
+/// A mock API server that answers every GET with our PeeringRequest (a healthy remote) and
+/// counts reads and writes.
+fn counting_api(counts: Arc<Counts>) -> Client {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    tokio::spawn(async move {
+        while let Some((req, send)) = handle.next_request().await {
+            let counter = if req.method() == http::Method::GET { &counts.reads } else { &counts.writes };
+            counter.fetch_add(1, Ordering::Relaxed);
+            let pr = json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "PeeringRequest", "metadata": {"name": HOME},
+                "spec": {"clusterIdentity": {"clusterID": HOME}, "namespace": "liqo",
+                         "kubeConfigRef": {"name": format!("pr-kubeconfig-{HOME}"), "namespace": "liqo"}}});
+            send.send_response(Response::builder().status(200).body(Body::from(serde_json::to_vec(&pr).unwrap())).unwrap());
+        }
+    });
+    Client::new(service, "default")
+}
+
+struct OneRemote(Client);
+
+impl Peers for OneRemote {
+    async fn probe_trust(&self, _: &str) -> Result<TrustMode, Error> {
+        Err(Error::NotReady("not in steady state"))
+    }
+    async fn ids(&self, _: &str, _: TrustMode) -> Result<Ids, Error> {
+        Err(Error::NotReady("not in steady state"))
+    }
+    async fn ca(&self, _: &str, _: TrustMode) -> Result<String, Error> {
+        Err(Error::NotReady("not in steady state"))
+    }
+    async fn identity(&self, _: &str, _: TrustMode, _: &IdentityRequest) -> Result<IdentityResponse, Error> {
+        Err(Error::NotReady("not in steady state"))
+    }
+    async fn api_client(&self, _: &RemoteAccess) -> Result<Client, Error> {
+        Ok(self.0.clone())
+    }
+}
+
+fn peer_id(i: usize) -> String {
+    format!("{i:08x}-0000-4000-8000-000000000000")
+}
+
+fn secret(name: String, key: &str, value: &str) -> Secret {
+    Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name),
+            namespace: Some("liqo".into()),
+            labels: Some([(MANAGED_BY.0.to_owned(), MANAGED_BY.1.to_owned())].into()),
+            ..Default::default()
+        },
+        data: Some([(key.to_owned(), ByteString(value.as_bytes().to_vec()))].into()),
+        ..Default::default()
+    }
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let (local, remote) = (Arc::new(Counts::default()), Arc::new(Counts::default()));
+        let ca = liqo_certs::issue::new_ca("remote-api-ca", time::OffsetDateTime::now_utc(), time::Duration::days(1)).unwrap().cert_pem;
+        let fp = liqo_certs::inspect::fingerprint_sha256(&ca).unwrap();
+        let api_server = ApiServer { url: "https://remote.example:6443".into(), ca_pem: ca.clone() };
+        let issued = kubeconfig(&api_server, "remote", "liqo-remote", "liqo", "x".repeat(900)).unwrap();
+        let baseline = rss_kib();
+
+        // The stores of 1,000 joined peers: ForeignClusters, their two Secrets, their Advertisements.
+        let (secrets, mut secrets_w) = reflector::store::<Secret>();
+        let (adverts, mut adverts_w) = reflector::store::<Advertisement>();
+        let (fcs, mut fcs_w) = reflector::store::<ForeignCluster>();
+        for i in 0..PEERS {
+            let id = peer_id(i);
+            let name = format!("peer-{i}");
+            secrets_w.apply_watcher_event(&watcher::Event::Apply(secret(format!("{name}-ca-data"), "ca.crt", &ca)));
+            secrets_w.apply_watcher_event(&watcher::Event::Apply(secret(format!("{name}-identity"), "kubeconfig", &issued)));
+            let spec = AdvertisementSpec { cluster_id: id.clone(), kube_config_ref: None, resources: Default::default(), timestamp: None };
+            adverts_w.apply_watcher_event(&watcher::Event::Apply(Advertisement::new(&format!("advertisement-{id}"), spec)));
+            let fc: ForeignCluster = serde_json::from_value(json!({
+                "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
+                "metadata": {"name": name, "uid": format!("uid-{i}"), "resourceVersion": "1", "generation": 1,
+                             "finalizers": ["discovery.liqo.io/peered"]},
+                "spec": {"clusterIdentity": {"clusterID": id}, "namespace": "liqo", "join": true, "authUrl": "https://remote.example:8443",
+                         "discoveryType": "Manual", "allowUntrustedCA": true, "trustMode": "Untrusted"},
+                "status": {}
+            }))
+            .unwrap();
+            fcs_w.apply_watcher_event(&watcher::Event::Apply(fc));
+        }
+        let filled = rss_kib();
+
+        let (_, id_rx) = watch::channel(Some(HOME.to_owned()));
+        let (_, cfg_rx) = watch::channel(Some(ClusterConfigSpec::default()));
+        let ctx = Arc::new(Ctx {
+            client: counting_api(local.clone()),
+            namespace: "liqo".into(),
+            cluster_id: id_rx,
+            config: cfg_rx,
+            api_server: ApiServer { url: "https://home.example:6443".into(), ca_pem: ca.clone() },
+            auth_url: None,
+            peers: OneRemote(counting_api(remote.clone())),
+            secrets,
+            advertisements: adverts,
+            recorder: None,
+            timing: Timing::default(),
+            token_lifetime: Duration::from_secs(3600),
+            remotes: Default::default(),
+        });
+
+        // The ForeignClusters as the API server holds them once their status settled.
+        let steady: Vec<Arc<ForeignCluster>> = fcs.state().into_iter().map(|fc| settle(fc, &fp)).collect();
+        let (r0, w0, lr0, lw0) = (
+            remote.reads.load(Ordering::Relaxed),
+            remote.writes.load(Ordering::Relaxed),
+            local.reads.load(Ordering::Relaxed),
+            local.writes.load(Ordering::Relaxed),
+        );
+        let started = Instant::now();
+        for fc in &steady {
+            reconcile(fc.clone(), ctx.clone()).await.unwrap();
+        }
+        let took = started.elapsed();
+        let requests = (remote.reads.load(Ordering::Relaxed) - r0) + (local.reads.load(Ordering::Relaxed) - lr0);
+        let writes = (remote.writes.load(Ordering::Relaxed) - w0) + (local.writes.load(Ordering::Relaxed) - lw0);
+        let after = rss_kib();
+
+        println!("reconciler steady state, {PEERS} joined peers (mock API servers)");
+        println!("  RSS before the stores were filled: {:.1} MiB", baseline as f64 / 1024.0);
+        println!(
+            "  RSS with {PEERS} ForeignClusters, {} Secrets, {PEERS} Advertisements in the stores: {:.1} MiB ({:.2}x the empty process, +{:.1} MiB)",
+            2 * PEERS,
+            filled as f64 / 1024.0,
+            filled as f64 / baseline.max(1) as f64,
+            (filled - baseline) as f64 / 1024.0
+        );
+        println!("  RSS after a health period over every peer: {:.1} MiB", after as f64 / 1024.0);
+        println!(
+            "  one health period: {requests} requests for {PEERS} peers = {:.2} per peer, {writes} writes; {:.1} µs of reconcile per peer",
+            requests as f64 / PEERS as f64,
+            took.as_secs_f64() * 1e6 / PEERS as f64
+        );
+    });
+}
+
+/// The ForeignCluster as the API server holds it after its status settled: the status the
+/// controller computes for a healthy peer (were it different, the run would show writes).
+fn settle(fc: Arc<ForeignCluster>, fp: &str) -> Arc<ForeignCluster> {
+    let mut fc = (*fc).clone();
+    let id = fc.spec.remote_cluster_id().unwrap().to_owned();
+    let name = fc.metadata.name.clone().unwrap();
+    let status = fc.status.get_or_insert_with(Default::default);
+    status.ca_data_ref = Some(liqo_api::SecretRef { name: format!("{name}-ca-data"), namespace: Some("liqo".into()) });
+    status.ca_fingerprint = Some(fp.to_owned());
+    status.auth_status = Some(liqo_api::AuthStatus::Accepted);
+    status.outgoing = Some(liqo_api::OutgoingStatus {
+        joined: true,
+        remote_peering_request_name: Some(HOME.into()),
+        advertisement: Some(format!("advertisement-{id}")),
+    });
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let c = |t: &'static str, s: bool, r: &'static str, m: String| liqo_reconciler::conditions::Wanted { type_: t, status: s, reason: r, message: m };
+    for w in [
+        c("Trusted", false, "UntrustedAllowed", "unknown certificate authority, allowed by spec.allowUntrustedCA".into()),
+        c("Authenticated", true, "IdentityIssued", format!("identity stored in Secret {name}-identity")),
+        c("RemoteReachable", true, "Reachable", "the remote API server answered".into()),
+        c("CaVerified", true, "Pinned", format!("the remote API server certificate verified against CA {fp}")),
+        c("Joined", true, "Joined", "the remote accepted our PeeringRequest and advertises to us".into()),
+    ] {
+        liqo_reconciler::conditions::set(&mut status.conditions, w, fc.metadata.generation, now.clone());
+    }
+    Arc::new(fc)
+}
