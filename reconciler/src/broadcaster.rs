@@ -2,6 +2,9 @@
 //! task that keeps `advertisement-<our ID>` in the peer's cluster, using the kubeconfig the
 //! peer handed us in the request's Secret.
 //!
+//! `discoveryConfig.enableAdvertisement: false` makes every broadcaster withdraw its
+//! Advertisement (and publish again when it is turned back on), without a restart.
+//!
 //! Exactly one per peer, even when a PeeringRequest and a FederationRequest of the same peer,
 //! or many events, arrive at once: the registry is checked and updated under one lock. Each
 //! period costs one GET in the peer's cluster, and a write only when the summary changed or
@@ -17,7 +20,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::Store;
 use kube::Client;
 use liqo_api::names::{LABEL_CLUSTER_ID, advertisement_name};
-use liqo_api::{Advertisement, AdvertisementSpec};
+use liqo_api::{Advertisement, AdvertisementSpec, ClusterConfigSpec};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -52,6 +55,8 @@ struct Entry {
 pub struct Broadcasters<P: Peers> {
     pub client: Client,
     pub cluster_id: watch::Receiver<Option<String>>,
+    /// `discoveryConfig.enableAdvertisement=false` withdraws our Advertisements (at runtime).
+    pub config: watch::Receiver<Option<ClusterConfigSpec>>,
     pub nodes: Store<Node>,
     pub peers: Arc<P>,
     pub period: Duration,
@@ -59,8 +64,19 @@ pub struct Broadcasters<P: Peers> {
 }
 
 impl<P: Peers> Broadcasters<P> {
-    pub fn new(client: Client, cluster_id: watch::Receiver<Option<String>>, nodes: Store<Node>, peers: Arc<P>, period: Duration) -> Arc<Self> {
-        Arc::new(Self { client, cluster_id, nodes, peers, period, running: Mutex::new(HashMap::new()) })
+    pub fn new(
+        client: Client,
+        cluster_id: watch::Receiver<Option<String>>,
+        config: watch::Receiver<Option<ClusterConfigSpec>>,
+        nodes: Store<Node>,
+        peers: Arc<P>,
+        period: Duration,
+    ) -> Arc<Self> {
+        Arc::new(Self { client, cluster_id, config, nodes, peers, period, running: Mutex::new(HashMap::new()) })
+    }
+
+    fn advertising(&self) -> bool {
+        self.config.borrow().as_ref().is_none_or(|c| c.discovery_config.enable_advertisement)
     }
 
     /// Peers with a running broadcaster.
@@ -184,7 +200,10 @@ impl<P: Peers> Broadcasters<P> {
 
     async fn broadcast(self: Arc<Self>, peer: String, source: SecretReference, mut signal: watch::Receiver<Signal>) -> Result<()> {
         let mut client: Option<Client> = None;
+        // Whether an Advertisement of ours may be in the peer (unknown at start: assume so).
+        let mut published = true;
         loop {
+            let advertising = self.advertising();
             let round = async {
                 let c = match &client {
                     Some(c) => c.clone(),
@@ -194,9 +213,19 @@ impl<P: Peers> Broadcasters<P> {
                         c
                     }
                 };
-                self.publish(&c).await
+                if advertising {
+                    self.publish(&c).await
+                } else if published {
+                    tracing::info!(peer = %peer, "advertisement disabled in the ClusterConfig; withdrawing ours");
+                    self.withdraw(&c).await
+                } else {
+                    Ok(())
+                }
             }
             .await;
+            if round.is_ok() {
+                published = advertising;
+            }
             if let Err(e) = &round {
                 tracing::warn!(peer = %peer, error = %e, "advertising to the peer failed; retrying");
                 client = None;

@@ -190,7 +190,7 @@ async fn main() -> anyhow::Result<()> {
         token_lifetime: Duration::from_secs(args.token_lifetime_hours * 3600),
         remotes: Default::default(),
     });
-    let broadcasters = Broadcasters::new(client.clone(), id_rx.clone(), nodes, peers.clone(), Duration::from_secs(args.advertise_period_seconds));
+    let broadcasters = Broadcasters::new(client.clone(), id_rx.clone(), cfg_rx.clone(), nodes, peers.clone(), Duration::from_secs(args.advertise_period_seconds));
     let in_ctx = Arc::new(incoming::Ctx {
         client: client.clone(),
         foreign,

@@ -1,6 +1,6 @@
 //! Broadcasters against mock API servers: exactly one per peer under concurrent events, the
-//! Advertisement created once and left alone while nothing changes, withdrawn when the last
-//! request goes.
+//! Advertisement created once and left alone while nothing changes, withdrawn while
+//! advertisement is disabled and when the last request goes.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -100,7 +100,8 @@ async fn one_broadcaster_per_peer_even_under_concurrent_events() {
         serde_json::from_value(json!({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}})).unwrap(),
     ));
     let (_, id) = watch::channel(Some(OWN.to_owned()));
-    let b = Broadcasters::new(api(local_log.clone()), id, nodes, peers.clone(), Duration::from_millis(50));
+    let (config, config_rx) = watch::channel(Some(liqo_api::ClusterConfigSpec::default()));
+    let b = Broadcasters::new(api(local_log.clone()), id, config_rx.clone(), nodes, peers.clone(), Duration::from_millis(50));
     let source = SecretReference { name: Some("pr-kubeconfig-peer".into()), namespace: Some("liqo".into()) };
 
     // Many events at once, from a PeeringRequest and a FederationRequest of the same peer.
@@ -131,14 +132,22 @@ async fn one_broadcaster_per_peer_even_under_concurrent_events() {
     assert_eq!(adv.spec.resources.cpu.as_ref().unwrap().0, "2000m");
     assert_eq!(adv.spec.resources.memory.as_ref().unwrap().0, "4Gi");
 
+    // Advertisement turned off in the ClusterConfig: withdrawn once; back on: published again.
+    config.send_modify(|c| c.as_mut().unwrap().discovery_config.enable_advertisement = false);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(count(&remote_log, "DELETE", &format!("advertisement-{OWN}")), 1, "withdrawn once while disabled");
+    config.send_modify(|c| c.as_mut().unwrap().discovery_config.enable_advertisement = true);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(count(&remote_log, "POST", "/advertisements"), 2, "published again");
+
     // The PeeringRequest goes: the FederationRequest still holds the broadcaster.
     b.release(PEER, "PeeringRequest", Some(source.clone())).await.unwrap();
     assert_eq!(b.peers(), [PEER]);
-    assert_eq!(count(&remote_log, "DELETE", ""), 0);
+    assert_eq!(count(&remote_log, "DELETE", ""), 1);
     // The last one goes: stopped, and the Advertisement is withdrawn from the peer.
     b.release(PEER, "FederationRequest", Some(source.clone())).await.unwrap();
     assert!(b.peers().is_empty());
-    assert_eq!(count(&remote_log, "DELETE", &format!("advertisement-{OWN}")), 1);
+    assert_eq!(count(&remote_log, "DELETE", &format!("advertisement-{OWN}")), 2);
     let gets = count(&remote_log, "GET", "");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(count(&remote_log, "GET", ""), gets, "no broadcaster left running");
@@ -146,7 +155,7 @@ async fn one_broadcaster_per_peer_even_under_concurrent_events() {
     // After a restart (no broadcaster in memory) the release still withdraws.
     b.ensure(PEER, "PeeringRequest", source.clone());
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let fresh = Broadcasters::new(api(Default::default()), watch::channel(Some(OWN.to_owned())).1, reflector::store::<Node>().0, peers.clone(), Duration::from_secs(30));
+    let fresh = Broadcasters::new(api(Default::default()), watch::channel(Some(OWN.to_owned())).1, config_rx, reflector::store::<Node>().0, peers.clone(), Duration::from_secs(30));
     fresh.release(PEER, "PeeringRequest", Some(source)).await.unwrap();
-    assert_eq!(count(&remote_log, "DELETE", &format!("advertisement-{OWN}")), 2);
+    assert_eq!(count(&remote_log, "DELETE", &format!("advertisement-{OWN}")), 3);
 }
