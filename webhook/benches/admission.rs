@@ -39,6 +39,19 @@ struct Run {
 }
 
 fn main() {
+    // `BENCH_DECIDE_ONLY=<rounds>`: only the decision loop, for profiling (`perf record`).
+    if let Some(rounds) = std::env::var("BENCH_DECIDE_ONLY").ok().and_then(|v| v.parse::<u32>().ok()) {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let body = std::fs::read(manifest.join(FIXTURE)).expect("fixture");
+        let view = StaticView { namespace: "liqo".into(), cluster_id: Some(OWN_ID.into()), ..Default::default() };
+        let started = std::time::Instant::now();
+        for _ in 0..rounds {
+            let d = admit(Endpoint::Validate, std::hint::black_box(&body), &view).unwrap();
+            std::hint::black_box(serde_json::to_vec(&d.review).unwrap());
+        }
+        println!("{:.2} µs per review", started.elapsed().as_secs_f64() * 1e6 / rounds as f64);
+        return;
+    }
     if Command::new("wrk").arg("--version").output().is_err() {
         eprintln!("SKIPPED: the admission benchmark needs `wrk` on PATH (apt-get install wrk)");
         return;
