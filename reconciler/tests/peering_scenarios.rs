@@ -585,3 +585,44 @@ async fn join_false_without_finalizer_costs_nothing() {
     assert!(w.peer.asked.lock().unwrap().is_empty());
     let _ = foreign_cluster::FIELD_MANAGER;
 }
+
+fn forbidden() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403})
+}
+
+#[tokio::test]
+async fn a_revoked_identity_is_dropped_and_asked_for_again() {
+    let remote = vec![call("GET", format!("{PRS}/{HOME}"), 403, forbidden())];
+    let home = vec![
+        call("DELETE", format!("{SECRETS}/{FC}-identity"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
+        call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()),
+    ];
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    w.store_advertisement();
+    let status = healthy_status(&w);
+    let action = w.reconcile(fc(joined_spec(), status, true)).await.unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(10)));
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
+    let written = w.home.lock().unwrap()[1].2.clone();
+    assert_eq!(written["status"]["authStatus"], "Pending");
+    let auth = written["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Authenticated").unwrap().clone();
+    assert_eq!((auth["status"].as_str(), auth["reason"].as_str()), (Some("False"), Some("IdentityRevoked")));
+}
+
+#[tokio::test]
+async fn unjoin_completes_locally_when_the_remote_refuses_us() {
+    // Not even being deleted: join=false, and the remote answers 403 (it forgot us).
+    let remote = vec![call("DELETE", format!("{PRS}/{HOME}"), 403, forbidden())];
+    let mut home = unjoin_local();
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    let mut spec = joined_spec();
+    spec["join"] = json!(false);
+    assert_eq!(w.reconcile(fc(spec, joined_status(true), true)).await.unwrap(), Action::await_change());
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
+}

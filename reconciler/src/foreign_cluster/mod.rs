@@ -374,7 +374,19 @@ async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config:
     let remote_prs: Api<PeeringRequest> = Api::all(remote.clone());
     let existing = match remote_prs.get_opt(own_id).await {
         Ok(pr) => pr,
-        Err(e) if is_kube_api_error(&e) => return Err(e.into()),
+        Err(e) if is_refusal(&e) => {
+            // The remote no longer knows our identity (revoked, or the remote was reinstalled):
+            // drop it so the next round asks for a new one.
+            ctx.forget_remote(&name);
+            grant::delete(&Api::<Secret>::namespaced(ctx.client.clone(), &ctx.namespace), &identity_name).await?;
+            status.auth_status = Some(AuthStatus::Pending);
+            let message = format!("the remote refused our identity ({e}); asking for a new one");
+            condition(&mut status, fc, AUTHENTICATED, false, "IdentityRevoked", message.clone());
+            ctx.event(fc, true, "IdentityRevoked", message).await;
+            write_status(&ctx.client, fc, &status).await?;
+            return Ok(Action::requeue(ctx.timing.retry));
+        }
+        Err(e) if is_kube_api_error(&e) => return remote_failed(fc, ctx, status, Error::remote("API server", e)).await,
         Err(e) => {
             ctx.forget_remote(&name);
             return remote_unreachable_or_ca_changed(fc, ctx, status, &auth_url, trust, &fingerprint, e).await;
@@ -445,6 +457,11 @@ async fn read_token(client: &Client, namespace: &str, remote_id: &str) -> Result
         .unwrap_or_default())
 }
 
+/// True when the remote API server refuses our credentials (401, 403).
+fn is_refusal(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 401 || s.code == 403)
+}
+
 /// True for an answer of the API server (4xx/5xx status), false for a transport failure.
 fn is_kube_api_error(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(_))
@@ -511,23 +528,23 @@ async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str) -> Re
         .await;
         if let Err(e) = result {
             ctx.forget_remote(&name);
-            if !decide::give_up_on_remote(fc.metadata.deletion_timestamp.as_ref(), &now(), ctx.timing.unjoin_grace) {
+            let refused = matches!(&e, Error::Kube(k) if is_refusal(k));
+            if !refused && !decide::give_up_on_remote(fc.metadata.deletion_timestamp.as_ref(), &now(), ctx.timing.unjoin_grace) {
                 condition(&mut status, fc, JOINED, true, "UnjoinPending", format!("cannot remove our PeeringRequest from the remote yet: {e}"));
                 if !deleting {
                     write_status(&ctx.client, fc, &status).await?;
                 }
                 return Ok(Action::requeue(ctx.timing.retry));
             }
-            ctx.event(
-                fc,
-                true,
-                "RemoteGone",
+            let note = if refused {
+                format!("the remote refuses our identity ({e}); unjoined locally, our PeeringRequest may remain there")
+            } else {
                 format!(
                     "the remote stayed unreachable for {}s after deletion ({e}); unjoined locally, our PeeringRequest may remain there",
                     ctx.timing.unjoin_grace.as_secs()
-                ),
-            )
-            .await;
+                )
+            };
+            ctx.event(fc, true, "RemoteGone", note).await;
         }
     }
 
