@@ -74,6 +74,7 @@ pub async fn start(view: impl liqo_webhook::state::ClusterView, body_timeout: Du
     Running { addr, ops, certs, handle, cert }
 }
 
+#[allow(unused_imports)] // each test binary uses its own part of the helpers
 pub use liqo_testenv::https::{Answer, Conn, connector, send};
 
 pub async fn connect(running: &Running) -> Conn {
