@@ -76,13 +76,18 @@ fn start_reconciler(cp: &ControlPlane, name: &str, token: &str) -> Reconciler {
     Reconciler { child, auth_url, ops }
 }
 
+/// `GET /readyz` on the ops port answers 200.
 async fn ready(r: &Reconciler) {
-    let url = format!("http://127.0.0.1:{}/readyz", r.ops);
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = format!("127.0.0.1:{}", r.ops);
     eventually("the reconciler ready", || {
-        let url = url.clone();
+        let addr = addr.clone();
         async move {
-            let out = Command::new("curl").args(["-sf", &url]).output().ok()?;
-            out.status.success().then_some(())
+            let mut conn = tokio::net::TcpStream::connect(&addr).await.ok()?;
+            conn.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.ok()?;
+            let mut answer = String::new();
+            conn.read_to_string(&mut answer).await.ok()?;
+            answer.starts_with("HTTP/1.1 200").then_some(())
         }
     })
     .await;
@@ -126,10 +131,6 @@ fn outgoing_joined(f: &ForeignCluster) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
-    if Command::new("curl").arg("--version").output().is_err() {
-        liqo_testenv::skip("curl is needed to poll the reconciler's /readyz");
-        return;
-    }
     let Some(home_cp) = ControlPlane::start_or_skip().await else { return };
     let Some(remote_cp) = ControlPlane::start_or_skip().await else { return };
     let (home, remote) = (home_cp.admin(), remote_cp.admin());
