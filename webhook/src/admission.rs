@@ -1,10 +1,11 @@
 //! One admission review: decode the body, dispatch by kind, apply the rule, build the answer.
 
 use liqo_api::names::DISCOVERY_GROUP;
-use liqo_api::{ForeignClusterSpec, PeeringRequestSpec};
+use liqo_api::PeeringRequestSpec;
 
 use crate::denial::{Denial, Reason};
-use crate::review::{API_VERSION, KIND, Operation, Request, Response, ReviewFull, ReviewIn, ReviewOut, decode_object};
+use crate::review::{API_VERSION, KIND, Operation, Request, RequestSeed, Response, ReviewFull, ReviewIn, ReviewOut};
+use serde::de::DeserializeSeed;
 use crate::state::ClusterView;
 use crate::{foreign_cluster, peering_request};
 
@@ -48,12 +49,12 @@ pub struct Decision {
 pub fn admit(endpoint: Endpoint, body: &[u8], view: &dyn ClusterView) -> Result<Decision, BadReview> {
     // One pass over the body in the usual case; the step-by-step decoding below runs only
     // when this fails, to say exactly what is wrong.
-    let req = match serde_json::from_slice::<ReviewFull<'_>>(body) {
+    let mut req = match serde_json::from_slice::<ReviewFull<'_>>(body) {
         Ok(ReviewFull { api_version: Some(API_VERSION), kind: Some(KIND), request: Some(req) }) => req,
         _ => diagnose(body)?,
     };
     let kind = kind_label(&req);
-    let result = decide(endpoint, &req, view);
+    let result = decide(endpoint, &mut req, view);
     let (response, denied) = match result {
         Ok(patch) => {
             let response = Response::allow(&req.uid);
@@ -90,7 +91,12 @@ fn diagnose(body: &[u8]) -> Result<Request<'_>, BadReview> {
     let Some(raw) = review.request.filter(|r| r.get() != "null") else {
         return Err(BadReview { label: "missing_request", message: "the AdmissionReview has no request".into() });
     };
-    serde_json::from_str(raw.get()).map_err(|e| BadReview { label: "malformed_request", message: format!("request: {e}") })
+    // Objects stay raw here, so a malformed one is reported by the rules with its field path.
+    let mut de = serde_json::Deserializer::from_str(raw.get());
+    RequestSeed { typed: false }
+        .deserialize(&mut de)
+        .and_then(|r| de.end().map(|()| r))
+        .map_err(|e| BadReview { label: "malformed_request", message: format!("request: {e}") })
 }
 
 fn kind_label(req: &Request<'_>) -> &'static str {
@@ -110,7 +116,7 @@ fn invalid(message: String) -> Denial {
 }
 
 /// The rule for this kind and endpoint; `Ok(Some(patch))` only from the mutating endpoint.
-fn decide(endpoint: Endpoint, req: &Request<'_>, view: &dyn ClusterView) -> Result<Option<json_patch::Patch>, Denial> {
+fn decide(endpoint: Endpoint, req: &mut Request<'_>, view: &dyn ClusterView) -> Result<Option<json_patch::Patch>, Denial> {
     // Subresources (status, scale) carry no spec change to judge.
     if req.sub_resource.as_deref().is_some_and(|s| !s.is_empty()) {
         return Ok(None);
@@ -121,10 +127,12 @@ fn decide(endpoint: Endpoint, req: &Request<'_>, view: &dyn ClusterView) -> Resu
             if !writes {
                 return Ok(None);
             }
-            let obj = decode_object::<PeeringRequestSpec>(req.object, "object")
+            let obj = req
+                .object
+                .take_peering("object")
                 .map_err(invalid)?
                 .ok_or_else(|| invalid(format!("request.object: required for {}", req.operation.as_str())))?;
-            let old = decode_object::<PeeringRequestSpec>(req.old_object, "oldObject").map_err(invalid)?;
+            let old = req.old_object.take_peering("oldObject").map_err(invalid)?;
             let empty = PeeringRequestSpec::default();
             let name = if obj.metadata.name.is_empty() { req.name.as_str() } else { obj.metadata.name.as_str() };
             let own = view.own_cluster_id();
@@ -150,7 +158,9 @@ fn decide(endpoint: Endpoint, req: &Request<'_>, view: &dyn ClusterView) -> Resu
             if !writes {
                 return Ok(None);
             }
-            let obj = decode_object::<ForeignClusterSpec>(req.object, "object")
+            let obj = req
+                .object
+                .take_foreign_cluster("object")
                 .map_err(invalid)?
                 .ok_or_else(|| invalid(format!("request.object: required for {}", req.operation.as_str())))?;
             match endpoint {
@@ -158,7 +168,7 @@ fn decide(endpoint: Endpoint, req: &Request<'_>, view: &dyn ClusterView) -> Resu
                     foreign_cluster::defaults_patch(obj.metadata.labels.as_ref(), obj.spec.as_ref()).map(Some)
                 }
                 Endpoint::Validate => {
-                    let old = decode_object::<ForeignClusterSpec>(req.old_object, "oldObject").map_err(invalid)?;
+                    let old = req.old_object.take_foreign_cluster("oldObject").map_err(invalid)?;
                     foreign_cluster::check(obj.spec.as_ref(), old.as_ref().and_then(|o| o.spec.as_ref())).map(|()| None)
                 }
             }
