@@ -448,21 +448,34 @@ async fn a_deleted_advertisement_shows_not_joined() {
     assert_ne!(joined["lastTransitionTime"], "2026-01-01T00:00:00Z", "the status flipped");
 }
 
+/// A joined peer (Secrets and Advertisement in the stores, healthy status) through one health
+/// round, `prepare` run on the world first; the calls must be exactly the scripts.
+async fn health_round(home: Vec<Call>, remote: Vec<Call>, prepare: impl FnOnce(&World)) -> (World, Action) {
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    w.store_advertisement();
+    prepare(&w);
+    let status = healthy_status(&w);
+    let action = w.reconcile(fc(joined_spec(), status, true)).await.unwrap();
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
+    (w, action)
+}
+
+/// Status and reason of condition `type_` in the status patch number `n` sent home.
+fn written_condition(w: &World, n: usize, type_: &str) -> (String, String) {
+    let written = w.home.lock().unwrap()[n].2.clone();
+    let c = written["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == type_).unwrap().clone();
+    (c["status"].as_str().unwrap().to_owned(), c["reason"].as_str().unwrap().to_owned())
+}
+
 #[tokio::test]
 async fn an_unreachable_remote_is_reported_and_retried() {
     let remote = vec![call("GET", format!("{PRS}/{HOME}"), 0, Value::Null)];
     let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
-    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
-    w.store_joined_secrets();
-    w.store_advertisement();
-    let status = healthy_status(&w);
-    let action = w.reconcile(fc(joined_spec(), status, true)).await.unwrap();
+    let (w, action) = health_round(home, remote, |_| {}).await;
     assert_eq!(action, Action::requeue(Duration::from_secs(10)));
-    expect(&w.remote, &remote);
-    expect(&w.home, &home);
-    let written = w.home.lock().unwrap()[0].2.clone();
-    let reach = written["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "RemoteReachable").unwrap().clone();
-    assert_eq!((reach["status"].as_str(), reach["reason"].as_str()), (Some("False"), Some("RemoteUnreachable")));
+    assert_eq!(written_condition(&w, 0, "RemoteReachable"), ("False".into(), "RemoteUnreachable".into()));
     // The CA was checked (unchanged), nothing else was asked.
     assert_eq!(*w.peer.asked.lock().unwrap(), ["api_client:issued-kubeconfig", "ca"]);
 }
@@ -471,16 +484,10 @@ async fn an_unreachable_remote_is_reported_and_retried() {
 async fn a_changed_remote_ca_is_never_accepted_silently() {
     let remote = vec![call("GET", format!("{PRS}/{HOME}"), 0, Value::Null)];
     let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
-    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
-    w.store_joined_secrets();
-    w.store_advertisement();
-    *w.peer.ca.lock().unwrap() = ca_pem("rotated-remote-ca");
-    let status = healthy_status(&w);
-    w.reconcile(fc(joined_spec(), status, true)).await.unwrap();
-    expect(&w.home, &home);
+    let (w, _) = health_round(home, remote, |w| *w.peer.ca.lock().unwrap() = ca_pem("rotated-remote-ca")).await;
+    assert_eq!(written_condition(&w, 0, "CaVerified"), ("False".into(), "RemoteCaChanged".into()));
     let written = w.home.lock().unwrap()[0].2.clone();
     let ca = written["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "CaVerified").unwrap().clone();
-    assert_eq!((ca["status"].as_str(), ca["reason"].as_str()), (Some("False"), Some("RemoteCaChanged")));
     assert!(ca["message"].as_str().unwrap().contains(&format!("delete Secret {FC}-ca-data")));
     // The pinned fingerprint stays what it was.
     assert_eq!(written["status"]["caFingerprint"].as_str().unwrap(), liqo_certs::inspect::fingerprint_sha256(&w.pinned).unwrap());
@@ -597,18 +604,10 @@ async fn a_revoked_identity_is_dropped_and_asked_for_again() {
         call("DELETE", format!("{SECRETS}/{FC}-identity"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
         call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()),
     ];
-    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
-    w.store_joined_secrets();
-    w.store_advertisement();
-    let status = healthy_status(&w);
-    let action = w.reconcile(fc(joined_spec(), status, true)).await.unwrap();
+    let (w, action) = health_round(home, remote, |_| {}).await;
     assert_eq!(action, Action::requeue(Duration::from_secs(10)));
-    expect(&w.remote, &remote);
-    expect(&w.home, &home);
-    let written = w.home.lock().unwrap()[1].2.clone();
-    assert_eq!(written["status"]["authStatus"], "Pending");
-    let auth = written["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Authenticated").unwrap().clone();
-    assert_eq!((auth["status"].as_str(), auth["reason"].as_str()), (Some("False"), Some("IdentityRevoked")));
+    assert_eq!(w.home.lock().unwrap()[1].2["status"]["authStatus"], "Pending");
+    assert_eq!(written_condition(&w, 1, "Authenticated"), ("False".into(), "IdentityRevoked".into()));
 }
 
 #[tokio::test]
