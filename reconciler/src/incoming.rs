@@ -173,10 +173,26 @@ fn error_policy<K: Request, P: Peers>(req: Arc<K>, e: &Error, ctx: Arc<Ctx<P>>) 
 }
 
 /// Runs the controller of one request kind until shutdown.
-pub async fn run<K: Request, P: Peers>(ctx: Arc<Ctx<P>>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+pub async fn run<K: Request, P: Peers>(
+    ctx: Arc<Ctx<P>>,
+    metrics: Arc<crate::metrics::Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
     Controller::new(Api::<K>::all(ctx.client.clone()), watcher::Config::default().any_semantic())
         .graceful_shutdown_on(shutdown)
-        .run(reconcile::<K, P>, error_policy::<K, P>, ctx)
+        .run(
+            move |req, ctx| {
+                let metrics = metrics.clone();
+                async move {
+                    let started = std::time::Instant::now();
+                    let result = reconcile::<K, P>(req, ctx).await;
+                    metrics.observe(K::KIND, &result, started);
+                    result
+                }
+            },
+            error_policy::<K, P>,
+            ctx,
+        )
         .for_each(|_| async {})
         .await;
 }

@@ -20,6 +20,7 @@ pub mod grant;
 pub mod foreign_cluster;
 pub mod identity;
 pub mod incoming;
+pub mod metrics;
 pub mod peer;
 pub mod resources;
 pub mod singleton;

@@ -17,6 +17,7 @@ use kube::runtime::watcher;
 use liqo_api::{Advertisement, FederationRequest, ForeignCluster, PeeringRequest};
 use liqo_reconciler::auth::client::Verify;
 use liqo_reconciler::broadcaster::Broadcasters;
+use liqo_reconciler::metrics::Metrics;
 use liqo_reconciler::peer::Network;
 use liqo_reconciler::stores::reflect;
 use liqo_reconciler::{foreign_cluster, incoming};
@@ -40,7 +41,7 @@ struct Args {
     /// HTTPS address of the auth service.
     #[arg(long, env = "AUTH_LISTEN", default_value = "0.0.0.0:8443")]
     auth_listen: SocketAddr,
-    /// Plain-HTTP address for /healthz and /readyz.
+    /// Plain-HTTP address for /healthz, /readyz and /metrics.
     #[arg(long, env = "OPS_LISTEN", default_value = "0.0.0.0:8080")]
     ops_listen: SocketAddr,
     /// PEM certificate chain of the auth service (reloaded when it changes).
@@ -191,6 +192,7 @@ async fn main() -> anyhow::Result<()> {
         remotes: Default::default(),
     });
     let broadcasters = Broadcasters::new(client.clone(), id_rx.clone(), cfg_rx.clone(), nodes, peers.clone(), Duration::from_secs(args.advertise_period_seconds));
+    let broadcasters_view = broadcasters.clone();
     let in_ctx = Arc::new(incoming::Ctx {
         client: client.clone(),
         foreign,
@@ -198,6 +200,9 @@ async fn main() -> anyhow::Result<()> {
         retry: Duration::from_secs(10),
         withdraw_grace: Duration::from_secs(args.unjoin_grace_seconds),
     });
+    let metrics = Arc::new(Metrics::default());
+    let (m1, m2, m3) = (metrics.clone(), metrics.clone(), metrics.clone());
+    let scraped = broadcasters_view.clone();
     let controllers = tokio::spawn(async move {
         if !stores_ready.await {
             tracing::error!("the watch-fed stores never became ready");
@@ -205,14 +210,26 @@ async fn main() -> anyhow::Result<()> {
         }
         tracing::info!("stores ready; controllers starting");
         tokio::join!(
-            foreign_cluster::run(fc_ctx, shutdown_signal()),
-            incoming::run::<PeeringRequest, _>(in_ctx.clone(), shutdown_signal()),
-            incoming::run::<FederationRequest, _>(in_ctx, shutdown_signal()),
+            foreign_cluster::run(fc_ctx, m1, shutdown_signal()),
+            incoming::run::<PeeringRequest, _>(in_ctx.clone(), m2, shutdown_signal()),
+            incoming::run::<FederationRequest, _>(in_ctx, m3, shutdown_signal()),
         );
     });
 
     let ready = move || id_rx.borrow().is_some() && cfg_rx.borrow().is_some();
-    let ops = Router::new().route("/healthz", get(|| async { "ok\n" })).route(
+    let ops = Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/metrics",
+            get(move || {
+                let (metrics, broadcasters) = (metrics.clone(), scraped.clone());
+                async move {
+                    metrics.broadcasters.set(broadcasters.peers().len() as i64);
+                    ([(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], metrics.encode())
+                }
+            }),
+        )
+        .route(
         "/readyz",
         get(move || async move {
             if ready() { (StatusCode::OK, "ready\n") } else { (StatusCode::SERVICE_UNAVAILABLE, "cluster ID or ClusterConfig not known yet\n") }

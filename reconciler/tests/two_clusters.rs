@@ -76,21 +76,20 @@ fn start_reconciler(cp: &ControlPlane, name: &str, token: &str) -> Reconciler {
     Reconciler { child, auth_url, ops }
 }
 
+/// `GET <path>` on the ops port: the status line and the body.
+async fn ops_get(r: &Reconciler, path: &str) -> Option<(String, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", r.ops)).await.ok()?;
+    conn.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).await.ok()?;
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).await.ok()?;
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    Some((head.lines().next()?.to_owned(), body.to_owned()))
+}
+
 /// `GET /readyz` on the ops port answers 200.
 async fn ready(r: &Reconciler) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = format!("127.0.0.1:{}", r.ops);
-    eventually("the reconciler ready", || {
-        let addr = addr.clone();
-        async move {
-            let mut conn = tokio::net::TcpStream::connect(&addr).await.ok()?;
-            conn.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.ok()?;
-            let mut answer = String::new();
-            conn.read_to_string(&mut answer).await.ok()?;
-            answer.starts_with("HTTP/1.1 200").then_some(())
-        }
-    })
-    .await;
+    eventually("the reconciler ready", || async { ops_get(r, "/readyz").await.filter(|(s, _)| s.contains(" 200 ")) }).await;
 }
 
 async fn cluster_id(client: &Client) -> String {
@@ -181,6 +180,12 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     assert_eq!(adv.spec.cluster_id, remote_id);
     // The remote wrote it with the access we granted, limited to that one Advertisement.
     Api::<ServiceAccount>::namespaced(home.clone(), "liqo").get(&remote_id).await.unwrap();
+
+    // The ops port counts the work done.
+    let (_, metrics) = ops_get(&home_rec, "/metrics").await.unwrap();
+    assert!(metrics.contains(r#"liqo_reconciler_reconciles_total{controller="foreign_cluster",result="ok"}"#), "{metrics}");
+    let (_, metrics) = ops_get(&remote_rec, "/metrics").await.unwrap();
+    assert!(metrics.contains("liqo_reconciler_broadcasters 1"), "{metrics}");
 
     // Health: the remote deletes our PeeringRequest; the home side puts it back.
     let first_uid = pr.uid();

@@ -582,7 +582,11 @@ fn error_policy<P: Peers>(fc: Arc<ForeignCluster>, e: &Error, ctx: Arc<Ctx<P>>) 
 
 /// Runs the controller until shutdown. Also watches the Advertisements peers create here, so
 /// a deleted one shows at once on its ForeignCluster.
-pub async fn run<P: Peers>(ctx: Arc<Ctx<P>>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+pub async fn run<P: Peers>(
+    ctx: Arc<Ctx<P>>,
+    metrics: Arc<crate::metrics::Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
     let api: Api<ForeignCluster> = Api::all(ctx.client.clone());
     let controller = Controller::new(api, watcher::Config::default().any_semantic());
     let store = controller.store();
@@ -597,7 +601,19 @@ pub async fn run<P: Peers>(ctx: Arc<Ctx<P>>, shutdown: impl std::future::Future<
                 .collect::<Vec<_>>()
         })
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
+        .run(
+            move |fc, ctx| {
+                let metrics = metrics.clone();
+                async move {
+                    let started = std::time::Instant::now();
+                    let result = reconcile(fc, ctx).await;
+                    metrics.observe("foreign_cluster", &result, started);
+                    result
+                }
+            },
+            error_policy,
+            ctx,
+        )
         .for_each(|_| async {})
         .await;
 }
