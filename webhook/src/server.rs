@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -44,8 +44,8 @@ impl App {
 /// `POST /validate` and `POST /mutate`.
 pub fn admission_router(app: Arc<App>) -> Router {
     Router::new()
-        .route("/validate", post(|State(app): State<Arc<App>>, h: HeaderMap, b: Body| handle(app, Endpoint::Validate, h, b)))
-        .route("/mutate", post(|State(app): State<Arc<App>>, h: HeaderMap, b: Body| handle(app, Endpoint::Mutate, h, b)))
+        .route("/validate", post(|State(app): State<Arc<App>>, req: Request| handle(app, Endpoint::Validate, req)))
+        .route("/mutate", post(|State(app): State<Arc<App>>, req: Request| handle(app, Endpoint::Mutate, req)))
         .with_state(app)
 }
 
@@ -58,20 +58,33 @@ fn is_json(headers: &HeaderMap) -> bool {
 }
 
 async fn read_body(app: &App, body: Body) -> Result<Bytes, Response> {
-    match tokio::time::timeout(app.body_timeout, Limited::new(body, app.max_body).collect()).await {
-        Err(_) => Err(app.refuse(StatusCode::REQUEST_TIMEOUT, "body_timeout", "the body did not arrive in time".into())),
-        Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(app.refuse(
+    let collect = Limited::new(body, app.max_body).collect();
+    let mut collect = std::pin::pin!(collect);
+    // The usual small body has arrived with the headers: no timer needed for it.
+    let collected = match futures::poll!(collect.as_mut()) {
+        std::task::Poll::Ready(done) => done,
+        std::task::Poll::Pending => match tokio::time::timeout(app.body_timeout, collect).await {
+            Ok(done) => done,
+            Err(_) => {
+                return Err(app.refuse(StatusCode::REQUEST_TIMEOUT, "body_timeout", "the body did not arrive in time".into()));
+            }
+        },
+    };
+    match collected {
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(app.refuse(
             StatusCode::PAYLOAD_TOO_LARGE,
             "too_large",
             format!("the body exceeds {} bytes", app.max_body),
         )),
-        Ok(Err(e)) => Err(app.refuse(StatusCode::BAD_REQUEST, "body_error", format!("reading the body failed: {e}"))),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Err(e) => Err(app.refuse(StatusCode::BAD_REQUEST, "body_error", format!("reading the body failed: {e}"))),
+        Ok(collected) => Ok(collected.to_bytes()),
     }
 }
 
-async fn handle(app: Arc<App>, endpoint: Endpoint, headers: HeaderMap, body: Body) -> Response {
-    if !is_json(&headers) {
+async fn handle(app: Arc<App>, endpoint: Endpoint, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let headers = &parts.headers;
+    if !is_json(headers) {
         return app.refuse(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "content_type",
