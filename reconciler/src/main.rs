@@ -87,11 +87,6 @@ struct Args {
     log_format: String,
 }
 
-fn pem_of(der_certs: &[Vec<u8>]) -> String {
-    let blocks: Vec<pem::Pem> = der_certs.iter().map(|d| pem::Pem::new("CERTIFICATE", d.clone())).collect();
-    pem::encode_many(&blocks)
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -107,7 +102,7 @@ async fn main() -> anyhow::Result<()> {
         url: args.api_url.clone().filter(|u| !u.is_empty()).unwrap_or_else(|| kube_config.cluster_url.to_string().trim_end_matches('/').to_owned()),
         ca_pem: match &args.api_ca_file {
             Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
-            None => pem_of(kube_config.root_cert.as_deref().unwrap_or_default()),
+            None => ApiServer::pem_of(kube_config.root_cert.as_deref().unwrap_or_default()),
         },
     };
     if api_server.url.contains("kubernetes.default") {

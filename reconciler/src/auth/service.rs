@@ -43,6 +43,15 @@ pub struct ApiServer {
     pub ca_pem: String,
 }
 
+impl ApiServer {
+    /// The PEM (LF line endings, as Kubernetes writes `ca.crt`) of DER certificates, e.g. the
+    /// roots of the kubeconfig or in-cluster config this process runs with.
+    pub fn pem_of(der_certs: &[Vec<u8>]) -> String {
+        let lf = pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF);
+        der_certs.iter().map(|d| pem::encode_config(&pem::Pem::new("CERTIFICATE", d.clone()), lf)).collect()
+    }
+}
+
 pub struct AuthService {
     pub client: Client,
     pub namespace: String,
@@ -253,6 +262,13 @@ mod tests {
         let t = random_token();
         assert_eq!(t.len(), 64);
         assert_ne!(t, random_token());
+    }
+
+    #[test]
+    fn api_server_ca_is_plain_lf_pem_of_every_root() {
+        let pem = ApiServer::pem_of(&[vec![1, 2, 3], vec![4, 5]]);
+        assert_eq!(pem, "-----BEGIN CERTIFICATE-----\nAQID\n-----END CERTIFICATE-----\n-----BEGIN CERTIFICATE-----\nBAU=\n-----END CERTIFICATE-----\n");
+        assert_eq!(ApiServer::pem_of(&[]), "");
     }
 
     #[test]
