@@ -38,6 +38,9 @@ pub struct FoundCluster {
     pub foreign_cluster: String,
     #[serde(rename = "clusterID")]
     pub cluster_id: String,
+    /// The DNS-SD instance (PTR target) that lists it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
 }
 
 /// Observed state of a SearchDomain.

@@ -21,6 +21,10 @@ pub enum Error {
     NotReady(&'static str),
     #[error("serialization: {0}")]
     Serialization(String),
+    #[error("DNS: {0}")]
+    Dns(String),
+    #[error("mDNS: {0}")]
+    Mdns(String),
 }
 
 impl Error {
@@ -35,6 +39,8 @@ impl Error {
             Error::Invalid { .. } => "InvalidSpec",
             Error::NotReady(_) => "NotReady",
             Error::Serialization(_) => "SerializationError",
+            Error::Dns(_) => "DnsLookupFailed",
+            Error::Mdns(_) => "MdnsError",
         }
     }
 

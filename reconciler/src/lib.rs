@@ -8,6 +8,8 @@
 //!   to peers through [`peer`];
 //! - [`incoming`] and [`broadcaster`]: the remote side (accepted requests, Advertisements sent
 //!   to peers, with [`resources`]);
+//! - [`discovery`]: mDNS and DNS-SD discovery, merged into ForeignClusters, and the
+//!   standalone `discover` command;
 //! - [`stores`]: the watch-fed caches everything reads.
 
 pub mod access;
@@ -15,6 +17,7 @@ pub mod auth;
 pub mod broadcaster;
 pub mod conditions;
 pub mod config;
+pub mod discovery;
 pub mod error;
 pub mod grant;
 pub mod foreign_cluster;

@@ -20,6 +20,9 @@ use liqo_reconciler::broadcaster::Broadcasters;
 use liqo_reconciler::metrics::Metrics;
 use liqo_reconciler::peer::Network;
 use liqo_reconciler::stores::reflect;
+use liqo_reconciler::discovery::dnssd::DnsSd;
+use liqo_reconciler::discovery::mdns::{Interfaces, MDNS_PORT};
+use liqo_reconciler::discovery::{lan, search_domain};
 use liqo_reconciler::{foreign_cluster, incoming};
 use liqo_certs::serving::{CertFiles, ReloadingCert, serve_https, server_config, shutdown_signal};
 use liqo_reconciler::auth::service::{ApiServer, AuthService, ensure_token_secret};
@@ -33,8 +36,10 @@ use tokio::sync::watch;
 /// incoming PeeringRequests/FederationRequests with one broadcaster per peer. Connects to the
 /// API server in-cluster or via KUBECONFIG.
 #[derive(Parser, Debug)]
-#[command(name = "liqo-reconciler", version, about)]
+#[command(name = "liqo-reconciler", version, about, args_conflicts_with_subcommands = true)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// The Liqo namespace.
     #[arg(long, env = "POD_NAMESPACE", default_value = "liqo")]
     namespace: String,
@@ -82,20 +87,132 @@ struct Args {
     /// Lifetime requested for tokens issued to peers, in hours.
     #[arg(long, default_value_t = 24 * 365)]
     token_lifetime_hours: u64,
+    /// Interfaces mDNS uses (repeatable; default: every interface that is up and
+    /// multicast-capable, loopback excluded).
+    #[arg(long = "mdns-interface", env = "LIQO_MDNS_INTERFACES", value_delimiter = ',')]
+    mdns_interfaces: Vec<String>,
+    /// Also use loopback for mDNS (testing only: peers are never there).
+    #[arg(long)]
+    mdns_loopback: bool,
+    /// Never use mDNS in this process: LAN discovery and advertisement stay off whatever the
+    /// ClusterConfig says (for networks where multicast must not be sent).
+    #[arg(long, env = "LIQO_NO_MDNS")]
+    no_mdns: bool,
+    /// DNS server (ip:port) for SearchDomain lookups instead of /etc/resolv.conf's.
+    #[arg(long, env = "LIQO_DNS_SERVER")]
+    dns_server: Option<std::net::SocketAddr>,
+    /// Seconds between lookups of a SearchDomain.
+    #[arg(long, default_value_t = 30)]
+    search_domain_period_seconds: u64,
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
 }
 
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Browse the LAN (mDNS) and/or DNS domains (DNS-SD) for Liqo clusters and print them; no
+    /// Kubernetes cluster needed.
+    Discover(DiscoverArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct DiscoverArgs {
+    /// Browse the LAN with mDNS (the default when no --domain is given).
+    #[arg(long)]
+    lan: bool,
+    /// DNS domain to browse with DNS-SD, as a SearchDomain would (repeatable).
+    #[arg(long = "domain")]
+    domains: Vec<String>,
+    /// DNS server (ip:port) instead of /etc/resolv.conf's.
+    #[arg(long)]
+    nameserver: Option<std::net::SocketAddr>,
+    /// Seconds to listen on the LAN.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Stop listening once this many LAN clusters are found.
+    #[arg(long)]
+    expect: Option<usize>,
+    /// Make this machine visible on the LAN too, as a Liqo cluster.
+    #[arg(long)]
+    advertise: bool,
+    /// Cluster ID to advertise (default: a new random one).
+    #[arg(long)]
+    cluster_id: Option<String>,
+    /// Cluster name to advertise (default: the host name).
+    #[arg(long)]
+    cluster_name: Option<String>,
+    /// Auth service URL to advertise (TXT auth=).
+    #[arg(long)]
+    auth_url: Option<String>,
+    /// Port to advertise (SRV).
+    #[arg(long, default_value_t = 8443)]
+    port: u16,
+    /// Interfaces to use (repeatable; default: every multicast-capable one but loopback).
+    #[arg(long = "interface")]
+    interfaces: Vec<String>,
+    /// Also use loopback.
+    #[arg(long)]
+    loopback: bool,
+    /// Print JSON (one object per cluster) instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `discover`: prints what it finds; exit status 0 even when nothing is found.
+async fn discover(a: DiscoverArgs) -> anyhow::Result<()> {
+    use liqo_reconciler::discovery::discover::{Options, discover, table};
+    use liqo_reconciler::discovery::mdns::{Advertised, Interfaces};
+    let advertise = if a.advertise {
+        let id = a.cluster_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        liqo_api::validate_cluster_id(&id).map_err(|e| anyhow::anyhow!("--cluster-id {id:?}: {e}"))?;
+        let name = a.cluster_name.clone().or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_owned()));
+        eprintln!("advertising cluster {id} on the LAN");
+        Some(Advertised::new(&id, name.as_deref(), "liqo", a.auth_url.as_deref(), None, a.port))
+    } else {
+        None
+    };
+    let opts = Options {
+        lan: a.lan || a.domains.is_empty(),
+        domains: a.domains,
+        nameserver: a.nameserver,
+        wait: Duration::from_secs_f64(a.seconds.max(0.0)),
+        interfaces: Interfaces { allow: a.interfaces, loopback: a.loopback },
+        advertise,
+        expect: a.expect,
+        ..Default::default()
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    let peers = Network { roots: Verify::Roots(Arc::new(roots)), api_timeout: Duration::from_secs(5) };
+    let report = discover(&opts, &peers).await?;
+    for p in &report.problems {
+        eprintln!("note: {p}");
+    }
+    if a.json {
+        for f in &report.found {
+            println!("{}", serde_json::to_string(f)?);
+        }
+    } else if report.found.is_empty() {
+        eprintln!("no Liqo clusters found");
+    } else {
+        print!("{}", table(&report.found));
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let mut args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     match args.log_format.as_str() {
-        "json" => tracing_subscriber::fmt().with_env_filter(filter).json().init(),
-        _ => tracing_subscriber::fmt().with_env_filter(filter).init(),
+        "json" => tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).json().init(),
+        _ => tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).init(),
     }
     let _ = rustls::crypto::ring::default_provider().install_default();
+    if let Some(Command::Discover(d)) = args.command.take() {
+        return discover(d).await;
+    }
 
     let kube_config = kube::Config::infer().await.context("finding the API server (in-cluster or KUBECONFIG)")?;
     let api_server = ApiServer {
@@ -188,6 +305,39 @@ async fn main() -> anyhow::Result<()> {
     });
     let broadcasters = Broadcasters::new(client.clone(), id_rx.clone(), cfg_rx.clone(), nodes, peers.clone(), Duration::from_secs(args.advertise_period_seconds));
     let broadcasters_view = broadcasters.clone();
+    let dns = match args.dns_server {
+        Some(server) => DnsSd::with_nameserver(server)?,
+        None => DnsSd::system().context("the DNS resolver for SearchDomains (or set --dns-server)")?,
+    };
+    let sd_ctx = Arc::new(search_domain::Ctx {
+        client: client.clone(),
+        foreign: foreign.clone(),
+        cluster_id: id_rx.clone(),
+        config: cfg_rx.clone(),
+        dns,
+        peers: (*peers).clone(),
+        period: Duration::from_secs(args.search_domain_period_seconds.max(1)),
+        last: Default::default(),
+    });
+    let advertised_port = args
+        .advertised_auth_url
+        .as_deref()
+        .and_then(|u| url::Url::parse(u).ok())
+        .and_then(|u| u.port_or_known_default())
+        .unwrap_or(args.auth_listen.port());
+    let lan_ctx = Arc::new(lan::Ctx {
+        client: client.clone(),
+        foreign: foreign.clone(),
+        cluster_id: id_rx.clone(),
+        config: cfg_rx.clone(),
+        peers: (*peers).clone(),
+        namespace: ns.clone(),
+        interfaces: Interfaces { allow: args.mdns_interfaces.clone(), loopback: args.mdns_loopback },
+        auth_port: advertised_port,
+        auth_url: args.advertised_auth_url.clone().filter(|u| !u.is_empty()),
+        api_url: args.api_url.clone().filter(|u| !u.is_empty()),
+        mdns_port: MDNS_PORT,
+    });
     let in_ctx = Arc::new(incoming::Ctx {
         client: client.clone(),
         foreign,
@@ -196,7 +346,8 @@ async fn main() -> anyhow::Result<()> {
         withdraw_grace: Duration::from_secs(args.unjoin_grace_seconds),
     });
     let metrics = Arc::new(Metrics::default());
-    let (m1, m2, m3) = (metrics.clone(), metrics.clone(), metrics.clone());
+    let no_mdns = args.no_mdns;
+    let (m1, m2, m3, m4) = (metrics.clone(), metrics.clone(), metrics.clone(), metrics.clone());
     let scraped = broadcasters_view.clone();
     let controllers = tokio::spawn(async move {
         if !stores_ready.await {
@@ -208,6 +359,14 @@ async fn main() -> anyhow::Result<()> {
             foreign_cluster::run(fc_ctx, m1, shutdown_signal()),
             incoming::run::<PeeringRequest, _>(in_ctx.clone(), m2, shutdown_signal()),
             incoming::run::<FederationRequest, _>(in_ctx, m3, shutdown_signal()),
+            search_domain::run(sd_ctx, m4, shutdown_signal()),
+            async move {
+                if no_mdns {
+                    tracing::info!("mDNS disabled by --no-mdns: no LAN discovery or advertisement");
+                } else {
+                    lan::run(lan_ctx, shutdown_signal()).await;
+                }
+            },
         );
     });
 

@@ -68,6 +68,8 @@ fn start_reconciler(cp: &ControlPlane, name: &str, token: &str) -> Reconciler {
             "--health-period-seconds=2".to_owned(),
             "--advertise-period-seconds=2".to_owned(),
             "--unjoin-grace-seconds=5".to_owned(),
+            // Both reconcilers run in this machine's own network namespace: no multicast here.
+            "--no-mdns".to_owned(),
         ])
         .stdout(log.try_clone().unwrap())
         .stderr(Stdio::from(log))

@@ -1,0 +1,161 @@
+//! `liqo-reconciler discover`: browse the LAN and/or DNS domains and print the clusters found,
+//! without any Kubernetes cluster; `--advertise` makes this machine visible too.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use liqo_api::TrustMode;
+use serde::Serialize;
+
+use super::dnssd::DnsSd;
+use super::mdns::{Advertised, Interfaces, MDNS_PORT, Mdns, Sighting, sighting_of};
+use super::records::DiscoveredCluster;
+use super::search_domain::identify;
+use crate::error::Result;
+use crate::peer::Peers;
+
+/// What to browse and for how long.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub lan: bool,
+    pub domains: Vec<String>,
+    /// A DNS server instead of `/etc/resolv.conf`'s.
+    pub nameserver: Option<SocketAddr>,
+    /// How long to listen on the LAN.
+    pub wait: Duration,
+    pub interfaces: Interfaces,
+    pub mdns_port: u16,
+    /// Publish this service while browsing.
+    pub advertise: Option<Advertised>,
+    /// Stop browsing the LAN once this many clusters are found.
+    pub expect: Option<usize>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { lan: true, domains: vec![], nameserver: None, wait: Duration::from_secs(3), interfaces: Interfaces::default(), mdns_port: MDNS_PORT, advertise: None, expect: None }
+    }
+}
+
+/// One cluster found, and how.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Found {
+    pub cluster_id: String,
+    pub cluster_name: Option<String>,
+    pub namespace: Option<String>,
+    pub auth_url: Option<String>,
+    pub api_url: Option<String>,
+    /// `LAN`, or `WAN <domain>`.
+    pub found_by: String,
+}
+
+impl Found {
+    fn new(c: DiscoveredCluster, found_by: String) -> Self {
+        Self { cluster_id: c.cluster_id, cluster_name: c.cluster_name, namespace: c.namespace, auth_url: c.auth_url, api_url: c.api_url, found_by }
+    }
+}
+
+/// Everything found, and the problems met on the way (one line each).
+#[derive(Debug, Default)]
+pub struct Report {
+    pub found: Vec<Found>,
+    pub problems: Vec<String>,
+}
+
+/// Runs the discovery described by `opts`.
+pub async fn discover<P: Peers>(opts: &Options, peers: &P) -> Result<Report> {
+    let mut report = Report::default();
+    let mut lan: BTreeMap<String, Found> = BTreeMap::new();
+    let own_id = opts.advertise.as_ref().and_then(|a| a.txt.id.clone()).unwrap_or_default();
+    let mdns = if opts.lan || opts.advertise.is_some() {
+        Some(Mdns::start_on_port("_liqo._tcp", "local.", &opts.interfaces, opts.mdns_port)?)
+    } else {
+        None
+    };
+    if let (Some(m), Some(ad)) = (&mdns, &opts.advertise) {
+        m.advertise(ad)?;
+    }
+    let browse = match (&mdns, opts.lan) {
+        (Some(m), true) => Some(m.browse()?),
+        _ => None,
+    };
+
+    for domain in &opts.domains {
+        let dns = match opts.nameserver {
+            Some(ns) => DnsSd::with_nameserver(ns)?,
+            None => DnsSd::system()?,
+        };
+        match dns.browse(domain).await {
+            Ok(listed) => {
+                let ids = identify(listed, &own_id, &[], |url| async move { peers.ids(&url, TrustMode::Untrusted).await }).await;
+                report.found.extend(ids.clusters.into_iter().map(|(_, c)| Found::new(c, format!("WAN {domain}"))));
+                report.problems.extend(ids.skipped.into_iter().map(|s| format!("{domain}: {s}")));
+            }
+            Err(e) => report.problems.push(format!("{domain}: {e}")),
+        }
+    }
+
+    if let Some(rx) = browse {
+        let deadline = tokio::time::Instant::now() + opts.wait;
+        while opts.expect.is_none_or(|n| lan.len() < n) {
+            let Ok(Ok(ev)) = tokio::time::timeout_at(deadline, rx.recv_async()).await else { break };
+            match sighting_of(ev) {
+                Some(Sighting::Found { cluster, .. }) if cluster.cluster_id != own_id => {
+                    lan.insert(cluster.cluster_id.clone(), Found::new(cluster, "LAN".into()));
+                }
+                Some(Sighting::Unusable { fullname, why }) => report.problems.push(format!("LAN: {fullname}: {why}")),
+                _ => {}
+            }
+        }
+    } else if opts.advertise.is_some() {
+        tokio::time::sleep(opts.wait).await;
+    }
+    if let Some(m) = mdns {
+        m.shutdown().await;
+    }
+    report.found.extend(lan.into_values());
+    report.problems.dedup();
+    Ok(report)
+}
+
+/// The report as a table, like `kubectl get`.
+pub fn table(found: &[Found]) -> String {
+    let rows: Vec<[String; 6]> = std::iter::once(["CLUSTER-ID", "NAME", "FOUND-BY", "AUTH-URL", "API-URL", "NAMESPACE"].map(str::to_owned))
+        .chain(found.iter().map(|f| {
+            let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+            [f.cluster_id.clone(), o(&f.cluster_name), f.found_by.clone(), o(&f.auth_url), o(&f.api_url), o(&f.namespace)]
+        }))
+        .collect();
+    let widths: Vec<usize> = (0..6).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
+    rows.iter()
+        .map(|r| {
+            let line: Vec<String> = r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+            format!("{}\n", line.join("   ").trim_end())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_aligns_columns_and_marks_missing_values() {
+        let f = vec![Found {
+            cluster_id: "abc".into(),
+            cluster_name: Some("home".into()),
+            namespace: None,
+            auth_url: Some("https://10.0.0.1:8443".into()),
+            api_url: None,
+            found_by: "LAN".into(),
+        }];
+        assert_eq!(
+            table(&f),
+            "CLUSTER-ID   NAME   FOUND-BY   AUTH-URL                API-URL   NAMESPACE\n\
+             abc          home   LAN        https://10.0.0.1:8443   -         -\n"
+        );
+        assert_eq!(table(&[]).lines().count(), 1);
+    }
+}

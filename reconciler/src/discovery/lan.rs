@@ -1,0 +1,212 @@
+//! LAN discovery in a cluster (SPEC §4): advertise this cluster while `enableAdvertisement`,
+//! browse while `enableDiscovery`, merge what is found into ForeignClusters (type LAN, `join`
+//! from `autojoin`; the ForeignCluster controller applies `autojoinUntrusted` once it knows
+//! the peer's trust), and expire LAN clusters that stop answering. Every toggle applies at
+//! runtime.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::runtime::reflector::Store;
+use liqo_api::{ClusterConfigSpec, ForeignCluster, TrustMode};
+use tokio::sync::watch;
+
+use super::expiry::{self, Strikes, Verdict};
+use super::mdns::{Advertised, Interfaces, Mdns, Sighting, sighting_of};
+use super::merge::{self, Finder};
+use super::search_domain::{apply, delete_foreign};
+use crate::error::Result;
+use crate::peer::Peers;
+
+/// What LAN discovery needs.
+pub struct Ctx<P: Peers> {
+    pub client: Client,
+    pub foreign: Store<ForeignCluster>,
+    pub cluster_id: watch::Receiver<Option<String>>,
+    pub config: watch::Receiver<Option<ClusterConfigSpec>>,
+    /// Asked whether a cluster not seen again still answers on its auth endpoint.
+    pub peers: P,
+    pub namespace: String,
+    pub interfaces: Interfaces,
+    /// Port of our auth service as peers reach it (SRV).
+    pub auth_port: u16,
+    /// Our auth service and API server URLs as peers reach them, when known (TXT).
+    pub auth_url: Option<String>,
+    pub api_url: Option<String>,
+    /// The mDNS port (5353; tests may use another).
+    pub mdns_port: u16,
+}
+
+/// What the LAN loop keeps between events.
+#[derive(Default)]
+struct State {
+    mdns: Option<(String, String, Mdns)>,
+    advertised: Option<(Advertised, String)>,
+    browsing: Option<mdns_sd::Receiver<mdns_sd::ServiceEvent>>,
+    strikes: Strikes,
+    unusable_logged: HashSet<String>,
+    ids_by_fullname: HashMap<String, String>,
+}
+
+/// Whether the auth service at `url` still answers as cluster `id`.
+async fn answers<P: Peers>(peers: &P, url: Option<&str>, id: &str) -> bool {
+    let Some(url) = url else { return false };
+    matches!(tokio::time::timeout(Duration::from_secs(5), peers.ids(url, TrustMode::Untrusted)).await, Ok(Ok(ids)) if ids.cluster_id == id)
+}
+
+impl State {
+    async fn reconfigure<P: Peers>(&mut self, ctx: &Ctx<P>, own_id: Option<&str>, config: &ClusterConfigSpec) {
+        let d = &config.discovery_config;
+        let wanted = own_id.is_some() && (d.enable_advertisement || d.enable_discovery);
+        let same_daemon = self.mdns.as_ref().is_some_and(|(s, dom, _)| *s == d.service && *dom == d.domain);
+        if !wanted || !same_daemon {
+            self.stop().await;
+        }
+        if wanted && self.mdns.is_none() {
+            match Mdns::start_on_port(&d.service, &d.domain, &ctx.interfaces, ctx.mdns_port) {
+                Ok(m) => self.mdns = Some((d.service.clone(), d.domain.clone(), m)),
+                Err(e) => tracing::error!(error = %e, "cannot start mDNS; LAN discovery and advertisement are off"),
+            }
+        }
+        let Some((_, _, mdns)) = &self.mdns else { return };
+        let Some(own_id) = own_id else { return };
+
+        let ad = d.enable_advertisement.then(|| {
+            Advertised::new(own_id, d.cluster_name.as_deref(), &ctx.namespace, ctx.auth_url.as_deref(), ctx.api_url.as_deref(), ctx.auth_port)
+        });
+        if self.advertised.as_ref().map(|(a, _)| a) != ad.as_ref() {
+            if let Some((_, fullname)) = self.advertised.take() {
+                mdns.withdraw(&fullname).await;
+                tracing::info!(service = %fullname, "mDNS advertisement withdrawn");
+            }
+            if let Some(ad) = ad {
+                match mdns.advertise(&ad) {
+                    Ok(fullname) => {
+                        tracing::info!(service = %fullname, "advertising this cluster with mDNS");
+                        self.advertised = Some((ad, fullname));
+                    }
+                    Err(e) => tracing::error!(error = %e, "cannot advertise with mDNS"),
+                }
+            }
+        }
+        match (d.enable_discovery, self.browsing.is_some()) {
+            (true, false) => match mdns.browse() {
+                Ok(rx) => {
+                    tracing::info!(service = mdns.service_type(), "browsing the LAN with mDNS");
+                    self.browsing = Some(rx);
+                }
+                Err(e) => tracing::error!(error = %e, "cannot browse with mDNS"),
+            },
+            (false, true) => {
+                mdns.stop_browse();
+                self.browsing = None;
+                self.strikes = Strikes::default();
+                tracing::info!("LAN discovery stopped (ForeignClusters kept)");
+            }
+            _ => {}
+        }
+    }
+
+    async fn stop(&mut self) {
+        self.browsing = None;
+        self.strikes = Strikes::default();
+        if let Some((_, _, mdns)) = self.mdns.take() {
+            if let Some((_, fullname)) = self.advertised.take() {
+                mdns.withdraw(&fullname).await;
+            }
+            mdns.shutdown().await;
+        }
+    }
+
+    async fn sighted<P: Peers>(&mut self, ctx: &Ctx<P>, s: Sighting, own_id: &str, config: &ClusterConfigSpec) -> Result<()> {
+        match s {
+            Sighting::Found { fullname, cluster } => {
+                self.ids_by_fullname.insert(fullname, cluster.cluster_id.clone());
+                if cluster.cluster_id == own_id {
+                    return Ok(());
+                }
+                let fcs = ctx.foreign.state();
+                let existing = merge::find(fcs.iter().map(|f| &**f), &cluster.cluster_id);
+                if existing.is_some_and(|f| f.metadata.deletion_timestamp.is_some()) {
+                    return Ok(());
+                }
+                self.strikes.seen(&cluster.cluster_id, Instant::now());
+                apply(&ctx.client, merge::merge(existing, &cluster, &Finder::Lan, config.discovery_config.autojoin)).await
+            }
+            Sighting::Unusable { fullname, why } => {
+                if self.unusable_logged.insert(fullname.clone()) {
+                    tracing::info!(service = %fullname, reason = %why, "ignoring an mDNS service");
+                }
+                Ok(())
+            }
+            Sighting::Gone { fullname } => {
+                // Not deleted here: the strikes decide, and the auth endpoint gets its say.
+                tracing::debug!(service = %fullname, cluster = ?self.ids_by_fullname.get(&fullname), "mDNS service gone");
+                Ok(())
+            }
+        }
+    }
+
+    async fn check<P: Peers>(&mut self, ctx: &Ctx<P>, period: Duration) -> Result<()> {
+        let now = Instant::now();
+        let fcs = ctx.foreign.state();
+        for id in self.strikes.due(now, period) {
+            let Some(fc) = merge::find(fcs.iter().map(|f| &**f), &id).filter(|f| Finder::Lan.owns(f)) else {
+                self.strikes.forget(&id);
+                continue;
+            };
+            let alive = answers(&ctx.peers, fc.spec.auth_url.as_deref(), &id).await;
+            match self.strikes.record(&id, alive, now) {
+                Verdict::Alive => {}
+                Verdict::Missed(n) => tracing::info!(cluster = %id, misses = n, "LAN cluster not seen again and not answering"),
+                Verdict::Expired => {
+                    tracing::info!(cluster = %id, "LAN cluster gone; deleting its ForeignCluster (peering torn down first)");
+                    delete_foreign(&ctx.client, &kube::ResourceExt::name_any(fc)).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs LAN discovery and advertisement until `shutdown`; says goodbye on the way out.
+pub async fn run<P: Peers>(ctx: Arc<Ctx<P>>, shutdown: impl std::future::Future<Output = ()> + Send) {
+    let mut id_rx = ctx.cluster_id.clone();
+    let mut cfg_rx = ctx.config.clone();
+    let mut state = State::default();
+    tokio::pin!(shutdown);
+    let mut period = expiry::check_period(ClusterConfigSpec::default().discovery_config.ttl);
+    let mut tick = tokio::time::interval(period);
+    loop {
+        let own_id = id_rx.borrow_and_update().clone();
+        let config = cfg_rx.borrow_and_update().clone().unwrap_or_default();
+        if config.discovery_config.ttl != 0 && expiry::check_period(config.discovery_config.ttl) != period {
+            period = expiry::check_period(config.discovery_config.ttl);
+            tick = tokio::time::interval(period);
+        }
+        state.reconfigure(&ctx, own_id.as_deref(), &config).await;
+        let browsing = state.browsing.clone();
+        tokio::select! {
+            _ = &mut shutdown => break,
+            r = id_rx.changed() => if r.is_err() { break },
+            r = cfg_rx.changed() => if r.is_err() { break },
+            ev = async { match &browsing { Some(rx) => rx.recv_async().await.ok(), None => std::future::pending().await } } => {
+                match ev.and_then(sighting_of) {
+                    Some(s) => if let Some(own) = &own_id {
+                        if let Err(e) = state.sighted(&ctx, s, own, &config).await {
+                            tracing::warn!(error = %e, label = e.label(), "recording a LAN cluster failed");
+                        }
+                    },
+                    None if browsing.as_ref().is_some_and(|rx| rx.is_disconnected()) => state.browsing = None,
+                    None => {}
+                }
+            }
+            _ = tick.tick() => if let Err(e) = state.check(&ctx, period).await {
+                tracing::warn!(error = %e, label = e.label(), "expiring LAN clusters failed");
+            }
+        }
+    }
+    state.stop().await;
+}

@@ -1,0 +1,16 @@
+//! Discovery (SPEC §4–§5): how clusters find each other.
+//!
+//! - [`records`]: what TXT/SRV records say (pure); [`merge`]: one ForeignCluster per cluster
+//!   ID whatever finds it (pure); [`expiry`]: the strikes of LAN clusters (pure);
+//! - [`mdns`] and [`dnssd`]: the I/O of mDNS (mdns-sd) and DNS-SD (hickory-resolver);
+//! - [`lan`]: LAN discovery and advertisement in a cluster; [`search_domain`]: the
+//!   SearchDomain controller; [`discover`]: the standalone `discover` command.
+
+pub mod discover;
+pub mod dnssd;
+pub mod expiry;
+pub mod lan;
+pub mod mdns;
+pub mod merge;
+pub mod records;
+pub mod search_domain;
