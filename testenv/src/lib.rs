@@ -6,6 +6,7 @@
 //! `SKIP: <reason>` and pass without asserting anything else. There is no
 //! kube-controller-manager: no garbage collection, no namespace deletion, no token controller.
 
+pub mod dns;
 pub mod https;
 
 use std::io::Write;

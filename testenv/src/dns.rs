@@ -1,0 +1,173 @@
+//! DNS servers for DNS-SD tests, both serving real zone files on 127.0.0.1:
+//!
+//! - [`ZoneServer`]: hickory-server in this process (UDP and TCP), its zone replaceable;
+//! - [`Named`]: a real `named` (BIND 9) process, when the machine has it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hickory_proto::rr::{LowerName, Name};
+use hickory_proto::serialize::txt::Parser;
+use hickory_server::Server;
+use hickory_server::store::in_memory::InMemoryZoneHandler;
+use hickory_server::zone_handler::{AxfrPolicy, Catalog, ZoneType};
+
+/// Adds the SOA and NS records a zone file needs around `records` (one per line, names
+/// absolute or relative to `origin`).
+pub fn zone_file(origin: &str, records: &str) -> String {
+    format!(
+        "$ORIGIN {origin}\n$TTL 5\n@ IN SOA ns.{origin} hostmaster.{origin} 1 60 60 600 5\n@ IN NS ns.{origin}\nns.{origin} IN A 127.0.0.1\n{records}\n"
+    )
+}
+
+/// hickory-server serving one zone on 127.0.0.1.
+pub struct ZoneServer {
+    pub addr: SocketAddr,
+    origin: String,
+    server: Option<Server<Catalog>>,
+}
+
+fn catalog(origin: &str, zone: &str) -> Result<Catalog, String> {
+    let origin_name = Name::from_ascii(origin).map_err(|e| e.to_string())?;
+    let (name, records) = Parser::new(zone, None, Some(origin_name)).parse().map_err(|e| format!("zone: {e}"))?;
+    let handler = InMemoryZoneHandler::<hickory_server::net::runtime::TokioRuntimeProvider>::new(name.clone(), records, ZoneType::Primary, AxfrPolicy::Deny)?;
+    let mut catalog = Catalog::new();
+    catalog.upsert(LowerName::new(&name), vec![Arc::new(handler)]);
+    Ok(catalog)
+}
+
+impl ZoneServer {
+    /// Serves `zone` (a zone file) for `origin` on a free port.
+    pub async fn start(origin: &str, zone: &str) -> Self {
+        let port = crate::free_port();
+        let mut s = Self { addr: SocketAddr::from(([127, 0, 0, 1], port)), origin: origin.to_owned(), server: None };
+        s.set_zone(zone).await;
+        s
+    }
+
+    /// Serves `zone` from now on (same address).
+    pub async fn set_zone(&mut self, zone: &str) {
+        self.stop().await;
+        let mut server = Server::new(catalog(&self.origin, zone).expect("a valid zone"));
+        let udp = tokio::net::UdpSocket::bind(self.addr).await.expect("binding the DNS UDP port");
+        let tcp = tokio::net::TcpListener::bind(self.addr).await.expect("binding the DNS TCP port");
+        server.register_socket(udp);
+        server.register_listener(tcp, Duration::from_secs(5), 64 * 1024);
+        self.server = Some(server);
+    }
+
+    /// Stops answering (the address stays reserved for [`ZoneServer::set_zone`]).
+    pub async fn stop(&mut self) {
+        if let Some(mut s) = self.server.take() {
+            let _ = s.shutdown_gracefully().await;
+        }
+    }
+}
+
+/// A real BIND 9 `named` serving one zone on 127.0.0.1 (foreground process, killed on drop).
+pub struct Named {
+    pub addr: SocketAddr,
+    dir: tempfile::TempDir,
+    child: Child,
+}
+
+impl Named {
+    /// `named`, or why it cannot run here.
+    pub fn binary() -> Result<PathBuf, String> {
+        ["/usr/sbin/named", "/usr/bin/named"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())
+            .ok_or_else(|| "named (BIND 9) is not installed: apt-get install bind9".to_owned())
+    }
+
+    /// Starts `named` serving `zone` for `origin` and waits until it answers.
+    pub async fn start(origin: &str, zone: &str) -> Result<Self, String> {
+        let named = Self::binary()?;
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let port = crate::free_port();
+        let zone_path = dir.path().join("zone.db");
+        std::fs::write(&zone_path, zone).map_err(|e| e.to_string())?;
+        let conf = format!(
+            "options {{\n  directory \"{d}\";\n  pid-file \"{d}/named.pid\";\n  listen-on port {port} {{ 127.0.0.1; }};\n  listen-on-v6 {{ none; }};\n  recursion no;\n  dnssec-validation no;\n  allow-query {{ 127.0.0.1; }};\n}};\ncontrols {{ }};\nzone \"{origin}\" {{ type primary; file \"{zone}\"; }};\n",
+            d = dir.path().display(),
+            zone = zone_path.display(),
+        );
+        let conf_path = dir.path().join("named.conf");
+        std::fs::write(&conf_path, conf).map_err(|e| e.to_string())?;
+        let log = std::fs::File::create(dir.path().join("named.log")).map_err(|e| e.to_string())?;
+        let mut cmd = Command::new(named);
+        cmd.args(["-g", "-4", "-n", "1", "-c"]).arg(&conf_path);
+        // As root, named switches to user `bind` unless told to stay: stay, in our directory.
+        if is_root() {
+            cmd.args(["-u", "root"]);
+        }
+        let child = cmd.stdout(Stdio::null()).stderr(Stdio::from(log)).spawn().map_err(|e| format!("starting named: {e}"))?;
+        let mut me = Self { addr: SocketAddr::from(([127, 0, 0, 1], port)), dir, child };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(status)) = me.child.try_wait() {
+                return Err(format!("named exited ({status}): {}", me.log()));
+            }
+            if answers_soa(me.addr, origin).await {
+                return Ok(me);
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!("named did not answer in 20 s: {}", me.log()));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Replaces the zone and makes named load it (SIGHUP reloads every zone).
+    pub async fn set_zone(&mut self, origin: &str, zone: &str) -> Result<(), String> {
+        std::fs::write(self.dir.path().join("zone.db"), zone).map_err(|e| e.to_string())?;
+        let pid = self.child.id().to_string();
+        let ok = Command::new("kill").args(["-HUP", &pid]).status().map_err(|e| e.to_string())?.success();
+        if !ok {
+            return Err("kill -HUP named failed".into());
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        if answers_soa(self.addr, origin).await { Ok(()) } else { Err(format!("named stopped answering: {}", self.log())) }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("named.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Named {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .unwrap_or(false)
+}
+
+/// Whether a DNS server at `addr` answers an SOA query for `origin` (a hand-made UDP query).
+async fn answers_soa(addr: SocketAddr, origin: &str) -> bool {
+    let Ok(sock) = tokio::net::UdpSocket::bind("127.0.0.1:0").await else { return false };
+    let mut q = vec![0x12, 0x34, 0x00, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+    for label in origin.trim_end_matches('.').split('.') {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.extend_from_slice(&[0, 0, 6, 0, 1]);
+    if sock.send_to(&q, addr).await.is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 512];
+    match tokio::time::timeout(Duration::from_millis(500), sock.recv(&mut buf)).await {
+        Ok(Ok(n)) => n >= 12 && buf[0] == 0x12 && buf[1] == 0x34 && (buf[3] & 0x0f) == 0 && u16::from_be_bytes([buf[6], buf[7]]) > 0,
+        _ => false,
+    }
+}
