@@ -141,6 +141,7 @@ impl State {
                 }
                 Ok(())
             }
+            Sighting::Pending { .. } => Ok(()),
             Sighting::Gone { fullname } => {
                 // Not deleted here: the strikes decide, and the auth endpoint gets its say.
                 tracing::debug!(service = %fullname, cluster = ?self.ids_by_fullname.get(&fullname), "mDNS service gone");

@@ -79,6 +79,8 @@ pub enum Sighting {
     Found { fullname: String, cluster: DiscoveredCluster },
     /// A `_liqo._tcp` service we cannot use (no `id`, malformed key...).
     Unusable { fullname: String, why: RecordError },
+    /// Resolved without a usable address yet (more answers follow).
+    Pending { fullname: String },
     /// A service said goodbye or expired.
     Gone { fullname: String },
 }
@@ -97,6 +99,7 @@ pub fn sighting(service: &mdns_sd::ResolvedService) -> Sighting {
     let fullname = service.get_fullname().to_owned();
     match records::from_mdns(&txt, &addresses, service.get_port()) {
         Ok(cluster) => Sighting::Found { fullname, cluster },
+        Err(RecordError::NoAddress) => Sighting::Pending { fullname },
         Err(why) => Sighting::Unusable { fullname, why },
     }
 }

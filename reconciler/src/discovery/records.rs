@@ -135,17 +135,17 @@ pub fn endpoint_url(host: &str, port: u16) -> String {
 }
 
 /// The address peers should use among those an mDNS service resolved to: IPv4 before IPv6,
-/// global before link-local, loopback last; smallest first for a stable choice.
+/// global before link-local, loopback last; smallest first for a stable choice. IPv6
+/// link-local addresses are never chosen: a URL cannot carry the interface they need.
 pub fn preferred_address(addresses: &[IpAddr]) -> Option<IpAddr> {
     let rank = |a: &IpAddr| match a {
-        IpAddr::V4(v4) if v4.is_loopback() => 4,
+        IpAddr::V4(v4) if v4.is_loopback() => 3,
         IpAddr::V4(v4) if v4.is_link_local() => 1,
         IpAddr::V4(_) => 0,
-        IpAddr::V6(v6) if v6.is_loopback() => 5,
-        IpAddr::V6(v6) if v6.is_unicast_link_local() => 3,
+        IpAddr::V6(v6) if v6.is_loopback() => 4,
         IpAddr::V6(_) => 2,
     };
-    addresses.iter().copied().min_by_key(|a| (rank(a), *a))
+    addresses.iter().copied().filter(|a| !matches!(a, IpAddr::V6(v6) if v6.is_unicast_link_local())).min_by_key(|a| (rank(a), *a))
 }
 
 /// The cluster an mDNS `_liqo._tcp` service describes: its TXT must carry `id`; the auth URL is
@@ -221,6 +221,8 @@ mod tests {
         let v6: Vec<IpAddr> = vec!["fe80::1".parse().unwrap(), "2001:db8::5".parse().unwrap()];
         assert_eq!(from_mdns(&[format!("id={ID}")], &v6, 1).unwrap().auth_url.as_deref(), Some("https://[2001:db8::5]:1"));
         assert_eq!(from_mdns(&[format!("id={ID}")], &[], 1), Err(RecordError::NoAddress));
+        let link_local_only: Vec<IpAddr> = vec!["fe80::1".parse().unwrap()];
+        assert_eq!(from_mdns(&[format!("id={ID}")], &link_local_only, 1), Err(RecordError::NoAddress), "no scope in a URL");
     }
 
     #[test]
