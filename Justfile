@@ -14,14 +14,21 @@ generate:
     cargo run -q -p liqo-api --bin crdgen
 
 # Benchmarks (release build): webhook throughput and latency (needs `wrk`), reconciler
-# memory and requests per peer in steady state.
+# memory and requests per peer in steady state, DNS-SD of 1,000 clusters (BIND 9 when
+# installed) and mDNS announcement-to-decision time (in a network namespace of its own).
 bench:
     cargo bench -p liqo-webhook --bench admission
     cargo bench -p liqo-reconciler --bench steady_state
+    cargo bench -p liqo-reconciler --bench discovery
 
 # Render the installable manifests.
 manifests:
     kubectl kustomize manifests/
+
+# Look for Liqo clusters on the LAN (mDNS) and/or in DNS domains, no cluster needed:
+# `just discover --domain example.com`, `just discover --advertise`.
+discover *args:
+    cargo run -q -p liqo-reconciler -- discover {{args}}
 
 # Run the webhook on this machine without a cluster (self-made certificate in DIR).
 webhook-standalone cluster_id="0558de48-097b-4b7d-ba04-6bd2a0f9d24f" dir="/tmp/liqo-webhook-certs":

@@ -92,7 +92,7 @@ impl Named {
         let zone_path = dir.path().join("zone.db");
         std::fs::write(&zone_path, zone).map_err(|e| e.to_string())?;
         let conf = format!(
-            "options {{\n  directory \"{d}\";\n  pid-file \"{d}/named.pid\";\n  listen-on port {port} {{ 127.0.0.1; }};\n  listen-on-v6 {{ none; }};\n  recursion no;\n  dnssec-validation no;\n  allow-query {{ 127.0.0.1; }};\n}};\ncontrols {{ }};\nzone \"{origin}\" {{ type primary; file \"{zone}\"; }};\n",
+            "options {{\n  directory \"{d}\";\n  pid-file \"{d}/named.pid\";\n  listen-on port {port} {{ 127.0.0.1; }};\n  listen-on-v6 {{ none; }};\n  recursion no;\n  dnssec-validation no;\n  allow-query {{ 127.0.0.1; }};\n  max-records-per-type 0;\n  max-types-per-name 0;\n}};\ncontrols {{ }};\nzone \"{origin}\" {{ type primary; file \"{zone}\"; }};\n",
             d = dir.path().display(),
             zone = zone_path.display(),
         );
@@ -101,6 +101,7 @@ impl Named {
         let log = std::fs::File::create(dir.path().join("named.log")).map_err(|e| e.to_string())?;
         let mut cmd = Command::new(named);
         cmd.args(["-g", "-4", "-n", "1", "-c"]).arg(&conf_path);
+        // (No limit on records per name: a domain may list thousands of clusters under one PTR.)
         // As root, named switches to user `bind` unless told to stay: stay, in our directory.
         if is_root() {
             cmd.args(["-u", "root"]);

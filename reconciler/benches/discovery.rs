@@ -1,0 +1,148 @@
+//! Discovery benchmarks (not tests), printed as figures and ratios against a baseline measured
+//! in the same run:
+//!
+//! 1. DNS-SD: resolving a domain that lists 1,000 clusters (PTR, then SRV + TXT + address of
+//!    each) from a real DNS server on 127.0.0.1 (hickory-server in process, and BIND 9 when
+//!    installed), with our bounded parallelism against the same lookups one at a time.
+//! 2. mDNS: time from a peer's announcement to our ForeignCluster decision (records parsed,
+//!    merge decided), against the time mdns-sd itself takes to resolve the service, over real
+//!    multicast on a veth pair inside a network namespace this benchmark makes (`unshare -n`);
+//!    never in the machine's own namespace.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use liqo_reconciler::discovery::dnssd::DnsSd;
+use liqo_reconciler::discovery::mdns::{Advertised, Interfaces, Mdns, Sighting, sighting_of};
+use liqo_reconciler::discovery::merge::{self, Change, Finder};
+use liqo_testenv::dns::{Named, ZoneServer, zone_file};
+
+const INSIDE: &str = "LIQO_BENCH_IN_NETNS";
+
+fn zone(n: usize) -> String {
+    let mut z = String::with_capacity(n * 200);
+    for i in 0..n {
+        z.push_str(&format!(
+            "example.com. PTR c{i}._liqo._tcp.example.com.\n\
+             c{i}._liqo._tcp.example.com. SRV 0 0 6443 api-{i}.example.com.\n\
+             c{i}._liqo._tcp.example.com. TXT \"id=c{i:08}-0000-4000-8000-000000000000\" \"namespace=liqo\"\n\
+             api-{i}.example.com. A 10.{}.{}.{}\n",
+            i / 65536 % 256,
+            i / 256 % 256,
+            i % 256
+        ));
+    }
+    zone_file("example.com.", &z)
+}
+
+async fn time_browse(dns: &DnsSd, expect: usize) -> Duration {
+    let started = Instant::now();
+    let listed = dns.browse("example.com").await.expect("the lookup");
+    let took = started.elapsed();
+    assert_eq!(listed.len(), expect);
+    assert!(listed.iter().all(|l| l.target.is_ok()), "every target resolved");
+    took
+}
+
+async fn dns_bench(server: &str, addr: std::net::SocketAddr, n: usize) {
+    let mut parallel = DnsSd::with_nameserver(addr).unwrap();
+    let mut sequential = parallel.clone();
+    sequential.concurrency = 1;
+    parallel.concurrency = 64;
+    // Warm up once (the server's first answers, our sockets).
+    time_browse(&parallel, n).await;
+    let seq = time_browse(&sequential, n).await;
+    let par = [time_browse(&parallel, n).await, time_browse(&parallel, n).await, time_browse(&parallel, n).await];
+    let best = *par.iter().min().unwrap();
+    println!(
+        "DNS-SD, {n} clusters, {server}: one at a time (baseline) {:.2} s; 64 in parallel {:.2} s (best of 3; {:.2} / {:.2} / {:.2}) = {:.1}x faster; target <= 5 s: {}",
+        seq.as_secs_f64(),
+        best.as_secs_f64(),
+        par[0].as_secs_f64(),
+        par[1].as_secs_f64(),
+        par[2].as_secs_f64(),
+        seq.as_secs_f64() / best.as_secs_f64(),
+        if best <= Duration::from_secs(5) { "met" } else { "NOT met" }
+    );
+}
+
+fn mdns_bench_inside(rounds: usize) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut raw = vec![];
+        let mut ours = vec![];
+        for round in 0..rounds {
+            let id = format!("bench-{round}");
+            let peer = Mdns::start("_liqo._tcp", "local.", &Interfaces { allow: vec!["v0".into()], loopback: false }).unwrap();
+            let browser = Mdns::start("_liqo._tcp", "local.", &Interfaces { allow: vec!["v1".into()], loopback: false }).unwrap();
+            let rx = browser.browse().unwrap();
+            tokio::time::sleep(Duration::from_millis(200)).await; // the browser's first queries out of the way
+            let announced = Instant::now();
+            peer.advertise(&Advertised::new(&id, None, "liqo", Some("https://10.77.0.1:8443"), None, 8443)).unwrap();
+            let mut resolved = None;
+            loop {
+                let ev = tokio::time::timeout(Duration::from_secs(10), rx.recv_async()).await.expect("resolved within 10 s").unwrap();
+                let is_resolved = matches!(ev, mdns_sd::ServiceEvent::ServiceResolved(_));
+                if is_resolved && resolved.is_none() {
+                    resolved = Some(announced.elapsed());
+                }
+                if let Some(Sighting::Found { cluster, .. }) = sighting_of(ev) {
+                    let decision = merge::merge(None, &cluster, &Finder::Lan, true);
+                    assert!(matches!(decision, Change::Create(_)));
+                    ours.push(announced.elapsed());
+                    raw.push(resolved.unwrap());
+                    break;
+                }
+            }
+            peer.shutdown().await;
+            browser.shutdown().await;
+        }
+        raw.sort();
+        ours.sort();
+        let median = |v: &[Duration]| v[v.len() / 2];
+        let (r, o) = (median(&raw), median(&ours));
+        println!(
+            "mDNS announcement -> ForeignCluster decision, {rounds} rounds on a veth pair: mdns-sd resolved (baseline) median {:.0} ms, max {:.0} ms; our decision median {:.0} ms, max {:.0} ms = {:.3}x the baseline; target <= 1.5 s: {}",
+            r.as_secs_f64() * 1e3,
+            raw.last().unwrap().as_secs_f64() * 1e3,
+            o.as_secs_f64() * 1e3,
+            ours.last().unwrap().as_secs_f64() * 1e3,
+            o.as_secs_f64() / r.as_secs_f64(),
+            if *ours.last().unwrap() <= Duration::from_millis(1500) { "met" } else { "NOT met" }
+        );
+    });
+}
+
+fn mdns_bench(rounds: usize) {
+    let exe = std::env::current_exe().unwrap();
+    let setup = "set -e; ip link set lo up; ip link add v0 type veth peer name v1; \
+                 ip addr add 10.77.0.1/24 dev v0; ip addr add 10.77.0.2/24 dev v1; \
+                 for i in v0 v1 all; do echo 1 > /proc/sys/net/ipv4/conf/$i/accept_local; echo 0 > /proc/sys/net/ipv4/conf/$i/rp_filter; done; \
+                 ip link set v0 up; ip link set v1 up; exec \"$0\" --bench";
+    match Command::new("unshare").args(["-n", "--", "sh", "-c", setup]).arg(&exe).env(INSIDE, rounds.to_string()).status() {
+        Ok(s) if s.success() => {}
+        other => println!("mDNS benchmark SKIPPED: cannot run in a network namespace of its own here ({other:?})"),
+    }
+}
+
+fn main() {
+    if let Ok(rounds) = std::env::var(INSIDE) {
+        let (mine, init) = (std::fs::read_link("/proc/self/ns/net").ok(), std::fs::read_link("/proc/1/ns/net").ok());
+        assert!(mine.is_some() && mine != init, "refusing to run mDNS in the machine's own network namespace");
+        mdns_bench_inside(rounds.parse().unwrap());
+        return;
+    }
+    let n: usize = std::env::var("BENCH_CLUSTERS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let rounds: usize = std::env::var("BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let z = zone(n);
+        let server = ZoneServer::start("example.com.", &z).await;
+        dns_bench("hickory-server in process", server.addr, n).await;
+        match Named::start("example.com.", &z).await {
+            Ok(named) => dns_bench("BIND 9 named", named.addr, n).await,
+            Err(e) => println!("DNS-SD with BIND 9 SKIPPED: {e}"),
+        }
+    });
+    mdns_bench(rounds);
+}
