@@ -34,7 +34,7 @@ fn inside() -> bool {
 /// Runs test `name` of this binary in a new network namespace; returns whether it ran (false:
 /// skipped, with the reason printed).
 fn in_netns(name: &str) -> bool {
-    let probe = Command::new("unshare").args(["-n", "--", "ip", "link", "add", "t0", "type", "veth", "peer", "name", "t1"]).output();
+    let probe = Command::new("unshare").args(["-n", "-m", "--", "ip", "link", "add", "t0", "type", "veth", "peer", "name", "t1"]).output();
     match probe {
         Ok(o) if o.status.success() => {}
         Ok(o) => {
@@ -51,8 +51,9 @@ fn in_netns(name: &str) -> bool {
                  ip addr add 10.77.0.1/24 dev v0; ip addr add 10.77.0.2/24 dev v1; \
                  for i in v0 v1 all; do echo 1 > /proc/sys/net/ipv4/conf/$i/accept_local; echo 0 > /proc/sys/net/ipv4/conf/$i/rp_filter; done; \
                  ip link set v0 up; ip link set v1 up; exec \"$0\" \"$1\" --exact --nocapture --test-threads=1";
+    // A mount namespace too, so a test may mount over /run (avahi's pid file) privately.
     let out = Command::new("unshare")
-        .args(["-n", "--", "sh", "-c", setup])
+        .args(["-n", "-m", "--", "sh", "-c", setup])
         .arg(&exe)
         .arg(name)
         .env(INSIDE, "1")
@@ -171,4 +172,155 @@ fn the_discover_command_sees_another_discover_advertising() {
     assert_eq!(found["clusterName"], "beta");
     assert_eq!(found["authUrl"], "https://10.77.0.1:8443");
     assert_eq!(found["foundBy"], "LAN");
+}
+
+/// avahi, the independent mDNS implementation, running in the test's namespace on one
+/// interface: `avahi-daemon` on a private D-Bus system bus (both killed on drop).
+struct Avahi {
+    dir: tempfile::TempDir,
+    children: Vec<std::process::Child>,
+}
+
+const AVAHI_TOOLS: [&str; 4] = ["avahi-daemon", "avahi-publish", "avahi-browse", "dbus-daemon"];
+
+/// Whether avahi is installed (checked before entering the namespace, to skip loudly).
+fn avahi_missing(test: &str) -> bool {
+    let missing: Vec<&str> = AVAHI_TOOLS.iter().copied().filter(|t| Command::new("sh").args(["-c", &format!("command -v {t}")]).output().map_or(true, |o| !o.status.success())).collect();
+    if !missing.is_empty() {
+        eprintln!("SKIPPED {test}: {missing:?} not installed (apt-get install avahi-daemon avahi-utils dbus)");
+    }
+    !missing.is_empty()
+}
+
+impl Avahi {
+    fn start(interface: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let bus = dir.path().join("bus");
+        std::fs::write(
+            dir.path().join("bus.conf"),
+            format!(
+                "<!DOCTYPE busconfig PUBLIC \"-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN\" \"http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd\">\n\
+                 <busconfig><type>system</type><listen>unix:path={}</listen><auth>EXTERNAL</auth>\
+                 <policy context=\"default\"><allow user=\"*\"/><allow own=\"*\"/><allow send_destination=\"*\" eavesdrop=\"true\"/><allow receive_sender=\"*\"/></policy></busconfig>\n",
+                bus.display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("avahi.conf"),
+            format!("[server]\nhost-name=avahi-peer\nuse-ipv4=yes\nuse-ipv6=no\nallow-interfaces={interface}\nenable-dbus=yes\n[wide-area]\nenable-wide-area=no\n[publish]\npublish-hinfo=no\npublish-workstation=no\n"),
+        )
+        .unwrap();
+        // avahi's pid file lives in /run/avahi-daemon: a private tmpfs in this mount namespace.
+        std::fs::create_dir_all("/run/avahi-daemon").unwrap();
+        assert!(Command::new("mount").args(["-t", "tmpfs", "tmpfs", "/run/avahi-daemon"]).status().unwrap().success());
+        let mut me = Self { dir, children: vec![] };
+        me.children.push(Command::new("dbus-daemon").arg(format!("--config-file={}", me.dir.path().join("bus.conf").display())).arg("--nofork").spawn().unwrap());
+        wait_for("the private D-Bus", || bus.exists());
+        let log = std::fs::File::create(me.dir.path().join("avahi.log")).unwrap();
+        me.children.push(
+            me.command("avahi-daemon")
+                .args(["--no-drop-root", "--no-chroot", "--no-rlimits", "-f"])
+                .arg(me.dir.path().join("avahi.conf"))
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .unwrap(),
+        );
+        wait_for("avahi-daemon started", || me.log().contains("Server startup complete"));
+        me
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        c.env("DBUS_SYSTEM_BUS_ADDRESS", format!("unix:path={}", self.dir.path().join("bus").display()));
+        c
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("avahi.log")).unwrap_or_default()
+    }
+
+    /// `avahi-publish -s NAME _liqo._tcp PORT TXT...`, kept running.
+    fn publish(&mut self, name: &str, port: u16, txt: &[&str]) {
+        let child = self.command("avahi-publish").args(["-s", name, "_liqo._tcp", &port.to_string()]).args(txt).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+        self.children.push(child);
+    }
+
+    /// `avahi-browse -rpt _liqo._tcp`: the resolved lines (`=;...`).
+    fn browse(&self) -> Vec<String> {
+        let out = self.command("avahi-browse").args(["-rpt", "_liqo._tcp"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.starts_with('=')).map(str::to_owned).collect()
+    }
+}
+
+impl Drop for Avahi {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().rev() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn our_browser_finds_a_service_avahi_publishes() {
+    if !inside() {
+        if !avahi_missing("our_browser_finds_a_service_avahi_publishes") {
+            in_netns("our_browser_finds_a_service_avahi_publishes");
+        }
+        return;
+    }
+    let mut avahi = Avahi::start("v0");
+    avahi.publish("peer-x", 8443, &[&format!("id={ID_B}"), "namespace=liqo", "name=peer-x"]);
+    runtime().block_on(async {
+        let opts = Options { interfaces: on("v1"), wait: Duration::from_secs(10), expect: Some(1), ..Default::default() };
+        let report = discover(&opts, &peers()).await.unwrap();
+        assert_eq!(report.found.len(), 1, "{report:?}\n{}", avahi.log());
+        let f = &report.found[0];
+        assert_eq!(f.cluster_id, ID_B);
+        assert_eq!(f.cluster_name.as_deref(), Some("peer-x"));
+        assert_eq!(f.namespace.as_deref(), Some("liqo"));
+        assert_eq!(f.auth_url.as_deref(), Some("https://10.77.0.1:8443"), "avahi's address on v0 and the published port");
+    });
+}
+
+#[test]
+fn avahi_browse_sees_our_advertisement() {
+    if !inside() {
+        if !avahi_missing("avahi_browse_sees_our_advertisement") {
+            in_netns("avahi_browse_sees_our_advertisement");
+        }
+        return;
+    }
+    let avahi = Avahi::start("v0");
+    runtime().block_on(async {
+        let ours = Mdns::start("_liqo._tcp", "local.", &on("v1")).unwrap();
+        ours.advertise(&Advertised::new(ID_A, Some("alpha"), "liqo", Some("https://10.77.0.2:30443"), None, 30443)).unwrap();
+        let mut lines = vec![];
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while lines.is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            lines = avahi.browse();
+        }
+        // =;v0;IPv4;alpha;_liqo._tcp;local;<host>.local;10.77.0.2;30443;"..." "..."
+        let line = lines.first().unwrap_or_else(|| panic!("avahi-browse saw nothing\n{}", avahi.log()));
+        let fields: Vec<&str> = line.splitn(10, ';').collect();
+        assert_eq!(&fields[1..6], ["v0", "IPv4", "alpha", "_liqo._tcp", "local"], "{line}");
+        assert_eq!(fields[6], format!("{ID_A}.local"), "{line}");
+        assert_eq!(fields[7], "10.77.0.2", "{line}");
+        assert_eq!(fields[8], "30443", "{line}");
+        for txt in [format!("\"id={ID_A}\""), "\"namespace=liqo\"".into(), "\"name=alpha\"".into(), "\"auth=https://10.77.0.2:30443\"".into()] {
+            assert!(fields[9].contains(&txt), "{txt} missing in {line}");
+        }
+        ours.shutdown().await;
+    });
 }
