@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use liqo_reconciler::discovery::discover::{Options, discover};
 use liqo_reconciler::discovery::mdns::{Advertised, Interfaces, Mdns};
+use kube::ResourceExt;
 use liqo_reconciler::peer::Network;
 
 const INSIDE: &str = "LIQO_TEST_IN_NETNS";
@@ -322,5 +323,106 @@ fn avahi_browse_sees_our_advertisement() {
             assert!(fields[9].contains(&txt), "{txt} missing in {line}");
         }
         ours.shutdown().await;
+    });
+}
+
+/// LAN discovery in a cluster: a real API server (`KUBEBUILDER_ASSETS`, started inside the
+/// test's namespace on its loopback) and real multicast between a peer on v0 and us on v1.
+#[test]
+fn lan_discovery_keeps_foreign_clusters_of_the_peers_it_sees() {
+    if !inside() {
+        match liqo_testenv::assets() {
+            Ok(_) => {
+                in_netns("lan_discovery_keeps_foreign_clusters_of_the_peers_it_sees");
+            }
+            Err(why) => eprintln!("SKIPPED lan_discovery_keeps_foreign_clusters_of_the_peers_it_sees: {why}"),
+        }
+        return;
+    }
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    use liqo_api::{ClusterConfigSpec, DiscoveryType, ForeignCluster, ForeignClusterSpec};
+    use liqo_reconciler::discovery::lan;
+    use liqo_testenv::{ControlPlane, eventually, install_liqo};
+
+    const OWN: &str = "11111111-2222-4333-8444-555555555555";
+    runtime().block_on(async {
+        let cp = ControlPlane::start().await.map_err(|e| format!("{e:?}")).unwrap();
+        let admin = cp.admin();
+        install_liqo(&admin, "liqo").await;
+        let fcs: Api<ForeignCluster> = Api::all(admin.clone());
+        // Known by hand already: only its empty fields get filled, never deleted by expiry.
+        let manual = ForeignCluster::new("by-hand", ForeignClusterSpec { cluster_id: Some(ID_B.into()), discovery_type: Some(DiscoveryType::Manual), ..Default::default() });
+        fcs.create(&PostParams::default(), &manual).await.unwrap();
+
+        let (_id, id_rx) = tokio::sync::watch::channel(Some(OWN.to_owned()));
+        let mut config = ClusterConfigSpec::default();
+        config.discovery_config.ttl = 3; // a strike a second
+        let (cfg_tx, cfg_rx) = tokio::sync::watch::channel(Some(config.clone()));
+        let ctx = std::sync::Arc::new(lan::Ctx {
+            client: admin.clone(),
+            foreign: liqo_reconciler::stores::reflect(fcs.clone(), Default::default()),
+            cluster_id: id_rx,
+            config: cfg_rx,
+            peers: peers(),
+            namespace: "liqo".into(),
+            interfaces: on("v1"),
+            auth_port: 8443,
+            auth_url: Some("https://10.77.0.2:8443".into()),
+            api_url: None,
+            mdns_port: liqo_reconciler::discovery::mdns::MDNS_PORT,
+        });
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let lan_task = tokio::spawn(lan::run(ctx, async move { let _ = stop_rx.await; }));
+
+        // A peer appears: a LAN ForeignCluster named after it, joined by autojoin.
+        let peer = Mdns::start("_liqo._tcp", "local.", &on("v0")).unwrap();
+        let first = Advertised::new(ID_A, Some("alpha"), "liqo", Some("https://10.77.0.1:1"), None, 1);
+        let name = peer.advertise(&first).unwrap();
+        let fc = eventually("the peer's ForeignCluster", || async { fcs.get_opt(ID_A).await.unwrap() }).await;
+        assert_eq!(fc.spec.discovery_type, Some(DiscoveryType::Lan));
+        assert_eq!(fc.spec.join, Some(true));
+        assert_eq!(fc.spec.auth_url.as_deref(), Some("https://10.77.0.1:1"));
+        assert_eq!(fc.labels()["discovery.liqo.io/discovery-type"], "LAN");
+
+        // The user says no; then the peer moves: the address follows, the choice stays.
+        fcs.patch(ID_A, &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"join": false}}))).await.unwrap();
+        peer.withdraw(&name).await;
+        peer.advertise(&Advertised::new(ID_A, Some("alpha"), "liqo", Some("https://10.77.0.1:2"), None, 2)).unwrap();
+        let moved = eventually("the address updated in place", || async {
+            fcs.get_opt(ID_A).await.unwrap().filter(|f| f.spec.auth_url.as_deref() == Some("https://10.77.0.1:2"))
+        })
+        .await;
+        assert_eq!(moved.spec.join, Some(false), "the user's choice is remembered");
+        assert_eq!(moved.uid(), fc.uid(), "updated, not re-created");
+
+        // The hand-made one for ID_B gets its auth URL from the LAN.
+        peer.advertise(&Advertised::new(ID_B, None, "liqo", Some("https://10.77.0.1:3"), None, 3)).unwrap();
+        eventually("the manual ForeignCluster's authUrl filled", || async {
+            fcs.get_opt("by-hand").await.unwrap().filter(|f| f.spec.auth_url.as_deref() == Some("https://10.77.0.1:3"))
+        })
+        .await;
+        assert!(fcs.get_opt(ID_B).await.unwrap().is_none(), "never a second ForeignCluster for a cluster ID");
+
+        // We are visible too, with our TXT.
+        let seen = discover(&Options { interfaces: on("v0"), wait: Duration::from_secs(10), expect: Some(1), ..Default::default() }, &peers()).await.unwrap();
+        let us = seen.found.iter().find(|f| f.cluster_id == OWN).unwrap_or_else(|| panic!("{seen:?}"));
+        assert_eq!(us.auth_url.as_deref(), Some("https://10.77.0.2:8443"));
+
+        // The peer goes away and its auth service never answers: three misses, then gone.
+        let gone_at = Instant::now();
+        peer.shutdown().await;
+        eventually("the vanished peer's ForeignCluster deleted", || async { fcs.get_opt(ID_A).await.unwrap().is_none().then_some(()) }).await;
+        assert!(gone_at.elapsed() >= Duration::from_secs(2), "not before the strikes: {:?}", gone_at.elapsed());
+        assert!(fcs.get_opt("by-hand").await.unwrap().is_some(), "a manual ForeignCluster is never expired");
+
+        // Advertisement off at runtime: a new browser no longer finds us.
+        config.discovery_config.enable_advertisement = false;
+        cfg_tx.send(Some(config)).unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let seen = discover(&Options { interfaces: on("v0"), wait: Duration::from_secs(3), ..Default::default() }, &peers()).await.unwrap();
+        assert!(seen.found.iter().all(|f| f.cluster_id != OWN), "{seen:?}");
+
+        let _ = stop_tx.send(());
+        tokio::time::timeout(Duration::from_secs(10), lan_task).await.unwrap().unwrap();
     });
 }

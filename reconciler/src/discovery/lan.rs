@@ -3,6 +3,11 @@
 //! from `autojoin`; the ForeignCluster controller applies `autojoinUntrusted` once it knows
 //! the peer's trust), and expire LAN clusters that stop answering. Every toggle applies at
 //! runtime.
+//!
+//! "Seen again" (SPEC §4): announced or resolved since the last check, or still in the mDNS
+//! cache (not said goodbye, not expired). A cached cluster whose auth service does not answer
+//! is asked to confirm itself (RFC 6762 §10.4); if it does not, mDNS drops it and the strikes
+//! begin.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -47,7 +52,8 @@ struct State {
     browsing: Option<mdns_sd::Receiver<mdns_sd::ServiceEvent>>,
     strikes: Strikes,
     unusable_logged: HashSet<String>,
-    ids_by_fullname: HashMap<String, String>,
+    /// Services in the mDNS cache, by full name, with the cluster ID they stand for.
+    present: HashMap<String, String>,
 }
 
 /// Whether the auth service at `url` still answers as cluster `id`.
@@ -102,6 +108,7 @@ impl State {
             (false, true) => {
                 mdns.stop_browse();
                 self.browsing = None;
+                self.present.clear();
                 self.strikes = Strikes::default();
                 tracing::info!("LAN discovery stopped (ForeignClusters kept)");
             }
@@ -111,6 +118,7 @@ impl State {
 
     async fn stop(&mut self) {
         self.browsing = None;
+        self.present.clear();
         self.strikes = Strikes::default();
         if let Some((_, _, mdns)) = self.mdns.take() {
             if let Some((_, fullname)) = self.advertised.take() {
@@ -123,7 +131,7 @@ impl State {
     async fn sighted<P: Peers>(&mut self, ctx: &Ctx<P>, s: Sighting, own_id: &str, config: &ClusterConfigSpec) -> Result<()> {
         match s {
             Sighting::Found { fullname, cluster } => {
-                self.ids_by_fullname.insert(fullname, cluster.cluster_id.clone());
+                self.present.insert(fullname, cluster.cluster_id.clone());
                 if cluster.cluster_id == own_id {
                     return Ok(());
                 }
@@ -144,7 +152,8 @@ impl State {
             Sighting::Pending { .. } => Ok(()),
             Sighting::Gone { fullname } => {
                 // Not deleted here: the strikes decide, and the auth endpoint gets its say.
-                tracing::debug!(service = %fullname, cluster = ?self.ids_by_fullname.get(&fullname), "mDNS service gone");
+                let cluster = self.present.remove(&fullname);
+                tracing::debug!(service = %fullname, ?cluster, "mDNS service gone");
                 Ok(())
             }
         }
@@ -158,8 +167,14 @@ impl State {
                 self.strikes.forget(&id);
                 continue;
             };
+            let cached: Vec<&String> = self.present.iter().filter(|(_, c)| **c == id).map(|(f, _)| f).collect();
             let alive = answers(&ctx.peers, fc.spec.auth_url.as_deref(), &id).await;
-            match self.strikes.record(&id, alive, now) {
+            if !alive && !cached.is_empty() {
+                if let Some((_, _, mdns)) = &self.mdns {
+                    cached.iter().for_each(|f| mdns.verify(f));
+                }
+            }
+            match self.strikes.record(&id, alive || !cached.is_empty(), now) {
                 Verdict::Alive => {}
                 Verdict::Missed(n) => tracing::info!(cluster = %id, misses = n, "LAN cluster not seen again and not answering"),
                 Verdict::Expired => {

@@ -173,6 +173,14 @@ impl Mdns {
         self.daemon.browse(&self.service_type).map_err(|e| Error::Mdns(e.to_string()))
     }
 
+    /// Asks a service to confirm it is still there (RFC 6762 §10.4): without an answer its
+    /// records are flushed and the browser reports it gone.
+    pub fn verify(&self, fullname: &str) {
+        if let Err(e) = self.daemon.verify(fullname.to_owned(), mdns_sd::VERIFY_TIMEOUT_DEFAULT) {
+            tracing::debug!(error = %e, "verifying {fullname}");
+        }
+    }
+
     pub fn stop_browse(&self) {
         let _ = self.daemon.stop_browse(&self.service_type);
     }
