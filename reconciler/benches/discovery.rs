@@ -6,18 +6,15 @@
 //!    installed), with our bounded parallelism against the same lookups one at a time.
 //! 2. mDNS: time from a peer's announcement to our ForeignCluster decision (records parsed,
 //!    merge decided), against the time mdns-sd itself takes to resolve the service, over real
-//!    multicast on a veth pair inside a network namespace this benchmark makes (`unshare -n`);
-//!    never in the machine's own namespace.
+//!    multicast on a veth pair inside a network namespace this benchmark makes
+//!    (`liqo_testenv::netns`); never in the machine's own namespace.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use liqo_reconciler::discovery::dnssd::DnsSd;
 use liqo_reconciler::discovery::mdns::{Advertised, Interfaces, Mdns, Sighting, sighting_of};
 use liqo_reconciler::discovery::merge::{self, Change, Finder};
 use liqo_testenv::dns::{Named, ZoneServer, zone_file};
-
-const INSIDE: &str = "LIQO_BENCH_IN_NETNS";
 
 fn zone(n: usize) -> String {
     let mut z = String::with_capacity(n * 200);
@@ -113,27 +110,25 @@ fn mdns_bench_inside(rounds: usize) {
     });
 }
 
-fn mdns_bench(rounds: usize) {
-    let exe = std::env::current_exe().unwrap();
-    let setup = "set -e; ip link set lo up; ip link add v0 type veth peer name v1; \
-                 ip addr add 10.77.0.1/24 dev v0; ip addr add 10.77.0.2/24 dev v1; \
-                 for i in v0 v1 all; do echo 1 > /proc/sys/net/ipv4/conf/$i/accept_local; echo 0 > /proc/sys/net/ipv4/conf/$i/rp_filter; done; \
-                 ip link set v0 up; ip link set v1 up; exec \"$0\" --bench";
-    match Command::new("unshare").args(["-n", "--", "sh", "-c", setup]).arg(&exe).env(INSIDE, rounds.to_string()).status() {
-        Ok(s) if s.success() => {}
-        other => println!("mDNS benchmark SKIPPED: cannot run in a network namespace of its own here ({other:?})"),
+fn mdns_bench() {
+    if let Some(why) = liqo_testenv::netns::unavailable() {
+        println!("mDNS benchmark SKIPPED: {why}");
+        return;
+    }
+    // The re-run process reads the same BENCH_ROUNDS.
+    match liqo_testenv::netns::run(&["--bench"]) {
+        Ok(out) => print!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+        Err(e) => println!("mDNS benchmark SKIPPED: {e}"),
     }
 }
 
 fn main() {
-    if let Ok(rounds) = std::env::var(INSIDE) {
-        let (mine, init) = (std::fs::read_link("/proc/self/ns/net").ok(), std::fs::read_link("/proc/1/ns/net").ok());
-        assert!(mine.is_some() && mine != init, "refusing to run mDNS in the machine's own network namespace");
-        mdns_bench_inside(rounds.parse().unwrap());
+    let rounds: usize = std::env::var("BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
+    if liqo_testenv::netns::inside() {
+        mdns_bench_inside(rounds);
         return;
     }
     let n: usize = std::env::var("BENCH_CLUSTERS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
-    let rounds: usize = std::env::var("BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
         let z = zone(n);
@@ -144,5 +139,5 @@ fn main() {
             Err(e) => println!("DNS-SD with BIND 9 SKIPPED: {e}"),
         }
     });
-    mdns_bench(rounds);
+    mdns_bench();
 }

@@ -1,7 +1,6 @@
 //! mDNS with real multicast, only inside network namespaces these tests make: each test
-//! re-runs itself under `unshare -n` in a namespace holding `lo` and a veth pair (v0
-//! 10.77.0.1/24, v1 10.77.0.2/24; `accept_local` so each end takes the other's IPv4 packets)
-//! whose traffic never leaves it. Outside such a namespace no
+//! re-runs itself in a namespace of its own (`liqo_testenv::netns`: `lo` and a veth pair v0
+//! 10.77.0.1/24, v1 10.77.0.2/24) whose traffic never leaves it. Outside such a namespace no
 //! mDNS socket is ever opened. Without `unshare`/`ip` or the right to use them, the tests print
 //! SKIPPED and why.
 
@@ -13,53 +12,19 @@ use liqo_reconciler::discovery::mdns::{Advertised, Interfaces, Mdns};
 use kube::ResourceExt;
 use liqo_reconciler::peer::Network;
 
-const INSIDE: &str = "LIQO_TEST_IN_NETNS";
 const ID_A: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
 const ID_B: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
 
-fn netns_id(pid: &str) -> Option<std::path::PathBuf> {
-    std::fs::read_link(format!("/proc/{pid}/ns/net")).ok()
-}
+use liqo_testenv::netns::inside;
 
-/// True when this process runs inside a namespace made by [`in_netns`]; panics if it was
-/// told so but shares the machine's namespace (no multicast may leave this machine).
-fn inside() -> bool {
-    if std::env::var_os(INSIDE).is_none() {
+/// Runs test `name` of this binary in a network namespace of its own; returns whether it ran
+/// (false: skipped, with the reason printed).
+fn in_netns(name: &str) -> bool {
+    if let Some(why) = liqo_testenv::netns::unavailable() {
+        eprintln!("SKIPPED {name}: {why}");
         return false;
     }
-    let (mine, init) = (netns_id("self"), netns_id("1"));
-    assert!(mine.is_some() && mine != init, "refusing to run mDNS in the machine's own network namespace");
-    true
-}
-
-/// Runs test `name` of this binary in a new network namespace; returns whether it ran (false:
-/// skipped, with the reason printed).
-fn in_netns(name: &str) -> bool {
-    let probe = Command::new("unshare").args(["-n", "-m", "--", "ip", "link", "add", "t0", "type", "veth", "peer", "name", "t1"]).output();
-    match probe {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => {
-            eprintln!("SKIPPED {name}: cannot make a network namespace with a veth pair here: {}", String::from_utf8_lossy(&o.stderr).trim());
-            return false;
-        }
-        Err(e) => {
-            eprintln!("SKIPPED {name}: unshare/ip not available ({e})");
-            return false;
-        }
-    }
-    let exe = std::env::current_exe().unwrap();
-    let setup = "set -e; ip link set lo up; ip link add v0 type veth peer name v1; \
-                 ip addr add 10.77.0.1/24 dev v0; ip addr add 10.77.0.2/24 dev v1; \
-                 for i in v0 v1 all; do echo 1 > /proc/sys/net/ipv4/conf/$i/accept_local; echo 0 > /proc/sys/net/ipv4/conf/$i/rp_filter; done; \
-                 ip link set v0 up; ip link set v1 up; exec \"$0\" \"$1\" --exact --nocapture --test-threads=1";
-    // A mount namespace too, so a test may mount over /run (avahi's pid file) privately.
-    let out = Command::new("unshare")
-        .args(["-n", "-m", "--", "sh", "-c", setup])
-        .arg(&exe)
-        .arg(name)
-        .env(INSIDE, "1")
-        .output()
-        .expect("running the test in its namespace");
+    let out = liqo_testenv::netns::run(&[name, "--exact", "--nocapture", "--test-threads=1"]).expect("running the test in its namespace");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     eprintln!("--- {name}, inside its network namespace ---\n{text}");
     assert!(out.status.success(), "{name} failed inside its network namespace");

@@ -8,6 +8,7 @@
 
 pub mod dns;
 pub mod https;
+pub mod netns;
 
 use std::io::Write;
 use std::net::TcpListener;
