@@ -391,3 +391,44 @@ fn lan_discovery_keeps_foreign_clusters_of_the_peers_it_sees() {
         tokio::time::timeout(Duration::from_secs(10), lan_task).await.unwrap().unwrap();
     });
 }
+
+#[test]
+fn an_address_change_is_announced_again() {
+    if !inside() {
+        in_netns("an_address_change_is_announced_again");
+        return;
+    }
+    use liqo_reconciler::discovery::mdns::{Sighting, sighting_of};
+    runtime().block_on(async {
+        let ad = Advertised::new(ID_A, None, "liqo", None, None, 8443);
+        let peer = Mdns::start("_liqo._tcp", "local.", &on("v0")).unwrap();
+        peer.advertise(&ad).unwrap();
+        let browser = Mdns::start("_liqo._tcp", "local.", &on("v1")).unwrap();
+        let rx = browser.browse().unwrap();
+        let url_seen = |want: &'static str| {
+            let rx = rx.clone();
+            async move {
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+                while let Ok(Ok(ev)) = tokio::time::timeout_at(deadline, rx.recv_async()).await {
+                    if let Some(Sighting::Found { cluster, .. }) = sighting_of(ev) {
+                        if cluster.auth_url.as_deref() == Some(want) {
+                            return true;
+                        }
+                    }
+                }
+                false
+            }
+        };
+        assert!(url_seen("https://10.77.0.1:8443").await, "first address");
+        // The new address first, then the old one gone (as DHCP renumbering often goes).
+        let ip = |args: &[&str]| assert!(Command::new("ip").args(args).status().unwrap().success());
+        // (Promoted when the first one goes, instead of removed with it.)
+        std::fs::write("/proc/sys/net/ipv4/conf/v0/promote_secondaries", "1").unwrap();
+        ip(&["addr", "add", "10.77.0.9/24", "dev", "v0"]);
+        ip(&["addr", "del", "10.77.0.1/24", "dev", "v0"]);
+        // The daemon notices (it checks every 5 s) and announces the new address by itself.
+        assert!(url_seen("https://10.77.0.9:8443").await, "the new address announced");
+        peer.shutdown().await;
+        browser.shutdown().await;
+    });
+}

@@ -92,7 +92,7 @@ impl Named {
         let zone_path = dir.path().join("zone.db");
         std::fs::write(&zone_path, zone).map_err(|e| e.to_string())?;
         let conf = format!(
-            "options {{\n  directory \"{d}\";\n  pid-file \"{d}/named.pid\";\n  listen-on port {port} {{ 127.0.0.1; }};\n  listen-on-v6 {{ none; }};\n  recursion no;\n  dnssec-validation no;\n  allow-query {{ 127.0.0.1; }};\n  max-records-per-type 0;\n  max-types-per-name 0;\n}};\ncontrols {{ }};\nzone \"{origin}\" {{ type primary; file \"{zone}\"; }};\n",
+            "options {{\n  directory \"{d}\";\n  pid-file \"{d}/named.pid\";\n  listen-on port {port} {{ 127.0.0.1; }};\n  listen-on-v6 {{ none; }};\n  recursion no;\n  dnssec-validation no;\n  allow-query {{ 127.0.0.1; }};\n  max-records-per-type 0;\n  max-types-per-name 0;\n  session-keyfile none;\n}};\ncontrols {{ }};\nzone \"{origin}\" {{ type primary; file \"{zone}\"; }};\n",
             d = dir.path().display(),
             zone = zone_path.display(),
         );
