@@ -21,7 +21,7 @@ use liqo_testenv::netns::inside;
 /// (false: skipped, with the reason printed).
 fn in_netns(name: &str) -> bool {
     if let Some(why) = liqo_testenv::netns::unavailable() {
-        eprintln!("SKIPPED {name}: {why}");
+        liqo_testenv::skip(&format!("{name}: {why}"));
         return false;
     }
     let out = liqo_testenv::netns::run(&[name, "--exact", "--nocapture", "--test-threads=1"]).expect("running the test in its namespace");
@@ -153,7 +153,7 @@ const AVAHI_TOOLS: [&str; 4] = ["avahi-daemon", "avahi-publish", "avahi-browse",
 fn avahi_missing(test: &str) -> bool {
     let missing: Vec<&str> = AVAHI_TOOLS.iter().copied().filter(|t| Command::new("sh").args(["-c", &format!("command -v {t}")]).output().map_or(true, |o| !o.status.success())).collect();
     if !missing.is_empty() {
-        eprintln!("SKIPPED {test}: {missing:?} not installed (apt-get install avahi-daemon avahi-utils dbus)");
+        liqo_testenv::skip(&format!("{test}: {missing:?} not installed (apt-get install avahi-daemon avahi-utils dbus)"));
     }
     !missing.is_empty()
 }
@@ -300,7 +300,7 @@ fn lan_discovery_keeps_foreign_clusters_of_the_peers_it_sees() {
             Ok(_) => {
                 in_netns("lan_discovery_keeps_foreign_clusters_of_the_peers_it_sees");
             }
-            Err(why) => eprintln!("SKIPPED lan_discovery_keeps_foreign_clusters_of_the_peers_it_sees: {why}"),
+            Err(why) => liqo_testenv::skip(&format!("lan_discovery_keeps_foreign_clusters_of_the_peers_it_sees: {why}")),
         }
         return;
     }

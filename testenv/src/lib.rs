@@ -3,7 +3,7 @@
 //! loopback with its own data directory and stops them when dropped.
 //!
 //! Without the binaries [`ControlPlane::start`] returns the reason, and tests print
-//! `SKIP: <reason>` and pass without asserting anything else. There is no
+//! `SKIPPED: <reason>` (visible in `cargo test` output) and pass without asserting anything else. There is no
 //! kube-controller-manager: no garbage collection, no namespace deletion, no token controller.
 
 pub mod dns;
@@ -76,7 +76,7 @@ pub struct ControlPlane {
 }
 
 impl ControlPlane {
-    /// Starts a control plane when the assets exist: `None` (after printing `SKIP: why`) when
+    /// Starts a control plane when the assets exist: `None` (after printing `SKIPPED: why`) when
     /// they do not; panics when they exist but the control plane does not come up.
     pub async fn start_or_skip() -> Option<Self> {
         match Self::start().await {
@@ -237,10 +237,11 @@ fn pem_to_der(pem: &str) -> Result<Vec<u8>, String> {
     base64::engine::general_purpose::STANDARD.decode(body).map_err(|e| e.to_string())
 }
 
-/// Prints the skip reason in a form `cargo test` output shows.
+/// Prints the skip reason where `cargo test` shows it even for a passing test: straight to
+/// the process's stderr (the print macros are captured by the test harness).
 pub fn skip(reason: &str) {
-    eprintln!("SKIP: {reason}");
-    println!("SKIP: {reason}");
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {reason}");
 }
 
 /// Polls `f` every 200 ms until it returns `Some`, for at most 30 s (then panics naming `what`).

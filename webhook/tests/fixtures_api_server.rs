@@ -13,7 +13,7 @@ use liqo_webhook::policy::PolicyConfig;
 fn fixtures_are_the_shared_captures_byte_for_byte() {
     let shared = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/admission");
     if !shared.exists() {
-        eprintln!("SKIP: {} not present; cannot compare the copied fixtures", shared.display());
+        liqo_testenv::skip(&format!("{} not present; cannot compare the copied fixtures", shared.display()));
         return;
     }
     let mut names: Vec<_> = std::fs::read_dir(&shared).unwrap().map(|e| e.unwrap().file_name()).collect();
