@@ -305,6 +305,7 @@ async fn main() -> anyhow::Result<()> {
     });
     let broadcasters = Broadcasters::new(client.clone(), id_rx.clone(), cfg_rx.clone(), nodes, peers.clone(), Duration::from_secs(args.advertise_period_seconds));
     let broadcasters_view = broadcasters.clone();
+    let foreign_for_metrics = foreign.clone();
     let dns = match args.dns_server {
         Some(server) => DnsSd::with_nameserver(server)?,
         None => DnsSd::system().context("the DNS resolver for SearchDomains (or set --dns-server)")?,
@@ -349,6 +350,7 @@ async fn main() -> anyhow::Result<()> {
     let no_mdns = args.no_mdns;
     let (m1, m2, m3, m4) = (metrics.clone(), metrics.clone(), metrics.clone(), metrics.clone());
     let scraped = broadcasters_view.clone();
+    let scraped_fcs = foreign_for_metrics;
     let controllers = tokio::spawn(async move {
         if !stores_ready.await {
             tracing::error!("the watch-fed stores never became ready");
@@ -376,9 +378,10 @@ async fn main() -> anyhow::Result<()> {
         .route(
             "/metrics",
             get(move || {
-                let (metrics, broadcasters) = (metrics.clone(), scraped.clone());
+                let (metrics, broadcasters, fcs) = (metrics.clone(), scraped.clone(), scraped_fcs.clone());
                 async move {
                     metrics.broadcasters.set(broadcasters.peers().len() as i64);
+                    metrics.count_foreign_clusters(fcs.state().iter().map(|f| &**f));
                     ([(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], metrics.encode())
                 }
             }),

@@ -23,8 +23,18 @@ pub struct ControllerLabels {
     pub controller: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ForeignClusterLabels {
+    /// `LAN`, `WAN`, `Manual`, `IncomingPeering`.
+    pub discovery_type: &'static str,
+    /// `true` when we joined it (`status.outgoing.joined`).
+    pub outgoing_joined: &'static str,
+}
+
 pub struct Metrics {
     registry: Registry,
+    /// ForeignClusters by how they were found and whether we joined them (set when scraped).
+    pub foreign_clusters: Family<ForeignClusterLabels, Gauge>,
     pub reconciles: Family<ReconcileLabels, Counter>,
     pub duration: Family<ControllerLabels, Histogram>,
     /// Peers with a running broadcaster (set when scraped).
@@ -40,7 +50,9 @@ impl Default for Metrics {
         registry.register("reconcile_duration_seconds", "Time of one reconcile", duration.clone());
         let broadcasters = Gauge::default();
         registry.register("broadcasters", "Peers we keep an Advertisement in", broadcasters.clone());
-        Self { registry, reconciles, duration, broadcasters }
+        let foreign_clusters = Family::<ForeignClusterLabels, Gauge>::default();
+        registry.register("foreign_clusters", "ForeignClusters by discovery type and outgoing peering", foreign_clusters.clone());
+        Self { registry, foreign_clusters, reconciles, duration, broadcasters }
     }
 }
 
@@ -53,6 +65,23 @@ impl Metrics {
         };
         self.reconciles.get_or_create(&ReconcileLabels { controller, result }).inc();
         self.duration.get_or_create(&ControllerLabels { controller }).observe(started.elapsed().as_secs_f64());
+    }
+
+    /// Sets the ForeignCluster gauges from the clusters known now (every combination, so a
+    /// count that drops to zero shows as zero).
+    pub fn count_foreign_clusters<'a>(&self, fcs: impl IntoIterator<Item = &'a liqo_api::ForeignCluster>) {
+        use liqo_api::DiscoveryType::{IncomingPeering, Lan, Manual, Wan};
+        let mut counts = std::collections::HashMap::new();
+        for fc in fcs {
+            let joined = fc.status.as_ref().and_then(|s| s.outgoing.as_ref()).is_some_and(|o| o.joined);
+            *counts.entry((fc.spec.discovery_type().as_str(), joined)).or_insert(0i64) += 1;
+        }
+        for t in [Lan, Wan, Manual, IncomingPeering] {
+            for joined in [false, true] {
+                let labels = ForeignClusterLabels { discovery_type: t.as_str(), outgoing_joined: if joined { "true" } else { "false" } };
+                self.foreign_clusters.get_or_create(&labels).set(counts.get(&(t.as_str(), joined)).copied().unwrap_or(0));
+            }
+        }
     }
 
     /// The OpenMetrics text exposition.
@@ -77,5 +106,24 @@ mod tests {
         assert!(text.contains(r#"liqo_reconciler_reconciles_total{controller="foreign_cluster",result="ok"} 1"#), "{text}");
         assert!(text.contains(r#"liqo_reconciler_reconciles_total{controller="foreign_cluster",result="RemoteUnreachable"} 1"#), "{text}");
         assert!(text.contains("liqo_reconciler_broadcasters 3"), "{text}");
+    }
+
+    #[test]
+    fn foreign_clusters_are_counted_by_type_and_peering() {
+        use liqo_api::{DiscoveryType, ForeignCluster, ForeignClusterSpec, ForeignClusterStatus, OutgoingStatus};
+        let fc = |t: DiscoveryType, joined: bool| {
+            let mut f = ForeignCluster::new("x", ForeignClusterSpec { discovery_type: Some(t), ..Default::default() });
+            f.status = Some(ForeignClusterStatus { outgoing: Some(OutgoingStatus { joined, ..Default::default() }), ..Default::default() });
+            f
+        };
+        let m = Metrics::default();
+        let fcs = [fc(DiscoveryType::Lan, true), fc(DiscoveryType::Lan, true), fc(DiscoveryType::Wan, false)];
+        m.count_foreign_clusters(&fcs);
+        let text = m.encode();
+        assert!(text.contains(r#"liqo_reconciler_foreign_clusters{discovery_type="LAN",outgoing_joined="true"} 2"#), "{text}");
+        assert!(text.contains(r#"liqo_reconciler_foreign_clusters{discovery_type="WAN",outgoing_joined="false"} 1"#), "{text}");
+        m.count_foreign_clusters(&fcs[2..]);
+        let text = m.encode();
+        assert!(text.contains(r#"liqo_reconciler_foreign_clusters{discovery_type="LAN",outgoing_joined="true"} 0"#), "a count that drops shows 0: {text}");
     }
 }
