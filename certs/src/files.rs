@@ -4,25 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use time::{Duration, OffsetDateTime};
+use time::OffsetDateTime;
 
-use crate::inspect::{inspect, reissue_reason};
-use crate::issue::{Pair, issue_serving, new_ca};
+use crate::issue::Pair;
+pub use crate::renew::Lifetimes;
+use crate::renew::{renew_ca, renew_serving};
 use crate::{CertsError, Result};
-
-/// How long certificates live and when they are renewed.
-#[derive(Clone, Debug)]
-pub struct Lifetimes {
-    pub ca: Duration,
-    pub serving: Duration,
-    pub renew_before: Duration,
-}
-
-impl Default for Lifetimes {
-    fn default() -> Self {
-        Self { ca: Duration::days(3650), serving: Duration::days(365), renew_before: Duration::days(30) }
-    }
-}
 
 /// What [`ensure`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -74,54 +61,27 @@ pub fn ensure(dir: &Path, sans: &[String], now: OffsetDateTime, life: &Lifetimes
     let paths = Paths::new(dir);
     let mut outcome = Outcome::default();
 
-    let ca = match (read(&paths.ca_crt)?, read(&paths.ca_key)?) {
-        (Some(cert_pem), Some(key_pem)) => match inspect(&cert_pem) {
-            Ok(info) if info.is_ca && info.not_after - now > life.renew_before => Some(Pair { cert_pem, key_pem }),
-            Ok(info) if !info.is_ca => {
-                outcome.ca = Some("ca.crt is not a CA".into());
-                None
-            }
-            Ok(info) => {
-                outcome.ca = Some(format!("CA expires at {}", info.not_after));
-                None
-            }
-            Err(e) => {
-                outcome.ca = Some(format!("unreadable CA ({e})"));
-                None
-            }
-        },
-        _ => {
-            outcome.ca = Some("no CA".into());
-            None
-        }
-    };
-    let ca = match ca {
-        Some(ca) => ca,
-        None => {
-            let ca = new_ca("liqo-ca", now, life.ca)?;
-            write_atomically(&paths.ca_key, &ca.key_pem)?;
-            write_atomically(&paths.ca_crt, &ca.cert_pem)?;
-            ca
-        }
-    };
-
-    let reason = match (read(&paths.tls_crt)?, read(&paths.tls_key)?) {
-        (Some(cert), Some(_)) => reissue_reason(&cert, &ca.cert_pem, sans, now, life.renew_before),
-        _ => Some("no serving certificate".into()),
-    };
-    if let Some(reason) = reason {
-        let leaf = issue_serving(&ca, sans, now, life.serving)?;
+    let pair = |cert: Option<String>, key: Option<String>| Some(Pair { cert_pem: cert?, key_pem: key? });
+    let (ca, why) = renew_ca(pair(read(&paths.ca_crt)?, read(&paths.ca_key)?), now, life)?;
+    if why.is_some() {
+        write_atomically(&paths.ca_key, &ca.key_pem)?;
+        write_atomically(&paths.ca_crt, &ca.cert_pem)?;
+    }
+    outcome.ca = why;
+    let (leaf, why) = renew_serving(&ca, pair(read(&paths.tls_crt)?, read(&paths.tls_key)?), sans, now, life)?;
+    if why.is_some() {
         // Key first: a reader that sees the new certificate must also find its key.
         write_atomically(&paths.tls_key, &leaf.key_pem)?;
         write_atomically(&paths.tls_crt, &leaf.cert_pem)?;
-        outcome.serving = Some(reason);
     }
+    outcome.serving = why;
     Ok(outcome)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use time::Duration;
 
     #[test]
     fn creates_then_keeps_then_renews_before_expiry() {

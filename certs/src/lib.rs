@@ -9,6 +9,7 @@ pub mod bundle;
 pub mod files;
 pub mod inspect;
 pub mod issue;
+pub mod renew;
 pub mod serving;
 
 pub use bundle::{inject_ca_bundle, tls_secret_yaml};
