@@ -6,6 +6,7 @@
 //! over HTTPS with reload on change.
 
 pub mod bundle;
+pub mod cluster;
 pub mod files;
 pub mod inspect;
 pub mod issue;
@@ -31,6 +32,8 @@ pub enum CertsError {
     Key(String),
     #[error("{path}: {source}")]
     Io { path: String, source: std::io::Error },
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
 }
 
 impl CertsError {
@@ -43,6 +46,7 @@ impl CertsError {
             Self::Manifest(_) => "manifest",
             Self::Key(_) => "key",
             Self::Io { .. } => "io",
+            Self::Kube(_) => "kube",
         }
     }
 }

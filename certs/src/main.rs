@@ -57,10 +57,83 @@ enum Command {
         url: Option<String>,
         manifest: PathBuf,
     },
+    /// In a cluster (or via KUBECONFIG): keep the CA Secret and the serving-certificate
+    /// Secrets of the webhook and the auth service valid, and the CA injected as caBundle into
+    /// the webhook configurations. Writes only what changed; Secrets without the
+    /// app.kubernetes.io/managed-by=liqo-certs label are the user's and are never written.
+    Sync(SyncArgs),
+}
+
+#[derive(clap::Args)]
+struct SyncArgs {
+    #[arg(long, env = "POD_NAMESPACE", default_value = "liqo")]
+    namespace: String,
+    /// Secret holding the CA.
+    #[arg(long, default_value = "liqo-ca")]
+    ca_secret: String,
+    /// Secret of the webhook's serving certificate ("" for none).
+    #[arg(long, default_value = "liqo-webhook-tls")]
+    webhook_secret: String,
+    /// Service of the webhook (its in-cluster DNS names go into the certificate).
+    #[arg(long, default_value = "liqo-webhook")]
+    webhook_service: String,
+    /// Secret of the auth service's serving certificate ("" for none).
+    #[arg(long, default_value = "liqo-auth-tls")]
+    auth_secret: String,
+    /// Service of the auth service.
+    #[arg(long, default_value = "liqo-auth")]
+    auth_service: String,
+    /// Extra names or addresses for the auth certificate: how peers reach it (repeatable).
+    #[arg(long = "auth-host", env = "LIQO_AUTH_HOSTS", value_delimiter = ',')]
+    auth_hosts: Vec<String>,
+    /// Add every node's InternalIP/ExternalIP to the auth certificate (a NodePort Service).
+    #[arg(long, env = "LIQO_AUTH_NODE_ADDRESSES")]
+    auth_node_addresses: bool,
+    /// ValidatingWebhookConfigurations that get the CA as caBundle (repeatable).
+    #[arg(long = "validating", default_value = "validate.discovery.liqo.io")]
+    validating: Vec<String>,
+    /// MutatingWebhookConfigurations that get the CA as caBundle (repeatable).
+    #[arg(long = "mutating", default_value = "mutate.discovery.liqo.io")]
+    mutating: Vec<String>,
+    /// Days a serving certificate is valid.
+    #[arg(long, default_value_t = 365)]
+    days: i64,
+    /// Renew certificates expiring within this many days.
+    #[arg(long, default_value_t = 30)]
+    renew_before_days: i64,
+}
+
+async fn sync(a: SyncArgs) -> anyhow::Result<()> {
+    use liqo_certs::cluster::{Sync, Target, node_addresses, sync};
+    let client = kube::Client::try_default().await.context("finding the API server (in-cluster or KUBECONFIG)")?;
+    let mut auth_sans = service_dns_names(&a.auth_service, &a.namespace);
+    auth_sans.extend(a.auth_hosts.iter().filter(|h| !h.is_empty()).cloned());
+    if a.auth_node_addresses {
+        auth_sans.extend(node_addresses(&client).await.context("listing the nodes' addresses")?);
+    }
+    let plan = Sync {
+        namespace: a.namespace.clone(),
+        ca_secret: a.ca_secret,
+        webhook: (!a.webhook_secret.is_empty())
+            .then(|| Target { secret: a.webhook_secret, sans: service_dns_names(&a.webhook_service, &a.namespace) }),
+        others: (!a.auth_secret.is_empty()).then(|| Target { secret: a.auth_secret, sans: auth_sans }).into_iter().collect(),
+        validating: a.validating.into_iter().filter(|n| !n.is_empty()).collect(),
+        mutating: a.mutating.into_iter().filter(|n| !n.is_empty()).collect(),
+        life: Lifetimes { serving: Duration::days(a.days), renew_before: Duration::days(a.renew_before_days), ..Lifetimes::default() },
+    };
+    for line in sync(&client, &plan, OffsetDateTime::now_utc()).await? {
+        println!("{line}");
+    }
+    Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
+        Command::Sync(args) => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            rt.block_on(sync(args))?;
+        }
         Command::Issue { dir, service, namespace, hosts, days, renew_before_days } => {
             let mut sans = service_dns_names(&service, &namespace);
             sans.extend(hosts);

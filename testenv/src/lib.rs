@@ -286,3 +286,42 @@ pub async fn install_liqo(client: &Client, namespace: &str) {
         .await;
     }
 }
+
+/// Creates every object of the multi-document YAML `text` (any kind the API server serves;
+/// namespaced objects without a namespace go to `default_namespace`), in order.
+pub async fn create_manifest(client: &Client, text: &str, default_namespace: &str) -> Vec<kube::api::DynamicObject> {
+    use kube::api::{Api, DynamicObject, PostParams};
+    use kube::core::GroupVersionKind;
+    use kube::discovery::{Scope, pinned_kind};
+    use serde::Deserialize;
+
+    let mut created = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(text) {
+        let value = serde_json::to_value(serde_yaml::Value::deserialize(doc).expect("YAML")).expect("JSON");
+        if value.is_null() {
+            continue;
+        }
+        let obj: DynamicObject = serde_json::from_value(value).expect("a Kubernetes object");
+        let types = obj.types.clone().expect("apiVersion and kind");
+        let gvk = GroupVersionKind::try_from(&types).expect("apiVersion");
+        let (resource, caps) = pinned_kind(client, &gvk).await.unwrap_or_else(|e| panic!("{gvk:?} unknown: {e}"));
+        let api: Api<DynamicObject> = match caps.scope {
+            Scope::Cluster => Api::all_with(client.clone(), &resource),
+            Scope::Namespaced => Api::namespaced_with(client.clone(), obj.metadata.namespace.as_deref().unwrap_or(default_namespace), &resource),
+        };
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        created.push(api.create(&PostParams::default(), &obj).await.unwrap_or_else(|e| panic!("creating {} {name}: {e}", gvk.kind)));
+    }
+    created
+}
+
+/// A token of ServiceAccount `namespace/name` (TokenRequest), to run a component with exactly
+/// the permissions its manifests grant.
+pub async fn service_account_token(client: &Client, namespace: &str, name: &str) -> String {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::api::{Api, PostParams};
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let issued = sas.create_token_request(name, &PostParams::default(), &TokenRequest::default()).await.expect("TokenRequest");
+    issued.status.and_then(|s| s.token).unwrap_or_else(|| panic!("no token for {namespace}/{name}"))
+}
