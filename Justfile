@@ -40,6 +40,10 @@ webhook-local-config url="https://127.0.0.1:8443" dir="/tmp/liqo-webhook-certs":
     cargo run -q -p liqo-certs -- issue --dir {{dir}} --host localhost --host 127.0.0.1
     cargo run -q -p liqo-certs -- inject --ca {{dir}}/ca.crt --url {{url}} manifests/webhook/webhook-configurations.yaml
 
+# Container image with the three binaries (/liqo-webhook, /liqo-reconciler, /liqo-certs).
+image tag="liqo-discovery:latest":
+    docker build -t {{tag}} .
+
 # Two-cluster end-to-end suite on kind (needs Docker and kind).
 e2e:
     kind-tests/run.sh

