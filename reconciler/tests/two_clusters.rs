@@ -228,5 +228,15 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     fcs.delete("my-remote", &DeleteParams::default()).await.unwrap();
     gone(&fcs, "my-remote", "the ForeignCluster deleted although its remote is gone").await;
     gone(&home_adverts, &format!("advertisement-{remote_id}"), "the Advertisement removed locally").await;
-    drop(home_rec);
+
+    // SIGTERM: the controllers and servers stop cleanly and the process exits 0.
+    let mut home_rec = home_rec;
+    assert!(Command::new("kill").args(["-TERM", &home_rec.child.id().to_string()]).status().unwrap().success());
+    let child = &mut home_rec.child;
+    let status = eventually("the reconciler exited after SIGTERM", || {
+        let s = child.try_wait().unwrap();
+        async move { s }
+    })
+    .await;
+    assert!(status.success(), "exit status {status}");
 }
