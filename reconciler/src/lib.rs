@@ -19,6 +19,7 @@ pub mod conditions;
 pub mod config;
 pub mod discovery;
 pub mod error;
+pub mod events;
 pub mod grant;
 pub mod foreign_cluster;
 pub mod identity;

@@ -294,7 +294,7 @@ async fn main() -> anyhow::Result<()> {
         peers: (*peers).clone(),
         secrets,
         advertisements,
-        recorder: Some(recorder),
+        recorder: Some(recorder.clone()),
         timing: foreign_cluster::Timing {
             health: Duration::from_secs(args.health_period_seconds),
             retry: Duration::from_secs(10),
@@ -319,6 +319,7 @@ async fn main() -> anyhow::Result<()> {
         peers: (*peers).clone(),
         period: Duration::from_secs(args.search_domain_period_seconds.max(1)),
         last: Default::default(),
+        recorder: Some(recorder.clone()),
     });
     let advertised_port = args
         .advertised_auth_url
@@ -338,6 +339,7 @@ async fn main() -> anyhow::Result<()> {
         auth_url: args.advertised_auth_url.clone().filter(|u| !u.is_empty()),
         api_url: args.api_url.clone().filter(|u| !u.is_empty()),
         mdns_port: MDNS_PORT,
+        recorder: Some(recorder),
     });
     let in_ctx = Arc::new(incoming::Ctx {
         client: client.clone(),

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kube::runtime::events::{Recorder, Reporter};
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use liqo_api::names::{LABEL_CLUSTER_ID, LABEL_DISCOVERY_TYPE, LABEL_SEARCHDOMAIN};
@@ -59,9 +60,18 @@ fn start_controller(client: &Client, dns: DnsSd, config: ClusterConfigSpec) -> w
         peers: Network { roots: Verify::Nothing, api_timeout: Duration::from_secs(5) },
         period: Duration::from_secs(1),
         last: Default::default(),
+        recorder: Some(Recorder::new(client.clone(), Reporter { controller: "liqo-reconciler".into(), instance: None })),
     });
     tokio::spawn(search_domain::run(ctx, Arc::new(Metrics::default()), std::future::pending()));
     cfg_tx
+}
+
+/// The Event of `reason` about the object named `regarding`, if there is one.
+async fn event(client: &Client, reason: &str, regarding: &str) -> Option<k8s_openapi::api::events::v1::Event> {
+    let events = Api::<k8s_openapi::api::events::v1::Event>::all(client.clone()).list(&Default::default()).await.unwrap();
+    events.items.into_iter().find(|e| {
+        e.reason.as_deref() == Some(reason) && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding)
+    })
 }
 
 async fn fc(client: &Client, name: &str) -> Option<ForeignCluster> {
@@ -124,6 +134,11 @@ async fn a_search_domain_keeps_one_foreign_cluster_per_listed_cluster() {
     dns_server.set_zone(&api_zone(&[ID, ID3])).await;
     eventually("the new cluster found", || async { fc(&admin, ID3).await }).await;
     eventually("the unlisted cluster's ForeignCluster deleted", || async { fc(&admin, ID2).await.is_none().then_some(()) }).await;
+    // Events say what happened to whom.
+    let discovered = eventually("a Discovered Event", || async { event(&admin, "Discovered", ID3).await }).await;
+    assert!(discovered.note.unwrap().contains("in DNS domain example.com (SearchDomain example.com)"));
+    assert_eq!(discovered.type_.as_deref(), Some("Normal"));
+    eventually("a NoLongerListed Event", || async { event(&admin, "NoLongerListed", ID2).await }).await;
 
     // The server goes down: the status says so, nothing is deleted.
     dns_server.stop().await;
@@ -133,6 +148,8 @@ async fn a_search_domain_keeps_one_foreign_cluster_per_listed_cluster() {
     .await;
     assert_eq!(reason, "DnsLookupFailed", "{message}");
     assert!(message.contains("nothing deleted"), "{message}");
+    let warning = eventually("a DnsLookupFailed Event", || async { event(&admin, "DnsLookupFailed", "example.com").await }).await;
+    assert_eq!(warning.type_.as_deref(), Some("Warning"));
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(fc(&admin, ID).await.is_some() && fc(&admin, ID3).await.is_some(), "a failed lookup deletes nothing");
 }

@@ -42,6 +42,7 @@ pub struct Ctx<P: Peers> {
     pub api_url: Option<String>,
     /// The mDNS port (5353; tests may use another).
     pub mdns_port: u16,
+    pub recorder: Option<kube::runtime::events::Recorder>,
 }
 
 /// What the LAN loop keeps between events.
@@ -141,7 +142,8 @@ impl State {
                     return Ok(());
                 }
                 self.strikes.seen(&cluster.cluster_id, Instant::now());
-                apply(&ctx.client, merge::merge(existing, &cluster, &Finder::Lan, config.discovery_config.autojoin)).await
+                let change = merge::merge(existing, &cluster, &Finder::Lan, config.discovery_config.autojoin);
+                apply(&ctx.client, change, ctx.recorder.as_ref(), "on the LAN (mDNS)").await
             }
             Sighting::Unusable { fullname, why } => {
                 if self.unusable_logged.insert(fullname.clone()) {
@@ -179,7 +181,8 @@ impl State {
                 Verdict::Missed(n) => tracing::info!(cluster = %id, misses = n, "LAN cluster not seen again and not answering"),
                 Verdict::Expired => {
                     tracing::info!(cluster = %id, "LAN cluster gone; deleting its ForeignCluster (peering torn down first)");
-                    delete_foreign(&ctx.client, &kube::ResourceExt::name_any(fc)).await?;
+                    let note = format!("not seen on the LAN for {} checks in a row, auth service silent", expiry::MAX_MISSES);
+                    delete_foreign(&ctx.client, fc, ctx.recorder.as_ref(), "Expired", note).await?;
                 }
             }
         }

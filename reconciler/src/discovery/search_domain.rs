@@ -12,6 +12,7 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
@@ -43,6 +44,7 @@ pub struct Ctx<P: Peers> {
     pub period: Duration,
     /// When each SearchDomain (by name) was last looked up, at which generation.
     pub last: Mutex<HashMap<String, (Option<i64>, Instant)>>,
+    pub recorder: Option<Recorder>,
 }
 
 /// The clusters one lookup yields, and what it had to skip.
@@ -108,13 +110,17 @@ async fn write_status(client: &Client, sd: &SearchDomain, status: SearchDomainSt
     Ok(())
 }
 
-/// Applies one merge decision.
-pub async fn apply(client: &Client, change: Change) -> Result<()> {
+/// Applies one merge decision; a new ForeignCluster gets a `Discovered` Event saying how.
+pub async fn apply(client: &Client, change: Change, recorder: Option<&Recorder>, how: &str) -> Result<()> {
     let api = Api::<ForeignCluster>::all(client.clone());
     match change {
         Change::Unchanged => Ok(()),
         Change::Create(fc) => match api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &fc).await {
-            Ok(_) => Ok(()),
+            Ok(created) => {
+                let id = created.spec.cluster_identity.as_ref().map(|c| c.cluster_id.clone()).unwrap_or_default();
+                crate::events::publish(recorder, &created, false, "Discovery", "Discovered", format!("cluster {id} found {how}")).await;
+                Ok(())
+            }
             Err(e) if is_conflict(&e) => Ok(()), // our store had not seen it yet; next round merges
             Err(e) => Err(e.into()),
         },
@@ -125,10 +131,14 @@ pub async fn apply(client: &Client, change: Change) -> Result<()> {
     }
 }
 
-/// Deletes ForeignCluster `name` (its finalizer tears the peering down first).
-pub async fn delete_foreign(client: &Client, name: &str) -> Result<()> {
-    match Api::<ForeignCluster>::all(client.clone()).delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
+/// Deletes ForeignCluster `fc` (its finalizer tears the peering down first), with a Normal
+/// Event of `reason` and `note` on it.
+pub async fn delete_foreign(client: &Client, fc: &ForeignCluster, recorder: Option<&Recorder>, reason: &str, note: String) -> Result<()> {
+    match Api::<ForeignCluster>::all(client.clone()).delete(&fc.name_any(), &DeleteParams::default()).await {
+        Ok(_) => {
+            crate::events::publish(recorder, fc, false, "Discovery", reason, note).await;
+            Ok(())
+        }
         Err(e) if is_not_found(&e) => Ok(()),
         Err(e) => Err(e.into()),
     }
@@ -158,8 +168,11 @@ pub async fn reconcile<P: Peers>(sd: Arc<SearchDomain>, ctx: Arc<Ctx<P>>) -> Res
         Ok(l) => l,
         Err(e) => {
             tracing::warn!(searchdomain = %name, error = %e, "lookup failed; nothing deleted");
-            let wanted = Wanted { type_: READY, status: false, reason: e.label(), message: format!("{}: {e} (nothing deleted)", sd.spec.domain) };
-            conditions::set(&mut status.conditions, wanted, generation, now);
+            let message = format!("{}: {e} (nothing deleted)", sd.spec.domain);
+            let wanted = Wanted { type_: READY, status: false, reason: e.label(), message: message.clone() };
+            if conditions::set(&mut status.conditions, wanted, generation, now) {
+                crate::events::publish(ctx.recorder.as_ref(), &*sd, true, "Lookup", e.label(), message).await;
+            }
             write_status(&ctx.client, &sd, status).await?;
             return Ok(Action::requeue(ctx.period));
         }
@@ -175,13 +188,17 @@ pub async fn reconcile<P: Peers>(sd: Arc<SearchDomain>, ctx: Arc<Ctx<P>>) -> Res
     for (instance, cluster) in &found.clusters {
         let existing = merge::find(fcs.iter().map(|f| &**f), &cluster.cluster_id);
         let fc_name = existing.map(|f| f.name_any()).unwrap_or_else(|| cluster.cluster_id.clone());
-        apply(&ctx.client, merge::merge(existing, cluster, &finder, join)).await?;
+        let how = format!("in DNS domain {} (SearchDomain {name})", sd.spec.domain);
+        apply(&ctx.client, merge::merge(existing, cluster, &finder, join), ctx.recorder.as_ref(), &how).await?;
         listed_ids.push(cluster.cluster_id.clone());
         result.push(FoundCluster { foreign_cluster: fc_name, cluster_id: cluster.cluster_id.clone(), instance: Some(instance.clone()) });
     }
     for gone in merge::no_longer_listed(fcs.iter().map(|f| &**f), &finder, &listed_ids) {
         tracing::info!(searchdomain = %name, foreign_cluster = %gone, "no longer listed; deleting its ForeignCluster");
-        delete_foreign(&ctx.client, &gone).await?;
+        if let Some(fc) = fcs.iter().find(|f| f.name_any() == gone) {
+            let note = format!("no longer listed in DNS domain {}", sd.spec.domain);
+            delete_foreign(&ctx.client, fc, ctx.recorder.as_ref(), "NoLongerListed", note).await?;
+        }
     }
     result.sort_by(|a, b| a.cluster_id.cmp(&b.cluster_id));
     result.dedup_by(|a, b| a.cluster_id == b.cluster_id);

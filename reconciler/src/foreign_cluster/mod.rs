@@ -11,12 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ObjectReference, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::ByteString;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -114,18 +114,7 @@ impl<P: Peers> Ctx<P> {
     }
 
     async fn event(&self, fc: &ForeignCluster, warning: bool, reason: &str, note: String) {
-        let Some(recorder) = &self.recorder else { return };
-        let ev = Event {
-            type_: if warning { EventType::Warning } else { EventType::Normal },
-            reason: reason.into(),
-            note: Some(note),
-            action: "Peering".into(),
-            secondary: None,
-        };
-        let reference: ObjectReference = fc.object_ref(&());
-        if let Err(e) = recorder.publish(&ev, &reference).await {
-            tracing::debug!(error = %e, "publishing an Event failed");
-        }
+        crate::events::publish(self.recorder.as_ref(), fc, warning, "Peering", reason, note).await;
     }
 
     async fn remote_client(&self, fc_name: &str, access: RemoteAccess) -> Result<Client> {
