@@ -42,6 +42,12 @@ pub trait Peers: Send + Sync + 'static {
     ) -> impl Future<Output = Result<IdentityResponse>> + Send;
     /// A client for the peer's API server.
     fn api_client(&self, access: &RemoteAccess) -> impl Future<Output = Result<Client>> + Send;
+    /// The peer's API server CA from its `kube-public/cluster-info` (for peers known by
+    /// `apiUrl` only), verified as `trust` says.
+    fn cluster_info_ca(&self, api_url: &str, trust: TrustMode) -> impl Future<Output = Result<String>> + Send {
+        let _ = (api_url, trust);
+        async { Err(Error::remote("API server", "cluster-info is not available here")) }
+    }
 }
 
 /// The real network.
@@ -75,6 +81,9 @@ impl Peers for Network {
     async fn identity(&self, auth_url: &str, trust: TrustMode, request: &IdentityRequest) -> Result<IdentityResponse> {
         client::identity(auth_url, &self.verify(trust), request).await
     }
+    async fn cluster_info_ca(&self, api_url: &str, trust: TrustMode) -> Result<String> {
+        client::cluster_info_ca(api_url, &self.verify(trust)).await
+    }
     async fn api_client(&self, access: &RemoteAccess) -> Result<Client> {
         let kubeconfig = pinned_kubeconfig(access)?;
         let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
@@ -85,6 +94,13 @@ impl Peers for Network {
         config.write_timeout = Some(self.api_timeout);
         Client::try_from(config).map_err(|e| Error::remote("API server", e))
     }
+}
+
+/// A kubeconfig without credentials for `api_url`: requests are anonymous (pure).
+pub fn anonymous_kubeconfig(api_url: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: remote\n  cluster:\n    server: {api_url}\nusers:\n- name: anonymous\n  user: {{}}\ncontexts:\n- name: remote\n  context:\n    cluster: remote\n    user: anonymous\ncurrent-context: remote\n"
+    )
 }
 
 /// `access.kubeconfig` with every cluster pointed at `api_url` and verified against `ca_pem`
@@ -128,6 +144,17 @@ mod tests {
         // Without a pinned CA the kubeconfig's own stays.
         let k = pinned_kubeconfig(&RemoteAccess { kubeconfig: ISSUED.into(), api_url: None, ca_pem: None }).unwrap();
         assert_eq!(k.clusters[0].cluster.as_ref().unwrap().certificate_authority_data.as_deref(), Some("b2xk"));
+    }
+
+    #[test]
+    fn the_anonymous_kubeconfig_has_no_credentials_and_takes_the_pinned_ca() {
+        let access = RemoteAccess { kubeconfig: anonymous_kubeconfig("https://1.2.3.4:6443"), api_url: None, ca_pem: Some("PEM".into()) };
+        let k = pinned_kubeconfig(&access).unwrap();
+        let c = k.clusters[0].cluster.as_ref().unwrap();
+        assert_eq!(c.server.as_deref(), Some("https://1.2.3.4:6443"));
+        assert_eq!(c.certificate_authority_data.as_deref(), Some("UEVN"));
+        let user = k.auth_infos[0].auth_info.clone().unwrap_or_default();
+        assert!(user.token.is_none() && user.client_certificate_data.is_none() && user.username.is_none());
     }
 
     #[test]

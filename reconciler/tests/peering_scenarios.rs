@@ -154,6 +154,10 @@ impl Peers for Handle {
         self.asked.lock().unwrap().push(format!("api_client:{}", access.kubeconfig));
         Ok(self.remote.clone())
     }
+    async fn cluster_info_ca(&self, _: &str, _: TrustMode) -> Result<String, Error> {
+        self.check("cluster-info")?;
+        Ok(self.ca.lock().unwrap().clone())
+    }
 }
 
 struct World {
@@ -624,4 +628,86 @@ async fn unjoin_completes_locally_when_the_remote_refuses_us() {
     assert_eq!(w.reconcile(fc(spec, joined_status(true), true)).await.unwrap(), Action::await_change());
     expect(&w.remote, &remote);
     expect(&w.home, &home);
+}
+
+// Seed 003's manual form (clusterID + apiUrl, no authUrl): anonymous peering, the seed-001 way.
+
+const API: &str = "https://remote.example:6443";
+
+fn anonymous_spec() -> Value {
+    json!({"clusterID": REMOTE, "apiUrl": API, "namespace": "liqo", "join": true, "discoveryType": "Manual",
+           "allowUntrustedCA": true, "trustMode": "Untrusted"})
+}
+
+fn version() -> Value {
+    json!({"major": "1", "minor": "36", "gitVersion": "v1.36.0", "gitCommit": "x", "gitTreeState": "clean",
+           "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.26", "compiler": "gc", "platform": "linux/amd64"})
+}
+
+#[tokio::test]
+async fn anonymous_join_takes_the_ca_from_cluster_info_and_offers_without_credentials() {
+    let mut home = vec![call("POST", SECRETS, 201, Value::Null)]; // <fc>-ca-data
+    home.extend(offer_home());
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    let remote = vec![
+        call("GET", "/version", 200, version()),
+        call("POST", "/api/v1/namespaces/liqo/secrets", 201, Value::Null),
+        call("POST", PRS, 201, Value::Null),
+    ];
+    let w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    let action = w.reconcile(fc(anonymous_spec(), json!({}), true)).await.unwrap();
+    assert_eq!(action, Action::requeue(Timing::default().health));
+    expect(&w.home, &home);
+    expect(&w.remote, &remote);
+
+    let asked = w.peer.asked.lock().unwrap().clone();
+    assert_eq!(asked[0], "cluster-info", "the CA comes from kube-public/cluster-info, not an auth service");
+    assert!(asked[1].starts_with("api_client:") && !asked[1].contains("token"), "no credentials: {}", asked[1]);
+    assert!(asked[1].contains(API));
+    let home_seen = w.home.lock().unwrap().clone();
+    let ca = body_of(&home_seen, "POST", SECRETS);
+    assert_eq!(ca["metadata"]["name"], format!("{FC}-ca-data"));
+    let remote_seen = w.remote.lock().unwrap().clone();
+    let pr = body_of(&remote_seen, "POST", PRS);
+    assert_eq!(pr["metadata"]["name"], HOME);
+    assert_eq!(pr["spec"]["kubeConfigRef"]["name"], format!("pr-kubeconfig-{HOME}"));
+    let status = &body_of(&home_seen, "PATCH", &format!("{FCS}/{FC}/status"))["status"];
+    let reason = |t: &str| status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == t).map(|c| c["reason"].clone());
+    assert_eq!(reason("Authenticated"), Some(json!("Anonymous")));
+    assert_eq!(reason("CaVerified"), Some(json!("Pinned")));
+    assert_eq!(reason("Joined"), Some(json!("WaitingForAdvertisement")));
+    assert_eq!(status["outgoing"]["joined"], false);
+}
+
+#[tokio::test]
+async fn anonymous_offer_refused_says_what_the_remote_needs() {
+    let mut home = offer_home();
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    let forbidden = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+                           "message": "secrets is forbidden: User \"system:anonymous\" cannot create resource"});
+    let remote = vec![call("GET", "/version", 200, version()), call("POST", "/api/v1/namespaces/liqo/secrets", 403, forbidden)];
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    let pinned = w.pinned.clone();
+    w.store_secret(&format!("{FC}-ca-data"), "ca.crt", &pinned);
+    w.reconcile(fc(anonymous_spec(), json!({}), true)).await.unwrap();
+    expect(&w.home, &home);
+    expect(&w.remote, &remote);
+    let home_seen = w.home.lock().unwrap().clone();
+    let status = &body_of(&home_seen, "PATCH", &format!("{FCS}/{FC}/status"))["status"];
+    let joined = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Joined").unwrap();
+    assert_eq!(joined["reason"], "AnonymousPeeringRefused");
+    assert!(joined["message"].as_str().unwrap().contains("manifests/anonymous-peering/"), "{joined}");
+}
+
+#[tokio::test]
+async fn anonymous_peer_already_advertising_costs_one_remote_call() {
+    let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+    let remote = vec![call("GET", "/version", 200, version())];
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    let pinned = w.pinned.clone();
+    w.store_secret(&format!("{FC}-ca-data"), "ca.crt", &pinned);
+    w.store_advertisement();
+    w.reconcile(fc(anonymous_spec(), json!({}), true)).await.unwrap();
+    expect(&w.home, &home);
+    expect(&w.remote, &remote);
 }

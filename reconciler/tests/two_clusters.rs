@@ -240,3 +240,94 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     .await;
     assert!(status.success(), "exit status {status}");
 }
+
+/// What kubeadm (and kind) publish: `kube-public/cluster-info` with the API server's CA,
+/// readable anonymously.
+async fn publish_cluster_info(cp: &ControlPlane, admin: &Client) {
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD.encode(&cp.ca_pem);
+    let kubeconfig = format!("apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: {}\n  name: \"\"\n", cp.url);
+    let manifest = format!(
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata: {{name: cluster-info, namespace: kube-public}}
+data:
+  kubeconfig: {kubeconfig:?}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: "kubeadm:bootstrap-signer-clusterinfo", namespace: kube-public}}
+rules:
+  - {{apiGroups: [""], resources: [configmaps], resourceNames: [cluster-info], verbs: [get]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: "kubeadm:bootstrap-signer-clusterinfo", namespace: kube-public}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: "kubeadm:bootstrap-signer-clusterinfo"}}
+subjects:
+  - {{apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:anonymous"}}
+"#
+    );
+    liqo_testenv::create_manifest(admin, &manifest, "kube-public").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_003_manual_form_peers_anonymously_where_the_remote_allows_it() {
+    let Some(home_cp) = ControlPlane::start_or_skip().await else { return };
+    let Some(remote_cp) = ControlPlane::start_or_skip().await else { return };
+    let (home, remote) = (home_cp.admin(), remote_cp.admin());
+    install_liqo(&home, "liqo").await;
+    install_liqo(&remote, "liqo").await;
+    publish_cluster_info(&remote_cp, &remote).await;
+    let home_rec = start_reconciler(&home_cp, "home", &reconciler_token(&home).await);
+    let remote_rec = start_reconciler(&remote_cp, "remote", &reconciler_token(&remote).await);
+    ready(&home_rec).await;
+    ready(&remote_rec).await;
+    let (home_id, remote_id) = (cluster_id(&home).await, cluster_id(&remote).await);
+
+    // Seed 003's manual form: the remote's cluster ID and API server, no auth service.
+    let fcs: Api<ForeignCluster> = Api::all(home.clone());
+    let fc: ForeignCluster = serde_json::from_value(json!({
+        "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
+        "metadata": {"name": "foreign-cluster"},
+        "spec": {"clusterID": remote_id, "join": true, "namespace": "liqo", "apiUrl": remote_cp.url, "discoveryType": "Manual", "allowUntrustedCA": true}
+    }))
+    .unwrap();
+    fcs.create(&PostParams::default(), &fc).await.unwrap();
+
+    // The remote does not admit anonymous PeeringRequests yet: the condition says what to do.
+    let refused = fc_where(&home, "foreign-cluster", "the anonymous offer refused", |f| {
+        f.status.as_ref().and_then(|s| liqo_reconciler::conditions::get(&s.conditions, "Joined")).is_some_and(|c| c.reason == "AnonymousPeeringRefused")
+    })
+    .await;
+    let message = liqo_reconciler::conditions::get(&refused.status.unwrap().conditions, "Joined").unwrap().message.clone();
+    assert!(message.contains("manifests/anonymous-peering"), "{message}");
+
+    // With the opt-in RBAC on the remote, the next health round peers.
+    let overlay = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/anonymous-peering/anonymous-peering.yaml")).unwrap();
+    liqo_testenv::create_manifest(&remote, &overlay, "liqo").await;
+    let joined = fc_where(&home, "foreign-cluster", "the ForeignCluster joined anonymously", outgoing_joined).await;
+    let status = joined.status.clone().unwrap();
+    let ca_secret = Api::<Secret>::namespaced(home.clone(), "liqo").get("foreign-cluster-ca-data").await.unwrap();
+    assert_eq!(String::from_utf8(ca_secret.data.unwrap()["ca.crt"].0.clone()).unwrap(), remote_cp.ca_pem, "the CA of kube-public/cluster-info");
+    assert_eq!(status.ca_fingerprint.as_deref(), Some(&*liqo_certs::inspect::fingerprint_sha256(&remote_cp.ca_pem).unwrap()));
+    assert_eq!(joined.spec.trust_mode, Some(liqo_api::TrustMode::Untrusted));
+    let authenticated = liqo_reconciler::conditions::get(&status.conditions, "Authenticated").unwrap();
+    assert_eq!(authenticated.reason, "Anonymous");
+    let remote_prs: Api<PeeringRequest> = Api::all(remote.clone());
+    let pr = remote_prs.get(&home_id).await.unwrap();
+    assert_eq!(pr.spec.requester_cluster_id(), Some(home_id.as_str()));
+    let home_adverts: Api<Advertisement> = Api::all(home.clone());
+    home_adverts.get(&format!("advertisement-{remote_id}")).await.unwrap();
+    assert!(Api::<Secret>::namespaced(home.clone(), "liqo").get_opt("foreign-cluster-identity").await.unwrap().is_none(), "no identity was issued");
+
+    // Unjoin: the peer's access here is revoked, the condition says the PeeringRequest stays.
+    fcs.patch("foreign-cluster", &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
+    gone(&home_adverts, &format!("advertisement-{remote_id}"), "the remote's Advertisement removed here").await;
+    gone(&Api::<ServiceAccount>::namespaced(home.clone(), "liqo"), &remote_id, "the peer's access removed here").await;
+    let unjoined = fc_where(&home, "foreign-cluster", "outgoing.joined cleared", |f| !outgoing_joined(f) && f.finalizers().is_empty()).await;
+    let joined_condition = liqo_reconciler::conditions::get(&unjoined.status.as_ref().unwrap().conditions, "Joined").unwrap().clone();
+    assert_eq!(joined_condition.reason, "Unjoined");
+    assert!(joined_condition.message.contains("stays on the remote"), "{}", joined_condition.message);
+    assert!(remote_prs.get_opt(&home_id).await.unwrap().is_some(), "an anonymous requester cannot delete it");
+}

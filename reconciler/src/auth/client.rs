@@ -207,7 +207,71 @@ pub async fn ca(base: &str, verify: &Verify) -> Result<String> {
     Ok(pem)
 }
 
+/// Path of the ConfigMap kubeadm (and kind) publish for anyone to read: a kubeconfig whose
+/// cluster carries the API server's CA.
+pub const CLUSTER_INFO_PATH: &str = "/api/v1/namespaces/kube-public/configmaps/cluster-info";
+
+/// The API server CA (PEM) from the body of the `kube-public/cluster-info` ConfigMap (pure).
+pub fn ca_from_cluster_info(body: &[u8]) -> std::result::Result<String, String> {
+    let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_slice(body).map_err(|e| format!("not a ConfigMap: {e}"))?;
+    let kubeconfig = cm.data.as_ref().and_then(|d| d.get("kubeconfig")).ok_or("no data.kubeconfig")?;
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(kubeconfig).map_err(|e| format!("data.kubeconfig: {e}"))?;
+    let b64 = kubeconfig
+        .clusters
+        .iter()
+        .find_map(|c| c.cluster.as_ref()?.certificate_authority_data.clone())
+        .ok_or("data.kubeconfig has no certificate-authority-data")?;
+    use base64::Engine;
+    let pem = base64::engine::general_purpose::STANDARD.decode(b64.trim()).map_err(|e| format!("certificate-authority-data: {e}"))?;
+    let pem = String::from_utf8(pem).map_err(|e| format!("certificate-authority-data: {e}"))?;
+    Verify::pinned(&pem).map_err(|e| format!("certificate-authority-data: {e}"))?;
+    Ok(pem)
+}
+
+/// The remote API server's CA from its anonymously readable `kube-public/cluster-info`
+/// (the kubeadm-join way), fetched from `api_url` verified as `verify` says.
+pub async fn cluster_info_ca(api_url: &str, verify: &Verify) -> Result<String> {
+    let (status, body) = call(api_url, verify, "GET", CLUSTER_INFO_PATH, None).await?;
+    let fail = |m: String| Error::Remote { what: "API server", message: format!("{api_url}{CLUSTER_INFO_PATH}: {m}") };
+    if status != 200 {
+        return Err(fail(format!("HTTP {status} (not published, or not readable anonymously)")));
+    }
+    ca_from_cluster_info(&body).map_err(fail)
+}
+
 /// `POST /identity`.
 pub async fn identity(base: &str, verify: &Verify, request: &IdentityRequest) -> Result<IdentityResponse> {
     decode(base, "/identity", 201, call(base, verify, "POST", "/identity", Some(json(request))).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine;
+
+    fn cluster_info(kubeconfig: &str) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cluster-info", "namespace": "kube-public"},
+            "data": {"kubeconfig": kubeconfig},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_ca_is_read_from_kubeadms_cluster_info() {
+        let ca = liqo_certs::new_ca("kubernetes", time::OffsetDateTime::now_utc(), time::Duration::days(10)).unwrap();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&ca.cert_pem);
+        let kubeconfig = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: {b64}\n    server: https://172.18.0.2:6443\n  name: \"\"\ncontexts: null\ncurrent-context: \"\"\npreferences: {{}}\nusers: null\n"
+        );
+        assert_eq!(ca_from_cluster_info(&cluster_info(&kubeconfig)).unwrap(), ca.cert_pem);
+
+        let no_ca = "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: https://172.18.0.2:6443\n  name: x\n";
+        assert!(ca_from_cluster_info(&cluster_info(no_ca)).unwrap_err().contains("no certificate-authority-data"));
+        let junk = format!("apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: {}\n  name: x\n", base64::engine::general_purpose::STANDARD.encode("junk"));
+        assert!(ca_from_cluster_info(&cluster_info(&junk)).unwrap_err().starts_with("certificate-authority-data"));
+        assert!(ca_from_cluster_info(b"{}").unwrap_err().contains("no data.kubeconfig"));
+        assert!(ca_from_cluster_info(b"not json").unwrap_err().starts_with("not a ConfigMap"));
+    }
 }

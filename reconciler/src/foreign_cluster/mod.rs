@@ -4,6 +4,7 @@
 //! Steady state costs one request per joined peer per health period (GET of our PeeringRequest
 //! on the remote) and no writes: everything local is read from watch-fed stores.
 
+pub mod anonymous;
 pub mod decide;
 
 use std::collections::{BTreeMap, HashMap};
@@ -220,7 +221,17 @@ async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config:
     let name = fc.name_any();
     let mut status = fc.status.clone().unwrap_or_default();
     let Some(auth_url) = fc.spec.auth_url.clone().filter(|u| !u.is_empty()) else {
-        condition(&mut status, fc, JOINED, false, "NoAuthUrl", "spec.authUrl is required to join: the remote's auth service issues our identity there");
+        if let (Some(api_url), Some(_)) = (fc.spec.api_url.clone().filter(|u| !u.is_empty()), fc.spec.remote_cluster_id()) {
+            return anonymous::join(fc, ctx, own_id, config, &api_url).await;
+        }
+        condition(
+            &mut status,
+            fc,
+            JOINED,
+            false,
+            "NoAuthUrl",
+            "set spec.authUrl (the remote's auth service issues our identity there), or spec.apiUrl with the cluster ID for a remote that admits anonymous PeeringRequests",
+        );
         write_status(&ctx.client, fc, &status).await?;
         return Ok(Action::await_change());
     };
@@ -290,12 +301,7 @@ async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config:
     }
 
     // From here on remote objects may exist: the finalizer guarantees they are removed.
-    if !fc.finalizers().iter().any(|f| f == FINALIZER_PEERED) {
-        let mut finalizers = fc.finalizers().to_vec();
-        finalizers.push(FINALIZER_PEERED.to_owned());
-        let patch = serde_json::json!({"metadata": {"finalizers": finalizers, "resourceVersion": fc.resource_version()}});
-        fcs(&ctx.client).patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await?;
-    }
+    add_finalizer(fc, &ctx.client).await?;
 
     // The remote API server CA, retrieved once and pinned.
     let ca_name = ca_data_secret(&name);
@@ -394,9 +400,31 @@ async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config:
         ctx.event(fc, repaired, reason, note).await;
     }
 
-    // Joined once the remote advertises to us.
-    let adv_name = advertisement_name(&remote_id);
-    let present = ctx.advertisements.get(&ObjectRef::new(&adv_name)).is_some();
+    finish_join(fc, ctx, status, own_id, &remote_id).await
+}
+
+/// Adds the finalizer `discovery.liqo.io/peered` when missing.
+async fn add_finalizer(fc: &ForeignCluster, client: &Client) -> Result<()> {
+    if fc.finalizers().iter().any(|f| f == FINALIZER_PEERED) {
+        return Ok(());
+    }
+    let mut finalizers = fc.finalizers().to_vec();
+    finalizers.push(FINALIZER_PEERED.to_owned());
+    let patch = serde_json::json!({"metadata": {"finalizers": finalizers, "resourceVersion": fc.resource_version()}});
+    fcs(client).patch(&fc.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await?;
+    Ok(())
+}
+
+/// Whether the peer's Advertisement is here now.
+fn advertisement_present<P: Peers>(ctx: &Ctx<P>, remote_id: &str) -> bool {
+    ctx.advertisements.get(&ObjectRef::new(&advertisement_name(remote_id))).is_some()
+}
+
+/// Joined once the remote advertises to us: `outgoing` and the `Joined` condition follow the
+/// peer's Advertisement; the next health check is scheduled.
+async fn finish_join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, mut status: ForeignClusterStatus, own_id: &str, remote_id: &str) -> Result<Action> {
+    let adv_name = advertisement_name(remote_id);
+    let present = advertisement_present(ctx, remote_id);
     let seen_before = status.outgoing.as_ref().is_some_and(|o| o.advertisement.is_some());
     let (joined, reason, message) = decide::joined_reason(present, seen_before);
     status.outgoing = Some(OutgoingStatus {
@@ -415,11 +443,20 @@ async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config:
 /// Grants the peer its Advertisement access here, and puts the kubeconfig for it and our
 /// PeeringRequest on the remote.
 async fn offer_peering<P: Peers>(ctx: &Ctx<P>, remote: &Client, ours: &OurRequest<'_>, remote_id: &str) -> Result<()> {
+    let secret = peer_kubeconfig_secret(ctx, ours, remote_id).await?;
+    grant::apply(&Api::<Secret>::namespaced(remote.clone(), ours.remote_namespace), FIELD_MANAGER, &secret).await?;
+    grant::apply(&Api::<PeeringRequest>::all(remote.clone()), FIELD_MANAGER, &ours.object()).await?;
+    Ok(())
+}
+
+/// Grants the peer its Advertisement access here, and returns the Secret (for the remote's
+/// namespace) holding a kubeconfig for that access.
+async fn peer_kubeconfig_secret<P: Peers>(ctx: &Ctx<P>, ours: &OurRequest<'_>, remote_id: &str) -> Result<Secret> {
     let access = advertisement_access(remote_id, &ctx.namespace);
     grant::grant(&ctx.client, &ctx.namespace, FIELD_MANAGER, &access).await?;
     let token = grant::token(&ctx.client, &ctx.namespace, remote_id, ctx.token_lifetime).await?;
     let config = kubeconfig(&ctx.api_server, ours.home_id, remote_id, &ctx.namespace, token)?;
-    let secret = Secret {
+    Ok(Secret {
         metadata: ObjectMeta {
             name: Some(peering_kubeconfig_secret(ours.home_id)),
             namespace: Some(ours.remote_namespace.to_owned()),
@@ -428,10 +465,7 @@ async fn offer_peering<P: Peers>(ctx: &Ctx<P>, remote: &Client, ours: &OurReques
         },
         data: Some(BTreeMap::from([(KUBECONFIG_KEY.to_owned(), ByteString(config.into_bytes()))])),
         ..Default::default()
-    };
-    grant::apply(&Api::<Secret>::namespaced(remote.clone(), ours.remote_namespace), FIELD_MANAGER, &secret).await?;
-    grant::apply(&Api::<PeeringRequest>::all(remote.clone()), FIELD_MANAGER, &ours.object()).await?;
-    Ok(())
+    })
 }
 
 /// The token for peer `remote_id`'s `/identity`: Secret `remote-token-<id>`, else empty.
@@ -504,6 +538,7 @@ async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str) -> Re
     let remote_id = fc.spec.remote_cluster_id().unwrap_or_default().to_owned();
 
     let issued = ctx.secret_value(&identity_secret(&name), KUBECONFIG_KEY);
+    let anonymous = issued.is_none() && anonymous::applies(fc);
     let ca_pem = ctx.secret_value(&ca_data_secret(&name), CA_KEY);
     if let (Some(kubeconfig), Some(ca_pem)) = (issued, ca_pem) {
         let access = RemoteAccess { kubeconfig, api_url: fc.spec.api_url.clone(), ca_pem: Some(ca_pem) };
@@ -550,7 +585,12 @@ async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str) -> Re
         grant::delete(&secrets, &ca_data_secret(&name)).await?;
     } else {
         status.outgoing = Some(OutgoingStatus { joined: false, remote_peering_request_name: None, advertisement: None });
-        condition(&mut status, fc, JOINED, false, "Unjoined", "spec.join is false: our PeeringRequest was removed from the remote");
+        let message = if anonymous {
+            "spec.join is false: the peer's access here is revoked; our PeeringRequest stays on the remote (an anonymous requester cannot delete it)"
+        } else {
+            "spec.join is false: our PeeringRequest was removed from the remote"
+        };
+        condition(&mut status, fc, JOINED, false, "Unjoined", message);
         write_status(&ctx.client, fc, &status).await?;
     }
     let finalizers: Vec<&String> = fc.finalizers().iter().filter(|f| *f != FINALIZER_PEERED).collect();
