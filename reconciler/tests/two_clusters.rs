@@ -11,7 +11,6 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use liqo_api::{Advertisement, ForeignCluster, PeeringRequest};
 use liqo_testenv::{ControlPlane, eventually, free_port, install_liqo};
-use serde::Deserialize;
 use serde_json::json;
 
 /// A running `liqo-reconciler`, killed on drop.
@@ -31,24 +30,36 @@ impl Drop for Reconciler {
 /// Installs the reconciler's RBAC from `manifests/reconciler/rbac.yaml` and returns a token of
 /// its ServiceAccount, so the test runs with exactly the permissions shipped.
 async fn reconciler_token(admin: &Client) -> String {
-    use k8s_openapi::api::authentication::v1::TokenRequest;
-    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/reconciler/rbac.yaml")).unwrap();
-    let pp = PostParams::default();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let value = serde_json::to_value(serde_yaml::Value::deserialize(doc).unwrap()).unwrap();
-        match value["kind"].as_str().unwrap() {
-            "ServiceAccount" => drop(Api::<ServiceAccount>::namespaced(admin.clone(), "liqo").create(&pp, &serde_json::from_value(value).unwrap()).await.unwrap()),
-            "ClusterRole" => drop(Api::<ClusterRole>::all(admin.clone()).create(&pp, &serde_json::from_value(value).unwrap()).await.unwrap()),
-            "ClusterRoleBinding" => drop(Api::<ClusterRoleBinding>::all(admin.clone()).create(&pp, &serde_json::from_value(value).unwrap()).await.unwrap()),
-            "Role" => drop(Api::<Role>::namespaced(admin.clone(), "liqo").create(&pp, &serde_json::from_value(value).unwrap()).await.unwrap()),
-            "RoleBinding" => drop(Api::<RoleBinding>::namespaced(admin.clone(), "liqo").create(&pp, &serde_json::from_value(value).unwrap()).await.unwrap()),
-            other => panic!("unexpected kind {other} in rbac.yaml"),
-        }
-    }
-    let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), "liqo");
-    let issued = sas.create_token_request("liqo-reconciler", &pp, &TokenRequest::default()).await.unwrap();
-    issued.status.and_then(|s| s.token).expect("a token for liqo-reconciler")
+    liqo_testenv::create_manifest(admin, &text, "liqo").await;
+    liqo_testenv::service_account_token(admin, "liqo", "liqo-reconciler").await
+}
+
+/// Two control planes with Liqo's CRDs, each with a ready `liqo-reconciler`.
+struct Two {
+    home_cp: ControlPlane,
+    remote_cp: ControlPlane,
+    home: Client,
+    remote: Client,
+    home_rec: Reconciler,
+    remote_rec: Reconciler,
+    home_id: String,
+    remote_id: String,
+}
+
+async fn two_clusters() -> Option<Two> {
+    let home_cp = ControlPlane::start_or_skip().await?;
+    let remote_cp = ControlPlane::start_or_skip().await?;
+    let (home, remote) = (home_cp.admin(), remote_cp.admin());
+    install_liqo(&home, "liqo").await;
+    install_liqo(&remote, "liqo").await;
+    // Each reconciler runs with the permissions of manifests/reconciler/rbac.yaml only.
+    let home_rec = start_reconciler(&home_cp, "home", &reconciler_token(&home).await);
+    let remote_rec = start_reconciler(&remote_cp, "remote", &reconciler_token(&remote).await);
+    ready(&home_rec).await;
+    ready(&remote_rec).await;
+    let (home_id, remote_id) = (cluster_id(&home).await, cluster_id(&remote).await);
+    Some(Two { home_cp, remote_cp, home, remote, home_rec, remote_rec, home_id, remote_id })
 }
 
 fn start_reconciler(cp: &ControlPlane, name: &str, token: &str) -> Reconciler {
@@ -132,17 +143,8 @@ fn outgoing_joined(f: &ForeignCluster) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
-    let Some(home_cp) = ControlPlane::start_or_skip().await else { return };
-    let Some(remote_cp) = ControlPlane::start_or_skip().await else { return };
-    let (home, remote) = (home_cp.admin(), remote_cp.admin());
-    install_liqo(&home, "liqo").await;
-    install_liqo(&remote, "liqo").await;
-    // Each reconciler runs with the permissions of manifests/reconciler/rbac.yaml only.
-    let home_rec = start_reconciler(&home_cp, "home", &reconciler_token(&home).await);
-    let remote_rec = start_reconciler(&remote_cp, "remote", &reconciler_token(&remote).await);
-    ready(&home_rec).await;
-    ready(&remote_rec).await;
-    let (home_id, remote_id) = (cluster_id(&home).await, cluster_id(&remote).await);
+    let Some(Two { home_cp, remote_cp, home, remote, home_rec, remote_rec, home_id, remote_id }) = two_clusters().await else { return };
+    let _ = &home_cp;
 
     // Seed 002's form: only the remote's auth service, its self-signed CA allowed explicitly.
     let fcs: Api<ForeignCluster> = Api::all(home.clone());
@@ -273,17 +275,9 @@ subjects:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_003_manual_form_peers_anonymously_where_the_remote_allows_it() {
-    let Some(home_cp) = ControlPlane::start_or_skip().await else { return };
-    let Some(remote_cp) = ControlPlane::start_or_skip().await else { return };
-    let (home, remote) = (home_cp.admin(), remote_cp.admin());
-    install_liqo(&home, "liqo").await;
-    install_liqo(&remote, "liqo").await;
+    let Some(Two { home_cp, remote_cp, home, remote, home_rec, remote_rec, home_id, remote_id }) = two_clusters().await else { return };
+    let _ = (&home_cp, &home_rec, &remote_rec);
     publish_cluster_info(&remote_cp, &remote).await;
-    let home_rec = start_reconciler(&home_cp, "home", &reconciler_token(&home).await);
-    let remote_rec = start_reconciler(&remote_cp, "remote", &reconciler_token(&remote).await);
-    ready(&home_rec).await;
-    ready(&remote_rec).await;
-    let (home_id, remote_id) = (cluster_id(&home).await, cluster_id(&remote).await);
 
     // Seed 003's manual form: the remote's cluster ID and API server, no auth service.
     let fcs: Api<ForeignCluster> = Api::all(home.clone());

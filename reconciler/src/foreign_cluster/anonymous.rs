@@ -20,14 +20,13 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 use liqo_api::names::ca_data_secret;
-use liqo_api::{ClusterConfigSpec, ForeignCluster, ForeignClusterStatus, PeeringRequest, SecretRef, TrustMode};
+use liqo_api::{ClusterConfigSpec, ForeignCluster, PeeringRequest, SecretRef, TrustMode};
 
 use super::decide::{self, OurRequest, TrustVerdict};
 use super::{
     AUTHENTICATED, CA_KEY, CA_VERIFIED, Ctx, JOINED, REMOTE_REACHABLE, TRUSTED, add_finalizer, advertisement_present, condition, create_secret,
-    fcs, finish_join, owned_secret, peer_kubeconfig_secret, remote_failed, write_status,
+    fcs, finish_join, owned_secret, peer_kubeconfig_secret, remote_failed, unreachable_or_ca_changed, write_status,
 };
-use crate::conditions;
 use crate::error::{Error, Result, is_conflict};
 use crate::peer::{Peers, RemoteAccess, anonymous_kubeconfig};
 
@@ -115,7 +114,9 @@ pub(super) async fn join<P: Peers>(
     let remote = ctx.remote_client(&name, access).await?;
     if let Err(e) = remote.apiserver_version().await {
         ctx.forget_remote(&name);
-        return unreachable_or_ca_changed(fc, ctx, status, api_url, &fingerprint, e).await;
+        // Fetched unverified: only compared with the pinned CA, never accepted.
+        let presented = ctx.peers.cluster_info_ca(api_url, TrustMode::Untrusted).await.ok();
+        return unreachable_or_ca_changed(fc, ctx, status, &fingerprint, presented, e).await;
     }
     condition(&mut status, fc, REMOTE_REACHABLE, true, "Reachable", "the remote API server answered");
     condition(&mut status, fc, CA_VERIFIED, true, "Pinned", format!("the remote API server certificate verified against CA {fingerprint}"));
@@ -163,33 +164,4 @@ async fn offer<P: Peers>(ctx: &Ctx<P>, remote: &Client, ours: &OurRequest<'_>, r
         Err(e) if is_conflict(&e) => Ok(false),
         Err(e) => Err(e.into()),
     }
-}
-
-/// The remote API server did not answer: down, or presenting another CA than the pinned one
-/// (reported, never accepted silently).
-async fn unreachable_or_ca_changed<P: Peers>(
-    fc: &ForeignCluster,
-    ctx: &Ctx<P>,
-    mut status: ForeignClusterStatus,
-    api_url: &str,
-    pinned: &str,
-    e: kube::Error,
-) -> Result<Action> {
-    // Fetched unverified: only compared, never accepted.
-    if let Ok(pem) = ctx.peers.cluster_info_ca(api_url, TrustMode::Untrusted).await
-        && let Ok(presented) = liqo_certs::inspect::fingerprint_sha256(&pem)
-        && presented != pinned
-    {
-        let err = Error::CaChanged { stored: pinned.to_owned(), presented };
-        let message = format!("{err}; delete Secret {} to trust the new CA", ca_data_secret(&fc.name_any()));
-        let first = conditions::get(&status.conditions, CA_VERIFIED).is_none_or(|c| c.status != "False");
-        condition(&mut status, fc, CA_VERIFIED, false, err.label(), message.clone());
-        condition(&mut status, fc, REMOTE_REACHABLE, false, err.label(), e.to_string());
-        if first {
-            ctx.event(fc, true, err.label(), message).await;
-        }
-        write_status(&ctx.client, fc, &status).await?;
-        return Ok(Action::requeue(ctx.timing.health));
-    }
-    remote_failed(fc, ctx, status, Error::remote("API server", e)).await
 }

@@ -503,27 +503,40 @@ async fn remote_failed<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, mut status: 
 async fn remote_unreachable_or_ca_changed<P: Peers>(
     fc: &ForeignCluster,
     ctx: &Ctx<P>,
-    mut status: ForeignClusterStatus,
+    status: ForeignClusterStatus,
     auth_url: &str,
     trust: TrustMode,
     pinned: &str,
     e: kube::Error,
 ) -> Result<Action> {
-    if let Ok(pem) = ctx.peers.ca(auth_url, trust).await {
-        if let Ok(presented) = liqo_certs::inspect::fingerprint_sha256(&pem) {
-            if presented != pinned {
-                let err = Error::CaChanged { stored: pinned.to_owned(), presented };
-                let message = format!("{err}; delete Secret {} to trust the new CA", ca_data_secret(&fc.name_any()));
-                let first = conditions::get(&status.conditions, CA_VERIFIED).is_none_or(|c| c.status != "False");
-                condition(&mut status, fc, CA_VERIFIED, false, err.label(), message.clone());
-                condition(&mut status, fc, REMOTE_REACHABLE, false, err.label(), e.to_string());
-                if first {
-                    ctx.event(fc, true, err.label(), message).await;
-                }
-                write_status(&ctx.client, fc, &status).await?;
-                return Ok(Action::requeue(ctx.timing.health));
-            }
+    let presented = ctx.peers.ca(auth_url, trust).await.ok();
+    unreachable_or_ca_changed(fc, ctx, status, pinned, presented, e).await
+}
+
+/// After a failed call to the remote API server: when the CA it presents now (`presented`,
+/// fetched again by the caller) differs from the pinned one, that is reported (condition,
+/// Event the first time) and never accepted; otherwise the remote is unreachable.
+async fn unreachable_or_ca_changed<P: Peers>(
+    fc: &ForeignCluster,
+    ctx: &Ctx<P>,
+    mut status: ForeignClusterStatus,
+    pinned: &str,
+    presented: Option<String>,
+    e: kube::Error,
+) -> Result<Action> {
+    if let Some(presented) = presented.and_then(|pem| liqo_certs::inspect::fingerprint_sha256(&pem).ok())
+        && presented != pinned
+    {
+        let err = Error::CaChanged { stored: pinned.to_owned(), presented };
+        let message = format!("{err}; delete Secret {} to trust the new CA", ca_data_secret(&fc.name_any()));
+        let first = conditions::get(&status.conditions, CA_VERIFIED).is_none_or(|c| c.status != "False");
+        condition(&mut status, fc, CA_VERIFIED, false, err.label(), message.clone());
+        condition(&mut status, fc, REMOTE_REACHABLE, false, err.label(), e.to_string());
+        if first {
+            ctx.event(fc, true, err.label(), message).await;
         }
+        write_status(&ctx.client, fc, &status).await?;
+        return Ok(Action::requeue(ctx.timing.health));
     }
     let err = Error::remote("API server", e);
     remote_failed(fc, ctx, status, err).await
