@@ -22,10 +22,10 @@ use kube::{Client, ResourceExt};
 use liqo_api::names::ca_data_secret;
 use liqo_api::{ClusterConfigSpec, ForeignCluster, PeeringRequest, SecretRef, TrustMode};
 
-use super::decide::{self, OurRequest, TrustVerdict};
+use super::decide::{self, OurRequest};
 use super::{
     AUTHENTICATED, CA_KEY, CA_VERIFIED, Ctx, JOINED, REMOTE_REACHABLE, TRUSTED, add_finalizer, advertisement_present, condition, create_secret,
-    fcs, finish_join, owned_secret, peer_kubeconfig_secret, remote_failed, unreachable_or_ca_changed, write_status,
+    fcs, finish_join, owned_secret, peer_kubeconfig_secret, remote_failed, trusted_condition, unreachable_or_ca_changed, write_status,
 };
 use crate::error::{Error, Result, is_conflict};
 use crate::peer::{Peers, RemoteAccess, anonymous_kubeconfig};
@@ -77,12 +77,7 @@ pub(super) async fn join<P: Peers>(
         write_status(&ctx.client, fc, &status).await?;
         return Ok(Action::await_change());
     }
-    let (reason, message) = match verdict {
-        TrustVerdict::Trusted => ("Trusted", "the API server certificate verified"),
-        TrustVerdict::AllowedBySpec => ("UntrustedAllowed", "unknown certificate authority, allowed by spec.allowUntrustedCA"),
-        _ => ("UntrustedAllowed", "unknown certificate authority, allowed for discovered peers by autojoinUntrusted"),
-    };
-    condition(&mut status, fc, TRUSTED, verdict == TrustVerdict::Trusted, reason, message);
+    trusted_condition(&mut status, fc, verdict, "API server");
     add_finalizer(fc, &ctx.client).await?;
 
     // The CA from kube-public/cluster-info, retrieved once and pinned.

@@ -265,12 +265,7 @@ async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config:
         write_status(&ctx.client, fc, &status).await?;
         return Ok(Action::await_change());
     }
-    let (trust_reason, trust_message) = match verdict {
-        TrustVerdict::Trusted => ("Trusted", "the auth service certificate verified"),
-        TrustVerdict::AllowedBySpec => ("UntrustedAllowed", "unknown certificate authority, allowed by spec.allowUntrustedCA"),
-        _ => ("UntrustedAllowed", "unknown certificate authority, allowed for discovered peers by autojoinUntrusted"),
-    };
-    condition(&mut status, fc, TRUSTED, verdict == TrustVerdict::Trusted, trust_reason, trust_message);
+    trusted_condition(&mut status, fc, verdict, "auth service");
 
     let ids = if decide::needs_identification(&fc.spec) {
         match ctx.peers.ids(&auth_url, trust).await {
@@ -401,6 +396,16 @@ async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config:
     }
 
     finish_join(fc, ctx, status, own_id, &remote_id).await
+}
+
+/// The `Trusted` condition of a peering `verdict` allowed, about the certificate of `what`.
+fn trusted_condition(status: &mut ForeignClusterStatus, fc: &ForeignCluster, verdict: TrustVerdict, what: &str) {
+    let (reason, message) = match verdict {
+        TrustVerdict::Trusted => ("Trusted", format!("the {what} certificate verified")),
+        TrustVerdict::AllowedBySpec => ("UntrustedAllowed", "unknown certificate authority, allowed by spec.allowUntrustedCA".to_owned()),
+        _ => ("UntrustedAllowed", "unknown certificate authority, allowed for discovered peers by autojoinUntrusted".to_owned()),
+    };
+    condition(status, fc, TRUSTED, verdict == TrustVerdict::Trusted, reason, message);
 }
 
 /// Adds the finalizer `discovery.liqo.io/peered` when missing.
