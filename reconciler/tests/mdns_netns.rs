@@ -353,7 +353,8 @@ fn lan_discovery_keeps_foreign_clusters_of_the_peers_it_sees() {
         assert_eq!(fc.spec.auth_url.as_deref(), Some("https://10.77.0.1:1"));
         assert_eq!(fc.labels()["discovery.liqo.io/discovery-type"], "LAN");
 
-        // The user says no; then the peer moves: the address follows, the choice stays.
+        // The user says no; then the peer restarts elsewhere (goodbye, then at once its new
+        // records): the address follows, the choice stays.
         fcs.patch(ID_A, &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"join": false}}))).await.unwrap();
         peer.withdraw(&name).await;
         peer.advertise(&Advertised::new(ID_A, Some("alpha"), "liqo", Some("https://10.77.0.1:2"), None, 2)).unwrap();
@@ -363,6 +364,15 @@ fn lan_discovery_keeps_foreign_clusters_of_the_peers_it_sees() {
         .await;
         assert_eq!(moved.spec.join, Some(false), "the user's choice is remembered");
         assert_eq!(moved.uid(), fc.uid(), "updated, not re-created");
+
+        // It moves again, announcing new records without a goodbye (a daemon re-registering).
+        let renamed = peer.advertise(&Advertised::new(ID_A, Some("alpha"), "liqo", Some("https://10.77.0.1:4"), None, 4)).unwrap();
+        assert_eq!(renamed, name, "the same service, new records");
+        let restarted = eventually("the address after re-registering", || async {
+            fcs.get_opt(ID_A).await.unwrap().filter(|f| f.spec.auth_url.as_deref() == Some("https://10.77.0.1:4"))
+        })
+        .await;
+        assert_eq!((restarted.uid(), restarted.spec.join), (fc.uid(), Some(false)));
 
         // The hand-made one for ID_B gets its auth URL from the LAN.
         peer.advertise(&Advertised::new(ID_B, None, "liqo", Some("https://10.77.0.1:3"), None, 3)).unwrap();

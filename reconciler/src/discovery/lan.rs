@@ -55,7 +55,14 @@ struct State {
     unusable_logged: HashSet<String>,
     /// Services in the mDNS cache, by full name, with the cluster ID they stand for.
     present: HashMap<String, String>,
+    /// When to query the LAN afresh after a service said goodbye (see [`REQUERY_AFTER_GOODBYE`]).
+    requery: Option<tokio::time::Instant>,
 }
+
+/// A peer that restarts says goodbye and announces itself again at once; records that arrive
+/// while the goodbye's one-second flush (RFC 6762 §10.1) is pending can be lost with it. A
+/// fresh query after the flush makes every peer answer with what it has now.
+const REQUERY_AFTER_GOODBYE: Duration = Duration::from_millis(1500);
 
 /// Whether the auth service at `url` still answers as cluster `id`.
 async fn answers<P: Peers>(peers: &P, url: Option<&str>, id: &str) -> bool {
@@ -156,6 +163,7 @@ impl State {
                 // Not deleted here: the strikes decide, and the auth endpoint gets its say.
                 let cluster = self.present.remove(&fullname);
                 tracing::debug!(service = %fullname, ?cluster, "mDNS service gone");
+                self.requery = Some(tokio::time::Instant::now() + REQUERY_AFTER_GOODBYE);
                 Ok(())
             }
         }
@@ -220,6 +228,15 @@ pub async fn run<P: Peers>(ctx: Arc<Ctx<P>>, shutdown: impl std::future::Future<
                     },
                     None if browsing.as_ref().is_some_and(|rx| rx.is_disconnected()) => state.browsing = None,
                     None => {}
+                }
+            }
+            _ = tokio::time::sleep_until(state.requery.unwrap_or_else(tokio::time::Instant::now)), if state.requery.is_some() => {
+                state.requery = None;
+                if let (Some((_, _, mdns)), true) = (&state.mdns, state.browsing.is_some()) {
+                    match mdns.browse() {
+                        Ok(rx) => state.browsing = Some(rx),
+                        Err(e) => tracing::warn!(error = %e, "querying the LAN again failed"),
+                    }
                 }
             }
             _ = tick.tick() => if let Err(e) = state.check(&ctx, period).await {
