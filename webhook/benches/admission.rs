@@ -11,6 +11,10 @@
 //! `BENCH_SECONDS` (default 10) sets the length of each wrk run; `BENCH_THREADS` (default 2)
 //! the wrk threads. Needs `wrk` on PATH (Debian package `wrk`).
 
+/// The allocator of the binary, so the figures are the binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;

@@ -1,5 +1,10 @@
 //! `liqo-webhook`: the admission webhook binary. Wiring only; see the library modules.
 
+/// mimalloc: admission decoding allocates on every worker thread; glibc malloc (and musl's,
+/// in the static image) contend there. Measured in BENCHMARKS.md.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
