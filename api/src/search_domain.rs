@@ -18,6 +18,8 @@ use serde::{Deserialize, Serialize};
     doc = "A DNS domain browsed with DNS-SD for Liqo clusters.",
     printcolumn(name = "Domain", type_ = "string", json_path = ".spec.domain"),
     printcolumn(name = "Autojoin", type_ = "boolean", json_path = ".spec.autojoin"),
+    printcolumn(name = "Ready", type_ = "string", json_path = r#".status.conditions[?(@.type=="Ready")].status"#),
+    printcolumn(name = "Reason", type_ = "string", json_path = r#".status.conditions[?(@.type=="Ready")].reason"#),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]

@@ -21,6 +21,7 @@ use liqo_reconciler::peer::Network;
 use liqo_reconciler::stores::reflect;
 use liqo_testenv::dns::{ZoneServer, zone_file};
 use liqo_testenv::{ControlPlane, eventually, install_liqo};
+use serde_json::json;
 use tokio::sync::watch;
 
 const OWN: &str = "11111111-2222-4333-8444-555555555555";
@@ -129,6 +130,15 @@ async fn a_search_domain_keeps_one_foreign_cluster_per_listed_cluster() {
     .await;
     let (st, reason, message) = ready(&status).unwrap();
     assert_eq!((st.as_str(), reason.as_str()), ("True", "LookupSucceeded"), "{message}");
+    // `kubectl get searchdomains` shows the result (the API server's Table of the CRD's columns).
+    let table = http::Request::get("/apis/discovery.liqo.io/v1alpha1/searchdomains")
+        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .body(Vec::new())
+        .unwrap();
+    let table: serde_json::Value = serde_json::from_str(&admin.request_text(table).await.unwrap()).unwrap();
+    let columns: Vec<&str> = table["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(columns, ["Name", "Domain", "Autojoin", "Ready", "Reason", "Age"]);
+    assert_eq!(table["rows"][0]["cells"].as_array().unwrap()[..5], [json!("example.com"), json!("example.com"), json!(true), json!("True"), json!("LookupSucceeded")]);
 
     // A cluster no longer listed loses its ForeignCluster; a new one gets one.
     dns_server.set_zone(&api_zone(&[ID, ID3])).await;
