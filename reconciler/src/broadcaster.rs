@@ -9,6 +9,10 @@
 //! or many events, arrive at once: the registry is checked and updated under one lock. Each
 //! period costs one GET in the peer's cluster, and a write only when the summary changed or
 //! the Advertisement is missing.
+//!
+//! Each broadcaster says how it fares in the status of the request(s) holding it:
+//! `advertisementStatus` (`Created`, `Pending`, `Refused`: the peer no longer accepts the
+//! kubeconfig it gave us) and condition `Advertised`, written only when that changes.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -20,7 +24,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::Store;
 use kube::Client;
 use liqo_api::names::{LABEL_CLUSTER_ID, advertisement_name};
-use liqo_api::{Advertisement, AdvertisementSpec, ClusterConfigSpec};
+use liqo_api::{Advertisement, AdvertisementSpec, AdvertisementState, ClusterConfigSpec, FederationRequest, PeeringRequest};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -34,6 +38,21 @@ pub const KUBECONFIG_KEY: &str = "kubeconfig";
 pub const FIELD_MANAGER: &str = "liqo-broadcaster";
 /// Longest wait for the peer while withdrawing an Advertisement.
 pub const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a round of a broadcaster tells the request holding it: state, condition reason and
+/// message (pure).
+pub fn report(round: &Result<()>, advertising: bool) -> (AdvertisementState, &'static str, String) {
+    match round {
+        Ok(()) if advertising => (AdvertisementState::Created, "Published", "our Advertisement is in the peer's cluster".into()),
+        Ok(()) => (AdvertisementState::Pending, "AdvertisementDisabled", "enableAdvertisement is false in the ClusterConfig: none is published".into()),
+        Err(Error::Kube(kube::Error::Api(s))) if s.code == 401 || s.code == 403 => (
+            AdvertisementState::Refused,
+            "PeerRefused",
+            format!("the peer refuses the kubeconfig it gave us (HTTP {}): {}", s.code, s.message),
+        ),
+        Err(e) => (AdvertisementState::Pending, e.label(), format!("cannot reach the peer's cluster yet: {e}")),
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Signal {
@@ -198,10 +217,40 @@ impl<P: Peers> Broadcasters<P> {
         }
     }
 
+    /// Writes `report` into the status of the requests named `peer` that hold the broadcaster;
+    /// true when every write succeeded.
+    async fn write_report(&self, peer: &str, report: &(AdvertisementState, &'static str, String)) -> bool {
+        let holders: Vec<String> = self.running.lock().expect("not poisoned").get(peer).map(|e| e.holders.iter().cloned().collect()).unwrap_or_default();
+        let (state, reason, message) = report;
+        let condition = serde_json::json!({
+            "type": "Advertised",
+            "status": if *state == AdvertisementState::Created { "True" } else { "False" },
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": Time(k8s_openapi::jiff::Timestamp::now()),
+        });
+        let patch = Patch::Merge(serde_json::json!({"status": {"advertisementStatus": state, "conditions": [condition]}}));
+        let mut ok = true;
+        for holder in holders {
+            let pp = PatchParams::default();
+            let result = match holder.as_str() {
+                "FederationRequest" => Api::<FederationRequest>::all(self.client.clone()).patch_status(peer, &pp, &patch).await.map(drop),
+                _ => Api::<PeeringRequest>::all(self.client.clone()).patch_status(peer, &pp, &patch).await.map(drop),
+            };
+            if let Err(e) = result {
+                tracing::debug!(peer, holder, error = %e, "writing the advertisement status failed");
+                ok = false;
+            }
+        }
+        ok
+    }
+
     async fn broadcast(self: Arc<Self>, peer: String, source: SecretReference, mut signal: watch::Receiver<Signal>) -> Result<()> {
         let mut client: Option<Client> = None;
         // Whether an Advertisement of ours may be in the peer (unknown at start: assume so).
         let mut published = true;
+        // What the holding requests' status says, once written.
+        let mut reported: Option<(AdvertisementState, &'static str, String)> = None;
         loop {
             let advertising = self.advertising();
             let round = async {
@@ -226,6 +275,10 @@ impl<P: Peers> Broadcasters<P> {
             if round.is_ok() {
                 published = advertising;
             }
+            let now_reported = report(&round, advertising);
+            if reported.as_ref() != Some(&now_reported) && self.write_report(&peer, &now_reported).await {
+                reported = Some(now_reported);
+            }
             if let Err(e) = &round {
                 tracing::warn!(peer = %peer, error = %e, "advertising to the peer failed; retrying");
                 client = None;
@@ -247,5 +300,22 @@ impl<P: Peers> Broadcasters<P> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_request_is_told_how_the_broadcaster_fares() {
+        assert_eq!(report(&Ok(()), true).0, AdvertisementState::Created);
+        assert_eq!(report(&Ok(()), false).1, "AdvertisementDisabled");
+        let refused = Error::Kube(kube::Error::Api(Box::new(kube::core::Status::failure("token revoked", "Unauthorized").with_code(401))));
+        let (state, reason, message) = report(&Err(refused), true);
+        assert_eq!((state, reason), (AdvertisementState::Refused, "PeerRefused"));
+        assert!(message.contains("HTTP 401") && message.contains("token revoked"), "{message}");
+        let down = Error::remote("peer API server", "connection refused");
+        assert_eq!(report(&Err(down), true).0, AdvertisementState::Pending);
     }
 }

@@ -137,6 +137,16 @@ where
     .await
 }
 
+/// Waits until PeeringRequest `name` reports `state` with condition `Advertised` of `reason`.
+async fn advertisement_status(prs: &Api<PeeringRequest>, name: &str, state: liqo_api::AdvertisementState, reason: &str) {
+    eventually(&format!("PeeringRequest {name} reporting {state:?}"), || async {
+        let status = prs.get(name).await.ok()?.status?;
+        let advertised = status.conditions.iter().find(|c| c.type_ == "Advertised")?;
+        (status.advertisement_status == Some(state) && advertised.reason == reason).then_some(())
+    })
+    .await;
+}
+
 fn outgoing_joined(f: &ForeignCluster) -> bool {
     f.status.as_ref().and_then(|s| s.outgoing.as_ref()).is_some_and(|o| o.joined)
 }
@@ -174,6 +184,7 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     let pr = remote_prs.get(&home_id).await.unwrap();
     assert_eq!(pr.spec.requester_cluster_id(), Some(home_id.as_str()));
     assert_eq!(pr.spec.auth_url.as_deref(), Some(home_rec.auth_url.as_str()));
+    advertisement_status(&remote_prs, &home_id, liqo_api::AdvertisementState::Created, "Published").await;
     let incoming = fc_where(&remote, &home_id, "the remote's IncomingPeering ForeignCluster", |f| {
         f.status.as_ref().and_then(|s| s.incoming.as_ref()).is_some_and(|i| i.joined)
     })
@@ -324,4 +335,6 @@ async fn seed_003_manual_form_peers_anonymously_where_the_remote_allows_it() {
     assert_eq!(joined_condition.reason, "Unjoined");
     assert!(joined_condition.message.contains("stays on the remote"), "{}", joined_condition.message);
     assert!(remote_prs.get_opt(&home_id).await.unwrap().is_some(), "an anonymous requester cannot delete it");
+    // The remote's broadcaster is refused by our revoked access, and its PeeringRequest says so.
+    advertisement_status(&remote_prs, &home_id, liqo_api::AdvertisementState::Refused, "PeerRefused").await;
 }
