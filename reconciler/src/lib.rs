@@ -24,6 +24,7 @@ pub mod grant;
 pub mod foreign_cluster;
 pub mod identity;
 pub mod incoming;
+pub mod leader;
 pub mod metrics;
 pub mod peer;
 pub mod resources;

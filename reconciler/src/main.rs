@@ -104,6 +104,10 @@ struct Args {
     /// Seconds between lookups of a SearchDomain.
     #[arg(long, default_value_t = 30)]
     search_domain_period_seconds: u64,
+    /// Run the controllers only while holding Lease `liqo-reconciler` in the namespace, so a
+    /// second replica or a copy run from a laptop waits as a standby (`false`: run them at once).
+    #[arg(long, env = "LIQO_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    leader_election: bool,
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -353,11 +357,32 @@ async fn main() -> anyhow::Result<()> {
     let (m1, m2, m3, m4) = (metrics.clone(), metrics.clone(), metrics.clone(), metrics.clone());
     let scraped = broadcasters_view.clone();
     let scraped_fcs = foreign_for_metrics;
+    let mut leadership = match args.leader_election {
+        true => {
+            let identity = liqo_reconciler::leader::identity();
+            let claim = liqo_reconciler::leader::compete(client.clone(), &ns, &identity).await.context("competing for the Lease")?;
+            tracing::info!(identity, lease = liqo_reconciler::leader::LEASE_NAME, "competing for the Lease");
+            Some(claim)
+        }
+        false => None,
+    };
+    let mut lost = leadership.as_ref().map(|l| l.is_leader.clone());
+    let leader_gauge = metrics.clone();
+    let (leading_tx, leading_rx) = tokio::sync::oneshot::channel::<()>();
     let controllers = tokio::spawn(async move {
         if !stores_ready.await {
             tracing::error!("the watch-fed stores never became ready");
             return;
         }
+        if let Some(rx) = lost.as_mut() {
+            tracing::info!("stores ready; waiting for the Lease (standby)");
+            tokio::select! {
+                held = rx.wait_for(|held| *held) => if held.is_err() { return },
+                _ = shutdown_signal() => return,
+            }
+        }
+        leader_gauge.leader.set(1);
+        let _ = leading_tx.send(());
         tracing::info!("stores ready; controllers starting");
         tokio::join!(
             foreign_cluster::run(fc_ctx, m1, shutdown_signal()),
@@ -398,11 +423,25 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(namespace = %args.namespace, auth = %args.auth_listen, ops = %args.ops_listen, "liqo-reconciler starting");
     let ops_server = tokio::spawn(async move { axum::serve(ops_listener, ops).with_graceful_shutdown(shutdown_signal()).await });
 
-    shutdown_signal().await;
+    match leadership.as_mut() {
+        Some(claim) => {
+            tokio::select! {
+                _ = shutdown_signal() => {}
+                _ = async { let _ = leading_rx.await; claim.lost().await } => {
+                    tracing::error!("lost the Lease: exiting so that the new holder runs alone");
+                    std::process::exit(1);
+                }
+            }
+        }
+        None => shutdown_signal().await,
+    }
     tracing::info!("shutting down");
     handle.graceful_shutdown(Some(Duration::from_secs(10)));
     https.await.context("auth server task")?.context("auth server")?;
     ops_server.await.context("ops server task")?.context("ops server")?;
     controllers.await.context("controllers task")?;
+    if let Some(claim) = leadership {
+        claim.release().await;
+    }
     Ok(())
 }

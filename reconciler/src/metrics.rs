@@ -39,6 +39,8 @@ pub struct Metrics {
     pub duration: Family<ControllerLabels, Histogram>,
     /// Peers with a running broadcaster (set when scraped).
     pub broadcasters: Gauge,
+    /// 1 while this process holds the Lease and runs the controllers, else 0.
+    pub leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -52,7 +54,9 @@ impl Default for Metrics {
         registry.register("broadcasters", "Peers we keep an Advertisement in", broadcasters.clone());
         let foreign_clusters = Family::<ForeignClusterLabels, Gauge>::default();
         registry.register("foreign_clusters", "ForeignClusters by discovery type and outgoing peering", foreign_clusters.clone());
-        Self { registry, foreign_clusters, reconciles, duration, broadcasters }
+        let leader = Gauge::default();
+        registry.register("leader", "1 while this process holds the Lease and runs the controllers", leader.clone());
+        Self { registry, foreign_clusters, reconciles, duration, broadcasters, leader }
     }
 }
 

@@ -4,36 +4,17 @@
 //! then deletion of a ForeignCluster whose remote is gone for good. Skips loudly without the
 //! assets.
 
-use std::process::{Child, Command, Stdio};
+mod common;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
+use std::process::Command;
+
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use liqo_api::{Advertisement, ForeignCluster, PeeringRequest};
-use liqo_testenv::{ControlPlane, eventually, free_port, install_liqo};
+use common::{Reconciler, cluster_id, ops_get, ready, reconciler_token, start_reconciler};
+use liqo_testenv::{ControlPlane, eventually, install_liqo};
 use serde_json::json;
-
-/// A running `liqo-reconciler`, killed on drop.
-struct Reconciler {
-    child: Child,
-    auth_url: String,
-    ops: u16,
-}
-
-impl Drop for Reconciler {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Installs the reconciler's RBAC from `manifests/reconciler/rbac.yaml` and returns a token of
-/// its ServiceAccount, so the test runs with exactly the permissions shipped.
-async fn reconciler_token(admin: &Client) -> String {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/reconciler/rbac.yaml")).unwrap();
-    liqo_testenv::create_manifest(admin, &text, "liqo").await;
-    liqo_testenv::service_account_token(admin, "liqo", "liqo-reconciler").await
-}
 
 /// Two control planes with Liqo's CRDs, each with a ready `liqo-reconciler`.
 struct Two {
@@ -60,58 +41,6 @@ async fn two_clusters() -> Option<Two> {
     ready(&remote_rec).await;
     let (home_id, remote_id) = (cluster_id(&home).await, cluster_id(&remote).await);
     Some(Two { home_cp, remote_cp, home, remote, home_rec, remote_rec, home_id, remote_id })
-}
-
-fn start_reconciler(cp: &ControlPlane, name: &str, token: &str) -> Reconciler {
-    let (auth, ops) = (free_port(), free_port());
-    let auth_url = format!("https://localhost:{auth}");
-    let log = std::fs::File::create(cp.path().join(format!("{name}-reconciler.log"))).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_liqo-reconciler"))
-        .env("KUBECONFIG", cp.kubeconfig(token))
-        .env("RUST_LOG", "info,liqo_reconciler=debug")
-        .args([
-            "--namespace=liqo".to_owned(),
-            format!("--auth-listen=127.0.0.1:{auth}"),
-            format!("--ops-listen=127.0.0.1:{ops}"),
-            format!("--generate-cert-dir={}", cp.path().join(format!("{name}-auth-certs")).display()),
-            format!("--api-url={}", cp.url),
-            format!("--advertised-auth-url={auth_url}"),
-            "--health-period-seconds=2".to_owned(),
-            "--advertise-period-seconds=2".to_owned(),
-            "--unjoin-grace-seconds=5".to_owned(),
-            // Both reconcilers run in this machine's own network namespace: no multicast here.
-            "--no-mdns".to_owned(),
-        ])
-        .stdout(log.try_clone().unwrap())
-        .stderr(Stdio::from(log))
-        .spawn()
-        .expect("starting liqo-reconciler");
-    Reconciler { child, auth_url, ops }
-}
-
-/// `GET <path>` on the ops port: the status line and the body.
-async fn ops_get(r: &Reconciler, path: &str) -> Option<(String, String)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", r.ops)).await.ok()?;
-    conn.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).await.ok()?;
-    let mut answer = String::new();
-    conn.read_to_string(&mut answer).await.ok()?;
-    let (head, body) = answer.split_once("\r\n\r\n")?;
-    Some((head.lines().next()?.to_owned(), body.to_owned()))
-}
-
-/// `GET /readyz` on the ops port answers 200.
-async fn ready(r: &Reconciler) {
-    eventually("the reconciler ready", || async { ops_get(r, "/readyz").await.filter(|(s, _)| s.contains(" 200 ")) }).await;
-}
-
-async fn cluster_id(client: &Client) -> String {
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "liqo");
-    eventually("the cluster ID", || {
-        let cms = cms.clone();
-        async move { cms.get_opt("cluster-id").await.ok()??.data?.get("cluster-id").cloned() }
-    })
-    .await
 }
 
 async fn fc_where(client: &Client, name: &str, what: &str, pred: impl Fn(&ForeignCluster) -> bool) -> ForeignCluster {

@@ -1,0 +1,59 @@
+//! One active reconciler per cluster: two `liqo-reconciler` processes against one real
+//! control plane (KUBEBUILDER_ASSETS), with the shipped RBAC. One holds Lease
+//! `liqo-reconciler` and runs the controllers, the other waits; SIGTERM to the holder releases
+//! the Lease and the standby takes over. Skips loudly without the assets.
+
+mod common;
+
+use std::process::Command;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use liqo_testenv::{ControlPlane, eventually, install_liqo};
+
+use common::{Reconciler, ops_get, ready, reconciler_token, start_reconciler};
+
+/// `liqo_reconciler_leader` as the process reports it.
+async fn leader_gauge(r: &Reconciler) -> Option<u8> {
+    let (_, metrics) = ops_get(r, "/metrics").await?;
+    metrics.lines().find_map(|l| l.strip_prefix("liqo_reconciler_leader ")).and_then(|v| v.trim().parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_reconciler_leads_and_a_standby_takes_over() {
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    let token = reconciler_token(&admin).await;
+    let a = start_reconciler(&cp, "a", &token);
+    let b = start_reconciler(&cp, "b", &token);
+    ready(&a).await;
+    ready(&b).await;
+
+    // Exactly one leads.
+    let (a_leads, b_leads) = eventually("one reconciler leading", || async {
+        let (x, y) = (leader_gauge(&a).await?, leader_gauge(&b).await?);
+        (x + y == 1).then_some((x == 1, y == 1))
+    })
+    .await;
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), "liqo");
+    let holder = leases.get("liqo-reconciler").await.unwrap().spec.unwrap().holder_identity.unwrap();
+    assert!(!holder.is_empty());
+    // Still one a few renewals later (no flapping).
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!((leader_gauge(&a).await == Some(1), leader_gauge(&b).await == Some(1)), (a_leads, b_leads));
+
+    // The leader stops: it releases the Lease and exits 0; the standby takes over.
+    let (mut leader, standby) = if a_leads { (a, b) } else { (b, a) };
+    assert!(Command::new("kill").args(["-TERM", &leader.child.id().to_string()]).status().unwrap().success());
+    let child = &mut leader.child;
+    let status = eventually("the leader exited", || {
+        let s = child.try_wait().unwrap();
+        async move { s }
+    })
+    .await;
+    assert!(status.success(), "exit status {status}");
+    eventually("the standby leading", || async { (leader_gauge(&standby).await? == 1).then_some(()) }).await;
+    let new_holder = leases.get("liqo-reconciler").await.unwrap().spec.unwrap().holder_identity.unwrap();
+    assert_ne!(new_holder, holder, "the Lease changed hands");
+}
