@@ -5,13 +5,12 @@
 
 mod common;
 
-use std::process::Command;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use liqo_testenv::{ControlPlane, eventually, install_liqo};
 
-use common::{Reconciler, ops_get, ready, reconciler_token, start_reconciler};
+use common::{Reconciler, ops_get, ready, reconciler_token, start_reconciler, terminate};
 
 /// `liqo_reconciler_leader` as the process reports it.
 async fn leader_gauge(r: &Reconciler) -> Option<u8> {
@@ -45,13 +44,7 @@ async fn one_reconciler_leads_and_a_standby_takes_over() {
 
     // The leader stops: it releases the Lease and exits 0; the standby takes over.
     let (mut leader, standby) = if a_leads { (a, b) } else { (b, a) };
-    assert!(Command::new("kill").args(["-TERM", &leader.child.id().to_string()]).status().unwrap().success());
-    let child = &mut leader.child;
-    let status = eventually("the leader exited", || {
-        let s = child.try_wait().unwrap();
-        async move { s }
-    })
-    .await;
+    let status = terminate(&mut leader).await;
     assert!(status.success(), "exit status {status}");
     eventually("the standby leading", || async { (leader_gauge(&standby).await? == 1).then_some(()) }).await;
     let new_holder = leases.get("liqo-reconciler").await.unwrap().spec.unwrap().holder_identity.unwrap();

@@ -6,13 +6,12 @@
 
 mod common;
 
-use std::process::Command;
 
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use liqo_api::{Advertisement, ForeignCluster, PeeringRequest};
-use common::{Reconciler, cluster_id, ops_get, ready, reconciler_token, start_reconciler};
+use common::{Reconciler, cluster_id, ops_get, ready, reconciler_token, start_reconciler, terminate};
 use liqo_testenv::{ControlPlane, eventually, install_liqo};
 use serde_json::json;
 
@@ -173,13 +172,7 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
 
     // SIGTERM: the controllers and servers stop cleanly and the process exits 0.
     let mut home_rec = home_rec;
-    assert!(Command::new("kill").args(["-TERM", &home_rec.child.id().to_string()]).status().unwrap().success());
-    let child = &mut home_rec.child;
-    let status = eventually("the reconciler exited after SIGTERM", || {
-        let s = child.try_wait().unwrap();
-        async move { s }
-    })
-    .await;
+    let status = terminate(&mut home_rec).await;
     assert!(status.success(), "exit status {status}");
 }
 
