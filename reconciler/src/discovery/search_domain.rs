@@ -225,11 +225,16 @@ pub async fn run<P: Peers>(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let api: Api<SearchDomain> = Api::all(ctx.client.clone());
-    Controller::new(api, watcher::Config::default().any_semantic())
+    let controller = Controller::new(api, watcher::Config::default().any_semantic());
+    let store = controller.store();
+    controller
         .graceful_shutdown_on(shutdown)
         .run(
             move |sd, ctx| {
                 let metrics = metrics.clone();
+                // Forget the lookup times of SearchDomains that are gone.
+                let alive: std::collections::HashSet<String> = store.state().iter().map(|s| s.name_any()).collect();
+                ctx.last.lock().unwrap().retain(|name, _| alive.contains(name));
                 async move {
                     let started = Instant::now();
                     let result = reconcile(sd, ctx).await;
