@@ -178,3 +178,29 @@ async fn the_render_installs_on_a_real_api_server() {
     let auth = Api::<Service>::namespaced(admin.clone(), "liqo").get("liqo-auth").await.unwrap();
     assert!(auth.spec.unwrap().ports.unwrap()[0].node_port.is_some(), "liqo-auth got a node port");
 }
+
+/// The kind suite cannot run here (no Docker); what can be checked is: it parses, shellcheck
+/// finds no warning, and without Docker and kind it skips saying what is missing.
+#[test]
+fn the_kind_suite_parses_and_skips_loudly_without_docker() {
+    let script = Path::new(ROOT).join("kind-tests/run.sh");
+    let parsed = Command::new("bash").arg("-n").arg(&script).output().unwrap();
+    assert!(parsed.status.success(), "{}", String::from_utf8_lossy(&parsed.stderr));
+    match Command::new("shellcheck").args(["-S", "warning"]).arg(&script).output() {
+        Ok(out) => assert!(out.status.success(), "shellcheck:\n{}", String::from_utf8_lossy(&out.stdout)),
+        Err(_) => skip("shellcheck not found (apt-get install shellcheck; .ci/run does): kind-tests/run.sh only parsed"),
+    }
+    // The system's PATH only: bash and coreutils, and here neither a Docker engine nor kind.
+    let out = Command::new("bash").arg(&script).env("PATH", "/usr/bin:/bin").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if which("docker") && Command::new("docker").arg("info").output().is_ok_and(|o| o.status.success()) {
+        return; // a machine that can run it: the skip path does not apply
+    }
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("SKIPPED: kind-tests need") && stderr.contains("kind"), "{stderr}");
+}
+
+fn which(name: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+}
+
