@@ -56,6 +56,7 @@ pub struct Ctx<P: Peers> {
     pub retry: Duration,
     /// How long the deletion of a request waits for an unreachable peer.
     pub withdraw_grace: Duration,
+    pub recorder: Option<kube::runtime::events::Recorder>,
 }
 
 /// The ForeignCluster standing for `cluster_id`, if we have one.
@@ -138,6 +139,8 @@ pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> R
         }
         let rest = req.finalizers().iter().filter(|f| *f != FINALIZER_PEERED).cloned().collect();
         set_finalizers(&ctx.client, &*req, rest).await?;
+        let note = format!("the {} of cluster {id} is gone: our Advertisement withdrawn from it", K::KIND);
+        crate::events::publish(ctx.recorder.as_ref(), &*req, false, "Peering", "PeeringEnded", note).await;
         return Ok(Action::await_change());
     }
 
@@ -145,6 +148,8 @@ pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> R
         let mut finalizers = req.finalizers().to_vec();
         finalizers.push(FINALIZER_PEERED.to_owned());
         set_finalizers(&ctx.client, &*req, finalizers).await?;
+        let note = format!("accepted the {} of cluster {id}: it gets our Advertisement", K::KIND);
+        crate::events::publish(ctx.recorder.as_ref(), &*req, false, "Peering", "PeeringAccepted", note).await;
         return Ok(Action::await_change());
     }
 

@@ -343,7 +343,7 @@ async fn main() -> anyhow::Result<()> {
         auth_url: args.advertised_auth_url.clone().filter(|u| !u.is_empty()),
         api_url: args.api_url.clone().filter(|u| !u.is_empty()),
         mdns_port: MDNS_PORT,
-        recorder: Some(recorder),
+        recorder: Some(recorder.clone()),
     });
     let in_ctx = Arc::new(incoming::Ctx {
         client: client.clone(),
@@ -351,6 +351,7 @@ async fn main() -> anyhow::Result<()> {
         broadcasters,
         retry: Duration::from_secs(10),
         withdraw_grace: Duration::from_secs(args.unjoin_grace_seconds),
+        recorder: Some(recorder.clone()),
     });
     let metrics = Arc::new(Metrics::default());
     let no_mdns = args.no_mdns;

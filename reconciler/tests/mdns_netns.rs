@@ -392,17 +392,9 @@ fn lan_discovery_keeps_foreign_clusters_of_the_peers_it_sees() {
         let gone_at = Instant::now();
         peer.shutdown().await;
         eventually("the vanished peer's ForeignCluster deleted", || async { fcs.get_opt(ID_A).await.unwrap().is_none().then_some(()) }).await;
-        let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(admin.clone());
-        let about = |reason: &'static str| {
-            let events = events.clone();
-            async move {
-                let list = events.list(&Default::default()).await.unwrap().items;
-                list.into_iter().find(|e| e.reason.as_deref() == Some(reason) && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(ID_A))
-            }
-        };
-        let found = eventually("a Discovered Event", || about("Discovered")).await;
+        let found = eventually("a Discovered Event", || liqo_testenv::event(&admin, "Discovered", ID_A)).await;
         assert!(found.note.unwrap().contains("on the LAN (mDNS)"));
-        let expired = eventually("an Expired Event", || about("Expired")).await;
+        let expired = eventually("an Expired Event", || liqo_testenv::event(&admin, "Expired", ID_A)).await;
         assert!(expired.note.unwrap().contains("3 checks in a row"));
         assert!(gone_at.elapsed() >= Duration::from_secs(2), "not before the strikes: {:?}", gone_at.elapsed());
         assert!(fcs.get_opt("by-hand").await.unwrap().is_some(), "a manual ForeignCluster is never expired");

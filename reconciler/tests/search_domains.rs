@@ -20,7 +20,7 @@ use liqo_reconciler::metrics::Metrics;
 use liqo_reconciler::peer::Network;
 use liqo_reconciler::stores::reflect;
 use liqo_testenv::dns::{ZoneServer, zone_file};
-use liqo_testenv::{ControlPlane, eventually, install_liqo};
+use liqo_testenv::{ControlPlane, event, eventually, install_liqo};
 use serde_json::json;
 use tokio::sync::watch;
 
@@ -65,14 +65,6 @@ fn start_controller(client: &Client, dns: DnsSd, config: ClusterConfigSpec) -> w
     });
     tokio::spawn(search_domain::run(ctx, Arc::new(Metrics::default()), std::future::pending()));
     cfg_tx
-}
-
-/// The Event of `reason` about the object named `regarding`, if there is one.
-async fn event(client: &Client, reason: &str, regarding: &str) -> Option<k8s_openapi::api::events::v1::Event> {
-    let events = Api::<k8s_openapi::api::events::v1::Event>::all(client.clone()).list(&Default::default()).await.unwrap();
-    events.items.into_iter().find(|e| {
-        e.reason.as_deref() == Some(reason) && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding)
-    })
 }
 
 async fn fc(client: &Client, name: &str) -> Option<ForeignCluster> {

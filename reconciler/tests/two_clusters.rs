@@ -113,6 +113,8 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     assert_eq!(pr.spec.requester_cluster_id(), Some(home_id.as_str()));
     assert_eq!(pr.spec.auth_url.as_deref(), Some(home_rec.auth_url.as_str()));
     advertisement_status(&remote_prs, &home_id, liqo_api::AdvertisementState::Created, "Published").await;
+    let accepted = eventually("a PeeringAccepted Event on the remote", || liqo_testenv::event(&remote, "PeeringAccepted", &home_id)).await;
+    assert!(accepted.note.unwrap().contains(&format!("PeeringRequest of cluster {home_id}")));
     let incoming = fc_where(&remote, &home_id, "the remote's IncomingPeering ForeignCluster", |f| {
         f.status.as_ref().and_then(|s| s.incoming.as_ref()).is_some_and(|i| i.joined)
     })
@@ -149,6 +151,7 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     // Unjoin: join=false cascades to both sides.
     fcs.patch("my-remote", &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
     gone(&remote_prs, &home_id, "our PeeringRequest removed from the remote").await;
+    eventually("a PeeringEnded Event on the remote", || liqo_testenv::event(&remote, "PeeringEnded", &home_id)).await;
     gone(&home_adverts, &format!("advertisement-{remote_id}"), "the remote's Advertisement removed here").await;
     gone(&Api::<ServiceAccount>::namespaced(home.clone(), "liqo"), &remote_id, "the peer's access removed here").await;
     let unjoined = fc_where(&home, "my-remote", "outgoing.joined cleared", |f| {

@@ -325,3 +325,12 @@ pub async fn service_account_token(client: &Client, namespace: &str, name: &str)
     let issued = sas.create_token_request(name, &PostParams::default(), &TokenRequest::default()).await.expect("TokenRequest");
     issued.status.and_then(|s| s.token).unwrap_or_else(|| panic!("no token for {namespace}/{name}"))
 }
+
+/// The Event (events.k8s.io/v1) of `reason` about the object named `regarding`, if there is one.
+pub async fn event(client: &Client, reason: &str, regarding: &str) -> Option<k8s_openapi::api::events::v1::Event> {
+    let events = kube::api::Api::<k8s_openapi::api::events::v1::Event>::all(client.clone()).list(&Default::default()).await.ok()?;
+    events
+        .items
+        .into_iter()
+        .find(|e| e.reason.as_deref() == Some(reason) && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding))
+}
