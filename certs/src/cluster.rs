@@ -101,23 +101,23 @@ fn secret(name: &str, namespace: &str, type_: &str, data: BTreeMap<String, Strin
 }
 
 /// Creates `desired` or replaces `current` with its data; nothing when the data is equal.
-async fn write(api: &Api<Secret>, current: Option<Secret>, mut desired: Secret) -> Result<bool> {
+async fn write(api: &Api<Secret>, current: Option<Secret>, mut desired: Secret) -> Result<()> {
     match current {
         None => {
             api.create(&PostParams::default(), &desired).await?;
-            Ok(true)
         }
-        Some(current) if current.data == desired.data && current.type_ == desired.type_ => Ok(false),
+        Some(current) if current.data == desired.data && current.type_ == desired.type_ => {}
         Some(current) => {
             let mut meta = current.metadata;
             let mut labels = meta.labels.take().unwrap_or_default();
             labels.extend(desired.metadata.labels.take().unwrap_or_default());
             meta.labels = Some(labels);
             desired.metadata = meta;
-            api.replace(desired.metadata.name.clone().as_deref().unwrap_or_default(), &PostParams::default(), &desired).await?;
-            Ok(true)
+            let name = desired.metadata.name.clone().unwrap_or_default();
+            api.replace(&name, &PostParams::default(), &desired).await?;
         }
     }
+    Ok(())
 }
 
 /// Node addresses (InternalIP, ExternalIP) for a certificate reached through a NodePort.
@@ -179,10 +179,10 @@ pub async fn sync(client: &Client, s: &Sync, now: OffsetDateTime) -> Result<Vec<
     if let Some(prev) = &previous {
         data.insert("previous-ca.crt".into(), prev.clone());
     }
-    let wrote = write(&secrets, current_ca, secret(&s.ca_secret, &s.namespace, "Opaque", data)).await?;
-    report.push(match (why, wrote) {
-        (Some(why), _) => format!("secret/{}: new CA ({why})", s.ca_secret),
-        (None, _) => format!("secret/{}: CA kept", s.ca_secret),
+    write(&secrets, current_ca, secret(&s.ca_secret, &s.namespace, "Opaque", data)).await?;
+    report.push(match why {
+        Some(why) => format!("secret/{}: new CA ({why})", s.ca_secret),
+        None => format!("secret/{}: CA kept", s.ca_secret),
     });
 
     let mut webhook_ca = None;

@@ -23,8 +23,7 @@ impl Default for Lifetimes {
 }
 
 /// Why `ca` cannot stay the CA, or `None` when it can.
-pub fn ca_replace_reason(ca: Option<&Pair>, now: OffsetDateTime, life: &Lifetimes) -> Option<String> {
-    let Some(ca) = ca else { return Some("no CA".into()) };
+pub fn ca_replace_reason(ca: &Pair, now: OffsetDateTime, life: &Lifetimes) -> Option<String> {
     match inspect(&ca.cert_pem) {
         Ok(info) if !info.is_ca => Some("ca.crt is not a CA".into()),
         Ok(info) if info.not_after - now <= life.renew_before => Some(format!("CA expires at {}", info.not_after)),
@@ -36,9 +35,13 @@ pub fn ca_replace_reason(ca: Option<&Pair>, now: OffsetDateTime, life: &Lifetime
 
 /// The CA to use from now on, and why it is new (`None`: `current` is kept).
 pub fn renew_ca(current: Option<Pair>, now: OffsetDateTime, life: &Lifetimes) -> Result<(Pair, Option<String>)> {
-    match (ca_replace_reason(current.as_ref(), now, life), current) {
+    let reason = match &current {
+        Some(ca) => ca_replace_reason(ca, now, life),
+        None => Some("no CA".into()),
+    };
+    match (reason, current) {
         (None, Some(ca)) => Ok((ca, None)),
-        (reason, _) => Ok((new_ca("liqo-ca", now, life.ca)?, reason.or(Some("no CA".into())))),
+        (reason, _) => Ok((new_ca("liqo-ca", now, life.ca)?, reason)),
     }
 }
 
