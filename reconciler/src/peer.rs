@@ -44,10 +44,7 @@ pub trait Peers: Send + Sync + 'static {
     fn api_client(&self, access: &RemoteAccess) -> impl Future<Output = Result<Client>> + Send;
     /// The peer's API server CA from its `kube-public/cluster-info` (for peers known by
     /// `apiUrl` only), verified as `trust` says.
-    fn cluster_info_ca(&self, api_url: &str, trust: TrustMode) -> impl Future<Output = Result<String>> + Send {
-        let _ = (api_url, trust);
-        async { Err(Error::remote("API server", "cluster-info is not available here")) }
-    }
+    fn cluster_info_ca(&self, api_url: &str, trust: TrustMode) -> impl Future<Output = Result<String>> + Send;
 }
 
 /// The real network.
@@ -96,12 +93,9 @@ impl Peers for Network {
     }
 }
 
-/// A kubeconfig without credentials for `api_url`: requests are anonymous (pure).
-pub fn anonymous_kubeconfig(api_url: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: remote\n  cluster:\n    server: {api_url}\nusers:\n- name: anonymous\n  user: {{}}\ncontexts:\n- name: remote\n  context:\n    cluster: remote\n    user: anonymous\ncurrent-context: remote\n"
-    )
-}
+/// A kubeconfig without credentials: requests are anonymous. Its server is a placeholder;
+/// [`RemoteAccess::api_url`] gives the real one.
+pub const ANONYMOUS_KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: remote\n  cluster:\n    server: https://api-url.invalid\nusers:\n- name: anonymous\n  user: {}\ncontexts:\n- name: remote\n  context:\n    cluster: remote\n    user: anonymous\ncurrent-context: remote\n";
 
 /// `access.kubeconfig` with every cluster pointed at `api_url` and verified against `ca_pem`
 /// only, when those are given (pure).
@@ -148,7 +142,7 @@ mod tests {
 
     #[test]
     fn the_anonymous_kubeconfig_has_no_credentials_and_takes_the_pinned_ca() {
-        let access = RemoteAccess { kubeconfig: anonymous_kubeconfig("https://1.2.3.4:6443"), api_url: None, ca_pem: Some("PEM".into()) };
+        let access = RemoteAccess { kubeconfig: ANONYMOUS_KUBECONFIG.into(), api_url: Some("https://1.2.3.4:6443".into()), ca_pem: Some("PEM".into()) };
         let k = pinned_kubeconfig(&access).unwrap();
         let c = k.clusters[0].cluster.as_ref().unwrap();
         assert_eq!(c.server.as_deref(), Some("https://1.2.3.4:6443"));

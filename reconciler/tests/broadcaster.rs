@@ -85,6 +85,9 @@ impl Peers for FakePeers {
         self.built.lock().unwrap().push(access.kubeconfig.clone());
         Ok(self.remote.clone())
     }
+    async fn cluster_info_ca(&self, _: &str, _: TrustMode) -> Result<String, Error> {
+        unreachable!()
+    }
 }
 
 fn count(log: &Log, method: &str, needle: &str) -> usize {

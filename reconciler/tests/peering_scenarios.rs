@@ -111,6 +111,8 @@ struct FakePeer {
     refuse: Option<&'static str>,
     remote: Client,
     asked: Mutex<Vec<String>>,
+    /// `api_url` of every API client asked for.
+    api_urls: Mutex<Vec<Option<String>>>,
 }
 
 impl FakePeer {
@@ -152,6 +154,7 @@ impl Peers for Handle {
     }
     async fn api_client(&self, access: &RemoteAccess) -> Result<Client, Error> {
         self.asked.lock().unwrap().push(format!("api_client:{}", access.kubeconfig));
+        self.api_urls.lock().unwrap().push(access.api_url.clone());
         Ok(self.remote.clone())
     }
     async fn cluster_info_ca(&self, _: &str, _: TrustMode) -> Result<String, Error> {
@@ -181,6 +184,7 @@ fn world(home: Vec<Call>, remote: Vec<Call>, trust: TrustMode) -> World {
         refuse: None,
         remote: remote_client,
         asked: Default::default(),
+        api_urls: Default::default(),
     });
     world_with(home_client, home_seen, remote_seen, peer, pinned)
 }
@@ -507,7 +511,7 @@ async fn a_refused_token_is_reported() {
     ]);
     let (remote_client, remote_seen) = scripted(vec![]);
     let pinned = ca_pem("remote-api-ca");
-    let peer = Arc::new(FakePeer { trust: TrustMode::Untrusted, down: false, ca: Mutex::new(pinned.clone()), refuse: Some("wrong token"), remote: remote_client, asked: Default::default() });
+    let peer = Arc::new(FakePeer { trust: TrustMode::Untrusted, down: false, ca: Mutex::new(pinned.clone()), refuse: Some("wrong token"), remote: remote_client, asked: Default::default(), api_urls: Default::default() });
     let w = world_with(home_client, home_seen, remote_seen, peer, pinned);
     w.reconcile(fc(joined_spec(), json!({}), true)).await.unwrap();
     assert_eq!(*w.peer.asked.lock().unwrap(), ["ca".to_owned(), format!("identity:{HOME}:wrong")]);
@@ -662,8 +666,8 @@ async fn anonymous_join_takes_the_ca_from_cluster_info_and_offers_without_creden
 
     let asked = w.peer.asked.lock().unwrap().clone();
     assert_eq!(asked[0], "cluster-info", "the CA comes from kube-public/cluster-info, not an auth service");
-    assert!(asked[1].starts_with("api_client:") && !asked[1].contains("token"), "no credentials: {}", asked[1]);
-    assert!(asked[1].contains(API));
+    assert_eq!(asked[1], format!("api_client:{}", liqo_reconciler::peer::ANONYMOUS_KUBECONFIG), "no credentials");
+    assert_eq!(*w.peer.api_urls.lock().unwrap(), [Some(API.to_owned())]);
     let home_seen = w.home.lock().unwrap().clone();
     let ca = body_of(&home_seen, "POST", SECRETS);
     assert_eq!(ca["metadata"]["name"], format!("{FC}-ca-data"));
@@ -710,4 +714,41 @@ async fn anonymous_peer_already_advertising_costs_one_remote_call() {
     w.reconcile(fc(anonymous_spec(), json!({}), true)).await.unwrap();
     expect(&w.home, &home);
     expect(&w.remote, &remote);
+}
+
+#[tokio::test]
+async fn anonymous_offer_is_not_repeated_while_waiting_for_the_advertisement() {
+    let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+    let remote = vec![call("GET", "/version", 200, version())];
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    let pinned = w.pinned.clone();
+    w.store_secret(&format!("{FC}-ca-data"), "ca.crt", &pinned);
+    // Offered already (outgoing says so), the peer has not advertised yet: no token, no offer.
+    w.reconcile(fc(anonymous_spec(), joined_status(false), true)).await.unwrap();
+    expect(&w.home, &home);
+    expect(&w.remote, &remote);
+}
+
+#[tokio::test]
+async fn anonymous_offer_is_made_again_when_the_advertisement_disappears() {
+    let mut home = offer_home();
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    let exists = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "AlreadyExists", "code": 409});
+    let remote = vec![
+        call("GET", "/version", 200, version()),
+        call("POST", "/api/v1/namespaces/liqo/secrets", 409, exists.clone()),
+        call("POST", PRS, 201, Value::Null),
+    ];
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    let pinned = w.pinned.clone();
+    w.store_secret(&format!("{FC}-ca-data"), "ca.crt", &pinned);
+    // Joined before (the Advertisement was there), now it is gone: the remote may have
+    // dropped our PeeringRequest, so it is offered again (an existing Secret is fine).
+    w.reconcile(fc(anonymous_spec(), joined_status(true), true)).await.unwrap();
+    expect(&w.home, &home);
+    expect(&w.remote, &remote);
+    let home_seen = w.home.lock().unwrap().clone();
+    let status = &body_of(&home_seen, "PATCH", &format!("{FCS}/{FC}/status"))["status"];
+    let joined = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Joined").unwrap();
+    assert_eq!(joined["reason"], "AdvertisementDeleted");
 }

@@ -11,8 +11,8 @@
 //! - join: our Secret (a kubeconfig for the peer's Advertisement access here) and our
 //!   PeeringRequest are created on the remote, anonymously; "already exists" is fine (an
 //!   anonymous requester can create, never read, change or delete);
-//! - health: the remote API server answers `/version` through the pinned CA; while the peer's
-//!   Advertisement is missing, the offer is made again; `Joined` follows the Advertisement;
+//! - health: the remote API server answers `/version` through the pinned CA; when the peer's
+//!   Advertisement disappears, the offer is made again; `Joined` follows the Advertisement;
 //! - unjoin: our Advertisement access here is revoked and the Advertisement deleted; the
 //!   remote's PeeringRequest stays (its admin removes it), which the condition says.
 
@@ -20,15 +20,15 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 use liqo_api::names::ca_data_secret;
-use liqo_api::{ClusterConfigSpec, ForeignCluster, PeeringRequest, SecretRef, TrustMode};
+use liqo_api::{ClusterConfigSpec, ForeignCluster, PeeringRequest, TrustMode};
 
 use super::decide::{self, OurRequest};
 use super::{
-    AUTHENTICATED, CA_KEY, CA_VERIFIED, Ctx, JOINED, REMOTE_REACHABLE, TRUSTED, add_finalizer, advertisement_present, condition, create_secret,
-    fcs, finish_join, owned_secret, peer_kubeconfig_secret, remote_failed, trusted_condition, unreachable_or_ca_changed, write_status,
+    AUTHENTICATED, CA_KEY, CA_VERIFIED, Ctx, JOINED, REMOTE_REACHABLE, TRUSTED, add_finalizer, advertisement_present, condition, fcs,
+    finish_join, peer_kubeconfig_secret, record_ca, remote_failed, store_ca, trusted_condition, unreachable_or_ca_changed, write_status,
 };
 use crate::error::{Error, Result, is_conflict};
-use crate::peer::{Peers, RemoteAccess, anonymous_kubeconfig};
+use crate::peer::{ANONYMOUS_KUBECONFIG, Peers, RemoteAccess};
 
 /// Whether `fc` peers this way: an API server URL and a cluster ID, no auth service.
 pub fn applies(fc: &ForeignCluster) -> bool {
@@ -42,14 +42,10 @@ fn is_refusal(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 401 || s.code == 403)
 }
 
-pub(super) async fn join<P: Peers>(
-    fc: &ForeignCluster,
-    ctx: &Ctx<P>,
-    own_id: &str,
-    config: &ClusterConfigSpec,
-    api_url: &str,
-) -> Result<Action> {
+/// `spec.join=true` for a ForeignCluster that [`applies`].
+pub(super) async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config: &ClusterConfigSpec) -> Result<Action> {
     let name = fc.name_any();
+    let api_url = fc.spec.api_url.as_deref().unwrap_or_default();
     let mut status = fc.status.clone().unwrap_or_default();
     let remote_id = fc.spec.remote_cluster_id().unwrap_or_default().to_owned();
     if remote_id == own_id {
@@ -81,31 +77,23 @@ pub(super) async fn join<P: Peers>(
     add_finalizer(fc, &ctx.client).await?;
 
     // The CA from kube-public/cluster-info, retrieved once and pinned.
-    let ca_name = ca_data_secret(&name);
-    let ca_pem = match ctx.secret_value(&ca_name, CA_KEY) {
+    let ca_pem = match ctx.secret_value(&ca_data_secret(&name), CA_KEY) {
         Some(pem) => pem,
-        None => {
-            let pem = match ctx.peers.cluster_info_ca(api_url, trust).await {
-                Ok(p) => p,
-                Err(e) => {
-                    let message = format!("{e}; without the remote's CA nothing is sent to it (or set spec.authUrl)");
-                    condition(&mut status, fc, CA_VERIFIED, false, "NoCaAvailable", message.clone());
-                    return remote_failed(fc, ctx, status, Error::Remote { what: "API server", message }).await;
-                }
-            };
-            create_secret(&ctx.client, &owned_secret(fc, ca_name.clone(), &ctx.namespace, &remote_id, CA_KEY, &pem)).await?;
-            ctx.event(fc, false, "CaRetrieved", format!("stored the remote API server CA (from kube-public/cluster-info) in Secret {ca_name}")).await;
-            pem
-        }
+        None => match ctx.peers.cluster_info_ca(api_url, trust).await {
+            Ok(pem) => store_ca(fc, ctx, &remote_id, pem, "kube-public/cluster-info").await?,
+            Err(e) => {
+                let message = format!("{e}; without the remote's CA nothing is sent to it (or set spec.authUrl)");
+                condition(&mut status, fc, CA_VERIFIED, false, "NoCaAvailable", message.clone());
+                return remote_failed(fc, ctx, status, Error::Remote { what: "API server", message }).await;
+            }
+        },
     };
-    let fingerprint = liqo_certs::inspect::fingerprint_sha256(&ca_pem).map_err(|e| Error::Tls(format!("{ca_name}: {e}")))?;
-    status.ca_data_ref = Some(SecretRef { name: ca_name.clone(), namespace: Some(ctx.namespace.clone()) });
-    status.ca_fingerprint = Some(fingerprint.clone());
+    let fingerprint = record_ca(ctx, &mut status, &name, &ca_pem)?;
     status.auth_status = None;
     condition(&mut status, fc, AUTHENTICATED, false, "Anonymous", "no identity on the remote: PeeringRequests are sent anonymously (no spec.authUrl)");
 
     // Health: the remote API server answers through the pinned CA.
-    let access = RemoteAccess { kubeconfig: anonymous_kubeconfig(api_url), api_url: None, ca_pem: Some(ca_pem) };
+    let access = RemoteAccess { kubeconfig: ANONYMOUS_KUBECONFIG.into(), api_url: Some(api_url.to_owned()), ca_pem: Some(ca_pem) };
     let remote = ctx.remote_client(&name, access).await?;
     if let Err(e) = remote.apiserver_version().await {
         ctx.forget_remote(&name);
@@ -116,8 +104,13 @@ pub(super) async fn join<P: Peers>(
     condition(&mut status, fc, REMOTE_REACHABLE, true, "Reachable", "the remote API server answered");
     condition(&mut status, fc, CA_VERIFIED, true, "Pinned", format!("the remote API server certificate verified against CA {fingerprint}"));
 
-    // The offer, made again while the peer's Advertisement is missing.
-    if !advertisement_present(ctx, &remote_id) {
+    // The offer: made once, and again when the peer's Advertisement, seen before, is gone (the
+    // remote's PeeringRequest may have been deleted: an anonymous requester cannot look). Not
+    // every round while waiting: each offer mints a token for the peer.
+    let outgoing = status.outgoing.as_ref();
+    let offered = outgoing.is_some_and(|o| o.remote_peering_request_name.is_some());
+    let advertised_before = outgoing.is_some_and(|o| o.advertisement.is_some());
+    if !advertisement_present(ctx, &remote_id) && (!offered || advertised_before) {
         let ours = OurRequest {
             home_id: own_id,
             home_name: config.discovery_config.cluster_name.as_deref().filter(|n| !n.is_empty()),

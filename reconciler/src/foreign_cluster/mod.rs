@@ -221,8 +221,8 @@ async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config:
     let name = fc.name_any();
     let mut status = fc.status.clone().unwrap_or_default();
     let Some(auth_url) = fc.spec.auth_url.clone().filter(|u| !u.is_empty()) else {
-        if let (Some(api_url), Some(_)) = (fc.spec.api_url.clone().filter(|u| !u.is_empty()), fc.spec.remote_cluster_id()) {
-            return anonymous::join(fc, ctx, own_id, config, &api_url).await;
+        if anonymous::applies(fc) {
+            return anonymous::join(fc, ctx, own_id, config).await;
         }
         condition(
             &mut status,
@@ -302,19 +302,12 @@ async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config:
     let ca_name = ca_data_secret(&name);
     let ca_pem = match ctx.secret_value(&ca_name, CA_KEY) {
         Some(pem) => pem,
-        None => {
-            let pem = match ctx.peers.ca(&auth_url, trust).await {
-                Ok(p) => p,
-                Err(e) => return remote_failed(fc, ctx, status, e).await,
-            };
-            create_secret(&ctx.client, &owned_secret(fc, ca_name.clone(), &ctx.namespace, &remote_id, CA_KEY, &pem)).await?;
-            ctx.event(fc, false, "CaRetrieved", format!("stored the remote API server CA in Secret {ca_name}")).await;
-            pem
-        }
+        None => match ctx.peers.ca(&auth_url, trust).await {
+            Ok(pem) => store_ca(fc, ctx, &remote_id, pem, "its auth service").await?,
+            Err(e) => return remote_failed(fc, ctx, status, e).await,
+        },
     };
-    let fingerprint = liqo_certs::inspect::fingerprint_sha256(&ca_pem).map_err(|e| Error::Tls(format!("{ca_name}: {e}")))?;
-    status.ca_data_ref = Some(SecretRef { name: ca_name.clone(), namespace: Some(ctx.namespace.clone()) });
-    status.ca_fingerprint = Some(fingerprint.clone());
+    let fingerprint = record_ca(ctx, &mut status, &name, &ca_pem)?;
 
     // Our identity on the remote, asked for once.
     let identity_name = identity_secret(&name);
@@ -396,6 +389,24 @@ async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config:
     }
 
     finish_join(fc, ctx, status, own_id, &remote_id).await
+}
+
+/// Pins `pem`, the remote API server CA fetched from `source`: Secret `<fc>-ca-data` (owned
+/// by the ForeignCluster) and an Event; returns it.
+async fn store_ca<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, remote_id: &str, pem: String, source: &str) -> Result<String> {
+    let ca_name = ca_data_secret(&fc.name_any());
+    create_secret(&ctx.client, &owned_secret(fc, ca_name.clone(), &ctx.namespace, remote_id, CA_KEY, &pem)).await?;
+    ctx.event(fc, false, "CaRetrieved", format!("stored the remote API server CA (from {source}) in Secret {ca_name}")).await;
+    Ok(pem)
+}
+
+/// Records the pinned CA in `status` (Secret and fingerprint); returns the fingerprint.
+fn record_ca<P: Peers>(ctx: &Ctx<P>, status: &mut ForeignClusterStatus, fc_name: &str, pem: &str) -> Result<String> {
+    let ca_name = ca_data_secret(fc_name);
+    let fingerprint = liqo_certs::inspect::fingerprint_sha256(pem).map_err(|e| Error::Tls(format!("{ca_name}: {e}")))?;
+    status.ca_data_ref = Some(SecretRef { name: ca_name, namespace: Some(ctx.namespace.clone()) });
+    status.ca_fingerprint = Some(fingerprint.clone());
+    Ok(fingerprint)
 }
 
 /// The `Trusted` condition of a peering `verdict` allowed, about the certificate of `what`.
