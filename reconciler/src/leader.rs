@@ -16,7 +16,7 @@ pub const LEASE_NAME: &str = "liqo-reconciler";
 /// Seconds a holder's claim lasts without renewal.
 pub const LEASE_SECONDS: u64 = 15;
 
-/// A claim on the Lease: `is_leader` says whether it is held now.
+/// A claim on the Lease: `is_leader` says whether it is held now (clone it to wait elsewhere).
 pub struct Leadership {
     pub is_leader: watch::Receiver<bool>,
     task: JoinHandle<Result<kube_lease_manager::LeaseManager, LeaseManagerError>>,
@@ -50,9 +50,11 @@ impl Leadership {
         self.is_leader.wait_for(|held| *held).await.is_ok()
     }
 
-    /// Waits until the Lease is lost (or the competition ended).
+    /// Waits until the Lease, once held, is lost (or the competition ended).
     pub async fn lost(&mut self) {
-        let _ = self.is_leader.wait_for(|held| !*held).await;
+        if self.acquired().await {
+            let _ = self.is_leader.wait_for(|held| !*held).await;
+        }
     }
 
     /// Gives the Lease up (if held) so a standby takes over at once.

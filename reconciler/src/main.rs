@@ -367,24 +367,22 @@ async fn main() -> anyhow::Result<()> {
         }
         false => None,
     };
-    let mut lost = leadership.as_ref().map(|l| l.is_leader.clone());
+    let mut held = leadership.as_ref().map(|l| l.is_leader.clone());
     let leader_gauge = metrics.clone();
-    let (leading_tx, leading_rx) = tokio::sync::oneshot::channel::<()>();
     let controllers = tokio::spawn(async move {
         if !stores_ready.await {
             tracing::error!("the watch-fed stores never became ready");
             return;
         }
-        if let Some(rx) = lost.as_mut() {
+        if let Some(rx) = held.as_mut() {
             tracing::info!("stores ready; waiting for the Lease (standby)");
             tokio::select! {
-                held = rx.wait_for(|held| *held) => if held.is_err() { return },
+                acquired = rx.wait_for(|held| *held) => if acquired.is_err() { return },
                 _ = shutdown_signal() => return,
             }
         }
         leader_gauge.leader.set(1);
-        let _ = leading_tx.send(());
-        tracing::info!("stores ready; controllers starting");
+        tracing::info!("controllers starting");
         tokio::join!(
             foreign_cluster::run(fc_ctx, m1, shutdown_signal()),
             incoming::run::<PeeringRequest, _>(in_ctx.clone(), m2, shutdown_signal()),
@@ -428,7 +426,7 @@ async fn main() -> anyhow::Result<()> {
         Some(claim) => {
             tokio::select! {
                 _ = shutdown_signal() => {}
-                _ = async { let _ = leading_rx.await; claim.lost().await } => {
+                _ = claim.lost() => {
                     tracing::error!("lost the Lease: exiting so that the new holder runs alone");
                     std::process::exit(1);
                 }

@@ -1,7 +1,8 @@
 //! One active reconciler per cluster: two `liqo-reconciler` processes against one real
 //! control plane (KUBEBUILDER_ASSETS), with the shipped RBAC. One holds Lease
 //! `liqo-reconciler` and runs the controllers, the other waits; SIGTERM to the holder releases
-//! the Lease and the standby takes over. Skips loudly without the assets.
+//! the Lease and the standby takes over; a holder whose Lease is taken exits. Skips loudly
+//! without the assets.
 
 mod common;
 
@@ -10,7 +11,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use liqo_testenv::{ControlPlane, eventually, install_liqo};
 
-use common::{Reconciler, ops_get, ready, reconciler_token, start_reconciler, terminate};
+use common::{Reconciler, exited, ops_get, ready, reconciler_token, start_reconciler, terminate};
 
 /// `liqo_reconciler_leader` as the process reports it.
 async fn leader_gauge(r: &Reconciler) -> Option<u8> {
@@ -49,4 +50,12 @@ async fn one_reconciler_leads_and_a_standby_takes_over() {
     eventually("the standby leading", || async { (leader_gauge(&standby).await? == 1).then_some(()) }).await;
     let new_holder = leases.get("liqo-reconciler").await.unwrap().spec.unwrap().holder_identity.unwrap();
     assert_ne!(new_holder, holder, "the Lease changed hands");
+
+    // Someone else takes the Lease: the holder that lost it exits (1) rather than run beside it.
+    let mut standby = standby;
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(k8s_openapi::jiff::Timestamp::now());
+    let patch = serde_json::json!({"spec": {"holderIdentity": "intruder", "acquireTime": now, "renewTime": now, "leaseDurationSeconds": 3600}});
+    leases.patch("liqo-reconciler", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(patch)).await.unwrap();
+    let status = exited(&mut standby).await;
+    assert_eq!(status.code(), Some(1), "the leader that lost the Lease exits: {status}");
 }

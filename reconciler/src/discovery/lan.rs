@@ -232,7 +232,7 @@ pub async fn run<P: Peers>(ctx: Arc<Ctx<P>>, shutdown: impl std::future::Future<
             }
             _ = tokio::time::sleep_until(state.requery.unwrap_or_else(tokio::time::Instant::now)), if state.requery.is_some() => {
                 state.requery = None;
-                if let (Some((_, _, mdns)), true) = (&state.mdns, state.browsing.is_some()) {
+                if state.browsing.is_some() && let Some((_, _, mdns)) = &state.mdns {
                     match mdns.browse() {
                         Ok(rx) => state.browsing = Some(rx),
                         Err(e) => tracing::warn!(error = %e, "querying the LAN again failed"),

@@ -193,14 +193,13 @@ pub fn new_foreign_cluster(found: &DiscoveredCluster, finder: &Finder, join: boo
 
 /// The ForeignClusters `finder` owns that are not in `listed` (cluster IDs): what a
 /// SearchDomain deletes after a successful lookup.
-pub fn no_longer_listed<'a>(fcs: impl IntoIterator<Item = &'a ForeignCluster>, finder: &Finder, listed: &[String]) -> Vec<String> {
+pub fn no_longer_listed<'a>(fcs: impl IntoIterator<Item = &'a ForeignCluster>, finder: &Finder, listed: &[String]) -> Vec<&'a ForeignCluster> {
     fcs.into_iter()
         .filter(|fc| finder.owns(fc) && fc.metadata.deletion_timestamp.is_none())
         .filter(|fc| {
             let id = fc.labels().get(LABEL_CLUSTER_ID).map(String::as_str).or(fc.spec.remote_cluster_id());
             id.is_none_or(|id| !listed.iter().any(|l| l == id))
         })
-        .map(|fc| fc.name_any())
         .collect()
 }
 
@@ -333,8 +332,9 @@ mod tests {
         let Change::Create(other) = merge(None, &DiscoveredCluster { cluster_id: "other".into(), ..found() }, &wan("b.example"), true) else { panic!() };
         let Change::Create(lan) = merge(None, &DiscoveredCluster { cluster_id: "lan".into(), ..found() }, &Finder::Lan, true) else { panic!() };
         let all = [&*mine, &*other, &*lan];
-        assert_eq!(no_longer_listed(all, &wan("a.example"), &[]), vec![ID.to_owned()]);
+        let names = |fcs: Vec<&ForeignCluster>| fcs.iter().map(|f| f.name_any()).collect::<Vec<_>>();
+        assert_eq!(names(no_longer_listed(all, &wan("a.example"), &[])), vec![ID.to_owned()]);
         assert!(no_longer_listed(all, &wan("a.example"), &[ID.to_owned()]).is_empty());
-        assert_eq!(no_longer_listed(all, &Finder::Lan, &[]), vec!["lan".to_owned()]);
+        assert_eq!(names(no_longer_listed(all, &Finder::Lan, &[])), vec!["lan".to_owned()]);
     }
 }

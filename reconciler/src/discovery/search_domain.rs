@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::Recorder;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use liqo_api::{ClusterConfigSpec, ForeignCluster, FoundCluster, SearchDomain, SearchDomainStatus, TrustMode, validate_cluster_id};
@@ -194,11 +194,9 @@ pub async fn reconcile<P: Peers>(sd: Arc<SearchDomain>, ctx: Arc<Ctx<P>>) -> Res
         result.push(FoundCluster { foreign_cluster: fc_name, cluster_id: cluster.cluster_id.clone(), instance: Some(instance.clone()) });
     }
     for gone in merge::no_longer_listed(fcs.iter().map(|f| &**f), &finder, &listed_ids) {
-        tracing::info!(searchdomain = %name, foreign_cluster = %gone, "no longer listed; deleting its ForeignCluster");
-        if let Some(fc) = fcs.iter().find(|f| f.name_any() == gone) {
-            let note = format!("no longer listed in DNS domain {}", sd.spec.domain);
-            delete_foreign(&ctx.client, fc, ctx.recorder.as_ref(), "NoLongerListed", note).await?;
-        }
+        tracing::info!(searchdomain = %name, foreign_cluster = %gone.name_any(), "no longer listed; deleting its ForeignCluster");
+        let note = format!("no longer listed in DNS domain {}", sd.spec.domain);
+        delete_foreign(&ctx.client, gone, ctx.recorder.as_ref(), "NoLongerListed", note).await?;
     }
     result.sort_by(|a, b| a.cluster_id.cmp(&b.cluster_id));
     result.dedup_by(|a, b| a.cluster_id == b.cluster_id);
@@ -233,8 +231,7 @@ pub async fn run<P: Peers>(
             move |sd, ctx| {
                 let metrics = metrics.clone();
                 // Forget the lookup times of SearchDomains that are gone.
-                let alive: std::collections::HashSet<String> = store.state().iter().map(|s| s.name_any()).collect();
-                ctx.last.lock().unwrap().retain(|name, _| alive.contains(name));
+                ctx.last.lock().unwrap().retain(|name, _| store.get(&ObjectRef::new(name)).is_some());
                 async move {
                     let started = Instant::now();
                     let result = reconcile(sd, ctx).await;

@@ -86,8 +86,13 @@ pub async fn cluster_id(client: &Client) -> String {
 /// Sends SIGTERM and waits for the process to exit; its exit status.
 pub async fn terminate(r: &mut Reconciler) -> std::process::ExitStatus {
     assert!(Command::new("kill").args(["-TERM", &r.child.id().to_string()]).status().unwrap().success());
+    exited(r).await
+}
+
+/// Waits for the process to exit; its exit status.
+pub async fn exited(r: &mut Reconciler) -> std::process::ExitStatus {
     let child = &mut r.child;
-    eventually("the reconciler exited after SIGTERM", || {
+    eventually("the reconciler exited", || {
         let s = child.try_wait().unwrap();
         async move { s }
     })
