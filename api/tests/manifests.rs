@@ -15,7 +15,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use liqo_testenv::{ADMIN_TOKEN, ControlPlane, create_manifest, eventually, skip};
+use liqo_testenv::{ADMIN_TOKEN, ControlPlane, create_manifest, crds_established, skip};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
@@ -150,7 +150,6 @@ fn the_base_declares_what_the_install_needs() {
 #[tokio::test]
 async fn the_render_installs_on_a_real_api_server() {
     use k8s_openapi::api::core::v1::Service;
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::Api;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let Some(kubectl) = tool("kubectl") else {
@@ -161,18 +160,7 @@ async fn the_render_installs_on_a_real_api_server() {
     let admin = cp.client(ADMIN_TOKEN).unwrap();
     let created = create_manifest(&admin, &render(&kubectl, &Path::new(ROOT).join("manifests")), "liqo").await;
     assert!(created.len() >= 20, "created {}", created.len());
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    for crd in liqo_api::crds::all() {
-        let name = crd.metadata.name.clone().unwrap();
-        eventually(&format!("{name} established"), || {
-            let (crds, name) = (crds.clone(), name.clone());
-            async move {
-                let c = crds.get(&name).await.ok()?;
-                c.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
-            }
-        })
-        .await;
-    }
+    crds_established(&admin).await;
     let config = create_manifest(&admin, &render(&kubectl, &Path::new(ROOT).join("manifests/config")), "liqo").await;
     assert_eq!(config[0].data["spec"]["discoveryConfig"]["ttl"], 90);
     let auth = Api::<Service>::namespaced(admin.clone(), "liqo").get("liqo-auth").await.unwrap();

@@ -265,7 +265,6 @@ pub async fn install_liqo(client: &Client, namespace: &str) {
     use k8s_openapi::api::core::v1::Namespace;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{Api, ObjectMeta, PostParams};
-    use kube::ResourceExt;
 
     let ns = Namespace { metadata: ObjectMeta { name: Some(namespace.into()), ..Default::default() }, ..Default::default() };
     Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
@@ -273,6 +272,16 @@ pub async fn install_liqo(client: &Client, namespace: &str) {
     for crd in liqo_api::crds::all() {
         crds.create(&PostParams::default(), &crd).await.unwrap();
     }
+    crds_established(client).await;
+}
+
+/// Waits until every CRD of Liqo is established.
+pub async fn crds_established(client: &Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::ResourceExt;
+    use kube::api::Api;
+
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in liqo_api::crds::all() {
         let name = crd.name_any();
         eventually(&format!("{name} established"), || {
