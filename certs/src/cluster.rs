@@ -67,7 +67,7 @@ fn data_str(secret: &Secret, key: &str) -> Option<String> {
 }
 
 /// The certificate and key stored under `cert_key`/`key_key`, when both are there.
-pub fn stored_pair(secret: &Secret, cert_key: &str, key_key: &str) -> Option<Pair> {
+fn stored_pair(secret: &Secret, cert_key: &str, key_key: &str) -> Option<Pair> {
     Some(Pair { cert_pem: data_str(secret, cert_key)?, key_pem: data_str(secret, key_key)? })
 }
 
