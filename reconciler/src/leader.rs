@@ -37,7 +37,8 @@ pub async fn compete(client: Client, namespace: &str, identity: &str) -> Result<
         .with_identity(identity)
         .with_duration(LEASE_SECONDS)
         .with_grace(5)
-        .with_field_manager("liqo-reconciler")
+        // The default field manager names the identity: server-side apply then reports a
+        // conflict when another process holds the Lease (one shared name would let both win).
         .build()
         .await?;
     let (is_leader, task) = manager.watch().await;
