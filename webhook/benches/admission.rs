@@ -3,13 +3,16 @@
 //!
 //! The real webhook server (same TLS setup, same router) serves `/validate` and an extra
 //! `/floor` route that reads the body and answers with a canned response of the same size,
-//! decoding nothing. `wrk` posts the captured PeeringRequest fixture to each with 16 and 64
+//! decoding nothing. `wrk` posts the captured PeeringRequest fixture (as compact JSON, the
+//! form the API server sends) to each with 16 and 64
 //! connections and we print admissions/s, p50/p99 and the ratios.
 //!
 //! Run with `just bench` (or `cargo bench -p liqo-webhook --bench admission`).
 //! `BENCH_ROUNDS` (default 3) rounds of floor and `/validate`, alternating which goes first.
 //! `BENCH_SECONDS` (default 10) sets the length of each wrk run; `BENCH_THREADS` (default 2)
-//! the wrk threads. Needs `wrk` on PATH (Debian package `wrk`).
+//! the wrk threads. `BENCH_BODY=pretty` sends the fixture file as it is rather than in its
+//! wire form (compact, as the API server sends it). `BENCH_ONLY=floor` or `validate` loads one endpoint only (for profiling).
+//! Needs `wrk` on PATH (Debian package `wrk`).
 
 /// The allocator of the binary, so the figures are the binary's.
 #[global_allocator]
@@ -41,13 +44,14 @@ struct Run {
     p99_ms: f64,
     requests: u64,
     errors: u64,
+    /// CPU time this process (the server; `wrk` is another process) spent per request, in µs.
+    server_cpu_us: f64,
 }
 
 fn main() {
     // `BENCH_DECIDE_ONLY=<rounds>`: only the decision loop, for profiling (`perf record`).
     if let Some(rounds) = std::env::var("BENCH_DECIDE_ONLY").ok().and_then(|v| v.parse::<u32>().ok()) {
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let body = std::fs::read(manifest.join(FIXTURE)).expect("fixture");
+        let (body, _) = request_body();
         let view = StaticView { namespace: "liqo".into(), cluster_id: Some(OWN_ID.into()), ..Default::default() };
         let started = std::time::Instant::now();
         for _ in 0..rounds {
@@ -63,9 +67,7 @@ fn main() {
     }
     let seconds: u64 = std::env::var("BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
     let threads: u64 = std::env::var("BENCH_THREADS").ok().and_then(|s| s.parse().ok()).unwrap_or(2);
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let body_path = manifest.join(FIXTURE);
-    let body = std::fs::read(&body_path).expect("fixture");
+    let (body, form) = request_body();
 
     let view = StaticView {
         namespace: "liqo".into(),
@@ -114,6 +116,8 @@ fn main() {
         addr
     });
 
+    let body_path = dir.path().join("review.json");
+    std::fs::write(&body_path, &body).unwrap();
     let script = dir.path().join("post.lua");
     std::fs::write(
         &script,
@@ -126,16 +130,38 @@ fn main() {
     .unwrap();
 
     println!(
-        "admission benchmark: {} bytes of PeeringRequest in, {} bytes out, wrk -t{threads} -d{seconds}s, TLS keep-alive on loopback",
+        "admission benchmark: {} bytes of PeeringRequest in ({form}), {} bytes out, wrk -t{threads} -d{seconds}s, TLS keep-alive on loopback",
         body.len(),
         answer.len()
     );
     println!("decoding, deciding and encoding one review alone: {decide_us:.1} µs");
-    println!("{:>5}  {:<9} {:>12} {:>9} {:>9} {:>8}", "conns", "endpoint", "req/s", "p50 ms", "p99 ms", "errors");
+    println!(
+        "{:>5}  {:<9} {:>12} {:>9} {:>9} {:>8} {:>14}",
+        "conns", "endpoint", "req/s", "p50 ms", "p99 ms", "errors", "server µs/req"
+    );
     // Rounds alternate which endpoint goes first, so a drift of the machine during the run
     // (other load, clock changes) does not always favour the same side; the ratio reported
     // is the median of the rounds' ratios.
     let rounds: usize = std::env::var("BENCH_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3).max(1);
+    // `BENCH_ONLY=floor|validate`: one endpoint only, for profiling (`perf record`).
+    if let Ok(path) = std::env::var("BENCH_ONLY") {
+        for conns in [16u64, 64] {
+            let r = wrk(&script, addr, &format!("/{path}"), conns, threads, seconds);
+            println!(
+                "{conns:>5}  {path:<9} {:>12.0} {:>9.2} {:>9.2} {:>8} {:>14.1}",
+                r.requests_per_sec, r.p50_ms, r.p99_ms, r.errors, r.server_cpu_us
+            );
+        }
+        let text = metrics.encode();
+        let value = |name: &str| -> f64 {
+            text.lines().filter(|l| l.starts_with(name)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+        };
+        let count = value("liqo_webhook_admission_duration_seconds_count");
+        if count > 0.0 {
+            println!("mean time in admit() per review: {:.2} µs", value("liqo_webhook_admission_duration_seconds_sum") * 1e6 / count);
+        }
+        return;
+    }
     for conns in [16u64, 64] {
         let mut ratios = Vec::new();
         let mut p99s = Vec::new();
@@ -155,17 +181,18 @@ fn main() {
             };
             for (name, r) in [("floor", &floor), ("validate", &adm)] {
                 println!(
-                    "{conns:>5}  {name:<9} {:>12.0} {:>9.2} {:>9.2} {:>8}",
-                    r.requests_per_sec, r.p50_ms, r.p99_ms, r.errors
+                    "{conns:>5}  {name:<9} {:>12.0} {:>9.2} {:>9.2} {:>8} {:>14.1}",
+                    r.requests_per_sec, r.p50_ms, r.p99_ms, r.errors, r.server_cpu_us
                 );
             }
             assert!(counted >= adm.requests, "every request to /validate was admitted by the webhook ({counted} < {})", adm.requests);
             let ratio = adm.requests_per_sec / floor.requests_per_sec;
             println!(
-                "{conns:>5}  round {}  throughput {:.0}% of floor, p99 {:.2}x floor; {counted} admissions counted by the webhook",
+                "{conns:>5}  round {}  throughput {:.0}% of floor, p99 {:.2}x floor, server CPU +{:.1} µs/req; {counted} admissions counted by the webhook",
                 round + 1,
                 100.0 * ratio,
-                adm.p99_ms / floor.p99_ms
+                adm.p99_ms / floor.p99_ms,
+                adm.server_cpu_us - floor.server_cpu_us
             );
             ratios.push(ratio);
             p99s.push(adm.p99_ms / floor.p99_ms);
@@ -182,6 +209,42 @@ fn main() {
     }
 }
 
+/// The captured review as the benchmark sends it. The fixture file is pretty-printed for
+/// reading (its README says so); the API server sends the same review as compact JSON, which
+/// is the default here (`wire`). `BENCH_BODY=pretty` sends the file as it is.
+fn request_body() -> (Vec<u8>, &'static str) {
+    let file = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE)).expect("fixture");
+    if std::env::var("BENCH_BODY").as_deref() == Ok("pretty") {
+        return (file, "the fixture file as it is, pretty-printed");
+    }
+    let wire = compact(&file);
+    let same = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap();
+    assert_eq!(same(&wire), same(&file), "compacting changes nothing but white space");
+    (wire, "the fixture in its wire form: compact JSON, keys in the captured order")
+}
+
+/// `json` without the white space between tokens (strings untouched).
+fn compact(json: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(json.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in json {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else if b.is_ascii_whitespace() {
+            continue;
+        } else if b == b'"' {
+            in_string = true;
+        }
+        out.push(b);
+    }
+    out
+}
+
 /// Allowed admissions the webhook itself counted (its Prometheus counter).
 fn admitted(metrics: &Metrics) -> u64 {
     metrics
@@ -192,7 +255,19 @@ fn admitted(metrics: &Metrics) -> u64 {
         .sum()
 }
 
+/// User + system CPU time of this process so far, in seconds (`/proc/self/stat`, clock ticks).
+fn process_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn wrk(script: &Path, addr: std::net::SocketAddr, path: &str, conns: u64, threads: u64, seconds: u64) -> Run {
+    let cpu_before = process_cpu_seconds();
     let out = Command::new("wrk")
         .args([
             format!("-t{threads}"),
@@ -207,11 +282,14 @@ fn wrk(script: &Path, addr: std::net::SocketAddr, path: &str, conns: u64, thread
         .expect("running wrk");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "wrk failed: {text}{}", String::from_utf8_lossy(&out.stderr));
-    parse_wrk(&text).unwrap_or_else(|| panic!("unexpected wrk output:\n{text}"))
+    let cpu = process_cpu_seconds() - cpu_before;
+    let mut run = parse_wrk(&text).unwrap_or_else(|| panic!("unexpected wrk output:\n{text}"));
+    run.server_cpu_us = cpu * 1e6 / run.requests.max(1) as f64;
+    run
 }
 
 fn parse_wrk(text: &str) -> Option<Run> {
-    let mut run = Run { requests_per_sec: 0.0, p50_ms: 0.0, p99_ms: 0.0, requests: 0, errors: 0 };
+    let mut run = Run { requests_per_sec: 0.0, p50_ms: 0.0, p99_ms: 0.0, requests: 0, errors: 0, server_cpu_us: 0.0 };
     for line in text.lines().map(str::trim) {
         let mut words = line.split_whitespace();
         match (words.next(), words.next()) {

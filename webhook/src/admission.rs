@@ -49,8 +49,10 @@ pub struct Decision {
 pub fn admit(endpoint: Endpoint, body: &[u8], view: &dyn ClusterView) -> Result<Decision, BadReview> {
     // One pass over the body in the usual case; the step-by-step decoding below runs only
     // when this fails, to say exactly what is wrong.
-    let mut req = match serde_json::from_slice::<ReviewFull<'_>>(body) {
-        Ok(ReviewFull { api_version: Some(API_VERSION), kind: Some(KIND), request: Some(req) }) => req,
+    // Strings are checked as UTF-8 once for the whole body, not one by one.
+    let decoded = std::str::from_utf8(body).ok().and_then(|text| serde_json::from_str::<ReviewFull<'_>>(text).ok());
+    let mut req = match decoded {
+        Some(ReviewFull { api_version: Some(API_VERSION), kind: Some(KIND), request: Some(req) }) => req,
         _ => diagnose(body)?,
     };
     let kind = kind_label(&req);
@@ -74,7 +76,11 @@ pub fn admit(endpoint: Endpoint, body: &[u8], view: &dyn ClusterView) -> Result<
 /// The step-by-step decoding of a review that did not decode in one pass: envelope, version,
 /// then the request, each failure with its own message.
 fn diagnose(body: &[u8]) -> Result<Request<'_>, BadReview> {
-    let review: ReviewIn<'_> = serde_json::from_slice(body).map_err(|e| BadReview {
+    let text = std::str::from_utf8(body).map_err(|e| BadReview {
+        label: "malformed_json",
+        message: format!("the body is not an AdmissionReview: JSON must be UTF-8: {e}"),
+    })?;
+    let review: ReviewIn<'_> = serde_json::from_str(text).map_err(|e| BadReview {
         label: "malformed_json",
         message: format!("the body is not an AdmissionReview: {e}"),
     })?;

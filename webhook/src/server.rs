@@ -12,7 +12,7 @@ use axum::routing::{get, post};
 use http_body_util::{BodyExt, Limited};
 
 use crate::admission::{Endpoint, admit};
-use crate::metrics::{AdmissionLabels, EndpointLabels, Metrics, ReasonLabels};
+use crate::metrics::{Metrics, ReasonLabels};
 use crate::state::ClusterView;
 
 /// Largest body accepted. The API server caps objects at 3 MiB and a review carries the object
@@ -106,22 +106,14 @@ async fn handle(app: Arc<App>, endpoint: Endpoint, req: Request) -> Response {
     match decision {
         Err(bad) => app.refuse(StatusCode::BAD_REQUEST, bad.label, bad.message),
         Ok(d) => {
-            app.metrics.duration.get_or_create(&EndpointLabels { endpoint: endpoint.as_str() }).observe(elapsed);
-            app.metrics
-                .admissions
-                .get_or_create(&AdmissionLabels {
-                    endpoint: endpoint.as_str(),
-                    kind: d.kind,
-                    operation: d.operation,
-                    decision: if d.denied.is_some() { "denied" } else { "allowed" },
-                    reason: d.denied.map_or("", |r| r.label()),
-                })
-                .inc();
+            app.metrics.record_admission(endpoint, d.kind, d.operation, d.denied, elapsed);
             if let Some(reason) = d.denied {
                 let msg = d.review.response.status.as_ref().map(|s| s.message.as_str()).unwrap_or("");
                 tracing::info!(kind = d.kind, op = d.operation, uid = %d.review.response.uid, reason = reason.label(), message = msg, "denied");
             }
-            let json = serde_json::to_vec(&d.review).expect("a review always serializes");
+            // Sized for the usual answer, so encoding it does not grow the buffer.
+            let mut json = Vec::with_capacity(256);
+            serde_json::to_writer(&mut json, &d.review).expect("a review always serializes");
             ([(header::CONTENT_TYPE, "application/json")], json).into_response()
         }
     }

@@ -42,6 +42,20 @@ async fn bad_input_gets_a_clear_answer_and_never_kills_the_connection() {
             400,
             "missing field `kind`",
         ),
+        (
+            "POST",
+            json,
+            // A valid review but for one byte that is not UTF-8, in a string no rule reads.
+            String::from_utf8(fixture("peeringrequest-create-by-peer-sa.json"))
+                .unwrap()
+                .replacen("kubectl-create", "kubectl-cr\u{1}ate", 1)
+                .into_bytes()
+                .into_iter()
+                .map(|b| if b == 1 { 0xff } else { b })
+                .collect(),
+            400,
+            "JSON must be UTF-8",
+        ),
         ("POST", Some("text/plain"), fixture("peeringrequest-create-by-peer-sa.json"), 415, "application/json"),
         ("POST", None, fixture("peeringrequest-create-by-peer-sa.json"), 415, "application/json"),
         ("GET", None, vec![], 405, ""),
