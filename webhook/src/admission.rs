@@ -45,24 +45,59 @@ pub struct Decision {
     pub denied: Option<Reason>,
 }
 
+/// Bodies up to this size are decoded in buffers kept by each thread; larger ones in buffers
+/// of their own, so a rare huge review does not leave its memory behind.
+const KEPT_SCRATCH: usize = 64 * 1024;
+
+/// What the one-pass decoding works in: a copy of the body (simd-json decodes in place) and
+/// simd-json's buffers.
+struct Scratch {
+    copy: Vec<u8>,
+    buffers: simd_json::Buffers,
+}
+
+impl Scratch {
+    fn new(len: usize) -> Self {
+        Self { copy: Vec::with_capacity(len), buffers: simd_json::Buffers::new(len) }
+    }
+
+    /// The decision on `body` decoded in one pass, if that works.
+    fn decide(&mut self, endpoint: Endpoint, body: &[u8], view: &dyn ClusterView) -> Option<Decision> {
+        self.copy.clear();
+        self.copy.extend_from_slice(body);
+        let mut req = one_pass(&mut self.copy, &mut self.buffers)?;
+        Some(answer(endpoint, &mut req, view))
+    }
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::new(4096));
+}
+
 /// Decides one review.
 pub fn admit(endpoint: Endpoint, body: &[u8], view: &dyn ClusterView) -> Result<Decision, BadReview> {
     // One pass over the body in the usual case, with simd-json: it checks the whole body as
-    // strictly as serde_json (UTF-8, grammar) but with SIMD, and decodes in place, hence the
-    // copy. When it fails (malformed input, or a review whose object comes before its kind,
-    // which only serde_json can keep raw), the step-by-step decoding below says exactly what
-    // is wrong, or decodes the review in any order.
-    let mut copy = body.to_vec();
-    let mut req = match one_pass(&mut copy) {
-        Some(req) => req,
-        None => diagnose(body)?,
+    // strictly as serde_json (UTF-8, grammar) but with SIMD. When it fails (malformed input,
+    // or a review whose object comes before its kind, which only serde_json can keep raw),
+    // the step-by-step decoding below says exactly what is wrong, or decodes the review in
+    // any order.
+    let fast = if body.len() <= KEPT_SCRATCH {
+        SCRATCH.with(|s| match s.try_borrow_mut() {
+            Ok(mut kept) => kept.decide(endpoint, body, view),
+            Err(_) => Scratch::new(body.len()).decide(endpoint, body, view),
+        })
+    } else {
+        Scratch::new(body.len()).decide(endpoint, body, view)
     };
-    Ok(answer(endpoint, &mut req, view))
+    match fast {
+        Some(decision) => Ok(decision),
+        None => Ok(answer(endpoint, &mut diagnose(body)?, view)),
+    }
 }
 
 /// The review decoded in one pass (simd-json, in place), if that works.
-fn one_pass(body: &mut [u8]) -> Option<Request<'_>> {
-    match simd_json::serde::from_slice::<ReviewFull<'_>>(body) {
+fn one_pass<'a>(body: &'a mut [u8], buffers: &mut simd_json::Buffers) -> Option<Request<'a>> {
+    match simd_json::serde::from_slice_with_buffers::<ReviewFull<'_>>(body, buffers) {
         Ok(ReviewFull { api_version: Some(API_VERSION), kind: Some(KIND), request: Some(req) }) => Some(req),
         _ => None,
     }
@@ -245,7 +280,7 @@ mod tests {
     #[test]
     fn the_one_pass_decoding_decides_every_fixture_as_the_step_by_step_one() {
         for (name, body) in fixtures() {
-            assert!(one_pass(&mut body.clone()).is_some(), "{name} is decoded in one pass");
+            assert!(one_pass(&mut body.clone(), &mut simd_json::Buffers::default()).is_some(), "{name} is decoded in one pass");
             for endpoint in [Endpoint::Validate, Endpoint::Mutate] {
                 let fast = admit(endpoint, &body, &view()).unwrap();
                 let slow = slow_answer(endpoint, &body);
@@ -266,13 +301,25 @@ mod tests {
                 r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{},"kind":{kind}}}}}"#,
                 &rest[..rest.len() - 1]
             );
-            assert!(one_pass(&mut reordered.clone().into_bytes()).is_none(), "{name}: only serde_json keeps an object raw");
+            assert!(one_pass(&mut reordered.clone().into_bytes(), &mut simd_json::Buffers::default()).is_none(), "{name}: only serde_json keeps an object raw");
             for endpoint in [Endpoint::Validate, Endpoint::Mutate] {
                 let usual = admit(endpoint, &body, &view()).unwrap();
                 let late = admit(endpoint, reordered.as_bytes(), &view()).unwrap();
                 assert_eq!(json(&late), json(&usual), "{name} on {}", endpoint.as_str());
             }
         }
+    }
+
+    #[test]
+    fn a_large_review_is_decided_in_buffers_of_its_own() {
+        let (_, body) = fixtures().into_iter().find(|(n, _)| n == "peeringrequest-create-by-peer-sa.json").unwrap();
+        let mut value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        value["request"]["object"]["metadata"]["annotations"] = serde_json::json!({ "big": "x".repeat(2 * KEPT_SCRATCH) });
+        let big = serde_json::to_vec(&value).unwrap();
+        assert!(big.len() > KEPT_SCRATCH);
+        let decision = admit(Endpoint::Validate, &big, &view()).unwrap();
+        assert_eq!(json(&decision), json(&admit(Endpoint::Validate, &body, &view()).unwrap()));
+        assert!(SCRATCH.with(|s| s.borrow().copy.capacity()) <= KEPT_SCRATCH, "the kept buffers did not grow");
     }
 
     #[test]
