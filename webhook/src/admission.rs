@@ -311,6 +311,36 @@ mod tests {
     }
 
     #[test]
+    fn the_one_pass_decoding_accepts_nothing_serde_json_refuses() {
+        let (_, body) = fixtures().into_iter().find(|(n, _)| n == "peeringrequest-create-by-peer-sa.json").unwrap();
+        let text = String::from_utf8(body).unwrap();
+        // Each breaks the JSON grammar or UTF-8 in a part no rule reads.
+        let broken: Vec<Vec<u8>> = vec![
+            text.replacen("\"generation\": 1", "\"generation\": 01", 1).into_bytes(),
+            text.replacen("\"generation\": 1", "\"generation\": 1.", 1).into_bytes(),
+            text.replacen("\"generation\": 1", "\"generation\": NaN", 1).into_bytes(),
+            text.replacen("\"dryRun\": false", "\"dryRun\": fals", 1).into_bytes(),
+            text.replacen("\"time\": \"2026-11-21T23:25:07Z\"\n", "\"time\": \"2026-11-21T23:25:07Z\",\n", 1).into_bytes(),
+            text.replacen("\"system:authenticated\"\n", "\"system:authenticated\",\n", 1).into_bytes(),
+            text.replacen("kubectl-create", "kubectl\\xcreate", 1).into_bytes(),
+            text.replacen("kubectl-create", "kubectl\\u12create", 1).into_bytes(),
+            text.replacen("kubectl-create", "kubectl\u{1}create", 1).into_bytes(),
+            text.replacen("kubectl-create", "kubectl-cr\u{1}ate", 1).into_bytes().into_iter().map(|b| if b == 1 { 0xff } else { b }).collect(),
+            text.replacen("\"manager\": ", "\"manager\" ", 1).into_bytes(),
+            text.replacen("\"manager\"", "'manager'", 1).into_bytes(),
+            format!("{text}{{}}").into_bytes(),
+            format!("\u{feff}{text}").into_bytes(),
+        ];
+        for body in broken {
+            assert_ne!(body, text.as_bytes(), "each case changes the fixture");
+            let shown = String::from_utf8_lossy(&body).into_owned();
+            assert!(serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() || std::str::from_utf8(&body).is_err(), "{shown}");
+            assert!(one_pass(&mut body.clone(), &mut simd_json::Buffers::default()).is_none(), "simd-json accepted: {shown}");
+            assert!(admit(Endpoint::Validate, &body, &view()).is_err(), "{shown}");
+        }
+    }
+
+    #[test]
     fn a_large_review_is_decided_in_buffers_of_its_own() {
         let (_, body) = fixtures().into_iter().find(|(n, _)| n == "peeringrequest-create-by-peer-sa.json").unwrap();
         let mut value: serde_json::Value = serde_json::from_slice(&body).unwrap();
