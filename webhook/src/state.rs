@@ -62,6 +62,9 @@ pub struct StoreView {
     pub config: Store<ClusterConfig>,
     pub foreign: Store<ForeignCluster>,
     pub synced: Arc<AtomicBool>,
+    /// The keys of the two singletons, made once rather than on every review.
+    cluster_id_ref: ObjectRef<ConfigMap>,
+    config_ref: ObjectRef<ClusterConfig>,
 }
 
 /// The cluster ID a ForeignCluster stands for (spec first, then the label).
@@ -75,14 +78,14 @@ impl ClusterView for StoreView {
     }
 
     fn own_cluster_id(&self) -> Option<String> {
-        let cm = self.cluster_id.get(&ObjectRef::new(CLUSTER_ID_CONFIGMAP).within(&self.namespace))?;
+        let cm = self.cluster_id.get(&self.cluster_id_ref)?;
         let id = cm.data.as_ref()?.get(CLUSTER_ID_KEY)?;
         validate_cluster_id(id).ok().map(|_| id.clone())
     }
 
     fn policy(&self) -> PolicyConfig {
         self.config
-            .get(&ObjectRef::new(CLUSTER_CONFIG_NAME))
+            .get(&self.config_ref)
             .map(|cc| PolicyConfig::from(&cc.spec))
             .unwrap_or_default()
     }
@@ -126,6 +129,25 @@ where
 }
 
 impl StoreView {
+    /// A view over these stores.
+    pub fn new(
+        namespace: &str,
+        cluster_id: Store<ConfigMap>,
+        config: Store<ClusterConfig>,
+        foreign: Store<ForeignCluster>,
+        synced: Arc<AtomicBool>,
+    ) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            cluster_id,
+            config,
+            foreign,
+            synced,
+            cluster_id_ref: ObjectRef::new(CLUSTER_ID_CONFIGMAP).within(namespace),
+            config_ref: ObjectRef::new(CLUSTER_CONFIG_NAME),
+        }
+    }
+
     /// Starts the three watches; the view turns ready once each has listed.
     pub fn start(client: Client, namespace: &str) -> Self {
         let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
@@ -136,7 +158,7 @@ impl StoreView {
         );
         let foreign = reflect(Api::<ForeignCluster>::all(client), watcher::Config::default());
         let synced = Arc::new(AtomicBool::new(false));
-        let view = Self { namespace: namespace.to_owned(), cluster_id, config, foreign, synced: synced.clone() };
+        let view = Self::new(namespace, cluster_id, config, foreign, synced.clone());
         let stores = view.clone();
         tokio::spawn(async move {
             let all = futures::future::try_join3(
@@ -186,13 +208,7 @@ mod tests {
             data: Some([("cluster-id".to_owned(), cm_id.to_owned())].into()),
             ..Default::default()
         };
-        StoreView {
-            namespace: "liqo".into(),
-            cluster_id: fill(vec![cm]),
-            config: fill(configs),
-            foreign: fill(fcs),
-            synced: Arc::new(AtomicBool::new(true)),
-        }
+        StoreView::new("liqo", fill(vec![cm]), fill(configs), fill(fcs), Arc::new(AtomicBool::new(true)))
     }
 
     #[test]
