@@ -4,15 +4,15 @@
 //! The real webhook server (same TLS setup, same router) serves `/validate` and an extra
 //! `/floor` route that reads the body and answers with a canned response of the same size,
 //! decoding nothing. `wrk` posts the captured PeeringRequest fixture (as compact JSON, the
-//! form the API server sends) to each with 16 and 64
-//! connections and we print admissions/s, p50/p99 and the ratios.
+//! form the API server sends) to each with 16 and 64 connections and we print admissions/s,
+//! p50/p99, the server's CPU per request and the ratios.
 //!
 //! Run with `just bench` (or `cargo bench -p liqo-webhook --bench admission`).
 //! `BENCH_ROUNDS` (default 3) rounds of floor and `/validate`, alternating which goes first.
 //! `BENCH_SECONDS` (default 10) sets the length of each wrk run; `BENCH_THREADS` (default 2)
 //! the wrk threads. `BENCH_BODY=pretty` sends the fixture file as it is rather than in its
-//! wire form (compact, as the API server sends it). `BENCH_ONLY=floor` or `validate` loads one endpoint only (for profiling).
-//! Needs `wrk` on PATH (Debian package `wrk`).
+//! wire form (compact, as the API server sends it). `BENCH_ONLY=floor` or `validate` loads
+//! one endpoint only (for profiling). Needs `wrk` on PATH (Debian package `wrk`).
 
 /// The allocator of the binary, so the figures are the binary's.
 #[global_allocator]
@@ -152,13 +152,12 @@ fn main() {
                 r.requests_per_sec, r.p50_ms, r.p99_ms, r.errors, r.server_cpu_us
             );
         }
-        let text = metrics.encode();
-        let value = |name: &str| -> f64 {
-            text.lines().filter(|l| l.starts_with(name)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
-        };
-        let count = value("liqo_webhook_admission_duration_seconds_count");
+        let count = metric_sum(&metrics, |l| l.starts_with("liqo_webhook_admission_duration_seconds_count"));
         if count > 0.0 {
-            println!("mean time in admit() per review: {:.2} µs", value("liqo_webhook_admission_duration_seconds_sum") * 1e6 / count);
+            println!(
+                "mean time in admit() per review: {:.2} µs",
+                metric_sum(&metrics, |l| l.starts_with("liqo_webhook_admission_duration_seconds_sum")) * 1e6 / count
+            );
         }
         return;
     }
@@ -247,11 +246,16 @@ fn compact(json: &[u8]) -> Vec<u8> {
 
 /// Allowed admissions the webhook itself counted (its Prometheus counter).
 fn admitted(metrics: &Metrics) -> u64 {
+    metric_sum(metrics, |l| l.starts_with("liqo_webhook_admissions_total{") && l.contains("decision=\"allowed\"")) as u64
+}
+
+/// The sum of the webhook's samples on the lines `pick` chooses.
+fn metric_sum(metrics: &Metrics, pick: impl Fn(&str) -> bool) -> f64 {
     metrics
         .encode()
         .lines()
-        .filter(|l| l.starts_with("liqo_webhook_admissions_total{") && l.contains("decision=\"allowed\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .filter(|l| pick(l))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
 

@@ -255,6 +255,9 @@ mod tests {
         StaticView { namespace: "liqo".into(), cluster_id: Some("0558de48-097b-4b7d-ba04-6bd2a0f9d24f".into()), ..Default::default() }
     }
 
+    /// The review the benchmark sends: a peer's ServiceAccount creating its PeeringRequest.
+    const PEER_SA_CREATE: &str = include_str!("../tests/fixtures/admission/peeringrequest-create-by-peer-sa.json");
+
     fn fixtures() -> Vec<(String, Vec<u8>)> {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/admission");
         let mut all: Vec<_> = std::fs::read_dir(dir)
@@ -312,8 +315,7 @@ mod tests {
 
     #[test]
     fn the_one_pass_decoding_accepts_nothing_serde_json_refuses() {
-        let (_, body) = fixtures().into_iter().find(|(n, _)| n == "peeringrequest-create-by-peer-sa.json").unwrap();
-        let text = String::from_utf8(body).unwrap();
+        let text = PEER_SA_CREATE;
         // Each breaks the JSON grammar or UTF-8 in a part no rule reads.
         let broken: Vec<Vec<u8>> = vec![
             text.replacen("\"generation\": 1", "\"generation\": 01", 1).into_bytes(),
@@ -342,20 +344,19 @@ mod tests {
 
     #[test]
     fn a_large_review_is_decided_in_buffers_of_its_own() {
-        let (_, body) = fixtures().into_iter().find(|(n, _)| n == "peeringrequest-create-by-peer-sa.json").unwrap();
-        let mut value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let body = PEER_SA_CREATE.as_bytes();
+        let mut value: serde_json::Value = serde_json::from_slice(body).unwrap();
         value["request"]["object"]["metadata"]["annotations"] = serde_json::json!({ "big": "x".repeat(2 * KEPT_SCRATCH) });
         let big = serde_json::to_vec(&value).unwrap();
         assert!(big.len() > KEPT_SCRATCH);
         let decision = admit(Endpoint::Validate, &big, &view()).unwrap();
-        assert_eq!(json(&decision), json(&admit(Endpoint::Validate, &body, &view()).unwrap()));
+        assert_eq!(json(&decision), json(&admit(Endpoint::Validate, body, &view()).unwrap()));
         assert!(SCRATCH.with(|s| s.borrow().copy.capacity()) <= KEPT_SCRATCH, "the kept buffers did not grow");
     }
 
     #[test]
     fn a_malformed_body_is_refused_with_what_is_wrong() {
-        let fixture = &fixtures().into_iter().find(|(n, _)| n == "peeringrequest-create-by-peer-sa.json").unwrap().1;
-        let text = String::from_utf8(fixture.clone()).unwrap();
+        let text = PEER_SA_CREATE;
         let cases: Vec<(Vec<u8>, &str, &str)> = vec![
             (text.replacen("\"dryRun\": false", "\"dryRun\": fals", 1).into_bytes(), "malformed_json", "expected"),
             (text.replacen("kubectl-create", "kubectl\u{1}create", 1).into_bytes(), "malformed_json", "control character"),

@@ -21,42 +21,6 @@ pub enum Reason {
 }
 
 impl Reason {
-    /// Every reason, once.
-    pub const ALL: [Reason; 13] = [
-        Self::InvalidObject,
-        Self::MissingClusterId,
-        Self::MalformedClusterId,
-        Self::ConflictingClusterIds,
-        Self::NameMismatch,
-        Self::OwnClusterId,
-        Self::IdentityMismatch,
-        Self::ImmutableField,
-        Self::KubeConfigRef,
-        Self::InvalidUrl,
-        Self::Policy,
-        Self::NotReady,
-        Self::Unsupported,
-    ];
-
-    /// The position of this reason in [`Reason::ALL`] (a match, so a new reason must be placed).
-    pub fn index(self) -> usize {
-        match self {
-            Self::InvalidObject => 0,
-            Self::MissingClusterId => 1,
-            Self::MalformedClusterId => 2,
-            Self::ConflictingClusterIds => 3,
-            Self::NameMismatch => 4,
-            Self::OwnClusterId => 5,
-            Self::IdentityMismatch => 6,
-            Self::ImmutableField => 7,
-            Self::KubeConfigRef => 8,
-            Self::InvalidUrl => 9,
-            Self::Policy => 10,
-            Self::NotReady => 11,
-            Self::Unsupported => 12,
-        }
-    }
-
     /// Stable label for metrics.
     pub fn label(self) -> &'static str {
         match self {
@@ -97,19 +61,5 @@ pub struct Denial {
 impl Denial {
     pub fn new(reason: Reason, message: impl Into<String>) -> Self {
         Self { reason, message: message.into() }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn all_lists_every_reason_at_its_index_with_a_distinct_label() {
-        let mut labels = std::collections::HashSet::new();
-        for (i, r) in Reason::ALL.iter().enumerate() {
-            assert_eq!(r.index(), i, "{r:?}");
-            assert!(labels.insert(r.label()), "label {} twice", r.label());
-        }
     }
 }
