@@ -30,9 +30,8 @@ use axum::routing::post;
 use http_body_util::BodyExt;
 use liqo_webhook::admission::{Endpoint, admit};
 use liqo_webhook::metrics::Metrics;
-use liqo_webhook::policy::PolicyConfig;
 use liqo_webhook::server::{App, admission_router, serve_https};
-use liqo_webhook::state::StaticView;
+use liqo_webhook::state::StoreView;
 use liqo_webhook::tls::{CertFiles, ReloadingCert, server_config};
 
 const FIXTURE: &str = "tests/fixtures/admission/peeringrequest-create-by-peer-sa.json";
@@ -52,7 +51,7 @@ fn main() {
     // `BENCH_DECIDE_ONLY=<rounds>`: only the decision loop, for profiling (`perf record`).
     if let Some(rounds) = std::env::var("BENCH_DECIDE_ONLY").ok().and_then(|v| v.parse::<u32>().ok()) {
         let (body, _) = request_body();
-        let view = StaticView { namespace: "liqo".into(), cluster_id: Some(OWN_ID.into()), ..Default::default() };
+        let view = store_view();
         let started = std::time::Instant::now();
         for _ in 0..rounds {
             let d = admit(Endpoint::Validate, std::hint::black_box(&body), &view).unwrap();
@@ -69,12 +68,7 @@ fn main() {
     let threads: u64 = std::env::var("BENCH_THREADS").ok().and_then(|s| s.parse().ok()).unwrap_or(2);
     let (body, form) = request_body();
 
-    let view = StaticView {
-        namespace: "liqo".into(),
-        cluster_id: Some(OWN_ID.into()),
-        policy: PolicyConfig::default(),
-        known: vec![],
-    };
+    let view = store_view();
     // The answer the webhook gives; the floor returns the same number of bytes.
     let decision = admit(Endpoint::Validate, &body, &view).expect("fixture is a valid review");
     assert!(decision.denied.is_none(), "the benchmark request must be admitted");
@@ -325,4 +319,30 @@ fn millis(v: &str) -> Option<f64> {
         return None;
     };
     Some(num.parse::<f64>().ok()? * scale)
+}
+
+/// The view the binary decides with: watch-fed stores, here filled as the watches would fill
+/// them (our cluster-id ConfigMap, the default ClusterConfig, no ForeignClusters).
+fn store_view() -> StoreView {
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher::Event;
+    fn fill<K: kube::Resource + Clone + 'static>(objects: Vec<K>) -> kube::runtime::reflector::Store<K>
+    where
+        K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+    {
+        let mut writer: Writer<K> = Writer::default();
+        writer.apply_watcher_event(&Event::Init);
+        for o in objects {
+            writer.apply_watcher_event(&Event::InitApply(o));
+        }
+        writer.apply_watcher_event(&Event::InitDone);
+        writer.as_reader()
+    }
+    let cm = k8s_openapi::api::core::v1::ConfigMap {
+        metadata: kube::api::ObjectMeta { name: Some("cluster-id".into()), namespace: Some("liqo".into()), ..Default::default() },
+        data: Some([("cluster-id".to_owned(), OWN_ID.to_owned())].into()),
+        ..Default::default()
+    };
+    let cc = liqo_api::ClusterConfig::new("liqo-configuration", Default::default());
+    StoreView::new("liqo", fill(vec![cm]), fill(vec![cc]), fill(vec![]), std::sync::Arc::new(true.into()))
 }

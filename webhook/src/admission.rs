@@ -191,13 +191,12 @@ fn decide(endpoint: Endpoint, req: &mut Request<'_>, view: &dyn ClusterView) -> 
             let old = req.old_object.take_peering("oldObject").map_err(invalid)?;
             let empty = PeeringRequestSpec::default();
             let name = if obj.metadata.name.is_empty() { req.name.as_str() } else { obj.metadata.name.as_str() };
-            let own = view.own_cluster_id();
-            let policy = view.policy();
+            let settings = view.settings();
             let is_known = |id: &str| view.is_known(id);
             let local = peering_request::Local {
-                cluster_id: own.as_deref(),
+                cluster_id: settings.cluster_id.as_deref(),
                 namespace: view.namespace(),
-                policy: &policy,
+                policy: &settings.policy,
                 is_known: &is_known,
             };
             let candidate = peering_request::Candidate {
@@ -252,7 +251,7 @@ mod tests {
     use crate::state::StaticView;
 
     fn view() -> StaticView {
-        StaticView { namespace: "liqo".into(), cluster_id: Some("0558de48-097b-4b7d-ba04-6bd2a0f9d24f".into()), ..Default::default() }
+        StaticView::new("liqo", "0558de48-097b-4b7d-ba04-6bd2a0f9d24f")
     }
 
     /// The review the benchmark sends: a peer's ServiceAccount creating its PeeringRequest.

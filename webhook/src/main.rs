@@ -101,12 +101,7 @@ async fn main() -> anyhow::Result<()> {
         liqo_api::validate_cluster_id(&id).map_err(|e| anyhow::anyhow!("--cluster-id {id:?}: {e}"))?;
         let policy: PeeringPolicy = serde_json::from_value(serde_json::json!(args.peering_policy))?;
         tracing::info!(cluster_id = %id, policy = policy.as_str(), "standalone: no API server");
-        Arc::new(StaticView {
-            namespace: args.namespace.clone(),
-            cluster_id: Some(id),
-            policy: PolicyConfig { policy, ..Default::default() },
-            known: vec![],
-        })
+        Arc::new(StaticView::new(&args.namespace, &id).with_policy(PolicyConfig { policy, ..Default::default() }))
     } else {
         let client = kube::Client::try_default().await.context("connecting to the API server")?;
         Arc::new(StoreView::start(client, &args.namespace))

@@ -159,11 +159,11 @@ mod tests {
     }
 
     fn peer_user(id: &str) -> UserInfo {
-        UserInfo { username: format!("system:serviceaccount:liqo:remote-{id}"), groups: vec![] }
+        UserInfo { username: format!("system:serviceaccount:liqo:remote-{id}") }
     }
 
     fn admin() -> UserInfo {
-        UserInfo { username: "admin".into(), groups: vec!["system:masters".into()] }
+        UserInfo { username: "admin".into() }
     }
 
     fn judge(op: Operation, name: &str, spec: &PeeringRequestSpec, old: Option<&PeeringRequestSpec>, user: &UserInfo, policy: &PolicyConfig) -> Result<(), Denial> {
@@ -185,7 +185,7 @@ mod tests {
     fn a_peer_creating_its_own_request_is_accepted() {
         assert_eq!(create(&spec(PEER), &peer_user(PEER)), Ok(()));
         assert_eq!(create(&spec(PEER), &admin()), Ok(()));
-        let anonymous = UserInfo { username: "system:anonymous".into(), groups: vec![] };
+        let anonymous = UserInfo { username: "system:anonymous".into() };
         assert_eq!(create(&spec(PEER), &anonymous), Ok(()));
     }
 
@@ -196,7 +196,7 @@ mod tests {
         assert_eq!(err.reason, Reason::IdentityMismatch);
         assert!(err.message.starts_with(&format!("clusterID {other} is not allowed for this requester")), "{}", err.message);
         // A peer ServiceAccount of another namespace is not ours.
-        let foreign_ns = UserInfo { username: format!("system:serviceaccount:default:remote-{PEER}"), groups: vec![] };
+        let foreign_ns = UserInfo { username: format!("system:serviceaccount:default:remote-{PEER}") };
         assert_eq!(reason(create(&spec(PEER), &foreign_ns)), Reason::IdentityMismatch);
     }
 

@@ -70,13 +70,12 @@ impl Operation {
     }
 }
 
-/// Who sent the API request under review.
+/// Who sent the API request under review (the rules read the username only; groups, uid and
+/// extra are skipped).
 #[derive(Deserialize, Debug, Default, Clone, PartialEq, Eq)]
 pub struct UserInfo {
     #[serde(default)]
     pub username: String,
-    #[serde(default)]
-    pub groups: Vec<String>,
 }
 
 /// One AdmissionReview request. Decoded by hand (see [`RequestSeed`]) so the object can be

@@ -4,8 +4,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use arc_swap::ArcSwap;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -14,37 +16,56 @@ use liqo_api::{ClusterConfig, ForeignCluster, validate_cluster_id};
 
 use crate::policy::PolicyConfig;
 
+/// What the rules read of the cluster's two singletons: the `cluster-id` ConfigMap and
+/// ClusterConfig `liqo-configuration`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// Our cluster ID, if the `cluster-id` ConfigMap holds a well-formed one.
+    pub cluster_id: Option<String>,
+    /// The peering policy of ClusterConfig (its defaults when there is none).
+    pub policy: PolicyConfig,
+}
+
 /// The cluster as admission sees it.
 pub trait ClusterView: Send + Sync + 'static {
     /// The Liqo namespace of this cluster.
     fn namespace(&self) -> &str;
-    /// Our cluster ID, if the `cluster-id` ConfigMap holds a well-formed one.
-    fn own_cluster_id(&self) -> Option<String>;
-    fn policy(&self) -> PolicyConfig;
+    /// Our cluster ID and the peering policy, as of the last change seen.
+    fn settings(&self) -> Arc<Settings>;
     /// Whether a ForeignCluster for `cluster_id` exists.
     fn is_known(&self, cluster_id: &str) -> bool;
     /// Whether the view reflects the cluster (initial lists done).
     fn ready(&self) -> bool;
 }
 
-/// A fixed view, for tests, benchmarks and running without a cluster.
+/// A fixed view, for tests and running without a cluster.
 #[derive(Clone, Debug, Default)]
 pub struct StaticView {
     pub namespace: String,
-    pub cluster_id: Option<String>,
-    pub policy: PolicyConfig,
+    pub settings: Arc<Settings>,
     pub known: Vec<String>,
+}
+
+impl StaticView {
+    /// A view of a cluster with this ID, the default policy and no ForeignClusters.
+    pub fn new(namespace: &str, cluster_id: &str) -> Self {
+        let settings = Settings { cluster_id: Some(cluster_id.to_owned()), policy: PolicyConfig::default() };
+        Self { namespace: namespace.to_owned(), settings: Arc::new(settings), known: vec![] }
+    }
+
+    /// The same view with another peering policy.
+    pub fn with_policy(mut self, policy: PolicyConfig) -> Self {
+        self.settings = Arc::new(Settings { policy, ..(*self.settings).clone() });
+        self
+    }
 }
 
 impl ClusterView for StaticView {
     fn namespace(&self) -> &str {
         &self.namespace
     }
-    fn own_cluster_id(&self) -> Option<String> {
-        self.cluster_id.clone()
-    }
-    fn policy(&self) -> PolicyConfig {
-        self.policy.clone()
+    fn settings(&self) -> Arc<Settings> {
+        self.settings.clone()
     }
     fn is_known(&self, cluster_id: &str) -> bool {
         self.known.iter().any(|k| k == cluster_id)
@@ -62,7 +83,9 @@ pub struct StoreView {
     pub config: Store<ClusterConfig>,
     pub foreign: Store<ForeignCluster>,
     pub synced: Arc<AtomicBool>,
-    /// The keys of the two singletons, made once rather than on every review.
+    /// Derived from the two singletons when either changes ([`StoreView::refresh`]), so a
+    /// review reads it without locking a store, hashing a key or copying the policy.
+    settings: Arc<ArcSwap<Settings>>,
     cluster_id_ref: ObjectRef<ConfigMap>,
     config_ref: ObjectRef<ClusterConfig>,
 }
@@ -77,17 +100,8 @@ impl ClusterView for StoreView {
         &self.namespace
     }
 
-    fn own_cluster_id(&self) -> Option<String> {
-        let cm = self.cluster_id.get(&self.cluster_id_ref)?;
-        let id = cm.data.as_ref()?.get(CLUSTER_ID_KEY)?;
-        validate_cluster_id(id).ok().map(|_| id.clone())
-    }
-
-    fn policy(&self) -> PolicyConfig {
-        self.config
-            .get(&self.config_ref)
-            .map(|cc| PolicyConfig::from(&cc.spec))
-            .unwrap_or_default()
+    fn settings(&self) -> Arc<Settings> {
+        self.settings.load_full()
     }
 
     fn is_known(&self, cluster_id: &str) -> bool {
@@ -105,27 +119,26 @@ impl ClusterView for StoreView {
     }
 }
 
-/// Runs a reflector for `api` until the process ends; returns its store.
-fn reflect<K>(api: Api<K>, config: watcher::Config) -> Store<K>
+/// Runs a reflector for `api` into `writer` until the process ends, calling `changed` after
+/// every event it has applied to the store.
+fn reflect<K>(api: Api<K>, config: watcher::Config, writer: Writer<K>, changed: impl Fn() + Send + 'static)
 where
     K: Resource + Clone + std::fmt::Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
-    let (reader, writer) = reflector::store();
     let stream = watcher(api, config)
         .default_backoff()
         .modify(|o: &mut K| o.meta_mut().managed_fields = None)
-        .reflect(writer)
-        .touched_objects();
+        .reflect(writer);
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
-            if let Err(e) = event {
-                tracing::warn!(error = %e, kind = %K::kind(&Default::default()), "watch failed; retrying");
+            match event {
+                Ok(_) => changed(),
+                Err(e) => tracing::warn!(error = %e, kind = %K::kind(&Default::default()), "watch failed; retrying"),
             }
         }
     });
-    reader
 }
 
 impl StoreView {
@@ -137,28 +150,55 @@ impl StoreView {
         foreign: Store<ForeignCluster>,
         synced: Arc<AtomicBool>,
     ) -> Self {
-        Self {
+        let view = Self {
             namespace: namespace.to_owned(),
             cluster_id,
             config,
             foreign,
             synced,
+            settings: Default::default(),
             cluster_id_ref: ObjectRef::new(CLUSTER_ID_CONFIGMAP).within(namespace),
             config_ref: ObjectRef::new(CLUSTER_CONFIG_NAME),
-        }
+        };
+        view.refresh();
+        view
+    }
+
+    /// Derives the settings again from the stores; the watches of both singletons call it
+    /// after every change they apply.
+    pub fn refresh(&self) {
+        let cluster_id = self.cluster_id.get(&self.cluster_id_ref).and_then(|cm| {
+            let id = cm.data.as_ref()?.get(CLUSTER_ID_KEY)?;
+            validate_cluster_id(id).ok().map(|_| id.clone())
+        });
+        let policy = self.config.get(&self.config_ref).map(|cc| PolicyConfig::from(&cc.spec)).unwrap_or_default();
+        self.settings.store(Arc::new(Settings { cluster_id, policy }));
     }
 
     /// Starts the three watches; the view turns ready once each has listed.
     pub fn start(client: Client, namespace: &str) -> Self {
-        let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-        let cluster_id = reflect(cm_api, watcher::Config::default().fields(&format!("metadata.name={CLUSTER_ID_CONFIGMAP}")));
-        let config = reflect(
-            Api::<ClusterConfig>::all(client.clone()),
-            watcher::Config::default().fields(&format!("metadata.name={CLUSTER_CONFIG_NAME}")),
-        );
-        let foreign = reflect(Api::<ForeignCluster>::all(client), watcher::Config::default());
+        let (cluster_id, cluster_id_writer) = reflector::store();
+        let (config, config_writer) = reflector::store();
+        let (foreign, foreign_writer) = reflector::store();
         let synced = Arc::new(AtomicBool::new(false));
         let view = Self::new(namespace, cluster_id, config, foreign, synced.clone());
+        let refresh = |view: &Self| {
+            let view = view.clone();
+            move || view.refresh()
+        };
+        reflect(
+            Api::<ConfigMap>::namespaced(client.clone(), namespace),
+            watcher::Config::default().fields(&format!("metadata.name={CLUSTER_ID_CONFIGMAP}")),
+            cluster_id_writer,
+            refresh(&view),
+        );
+        reflect(
+            Api::<ClusterConfig>::all(client.clone()),
+            watcher::Config::default().fields(&format!("metadata.name={CLUSTER_CONFIG_NAME}")),
+            config_writer,
+            refresh(&view),
+        );
+        reflect(Api::<ForeignCluster>::all(client), watcher::Config::default(), foreign_writer, || {});
         let stores = view.clone();
         tokio::spawn(async move {
             let all = futures::future::try_join3(
@@ -202,13 +242,16 @@ mod tests {
         fc
     }
 
-    fn view(cm_id: &str, configs: Vec<ClusterConfig>, fcs: Vec<ForeignCluster>) -> StoreView {
-        let cm = ConfigMap {
+    fn cluster_id_cm(id: &str) -> ConfigMap {
+        ConfigMap {
             metadata: ObjectMeta { name: Some("cluster-id".into()), namespace: Some("liqo".into()), ..Default::default() },
-            data: Some([("cluster-id".to_owned(), cm_id.to_owned())].into()),
+            data: Some([("cluster-id".to_owned(), id.to_owned())].into()),
             ..Default::default()
-        };
-        StoreView::new("liqo", fill(vec![cm]), fill(configs), fill(fcs), Arc::new(AtomicBool::new(true)))
+        }
+    }
+
+    fn view(cm_id: &str, configs: Vec<ClusterConfig>, fcs: Vec<ForeignCluster>) -> StoreView {
+        StoreView::new("liqo", fill(vec![cluster_id_cm(cm_id)]), fill(configs), fill(fcs), Arc::new(AtomicBool::new(true)))
     }
 
     #[test]
@@ -217,9 +260,9 @@ mod tests {
         cc.spec.peering_policy = PeeringPolicy::AcceptKnown;
         cc.spec.peering_deny_list = vec!["bad".into()];
         let v = view("own-id", vec![cc], vec![fc("peer-a", None), fc("manual", Some("peer-b")), fc("peer-c", Some("other"))]);
-        assert_eq!(v.own_cluster_id().as_deref(), Some("own-id"));
-        assert_eq!(v.policy().policy, PeeringPolicy::AcceptKnown);
-        assert_eq!(v.policy().deny, vec!["bad".to_owned()]);
+        assert_eq!(v.settings().cluster_id.as_deref(), Some("own-id"));
+        assert_eq!(v.settings().policy.policy, PeeringPolicy::AcceptKnown);
+        assert_eq!(v.settings().policy.deny, vec!["bad".to_owned()]);
         assert!(v.is_known("peer-a"), "named after the cluster ID");
         assert!(v.is_known("peer-b"), "found by spec cluster ID");
         assert!(v.is_known("other"));
@@ -230,9 +273,29 @@ mod tests {
     #[test]
     fn missing_config_means_defaults_and_a_malformed_id_means_unknown() {
         let v = view("Not Valid", vec![], vec![]);
-        assert_eq!(v.own_cluster_id(), None);
-        assert_eq!(v.policy(), PolicyConfig::default());
+        assert_eq!(v.settings().cluster_id, None);
+        assert_eq!(v.settings().policy, PolicyConfig::default());
         let other = ClusterConfig::new("not-the-singleton", ClusterConfigSpec { peering_policy: PeeringPolicy::RejectAll, ..Default::default() });
-        assert_eq!(view("x", vec![other], vec![]).policy().policy, PeeringPolicy::AcceptAll);
+        assert_eq!(view("x", vec![other], vec![]).settings().policy.policy, PeeringPolicy::AcceptAll);
+    }
+
+    #[test]
+    fn settings_are_derived_again_when_a_singleton_changes() {
+        let mut configs: Writer<ClusterConfig> = Writer::default();
+        configs.apply_watcher_event(&watcher::Event::Init);
+        configs.apply_watcher_event(&watcher::Event::InitDone);
+        let v = StoreView::new("liqo", fill(vec![cluster_id_cm("own-id")]), configs.as_reader(), fill(vec![]), Default::default());
+        assert_eq!(v.settings().policy.policy, PeeringPolicy::AcceptAll);
+
+        let reject = ClusterConfig::new("liqo-configuration", ClusterConfigSpec { peering_policy: PeeringPolicy::RejectAll, ..Default::default() });
+        configs.apply_watcher_event(&watcher::Event::Apply(reject.clone()));
+        assert_eq!(v.settings().policy.policy, PeeringPolicy::AcceptAll, "derived on change, not on every review");
+        v.refresh();
+        assert_eq!(v.settings().policy.policy, PeeringPolicy::RejectAll);
+        assert_eq!(v.settings().cluster_id.as_deref(), Some("own-id"));
+
+        configs.apply_watcher_event(&watcher::Event::Delete(reject));
+        v.refresh();
+        assert_eq!(v.settings().policy, PolicyConfig::default(), "no ClusterConfig: the defaults");
     }
 }

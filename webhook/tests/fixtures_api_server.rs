@@ -8,6 +8,7 @@ use std::time::Duration;
 use common::*;
 use liqo_api::PeeringPolicy;
 use liqo_webhook::policy::PolicyConfig;
+use liqo_webhook::state::StaticView;
 
 #[test]
 fn fixtures_are_the_shared_captures_byte_for_byte() {
@@ -76,8 +77,7 @@ async fn spoofed_cluster_id_is_denied_with_the_message_kubectl_shows() {
 
 #[tokio::test]
 async fn policy_from_cluster_config_is_applied_to_the_captured_request() {
-    let mut view = default_view();
-    view.policy = PolicyConfig { policy: PeeringPolicy::AcceptKnown, ..Default::default() };
+    let mut view = default_view().with_policy(PolicyConfig { policy: PeeringPolicy::AcceptKnown, ..Default::default() });
     let r = start(view.clone(), Duration::from_secs(5)).await;
     let v = post(&r, "/validate", fixture("peeringrequest-create-by-peer-sa.json")).await.json();
     assert_eq!(v["response"]["allowed"], false);
@@ -90,8 +90,7 @@ async fn policy_from_cluster_config_is_applied_to_the_captured_request() {
 
 #[tokio::test]
 async fn a_request_carrying_our_own_cluster_id_is_denied() {
-    let mut view = default_view();
-    view.cluster_id = Some(PEER_ID.into());
+    let view = StaticView::new("liqo", PEER_ID);
     let r = start(view, Duration::from_secs(5)).await;
     let v = post(&r, "/validate", fixture("federationrequest-create-by-admin.json")).await.json();
     assert_eq!(v["response"]["allowed"], false);

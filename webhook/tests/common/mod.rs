@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use liqo_webhook::metrics::Metrics;
-use liqo_webhook::policy::PolicyConfig;
 use liqo_webhook::server::{App, admission_router, ops_router, serve_https};
 use liqo_webhook::state::StaticView;
 use liqo_webhook::tls::{CertFiles, ReloadingCert, server_config};
@@ -32,12 +31,7 @@ pub fn fixture_uid(name: &str) -> String {
 }
 
 pub fn default_view() -> StaticView {
-    StaticView {
-        namespace: "liqo".into(),
-        cluster_id: Some(OWN_ID.into()),
-        policy: PolicyConfig::default(),
-        known: vec![],
-    }
+    StaticView::new("liqo", OWN_ID)
 }
 
 /// A running webhook: HTTPS admission port, plain ops port, certificate directory.
