@@ -9,6 +9,10 @@ build:
 test:
     cargo test --workspace
 
+# Format every crate in the house style (rustfmt.toml); CI fails on a diff.
+fmt:
+    cargo fmt --all
+
 # Regenerate manifests/crds/ from the Rust types (a test fails when they drift).
 generate:
     cargo run -q -p liqo-api --bin crdgen

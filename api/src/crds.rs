@@ -33,9 +33,7 @@ pub fn rendered() -> Vec<(String, String)> {
         })
         .collect();
     files.sort();
-    let mut kustomization = format!(
-        "{HEADER}apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n"
-    );
+    let mut kustomization = format!("{HEADER}apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n");
     for (name, _) in &files {
         kustomization.push_str(&format!("  - {name}\n"));
     }
@@ -85,13 +83,8 @@ mod tests {
     #[test]
     fn foreign_cluster_prints_the_documented_columns() {
         let crd = ForeignCluster::crd();
-        let cols: Vec<String> = crd.spec.versions[0]
-            .additional_printer_columns
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|c| c.name.to_uppercase())
-            .collect();
+        let cols: Vec<String> =
+            crd.spec.versions[0].additional_printer_columns.as_ref().unwrap().iter().map(|c| c.name.to_uppercase()).collect();
         assert_eq!(cols, ["CLUSTER-ID", "JOIN", "TYPE", "OUTGOING", "INCOMING", "AGE"]);
         assert_eq!(crd.spec.names.short_names, Some(vec!["fc".to_owned()]));
     }
@@ -99,8 +92,8 @@ mod tests {
     #[test]
     fn cluster_config_schema_carries_the_spec_defaults() {
         let crd = serde_json::to_value(ClusterConfig::crd()).unwrap();
-        let dc = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
-            ["discoveryConfig"]["properties"];
+        let dc =
+            &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["discoveryConfig"]["properties"];
         assert_eq!(dc["enableDiscovery"]["default"], true);
         assert_eq!(dc["enableAdvertisement"]["default"], true);
         assert_eq!(dc["autojoin"]["default"], true);

@@ -14,15 +14,11 @@ pub mod peering_request;
 pub mod search_domain;
 
 pub use advertisement::{Advertisement, AdvertisementSpec, AdvertisementState, AdvertisementStatus, ResourceSummary};
-pub use cluster_config::{
-    AuthConfig, ClusterConfig, ClusterConfigSpec, ClusterConfigStatus, DiscoveryConfig, PeeringPolicy,
-};
+pub use cluster_config::{AuthConfig, ClusterConfig, ClusterConfigSpec, ClusterConfigStatus, DiscoveryConfig, PeeringPolicy};
 pub use cluster_id::{ClusterIdError, validate_cluster_id};
 pub use foreign_cluster::{
-    AuthStatus, ClusterIdentity, DiscoveryType, ForeignCluster, ForeignClusterSpec, ForeignClusterStatus,
-    IncomingStatus, OutgoingStatus, SecretRef, TrustMode,
+    AuthStatus, ClusterIdentity, DiscoveryType, ForeignCluster, ForeignClusterSpec, ForeignClusterStatus, IncomingStatus, OutgoingStatus,
+    SecretRef, TrustMode,
 };
-pub use peering_request::{
-    FederationRequest, FederationRequestSpec, PeeringRequest, PeeringRequestSpec, PeeringRequestStatus,
-};
+pub use peering_request::{FederationRequest, FederationRequestSpec, PeeringRequest, PeeringRequestSpec, PeeringRequestStatus};
 pub use search_domain::{FoundCluster, SearchDomain, SearchDomainSpec, SearchDomainStatus};

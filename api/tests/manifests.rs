@@ -15,7 +15,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use liqo_testenv::{ADMIN_TOKEN, ControlPlane, create_manifest, crds_established, skip};
+use liqo_testenv::{ADMIN_TOKEN, ControlPlane, crds_established, create_manifest, skip};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
@@ -128,7 +128,8 @@ fn the_base_declares_what_the_install_needs() {
     assert_eq!(find("Service", "liqo-auth")["spec"]["type"], "NodePort");
     assert_eq!(find("Service", "liqo-webhook")["spec"]["ports"][0]["port"], 443);
     for o in objects.iter().filter(|o| o["kind"] == "Deployment" || o["kind"] == "Job" || o["kind"] == "CronJob") {
-        let pod = if o["kind"] == "CronJob" { &o["spec"]["jobTemplate"]["spec"]["template"]["spec"] } else { &o["spec"]["template"]["spec"] };
+        let pod =
+            if o["kind"] == "CronJob" { &o["spec"]["jobTemplate"]["spec"]["template"]["spec"] } else { &o["spec"]["template"]["spec"] };
         assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{}", o["metadata"]["name"]);
         for c in pod["containers"].as_array().unwrap() {
             assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true, "{}", c["name"]);
@@ -191,4 +192,3 @@ fn the_kind_suite_parses_and_skips_loudly_without_docker() {
 fn which(name: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
 }
-

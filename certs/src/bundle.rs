@@ -34,12 +34,7 @@ pub fn inject_ca_bundle(manifest: &str, ca_pem: &str, url_base: Option<&str>) ->
                     .and_then(Value::as_object_mut)
                     .ok_or_else(|| CertsError::Manifest(format!("{kind}: a webhook without clientConfig")))?;
                 if let Some(base) = url_base {
-                    let path = config
-                        .get("service")
-                        .and_then(|s| s.get("path"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_owned();
+                    let path = config.get("service").and_then(|s| s.get("path")).and_then(Value::as_str).unwrap_or("").to_owned();
                     config.remove("service");
                     config.insert("url".into(), json!(format!("{}{path}", base.trim_end_matches('/'))));
                 }

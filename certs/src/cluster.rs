@@ -21,9 +21,9 @@ use base64::engine::general_purpose::STANDARD;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
-use kube::Client;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
@@ -191,9 +191,10 @@ pub async fn sync(client: &Client, s: &Sync, now: OffsetDateTime) -> Result<Vec<
         if let Some(user) = current.as_ref().filter(|c| !is_ours(c)) {
             report.push(format!("secret/{}: provided by the user (no {}={} label), left alone", target.secret, MANAGED_BY.0, MANAGED_BY.1));
             if is_webhook {
-                webhook_ca = Some(data_str(user, "ca.crt").ok_or_else(|| {
-                    CertsError::Manifest(format!("secret/{} has no ca.crt to put into the caBundle", target.secret))
-                })?);
+                webhook_ca = Some(
+                    data_str(user, "ca.crt")
+                        .ok_or_else(|| CertsError::Manifest(format!("secret/{} has no ca.crt to put into the caBundle", target.secret)))?,
+                );
             }
             continue;
         }

@@ -45,12 +45,7 @@ pub struct Paths {
 
 impl Paths {
     pub fn new(dir: &Path) -> Self {
-        Self {
-            ca_crt: dir.join("ca.crt"),
-            ca_key: dir.join("ca.key"),
-            tls_crt: dir.join("tls.crt"),
-            tls_key: dir.join("tls.key"),
-        }
+        Self { ca_crt: dir.join("ca.crt"), ca_key: dir.join("ca.key"), tls_crt: dir.join("tls.crt"), tls_key: dir.join("tls.key") }
     }
 }
 
@@ -105,10 +100,7 @@ mod tests {
         assert_ne!(std::fs::read_to_string(dir.path().join("tls.crt")).unwrap(), tls);
 
         let wider = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "webhook.example".to_owned()];
-        assert_eq!(
-            ensure(dir.path(), &wider, later, &life).unwrap().serving.as_deref(),
-            Some("does not cover webhook.example")
-        );
+        assert_eq!(ensure(dir.path(), &wider, later, &life).unwrap().serving.as_deref(), Some("does not cover webhook.example"));
     }
 
     #[test]

@@ -75,13 +75,7 @@ fn signed_by(cert_pem: &str, ca_pem: &str) -> Result<bool> {
 /// Why a serving certificate must be issued again, or `None` when it can stay: it is kept
 /// only while it is signed by `ca_pem`, covers every wanted SAN, and stays valid for more
 /// than `renew_before` after `now`.
-pub fn reissue_reason(
-    cert_pem: &str,
-    ca_pem: &str,
-    wanted_sans: &[String],
-    now: OffsetDateTime,
-    renew_before: Duration,
-) -> Option<String> {
+pub fn reissue_reason(cert_pem: &str, ca_pem: &str, wanted_sans: &[String], now: OffsetDateTime, renew_before: Duration) -> Option<String> {
     let info = match inspect(cert_pem) {
         Ok(info) => info,
         Err(e) => return Some(format!("unreadable certificate ({e})")),
@@ -137,14 +131,8 @@ mod tests {
         let later = now() + Duration::days(24);
         assert!(reissue_reason(&leaf.cert_pem, &ca.cert_pem, &sans, later, renew).unwrap().starts_with("expires"));
         let more = vec!["liqo-webhook.liqo.svc".to_owned(), "10.0.0.1".to_owned()];
-        assert_eq!(
-            reissue_reason(&leaf.cert_pem, &ca.cert_pem, &more, now(), renew).as_deref(),
-            Some("does not cover 10.0.0.1")
-        );
-        assert_eq!(
-            reissue_reason(&leaf.cert_pem, &other.cert_pem, &sans, now(), renew).as_deref(),
-            Some("not signed by the current CA")
-        );
+        assert_eq!(reissue_reason(&leaf.cert_pem, &ca.cert_pem, &more, now(), renew).as_deref(), Some("does not cover 10.0.0.1"));
+        assert_eq!(reissue_reason(&leaf.cert_pem, &other.cert_pem, &sans, now(), renew).as_deref(), Some("not signed by the current CA"));
         assert!(reissue_reason("garbage", &ca.cert_pem, &sans, now(), renew).unwrap().starts_with("unreadable"));
     }
 

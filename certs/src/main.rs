@@ -137,11 +137,7 @@ fn main() -> anyhow::Result<()> {
         Command::Issue { dir, service, namespace, hosts, days, renew_before_days } => {
             let mut sans = service_dns_names(&service, &namespace);
             sans.extend(hosts);
-            let life = Lifetimes {
-                serving: Duration::days(days),
-                renew_before: Duration::days(renew_before_days),
-                ..Lifetimes::default()
-            };
+            let life = Lifetimes { serving: Duration::days(days), renew_before: Duration::days(renew_before_days), ..Lifetimes::default() };
             let outcome = ensure(&dir, &sans, OffsetDateTime::now_utc(), &life)?;
             match outcome.ca {
                 Some(why) => println!("new CA in {} ({why})", dir.display()),

@@ -16,7 +16,6 @@ use rustls::sign::CertifiedKey;
 
 use crate::CertsError;
 
-
 /// Where the certificate chain and key live.
 #[derive(Clone, Debug)]
 pub struct CertFiles {
@@ -39,8 +38,7 @@ pub fn certified_key(cert_pem: &[u8], key_pem: &[u8], files: &CertFiles) -> Resu
     if chain.is_empty() {
         return Err(CertsError::Pem(format!("{}: no certificate in PEM", files.cert.display())));
     }
-    let key = PrivateKeyDer::from_pem_slice(key_pem)
-        .map_err(|e| CertsError::Pem(format!("{}: {e}", files.key.display())))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| CertsError::Pem(format!("{}: {e}", files.key.display())))?;
     let signing = ring::sign::any_supported_type(&key).map_err(|e| CertsError::Key(e.to_string()))?;
     let ck = CertifiedKey::new(chain, signing);
     ck.keys_match().map_err(|e| CertsError::Key(e.to_string()))?;
@@ -139,11 +137,7 @@ pub async fn serve_https(
     let config = axum_server::tls_rustls::RustlsConfig::from_config(tls);
     let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(config).acceptor(axum_server::accept::NoDelayAcceptor::new());
     let mut server = axum_server::from_tcp(listener)?.acceptor(acceptor).handle(handle);
-    server
-        .http_builder()
-        .http1()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(10));
+    server.http_builder().http1().timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(Duration::from_secs(10));
     server.serve(router.into_make_service()).await
 }
 

@@ -36,8 +36,15 @@ fn data(secret: &Secret, key: &str) -> String {
 async fn bundles(client: &Client) -> Vec<String> {
     let v = Api::<ValidatingWebhookConfiguration>::all(client.clone()).get("validate.discovery.liqo.io").await.unwrap();
     let m = Api::<MutatingWebhookConfiguration>::all(client.clone()).get("mutate.discovery.liqo.io").await.unwrap();
-    let mut out: Vec<String> = v.webhooks.unwrap().iter().map(|w| w.client_config.ca_bundle.clone().map(|b| String::from_utf8(b.0).unwrap()).unwrap_or_default()).collect();
-    out.extend(m.webhooks.unwrap().iter().map(|w| w.client_config.ca_bundle.clone().map(|b| String::from_utf8(b.0).unwrap()).unwrap_or_default()));
+    let mut out: Vec<String> = v
+        .webhooks
+        .unwrap()
+        .iter()
+        .map(|w| w.client_config.ca_bundle.clone().map(|b| String::from_utf8(b.0).unwrap()).unwrap_or_default())
+        .collect();
+    out.extend(
+        m.webhooks.unwrap().iter().map(|w| w.client_config.ca_bundle.clone().map(|b| String::from_utf8(b.0).unwrap()).unwrap_or_default()),
+    );
     out
 }
 
@@ -86,8 +93,7 @@ async fn sync_issues_keeps_and_respects_user_certificates() {
     }
 
     // Second run: nothing to do, nothing written.
-    let versions: Vec<String> =
-        [&ca, &webhook, &auth].iter().map(|s| s.resource_version().unwrap()).collect();
+    let versions: Vec<String> = [&ca, &webhook, &auth].iter().map(|s| s.resource_version().unwrap()).collect();
     let (ok, out) = run_sync(&cp, &token);
     assert!(ok, "{out}");
     assert!(out.contains("CA kept") && out.contains("already current") && !out.contains("updated"), "{out}");

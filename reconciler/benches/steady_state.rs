@@ -29,11 +29,7 @@ const HOME: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
 
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
+    status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0)
 }
 
 #[derive(Default)]
@@ -202,7 +198,12 @@ fn settle(fc: Arc<ForeignCluster>, fp: &str) -> Arc<ForeignCluster> {
         advertisement: Some(format!("advertisement-{id}")),
     });
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
-    let c = |t: &'static str, s: bool, r: &'static str, m: String| liqo_reconciler::conditions::Wanted { type_: t, status: s, reason: r, message: m };
+    let c = |t: &'static str, s: bool, r: &'static str, m: String| liqo_reconciler::conditions::Wanted {
+        type_: t,
+        status: s,
+        reason: r,
+        message: m,
+    };
     for w in [
         c("Trusted", false, "UntrustedAllowed", "unknown certificate authority, allowed by spec.allowUntrustedCA".into()),
         c("Authenticated", true, "IdentityIssued", format!("identity stored in Secret {name}-identity")),

@@ -16,8 +16,7 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::ObjectMeta;
 use liqo_api::names::{
-    DISCOVERY_GROUP, LABEL_CLUSTER_ID, SHARING_GROUP, advertisement_name, peer_role, peer_service_account,
-    peering_kubeconfig_secret,
+    DISCOVERY_GROUP, LABEL_CLUSTER_ID, SHARING_GROUP, advertisement_name, peer_role, peer_service_account, peering_kubeconfig_secret,
 };
 
 /// A ServiceAccount and what it is allowed to do, cluster-wide and in its namespace.

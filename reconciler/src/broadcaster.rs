@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Secret, SecretReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Client;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::Store;
-use kube::Client;
 use liqo_api::names::{LABEL_CLUSTER_ID, advertisement_name};
 use liqo_api::{Advertisement, AdvertisementSpec, AdvertisementState, ClusterConfigSpec, FederationRequest, PeeringRequest};
 use tokio::sync::watch;
@@ -44,7 +44,11 @@ pub const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(10);
 pub fn report(round: &Result<()>, advertising: bool) -> (AdvertisementState, &'static str, String) {
     match round {
         Ok(()) if advertising => (AdvertisementState::Created, "Published", "our Advertisement is in the peer's cluster".into()),
-        Ok(()) => (AdvertisementState::Pending, "AdvertisementDisabled", "enableAdvertisement is false in the ClusterConfig: none is published".into()),
+        Ok(()) => (
+            AdvertisementState::Pending,
+            "AdvertisementDisabled",
+            "enableAdvertisement is false in the ClusterConfig: none is published".into(),
+        ),
         Err(Error::Kube(kube::Error::Api(s))) if s.code == 401 || s.code == 403 => (
             AdvertisementState::Refused,
             "PeerRefused",
@@ -220,7 +224,8 @@ impl<P: Peers> Broadcasters<P> {
     /// Writes `report` into the status of the requests named `peer` that hold the broadcaster;
     /// true when every write succeeded.
     async fn write_report(&self, peer: &str, report: &(AdvertisementState, &'static str, String)) -> bool {
-        let holders: Vec<String> = self.running.lock().expect("not poisoned").get(peer).map(|e| e.holders.iter().cloned().collect()).unwrap_or_default();
+        let holders: Vec<String> =
+            self.running.lock().expect("not poisoned").get(peer).map(|e| e.holders.iter().cloned().collect()).unwrap_or_default();
         let (state, reason, message) = report;
         let condition = serde_json::json!({
             "type": "Advertised",

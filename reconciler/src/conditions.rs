@@ -22,10 +22,8 @@ pub fn set(conditions: &mut Vec<Condition>, wanted: Wanted<'_>, generation: Opti
     let status = status_str(wanted.status);
     match conditions.iter_mut().find(|c| c.type_ == wanted.type_) {
         Some(c) => {
-            let changed = c.status != status
-                || c.reason != wanted.reason
-                || c.message != wanted.message
-                || c.observed_generation != generation;
+            let changed =
+                c.status != status || c.reason != wanted.reason || c.message != wanted.message || c.observed_generation != generation;
             if c.status != status {
                 c.last_transition_time = now;
             }

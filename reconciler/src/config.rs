@@ -1,8 +1,8 @@
 //! The ClusterConfig singleton `liqo-configuration`: created with the defaults when absent;
 //! its spec is published so every toggle takes effect at runtime.
 
-use kube::api::{ObjectMeta, PostParams};
 use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
 use liqo_api::names::CLUSTER_CONFIG_NAME;
 use liqo_api::{ClusterConfig, ClusterConfigSpec};
 

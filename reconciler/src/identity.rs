@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
-use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::Api;
+use kube::api::{ListParams, ObjectMeta, PostParams};
 use liqo_api::names::{CLUSTER_ID_CONFIGMAP, CLUSTER_ID_KEY};
 
 use crate::error::{Result, is_conflict};

@@ -15,20 +15,20 @@ use kube::Api;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 use liqo_api::{Advertisement, FederationRequest, ForeignCluster, PeeringRequest};
+use liqo_certs::serving::{CertFiles, ReloadingCert, serve_https, server_config, shutdown_signal};
 use liqo_reconciler::auth::client::Verify;
+use liqo_reconciler::auth::service::{ApiServer, AuthService, ensure_token_secret};
 use liqo_reconciler::broadcaster::Broadcasters;
-use liqo_reconciler::metrics::Metrics;
-use liqo_reconciler::peer::Network;
-use liqo_reconciler::stores::reflect;
+use liqo_reconciler::config::ClusterConfigKeeper;
 use liqo_reconciler::discovery::dnssd::DnsSd;
 use liqo_reconciler::discovery::mdns::{Interfaces, MDNS_PORT};
 use liqo_reconciler::discovery::{lan, search_domain};
-use liqo_reconciler::{foreign_cluster, incoming};
-use liqo_certs::serving::{CertFiles, ReloadingCert, serve_https, server_config, shutdown_signal};
-use liqo_reconciler::auth::service::{ApiServer, AuthService, ensure_token_secret};
-use liqo_reconciler::config::ClusterConfigKeeper;
 use liqo_reconciler::identity::ClusterIdentity;
+use liqo_reconciler::metrics::Metrics;
+use liqo_reconciler::peer::Network;
 use liqo_reconciler::singleton::keep;
+use liqo_reconciler::stores::reflect;
+use liqo_reconciler::{foreign_cluster, incoming};
 use tokio::sync::watch;
 
 /// Liqo reconciler: keeps the cluster ID and the ClusterConfig, serves the auth service
@@ -220,7 +220,11 @@ async fn main() -> anyhow::Result<()> {
 
     let kube_config = kube::Config::infer().await.context("finding the API server (in-cluster or KUBECONFIG)")?;
     let api_server = ApiServer {
-        url: args.api_url.clone().filter(|u| !u.is_empty()).unwrap_or_else(|| kube_config.cluster_url.to_string().trim_end_matches('/').to_owned()),
+        url: args
+            .api_url
+            .clone()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| kube_config.cluster_url.to_string().trim_end_matches('/').to_owned()),
         ca_pem: match &args.api_ca_file {
             Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
             None => ApiServer::pem_of(kube_config.root_cert.as_deref().unwrap_or_default()),
@@ -280,13 +284,16 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     let peers = Arc::new(Network { roots: Verify::Roots(Arc::new(roots)), api_timeout: Duration::from_secs(10) });
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter { controller: "liqo-reconciler".into(), instance: std::env::var("POD_NAME").ok() },
-    );
+    let recorder =
+        Recorder::new(client.clone(), Reporter { controller: "liqo-reconciler".into(), instance: std::env::var("POD_NAME").ok() });
     let stores_ready = {
         let (s, a, n, f) = (secrets.clone(), advertisements.clone(), nodes.clone(), foreign.clone());
-        async move { s.wait_until_ready().await.is_ok() && a.wait_until_ready().await.is_ok() && n.wait_until_ready().await.is_ok() && f.wait_until_ready().await.is_ok() }
+        async move {
+            s.wait_until_ready().await.is_ok()
+                && a.wait_until_ready().await.is_ok()
+                && n.wait_until_ready().await.is_ok()
+                && f.wait_until_ready().await.is_ok()
+        }
     };
     let fc_ctx = Arc::new(foreign_cluster::Ctx {
         client: client.clone(),
@@ -307,7 +314,14 @@ async fn main() -> anyhow::Result<()> {
         token_lifetime: Duration::from_secs(args.token_lifetime_hours * 3600),
         remotes: Default::default(),
     });
-    let broadcasters = Broadcasters::new(client.clone(), id_rx.clone(), cfg_rx.clone(), nodes, peers.clone(), Duration::from_secs(args.advertise_period_seconds));
+    let broadcasters = Broadcasters::new(
+        client.clone(),
+        id_rx.clone(),
+        cfg_rx.clone(),
+        nodes,
+        peers.clone(),
+        Duration::from_secs(args.advertise_period_seconds),
+    );
     let broadcasters_view = broadcasters.clone();
     let foreign_for_metrics = foreign.clone();
     let dns = match args.dns_server {
@@ -413,11 +427,15 @@ async fn main() -> anyhow::Result<()> {
             }),
         )
         .route(
-        "/readyz",
-        get(move || async move {
-            if ready() { (StatusCode::OK, "ready\n") } else { (StatusCode::SERVICE_UNAVAILABLE, "cluster ID or ClusterConfig not known yet\n") }
-        }),
-    );
+            "/readyz",
+            get(move || async move {
+                if ready() {
+                    (StatusCode::OK, "ready\n")
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, "cluster ID or ClusterConfig not known yet\n")
+                }
+            }),
+        );
     let ops_listener = tokio::net::TcpListener::bind(args.ops_listen).await.with_context(|| format!("binding {}", args.ops_listen))?;
     tracing::info!(namespace = %args.namespace, auth = %args.auth_listen, ops = %args.ops_listen, "liqo-reconciler starting");
     let ops_server = tokio::spawn(async move { axum::serve(ops_listener, ops).with_graceful_shutdown(shutdown_signal()).await });

@@ -48,7 +48,8 @@ impl Default for Metrics {
         let mut registry = Registry::with_prefix("liqo_reconciler");
         let reconciles = Family::<ReconcileLabels, Counter>::default();
         registry.register("reconciles", "Reconciles run, by controller and result", reconciles.clone());
-        let duration = Family::<ControllerLabels, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_1, 2.0, 16)));
+        let duration =
+            Family::<ControllerLabels, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_1, 2.0, 16)));
         registry.register("reconcile_duration_seconds", "Time of one reconcile", duration.clone());
         let broadcasters = Gauge::default();
         registry.register("broadcasters", "Peers we keep an Advertisement in", broadcasters.clone());
@@ -128,6 +129,9 @@ mod tests {
         assert!(text.contains(r#"liqo_reconciler_foreign_clusters{discovery_type="WAN",outgoing_joined="false"} 1"#), "{text}");
         m.count_foreign_clusters(&fcs[2..]);
         let text = m.encode();
-        assert!(text.contains(r#"liqo_reconciler_foreign_clusters{discovery_type="LAN",outgoing_joined="true"} 0"#), "a count that drops shows 0: {text}");
+        assert!(
+            text.contains(r#"liqo_reconciler_foreign_clusters{discovery_type="LAN",outgoing_joined="true"} 0"#),
+            "a count that drops shows 0: {text}"
+        );
     }
 }

@@ -126,7 +126,8 @@ mod tests {
 
     #[test]
     fn the_pinned_ca_and_the_spec_api_url_win() {
-        let access = RemoteAccess { kubeconfig: ISSUED.into(), api_url: Some("https://api.remote.example:6443".into()), ca_pem: Some("PEM".into()) };
+        let access =
+            RemoteAccess { kubeconfig: ISSUED.into(), api_url: Some("https://api.remote.example:6443".into()), ca_pem: Some("PEM".into()) };
         let k = pinned_kubeconfig(&access).unwrap();
         let c = k.clusters[0].cluster.as_ref().unwrap();
         assert_eq!(c.server.as_deref(), Some("https://api.remote.example:6443"));
@@ -142,7 +143,11 @@ mod tests {
 
     #[test]
     fn the_anonymous_kubeconfig_has_no_credentials_and_takes_the_pinned_ca() {
-        let access = RemoteAccess { kubeconfig: ANONYMOUS_KUBECONFIG.into(), api_url: Some("https://1.2.3.4:6443".into()), ca_pem: Some("PEM".into()) };
+        let access = RemoteAccess {
+            kubeconfig: ANONYMOUS_KUBECONFIG.into(),
+            api_url: Some("https://1.2.3.4:6443".into()),
+            ca_pem: Some("PEM".into()),
+        };
         let k = pinned_kubeconfig(&access).unwrap();
         let c = k.clusters[0].cluster.as_ref().unwrap();
         assert_eq!(c.server.as_deref(), Some("https://1.2.3.4:6443"));

@@ -30,11 +30,7 @@ pub trait Singleton: Send + Sync + 'static {
     /// The value the object holds, or None when it needs a repair.
     fn read(&self, object: &Self::Object) -> Option<Self::Value>;
     /// Create the object (`existing` is None) or fill it in (it holds no usable value).
-    fn repair(
-        &self,
-        api: &Api<Self::Object>,
-        existing: Option<&Self::Object>,
-    ) -> impl Future<Output = Result<()>> + Send;
+    fn repair(&self, api: &Api<Self::Object>, existing: Option<&Self::Object>) -> impl Future<Output = Result<()>> + Send;
 }
 
 /// Publish `value` when it differs from what the channel holds. True when it was published.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use liqo_api::{ClusterConfig, ClusterIdentity as Identity, PeeringRequest, PeeringRequestSpec, PeeringPolicy};
+use liqo_api::{ClusterConfig, ClusterIdentity as Identity, PeeringPolicy, PeeringRequest, PeeringRequestSpec};
 use liqo_certs::serving::{CertFiles, ReloadingCert, serve_https, server_config};
 use liqo_reconciler::auth::service::{ApiServer, AuthService, ensure_token_secret};
 use liqo_reconciler::auth::wire::IdentityResponse;

@@ -9,9 +9,9 @@ use http::{Request, Response};
 use kube::Client;
 use kube::client::Body;
 use liqo_api::ClusterConfigSpec;
+use liqo_certs::serving::{CertFiles, ReloadingCert, serve_https, server_config};
 use liqo_reconciler::auth::service::{ApiServer, AuthService};
 use liqo_reconciler::auth::wire::{IdentityResponse, Ids};
-use liqo_certs::serving::{CertFiles, ReloadingCert, serve_https, server_config};
 use liqo_testenv::https::{Answer, request};
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -109,10 +109,7 @@ async fn ids_answers_with_exactly_the_seed_keys() {
     let a = r.call("GET", "/ids", None).await;
     assert_eq!(a.status, 200);
     // Byte-compatible with seed 002's `curl --insecure https://<ADDRESS>:<PORT>/ids`.
-    assert_eq!(
-        a.text(),
-        r#"{"clusterId":"0558de48-097b-4b7d-ba04-6bd2a0f9d24f","clusterName":"LiqoCluster0692","guestNamespace":"liqo"}"#
-    );
+    assert_eq!(a.text(), r#"{"clusterId":"0558de48-097b-4b7d-ba04-6bd2a0f9d24f","clusterName":"LiqoCluster0692","guestNamespace":"liqo"}"#);
     let ids: Ids = serde_json::from_slice(&a.body).unwrap();
     assert_eq!(ids.cluster_id, OWN);
 
@@ -265,13 +262,9 @@ mod client {
         let ids = client::ids(&base(&r), &v).await.unwrap();
         assert_eq!((ids.cluster_id.as_str(), ids.guest_namespace.as_str()), (OWN, "liqo"));
         assert_eq!(client::ca(&base(&r), &v).await.unwrap(), r.api_ca);
-        let answer = client::identity(&base(&r), &v, &IdentityRequest { cluster_id: PEER.into(), token: "s3cret".into() })
-            .await
-            .unwrap();
+        let answer = client::identity(&base(&r), &v, &IdentityRequest { cluster_id: PEER.into(), token: "s3cret".into() }).await.unwrap();
         assert_eq!(answer.cluster_id, OWN);
-        let refused = client::identity(&base(&r), &v, &IdentityRequest { cluster_id: PEER.into(), token: "bad".into() })
-            .await
-            .unwrap_err();
+        let refused = client::identity(&base(&r), &v, &IdentityRequest { cluster_id: PEER.into(), token: "bad".into() }).await.unwrap_err();
         assert!(refused.to_string().contains("HTTP 403: wrong token"), "{refused}");
     }
 

@@ -11,11 +11,11 @@ use kube::Client;
 use kube::client::Body;
 use kube::runtime::reflector;
 use kube::runtime::watcher;
+use liqo_api::TrustMode;
 use liqo_reconciler::Error;
 use liqo_reconciler::auth::wire::{IdentityRequest, IdentityResponse, Ids};
 use liqo_reconciler::broadcaster::Broadcasters;
 use liqo_reconciler::peer::{Peers, RemoteAccess};
-use liqo_api::TrustMode;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -100,7 +100,10 @@ async fn one_broadcaster_per_peer_even_under_concurrent_events() {
     let peers = Arc::new(FakePeers { remote: api(remote_log.clone()), built: Default::default() });
     let (nodes, mut writer) = reflector::store::<Node>();
     writer.apply_watcher_event(&watcher::Event::Apply(
-        serde_json::from_value(json!({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}})).unwrap(),
+        serde_json::from_value(
+            json!({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}}),
+        )
+        .unwrap(),
     ));
     let (_, id) = watch::channel(Some(OWN.to_owned()));
     let (config, config_rx) = watch::channel(Some(liqo_api::ClusterConfigSpec::default()));
@@ -158,7 +161,14 @@ async fn one_broadcaster_per_peer_even_under_concurrent_events() {
     // After a restart (no broadcaster in memory) the release still withdraws.
     b.ensure(PEER, "PeeringRequest", source.clone());
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let fresh = Broadcasters::new(api(Default::default()), watch::channel(Some(OWN.to_owned())).1, config_rx, reflector::store::<Node>().0, peers.clone(), Duration::from_secs(30));
+    let fresh = Broadcasters::new(
+        api(Default::default()),
+        watch::channel(Some(OWN.to_owned())).1,
+        config_rx,
+        reflector::store::<Node>().0,
+        peers.clone(),
+        Duration::from_secs(30),
+    );
     fresh.release(PEER, "PeeringRequest", Some(source)).await.unwrap();
     assert_eq!(count(&remote_log, "DELETE", &format!("advertisement-{OWN}")), 3);
 }

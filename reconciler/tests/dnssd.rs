@@ -19,8 +19,14 @@ fn one_line(zone: &str) -> String {
     let mut depth = 0;
     zone.chars()
         .filter_map(|c| match c {
-            '(' => { depth += 1; None }
-            ')' => { depth -= 1; None }
+            '(' => {
+                depth += 1;
+                None
+            }
+            ')' => {
+                depth -= 1;
+                None
+            }
             '\n' if depth > 0 => Some(' '),
             c => Some(c),
         })
@@ -33,7 +39,12 @@ fn seed_002() -> String {
 }
 
 fn api_target(id: &str, api_url: &str) -> Result<WanTarget, TargetError> {
-    Ok(WanTarget::Api(DiscoveredCluster { cluster_id: id.into(), namespace: Some("liqo".into()), api_url: Some(api_url.into()), ..Default::default() }))
+    Ok(WanTarget::Api(DiscoveredCluster {
+        cluster_id: id.into(),
+        namespace: Some("liqo".into()),
+        api_url: Some(api_url.into()),
+        ..Default::default()
+    }))
 }
 
 fn listed(instance: &str, target: Result<WanTarget, TargetError>) -> Listed {
@@ -46,7 +57,10 @@ async fn seed_003_zone_as_written_lists_its_cluster_by_api_server_name() {
     let dns = DnsSd::with_nameserver(server.addr).unwrap();
     let got = dns.browse("example.com").await.unwrap();
     // The SRV host has no address in that zone: the URL keeps its name for another resolver.
-    assert_eq!(got, vec![listed("liqo-cluster._liqo._tcp.example.com.", api_target(ID, "https://liqo-cluster-api.server.example.com:6443"))]);
+    assert_eq!(
+        got,
+        vec![listed("liqo-cluster._liqo._tcp.example.com.", api_target(ID, "https://liqo-cluster-api.server.example.com:6443"))]
+    );
 }
 
 #[tokio::test]
@@ -98,7 +112,10 @@ async fn clusters_added_and_removed_show_in_the_next_lookup() {
     // b's API server name is a CNAME of a's: followed to its address.
     assert_eq!(got[1], listed("b._liqo._tcp.example.com.", api_target(ID2, "https://10.0.0.1:6443")));
     server.set_zone(&two_clusters(false)).await;
-    assert_eq!(dns.browse("example.com").await.unwrap(), vec![listed("a._liqo._tcp.example.com.", api_target(ID, "https://10.0.0.1:6443"))]);
+    assert_eq!(
+        dns.browse("example.com").await.unwrap(),
+        vec![listed("a._liqo._tcp.example.com.", api_target(ID, "https://10.0.0.1:6443"))]
+    );
 }
 
 #[tokio::test]
@@ -115,7 +132,11 @@ async fn a_target_without_srv_or_with_a_malformed_txt_is_skipped_alone() {
     let got = DnsSd::with_nameserver(server.addr).unwrap().browse("example.com").await.unwrap();
     assert_eq!(got.len(), 3);
     assert_eq!(got[0].target, api_target(ID, "https://10.0.0.1:6443"));
-    assert!(matches!(&got[1].target, Err(TargetError::Record(RecordError::MalformedId(id, _))) if id == "Not_A_Cluster_ID"), "{:?}", got[1]);
+    assert!(
+        matches!(&got[1].target, Err(TargetError::Record(RecordError::MalformedId(id, _))) if id == "Not_A_Cluster_ID"),
+        "{:?}",
+        got[1]
+    );
     assert_eq!(got[2], listed("nosrv._liqo._tcp.example.com.", Err(TargetError::NoSrv)));
 }
 
@@ -148,8 +169,12 @@ async fn bind9_serves_the_seed_zones_and_their_changes() {
 
     named.set_zone("example.com.", &zone_file("example.com.", &seed_003_as_written())).await.unwrap();
     let got = dns.browse("example.com").await.unwrap();
-    assert_eq!(got, vec![listed("liqo-cluster._liqo._tcp.example.com.", api_target(ID, "https://liqo-cluster-api.server.example.com:6443"))], "{}", named.log());
+    assert_eq!(
+        got,
+        vec![listed("liqo-cluster._liqo._tcp.example.com.", api_target(ID, "https://liqo-cluster-api.server.example.com:6443"))],
+        "{}",
+        named.log()
+    );
     let e = dns.browse("nothere.example.com").await.unwrap_err();
     assert!(e.to_string().contains("NXDOMAIN"), "{e}");
 }
-

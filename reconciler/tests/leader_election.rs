@@ -6,7 +6,6 @@
 
 mod common;
 
-
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use liqo_testenv::{ControlPlane, eventually, install_liqo};
@@ -54,7 +53,8 @@ async fn one_reconciler_leads_and_a_standby_takes_over() {
     // Someone else takes the Lease: the holder that lost it exits (1) rather than run beside it.
     let mut standby = standby;
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(k8s_openapi::jiff::Timestamp::now());
-    let patch = serde_json::json!({"spec": {"holderIdentity": "intruder", "acquireTime": now, "renewTime": now, "leaseDurationSeconds": 3600}});
+    let patch =
+        serde_json::json!({"spec": {"holderIdentity": "intruder", "acquireTime": now, "renewTime": now, "leaseDurationSeconds": 3600}});
     leases.patch("liqo-reconciler", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(patch)).await.unwrap();
     let status = exited(&mut standby).await;
     assert_eq!(status.code(), Some(1), "the leader that lost the Lease exits: {status}");

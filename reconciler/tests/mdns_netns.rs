@@ -7,9 +7,9 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use kube::ResourceExt;
 use liqo_reconciler::discovery::discover::{Options, discover};
 use liqo_reconciler::discovery::mdns::{Advertised, Interfaces, Mdns};
-use kube::ResourceExt;
 use liqo_reconciler::peer::Network;
 
 const ID_A: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
@@ -108,7 +108,12 @@ fn loopback_is_used_only_when_opted_into() {
         peer.advertise(&Advertised::new(ID_A, Some("alpha"), "liqo", None, None, 8443)).unwrap();
         let opts = Options { interfaces: lo_only, wait: Duration::from_secs(3), ..Default::default() };
         assert!(discover(&opts, &peers()).await.unwrap().found.is_empty(), "loopback not opted into: nothing");
-        let opts = Options { interfaces: Interfaces { allow: vec!["lo".into()], loopback: true }, wait: Duration::from_secs(8), expect: Some(1), ..Default::default() };
+        let opts = Options {
+            interfaces: Interfaces { allow: vec!["lo".into()], loopback: true },
+            wait: Duration::from_secs(8),
+            expect: Some(1),
+            ..Default::default()
+        };
         let report = discover(&opts, &peers()).await.unwrap();
         assert_eq!(report.found.len(), 1, "{report:?}");
         assert_eq!(report.found[0].auth_url.as_deref(), Some("https://127.0.0.1:8443"));
@@ -124,11 +129,25 @@ fn the_discover_command_sees_another_discover_advertising() {
     }
     let bin = env!("CARGO_BIN_EXE_liqo-reconciler");
     let mut advertiser = Command::new(bin)
-        .args(["discover", "--advertise", "--cluster-id", ID_B, "--cluster-name", "beta", "--auth-url", "https://10.77.0.1:8443", "--interface", "v0", "--seconds", "20"])
+        .args([
+            "discover",
+            "--advertise",
+            "--cluster-id",
+            ID_B,
+            "--cluster-name",
+            "beta",
+            "--auth-url",
+            "https://10.77.0.1:8443",
+            "--interface",
+            "v0",
+            "--seconds",
+            "20",
+        ])
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let out = Command::new(bin).args(["discover", "--lan", "--interface", "v1", "--json", "--expect", "1", "--seconds", "15"]).output().unwrap();
+    let out =
+        Command::new(bin).args(["discover", "--lan", "--interface", "v1", "--json", "--expect", "1", "--seconds", "15"]).output().unwrap();
     let _ = advertiser.kill();
     let _ = advertiser.wait();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -151,7 +170,11 @@ const AVAHI_TOOLS: [&str; 4] = ["avahi-daemon", "avahi-publish", "avahi-browse",
 
 /// Whether avahi is installed (checked before entering the namespace, to skip loudly).
 fn avahi_missing(test: &str) -> bool {
-    let missing: Vec<&str> = AVAHI_TOOLS.iter().copied().filter(|t| Command::new("sh").args(["-c", &format!("command -v {t}")]).output().map_or(true, |o| !o.status.success())).collect();
+    let missing: Vec<&str> = AVAHI_TOOLS
+        .iter()
+        .copied()
+        .filter(|t| Command::new("sh").args(["-c", &format!("command -v {t}")]).output().map_or(true, |o| !o.status.success()))
+        .collect();
     if !missing.is_empty() {
         liqo_testenv::skip(&format!("{test}: {missing:?} not installed (apt-get install avahi-daemon avahi-utils dbus)"));
     }
@@ -181,7 +204,13 @@ impl Avahi {
         std::fs::create_dir_all("/run/avahi-daemon").unwrap();
         assert!(Command::new("mount").args(["-t", "tmpfs", "tmpfs", "/run/avahi-daemon"]).status().unwrap().success());
         let mut me = Self { dir, children: vec![] };
-        me.children.push(Command::new("dbus-daemon").arg(format!("--config-file={}", me.dir.path().join("bus.conf").display())).arg("--nofork").spawn().unwrap());
+        me.children.push(
+            Command::new("dbus-daemon")
+                .arg(format!("--config-file={}", me.dir.path().join("bus.conf").display()))
+                .arg("--nofork")
+                .spawn()
+                .unwrap(),
+        );
         wait_for("the private D-Bus", || bus.exists());
         let log = std::fs::File::create(me.dir.path().join("avahi.log")).unwrap();
         me.children.push(
@@ -209,7 +238,14 @@ impl Avahi {
 
     /// `avahi-publish -s NAME _liqo._tcp PORT TXT...`, kept running.
     fn publish(&mut self, name: &str, port: u16, txt: &[&str]) {
-        let child = self.command("avahi-publish").args(["-s", name, "_liqo._tcp", &port.to_string()]).args(txt).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+        let child = self
+            .command("avahi-publish")
+            .args(["-s", name, "_liqo._tcp", &port.to_string()])
+            .args(txt)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
         self.children.push(child);
     }
 
@@ -284,7 +320,9 @@ fn avahi_browse_sees_our_advertisement() {
         assert_eq!(fields[6], format!("{ID_A}.local"), "{line}");
         assert_eq!(fields[7], "10.77.0.2", "{line}");
         assert_eq!(fields[8], "30443", "{line}");
-        for txt in [format!("\"id={ID_A}\""), "\"namespace=liqo\"".into(), "\"name=alpha\"".into(), "\"auth=https://10.77.0.2:30443\"".into()] {
+        for txt in
+            [format!("\"id={ID_A}\""), "\"namespace=liqo\"".into(), "\"name=alpha\"".into(), "\"auth=https://10.77.0.2:30443\"".into()]
+        {
             assert!(fields[9].contains(&txt), "{txt} missing in {line}");
         }
         ours.shutdown().await;
@@ -316,7 +354,10 @@ fn lan_discovery_keeps_foreign_clusters_of_the_peers_it_sees() {
         install_liqo(&admin, "liqo").await;
         let fcs: Api<ForeignCluster> = Api::all(admin.clone());
         // Known by hand already: only its empty fields get filled, never deleted by expiry.
-        let manual = ForeignCluster::new("by-hand", ForeignClusterSpec { cluster_id: Some(ID_B.into()), discovery_type: Some(DiscoveryType::Manual), ..Default::default() });
+        let manual = ForeignCluster::new(
+            "by-hand",
+            ForeignClusterSpec { cluster_id: Some(ID_B.into()), discovery_type: Some(DiscoveryType::Manual), ..Default::default() },
+        );
         fcs.create(&PostParams::default(), &manual).await.unwrap();
 
         let (_id, id_rx) = tokio::sync::watch::channel(Some(OWN.to_owned()));
@@ -341,7 +382,9 @@ fn lan_discovery_keeps_foreign_clusters_of_the_peers_it_sees() {
             )),
         });
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let lan_task = tokio::spawn(lan::run(ctx, async move { let _ = stop_rx.await; }));
+        let lan_task = tokio::spawn(lan::run(ctx, async move {
+            let _ = stop_rx.await;
+        }));
 
         // A peer appears: a LAN ForeignCluster named after it, joined by autojoin.
         let peer = Mdns::start("_liqo._tcp", "local.", &on("v0")).unwrap();
@@ -391,7 +434,8 @@ fn lan_discovery_keeps_foreign_clusters_of_the_peers_it_sees() {
         // The peer goes away and its auth service never answers: three misses, then gone.
         let gone_at = Instant::now();
         peer.shutdown().await;
-        eventually("the vanished peer's ForeignCluster deleted", || async { fcs.get_opt(ID_A).await.unwrap().is_none().then_some(()) }).await;
+        eventually("the vanished peer's ForeignCluster deleted", || async { fcs.get_opt(ID_A).await.unwrap().is_none().then_some(()) })
+            .await;
         let found = eventually("a Discovered Event", || liqo_testenv::event(&admin, "Discovered", ID_A)).await;
         assert!(found.note.unwrap().contains("on the LAN (mDNS)"));
         let expired = eventually("an Expired Event", || liqo_testenv::event(&admin, "Expired", ID_A)).await;

@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{Request, Response};
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::ByteString;
 use kube::Client;
 use kube::client::Body;
 use kube::runtime::controller::Action;
@@ -318,13 +318,17 @@ async fn identification_fills_the_spec_from_the_remote() {
 async fn an_untrusted_remote_is_not_joined_without_permission() {
     let home = vec![call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()), call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
     let w = world(home.clone(), vec![], TrustMode::Untrusted);
-    let spec = json!({"clusterIdentity": {"clusterID": REMOTE}, "namespace": "liqo", "join": true, "authUrl": AUTH, "discoveryType": "Manual"});
+    let spec =
+        json!({"clusterIdentity": {"clusterID": REMOTE}, "namespace": "liqo", "join": true, "authUrl": AUTH, "discoveryType": "Manual"});
     w.reconcile(fc(spec, json!({}), false)).await.unwrap();
     expect(&w.home, &home);
     let seen = w.home.lock().unwrap().clone();
     assert_eq!(seen[0].2, json!({"spec": {"trustMode": "Untrusted"}}));
     let cond = &seen[1].2["status"]["conditions"][0];
-    assert_eq!((cond["type"].as_str(), cond["status"].as_str(), cond["reason"].as_str()), (Some("Trusted"), Some("False"), Some("UntrustedNotAllowed")));
+    assert_eq!(
+        (cond["type"].as_str(), cond["status"].as_str(), cond["reason"].as_str()),
+        (Some("Trusted"), Some("False"), Some("UntrustedNotAllowed"))
+    );
     assert!(cond["message"].as_str().unwrap().contains("allowUntrustedCA"));
     assert_eq!(*w.peer.asked.lock().unwrap(), ["probe"], "no identity is asked of an untrusted remote");
 }
@@ -333,7 +337,7 @@ async fn an_untrusted_remote_is_not_joined_without_permission() {
 async fn join_from_scratch() {
     let mut home = vec![
         call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()), // finalizer
-        call("POST", SECRETS, 201, Value::Null),                 // <fc>-ca-data
+        call("POST", SECRETS, 201, Value::Null),             // <fc>-ca-data
         call("GET", format!("{SECRETS}/remote-token-{REMOTE}"), 404, not_found()),
         call("POST", SECRETS, 201, Value::Null), // <fc>-identity
     ];
@@ -346,10 +350,7 @@ async fn join_from_scratch() {
     assert_eq!(action, Action::requeue(Duration::from_secs(30)));
     expect(&w.home, &home);
     expect(&w.remote, &remote);
-    assert_eq!(
-        *w.peer.asked.lock().unwrap(),
-        ["ca".to_owned(), format!("identity:{HOME}:"), "api_client:issued-kubeconfig".to_owned()]
-    );
+    assert_eq!(*w.peer.asked.lock().unwrap(), ["ca".to_owned(), format!("identity:{HOME}:"), "api_client:issued-kubeconfig".to_owned()]);
 
     let seen = w.home.lock().unwrap().clone();
     assert_eq!(seen[0].2["metadata"]["finalizers"], json!(["discovery.liqo.io/peered"]));
@@ -381,7 +382,12 @@ async fn join_from_scratch() {
     assert!(kubeconfig.contains("https://home.example:6443") && kubeconfig.contains("adv-token"), "{kubeconfig}");
     let pr = body_of(&remote_seen, "PATCH", &format!("{PRS}/{HOME}"));
     assert_eq!(pr["spec"], our_pr()["spec"]);
-    assert!(remote_seen.iter().filter(|(m, _, _)| m == "PATCH").all(|(_, p, _)| p.contains("fieldManager=liqo-peering") && p.contains("force=true")));
+    assert!(
+        remote_seen
+            .iter()
+            .filter(|(m, _, _)| m == "PATCH")
+            .all(|(_, p, _)| p.contains("fieldManager=liqo-peering") && p.contains("force=true"))
+    );
 }
 
 fn base64_decode(s: &str) -> Vec<u8> {
@@ -505,13 +511,25 @@ async fn a_changed_remote_ca_is_never_accepted_silently() {
 async fn a_refused_token_is_reported() {
     let (home_client, home_seen) = scripted(vec![
         call("POST", SECRETS, 201, Value::Null),
-        call("GET", format!("{SECRETS}/remote-token-{REMOTE}"), 200,
-             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "t"}, "data": {"token": "d3Jvbmc="}})),
+        call(
+            "GET",
+            format!("{SECRETS}/remote-token-{REMOTE}"),
+            200,
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "t"}, "data": {"token": "d3Jvbmc="}}),
+        ),
         call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()),
     ]);
     let (remote_client, remote_seen) = scripted(vec![]);
     let pinned = ca_pem("remote-api-ca");
-    let peer = Arc::new(FakePeer { trust: TrustMode::Untrusted, down: false, ca: Mutex::new(pinned.clone()), refuse: Some("wrong token"), remote: remote_client, asked: Default::default(), api_urls: Default::default() });
+    let peer = Arc::new(FakePeer {
+        trust: TrustMode::Untrusted,
+        down: false,
+        ca: Mutex::new(pinned.clone()),
+        refuse: Some("wrong token"),
+        remote: remote_client,
+        asked: Default::default(),
+        api_urls: Default::default(),
+    });
     let w = world_with(home_client, home_seen, remote_seen, peer, pinned);
     w.reconcile(fc(joined_spec(), json!({}), true)).await.unwrap();
     assert_eq!(*w.peer.asked.lock().unwrap(), ["ca".to_owned(), format!("identity:{HOME}:wrong")]);
@@ -526,16 +544,31 @@ async fn a_refused_token_is_reported() {
 fn unjoin_remote() -> Vec<Call> {
     vec![
         call("DELETE", format!("{PRS}/{HOME}"), 200, our_pr()),
-        call("DELETE", format!("/api/v1/namespaces/liqo-remote/secrets/pr-kubeconfig-{HOME}"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
+        call(
+            "DELETE",
+            format!("/api/v1/namespaces/liqo-remote/secrets/pr-kubeconfig-{HOME}"),
+            200,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+        ),
     ]
 }
 
 fn unjoin_local() -> Vec<Call> {
     vec![
         call("DELETE", format!("/apis/sharing.liqo.io/v1alpha1/advertisements/advertisement-{REMOTE}"), 404, not_found()),
-        call("DELETE", format!("{RBAC}/clusterrolebindings/{REMOTE}"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
+        call(
+            "DELETE",
+            format!("{RBAC}/clusterrolebindings/{REMOTE}"),
+            200,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+        ),
         call("DELETE", format!("{RBAC}/clusterroles/{REMOTE}"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
-        call("DELETE", format!("/api/v1/namespaces/liqo/serviceaccounts/{REMOTE}"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
+        call(
+            "DELETE",
+            format!("/api/v1/namespaces/liqo/serviceaccounts/{REMOTE}"),
+            200,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+        ),
     ]
 }
 

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::runtime::events::{Recorder, Reporter};
 use kube::api::{Api, ObjectMeta, PostParams};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::{Client, ResourceExt};
 use liqo_api::names::{LABEL_CLUSTER_ID, LABEL_DISCOVERY_TYPE, LABEL_SEARCHDOMAIN};
 use liqo_api::{ClusterConfigSpec, DiscoveryType, ForeignCluster, SearchDomain, SearchDomainSpec};
@@ -130,7 +130,10 @@ async fn a_search_domain_keeps_one_foreign_cluster_per_listed_cluster() {
     let table: serde_json::Value = serde_json::from_str(&admin.request_text(table).await.unwrap()).unwrap();
     let columns: Vec<&str> = table["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(columns, ["Name", "Domain", "Autojoin", "Ready", "Reason", "Age"]);
-    assert_eq!(table["rows"][0]["cells"].as_array().unwrap()[..5], [json!("example.com"), json!("example.com"), json!(true), json!("True"), json!("LookupSucceeded")]);
+    assert_eq!(
+        table["rows"][0]["cells"].as_array().unwrap()[..5],
+        [json!("example.com"), json!("example.com"), json!(true), json!("True"), json!("LookupSucceeded")]
+    );
 
     // A cluster no longer listed loses its ForeignCluster; a new one gets one.
     dns_server.set_zone(&api_zone(&[ID, ID3])).await;
@@ -201,14 +204,19 @@ async fn seed_002_zones_are_identified_through_the_auth_service() {
     let mut config = ClusterConfigSpec::default();
     config.discovery_config.autojoin = false;
     let _cfg = start_controller(&admin, DnsSd::with_nameserver(dns_server.addr).unwrap(), config);
-    let sd = SearchDomain { metadata: ObjectMeta { name: Some("example".into()), ..Default::default() }, spec: SearchDomainSpec { domain: "example.com".into(), autojoin: None }, status: None };
+    let sd = SearchDomain {
+        metadata: ObjectMeta { name: Some("example".into()), ..Default::default() },
+        spec: SearchDomainSpec { domain: "example.com".into(), autojoin: None },
+        status: None,
+    };
     Api::<SearchDomain>::all(admin.clone()).create(&PostParams::default(), &sd).await.unwrap();
 
     let found = eventually("the ForeignCluster identified through /ids", || async { fc(&admin, ID).await }).await;
     assert_eq!(found.spec.auth_url.as_deref(), Some(format!("https://127.0.0.1:{port}").as_str()));
     assert_eq!(found.spec.cluster_identity.as_ref().and_then(|i| i.cluster_name.as_deref()), Some("remote-one"));
     assert_eq!(found.spec.join, Some(false));
-    let (st, reason, message) = eventually("the partial lookup in the status", || async { ready(&sd_status(&admin, "example").await) }).await;
+    let (st, reason, message) =
+        eventually("the partial lookup in the status", || async { ready(&sd_status(&admin, "example").await) }).await;
     assert_eq!((st.as_str(), reason.as_str()), ("True", "LookupPartial"));
     assert!(message.contains("liqo-cluster-2.example.com.") && message.contains("/ids"), "{message}");
 }

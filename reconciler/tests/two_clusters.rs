@@ -6,12 +6,11 @@
 
 mod common;
 
-
+use common::{Reconciler, cluster_id, ops_get, ready, reconciler_token, start_reconciler, terminate};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use liqo_api::{Advertisement, ForeignCluster, PeeringRequest};
-use common::{Reconciler, cluster_id, ops_get, ready, reconciler_token, start_reconciler, terminate};
 use liqo_testenv::{ControlPlane, eventually, install_liqo};
 use serde_json::json;
 
@@ -184,7 +183,10 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
 async fn publish_cluster_info(cp: &ControlPlane, admin: &Client) {
     use base64::Engine;
     let ca = base64::engine::general_purpose::STANDARD.encode(&cp.ca_pem);
-    let kubeconfig = format!("apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: {}\n  name: \"\"\n", cp.url);
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: {}\n  name: \"\"\n",
+        cp.url
+    );
     let manifest = format!(
         r#"apiVersion: v1
 kind: ConfigMap
@@ -227,19 +229,27 @@ async fn seed_003_manual_form_peers_anonymously_where_the_remote_allows_it() {
 
     // The remote does not admit anonymous PeeringRequests yet: the condition says what to do.
     let refused = fc_where(&home, "foreign-cluster", "the anonymous offer refused", |f| {
-        f.status.as_ref().and_then(|s| liqo_reconciler::conditions::get(&s.conditions, "Joined")).is_some_and(|c| c.reason == "AnonymousPeeringRefused")
+        f.status
+            .as_ref()
+            .and_then(|s| liqo_reconciler::conditions::get(&s.conditions, "Joined"))
+            .is_some_and(|c| c.reason == "AnonymousPeeringRefused")
     })
     .await;
     let message = liqo_reconciler::conditions::get(&refused.status.unwrap().conditions, "Joined").unwrap().message.clone();
     assert!(message.contains("manifests/anonymous-peering"), "{message}");
 
     // With the opt-in RBAC on the remote, the next health round peers.
-    let overlay = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/anonymous-peering/anonymous-peering.yaml")).unwrap();
+    let overlay =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/anonymous-peering/anonymous-peering.yaml")).unwrap();
     liqo_testenv::create_manifest(&remote, &overlay, "liqo").await;
     let joined = fc_where(&home, "foreign-cluster", "the ForeignCluster joined anonymously", outgoing_joined).await;
     let status = joined.status.clone().unwrap();
     let ca_secret = Api::<Secret>::namespaced(home.clone(), "liqo").get("foreign-cluster-ca-data").await.unwrap();
-    assert_eq!(String::from_utf8(ca_secret.data.unwrap()["ca.crt"].0.clone()).unwrap(), remote_cp.ca_pem, "the CA of kube-public/cluster-info");
+    assert_eq!(
+        String::from_utf8(ca_secret.data.unwrap()["ca.crt"].0.clone()).unwrap(),
+        remote_cp.ca_pem,
+        "the CA of kube-public/cluster-info"
+    );
     assert_eq!(status.ca_fingerprint.as_deref(), Some(&*liqo_certs::inspect::fingerprint_sha256(&remote_cp.ca_pem).unwrap()));
     assert_eq!(joined.spec.trust_mode, Some(liqo_api::TrustMode::Untrusted));
     let authenticated = liqo_reconciler::conditions::get(&status.conditions, "Authenticated").unwrap();
@@ -249,13 +259,17 @@ async fn seed_003_manual_form_peers_anonymously_where_the_remote_allows_it() {
     assert_eq!(pr.spec.requester_cluster_id(), Some(home_id.as_str()));
     let home_adverts: Api<Advertisement> = Api::all(home.clone());
     home_adverts.get(&format!("advertisement-{remote_id}")).await.unwrap();
-    assert!(Api::<Secret>::namespaced(home.clone(), "liqo").get_opt("foreign-cluster-identity").await.unwrap().is_none(), "no identity was issued");
+    assert!(
+        Api::<Secret>::namespaced(home.clone(), "liqo").get_opt("foreign-cluster-identity").await.unwrap().is_none(),
+        "no identity was issued"
+    );
 
     // Unjoin: the peer's access here is revoked, the condition says the PeeringRequest stays.
     fcs.patch("foreign-cluster", &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
     gone(&home_adverts, &format!("advertisement-{remote_id}"), "the remote's Advertisement removed here").await;
     gone(&Api::<ServiceAccount>::namespaced(home.clone(), "liqo"), &remote_id, "the peer's access removed here").await;
-    let unjoined = fc_where(&home, "foreign-cluster", "outgoing.joined cleared", |f| !outgoing_joined(f) && f.finalizers().is_empty()).await;
+    let unjoined =
+        fc_where(&home, "foreign-cluster", "outgoing.joined cleared", |f| !outgoing_joined(f) && f.finalizers().is_empty()).await;
     let joined_condition = liqo_reconciler::conditions::get(&unjoined.status.as_ref().unwrap().conditions, "Joined").unwrap().clone();
     assert_eq!(joined_condition.reason, "Unjoined");
     assert!(joined_condition.message.contains("stays on the remote"), "{}", joined_condition.message);

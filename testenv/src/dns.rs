@@ -33,7 +33,12 @@ pub struct ZoneServer {
 fn catalog(origin: &str, zone: &str) -> Result<Catalog, String> {
     let origin_name = Name::from_ascii(origin).map_err(|e| e.to_string())?;
     let (name, records) = Parser::new(zone, None, Some(origin_name)).parse().map_err(|e| format!("zone: {e}"))?;
-    let handler = InMemoryZoneHandler::<hickory_server::net::runtime::TokioRuntimeProvider>::new(name.clone(), records, ZoneType::Primary, AxfrPolicy::Deny)?;
+    let handler = InMemoryZoneHandler::<hickory_server::net::runtime::TokioRuntimeProvider>::new(
+        name.clone(),
+        records,
+        ZoneType::Primary,
+        AxfrPolicy::Deny,
+    )?;
     let mut catalog = Catalog::new();
     catalog.upsert(LowerName::new(&name), vec![Arc::new(handler)]);
     Ok(catalog)

@@ -31,10 +31,8 @@ pub struct Conn {
 /// Connects to `addr` over TLS, verifying the server as `localhost` against the CA in `ca_path`.
 pub async fn connect(addr: SocketAddr, ca_path: &Path) -> Conn {
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let tls = connector(ca_path)
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
-        .expect("TLS handshake verified against the CA");
+    let tls =
+        connector(ca_path).connect(ServerName::try_from("localhost").unwrap(), tcp).await.expect("TLS handshake verified against the CA");
     let peer_cert = tls.get_ref().1.peer_certificates().unwrap()[0].to_vec();
     let (sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.unwrap();
     tokio::spawn(conn);
@@ -65,7 +63,6 @@ pub async fn send(conn: &mut Conn, method: &str, path: &str, content_type: Optio
     let body = resp.into_body().collect().await.unwrap().to_bytes().to_vec();
     Answer { status, body }
 }
-
 
 /// One request on a new connection.
 pub async fn request(addr: SocketAddr, ca_path: &Path, method: &str, path: &str, body: Option<serde_json::Value>) -> Answer {

@@ -38,8 +38,7 @@ pub const ADMIN_TOKEN: &str = "liqo-testenv-admin-token";
 
 /// Why integration tests cannot run here, or the asset folder.
 pub fn assets() -> Result<PathBuf, String> {
-    let dir = std::env::var_os("KUBEBUILDER_ASSETS")
-        .ok_or("KUBEBUILDER_ASSETS is not set (a folder with kube-apiserver and etcd)")?;
+    let dir = std::env::var_os("KUBEBUILDER_ASSETS").ok_or("KUBEBUILDER_ASSETS is not set (a folder with kube-apiserver and etcd)")?;
     let dir = PathBuf::from(dir);
     for bin in ["etcd", "kube-apiserver"] {
         if !dir.join(bin).is_file() {
@@ -126,13 +125,8 @@ impl ControlPlane {
 
         // Serving certificate for 127.0.0.1 from our own CA, so clients verify it.
         let certs = d.join("certs");
-        liqo_certs::files::ensure(
-            &certs,
-            &["127.0.0.1".into(), "localhost".into()],
-            time::OffsetDateTime::now_utc(),
-            &Default::default(),
-        )
-        .map_err(|e| e.to_string())?;
+        liqo_certs::files::ensure(&certs, &["127.0.0.1".into(), "localhost".into()], time::OffsetDateTime::now_utc(), &Default::default())
+            .map_err(|e| e.to_string())?;
         let sa_key = rcgen::KeyPair::generate().map_err(|e| e.to_string())?;
         std::fs::write(d.join("sa.key"), sa_key.serialize_pem()).map_err(|e| e.to_string())?;
         std::fs::write(d.join("sa.pub"), sa_key.public_key_pem()).map_err(|e| e.to_string())?;
@@ -316,7 +310,9 @@ pub async fn create_manifest(client: &Client, text: &str, default_namespace: &st
         let (resource, caps) = pinned_kind(client, &gvk).await.unwrap_or_else(|e| panic!("{gvk:?} unknown: {e}"));
         let api: Api<DynamicObject> = match caps.scope {
             Scope::Cluster => Api::all_with(client.clone(), &resource),
-            Scope::Namespaced => Api::namespaced_with(client.clone(), obj.metadata.namespace.as_deref().unwrap_or(default_namespace), &resource),
+            Scope::Namespaced => {
+                Api::namespaced_with(client.clone(), obj.metadata.namespace.as_deref().unwrap_or(default_namespace), &resource)
+            }
         };
         let name = obj.metadata.name.clone().unwrap_or_default();
         created.push(api.create(&PostParams::default(), &obj).await.unwrap_or_else(|e| panic!("creating {} {name}: {e}", gvk.kind)));

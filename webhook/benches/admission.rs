@@ -129,10 +129,7 @@ fn main() {
         answer.len()
     );
     println!("decoding, deciding and encoding one review alone: {decide_us:.1} µs");
-    println!(
-        "{:>5}  {:<9} {:>12} {:>9} {:>9} {:>8} {:>14}",
-        "conns", "endpoint", "req/s", "p50 ms", "p99 ms", "errors", "server µs/req"
-    );
+    println!("{:>5}  {:<9} {:>12} {:>9} {:>9} {:>8} {:>14}", "conns", "endpoint", "req/s", "p50 ms", "p99 ms", "errors", "server µs/req");
     // Rounds alternate which endpoint goes first, so a drift of the machine during the run
     // (other load, clock changes) does not always favour the same side; the ratio reported
     // is the median of the rounds' ratios.
@@ -245,12 +242,7 @@ fn admitted(metrics: &Metrics) -> u64 {
 
 /// The sum of the webhook's samples on the lines `pick` chooses.
 fn metric_sum(metrics: &Metrics, pick: impl Fn(&str) -> bool) -> f64 {
-    metrics
-        .encode()
-        .lines()
-        .filter(|l| pick(l))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    metrics.encode().lines().filter(|l| pick(l)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
 }
 
 /// User + system CPU time of this process so far, in seconds (`/proc/self/stat`, clock ticks).
@@ -297,10 +289,7 @@ fn parse_wrk(text: &str) -> Option<Run> {
             (Some(n), Some("requests")) => run.requests = n.parse().ok()?,
             (Some("Non-2xx"), _) => run.errors += line.rsplit(' ').next()?.parse::<u64>().ok()?,
             (Some("Socket"), Some("errors:")) => {
-                run.errors += line
-                    .split(',')
-                    .filter_map(|p| p.split_whitespace().last()?.parse::<u64>().ok())
-                    .sum::<u64>()
+                run.errors += line.split(',').filter_map(|p| p.split_whitespace().last()?.parse::<u64>().ok()).sum::<u64>()
             }
             _ => {}
         }

@@ -1,13 +1,13 @@
 //! One admission review: decode the body, dispatch by kind, apply the rule, build the answer.
 
-use liqo_api::names::DISCOVERY_GROUP;
 use liqo_api::PeeringRequestSpec;
+use liqo_api::names::DISCOVERY_GROUP;
 
 use crate::denial::{Denial, Reason};
 use crate::review::{API_VERSION, KIND, Operation, Request, RequestSeed, Response, ReviewFull, ReviewIn, ReviewOut};
-use serde::de::DeserializeSeed;
 use crate::state::ClusterView;
 use crate::{foreign_cluster, peering_request};
+use serde::de::DeserializeSeed;
 
 /// The two webhook paths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,10 +110,13 @@ fn answer(endpoint: Endpoint, req: &mut Request<'_>, view: &dyn ClusterView) -> 
     let (response, denied) = match result {
         Ok(patch) => {
             let response = Response::allow(&req.uid);
-            (match patch {
-                Some(p) => response.with_patch(&p),
-                None => response,
-            }, None)
+            (
+                match patch {
+                    Some(p) => response.with_patch(&p),
+                    None => response,
+                },
+                None,
+            )
         }
         Err(d) => {
             let (code, reason) = d.reason.status();
@@ -130,10 +133,8 @@ fn diagnose(body: &[u8]) -> Result<Request<'_>, BadReview> {
         label: "malformed_json",
         message: format!("the body is not an AdmissionReview: JSON must be UTF-8: {e}"),
     })?;
-    let review: ReviewIn<'_> = serde_json::from_str(text).map_err(|e| BadReview {
-        label: "malformed_json",
-        message: format!("the body is not an AdmissionReview: {e}"),
-    })?;
+    let review: ReviewIn<'_> = serde_json::from_str(text)
+        .map_err(|e| BadReview { label: "malformed_json", message: format!("the body is not an AdmissionReview: {e}") })?;
     if review.api_version.as_deref() != Some(API_VERSION) || review.kind.as_deref() != Some(KIND) {
         return Err(BadReview {
             label: "wrong_version",
@@ -219,9 +220,7 @@ fn decide(endpoint: Endpoint, req: &mut Request<'_>, view: &dyn ClusterView) -> 
                 .map_err(invalid)?
                 .ok_or_else(|| invalid(format!("request.object: required for {}", req.operation.as_str())))?;
             match endpoint {
-                Endpoint::Mutate => {
-                    foreign_cluster::defaults_patch(obj.metadata.labels.as_ref(), obj.spec.as_ref()).map(Some)
-                }
+                Endpoint::Mutate => foreign_cluster::defaults_patch(obj.metadata.labels.as_ref(), obj.spec.as_ref()).map(Some),
                 Endpoint::Validate => {
                     let old = req.old_object.take_foreign_cluster("oldObject").map_err(invalid)?;
                     foreign_cluster::check(obj.spec.as_ref(), old.as_ref().and_then(|o| o.spec.as_ref())).map(|()| None)
@@ -303,7 +302,10 @@ mod tests {
                 r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{},"kind":{kind}}}}}"#,
                 &rest[..rest.len() - 1]
             );
-            assert!(one_pass(&mut reordered.clone().into_bytes(), &mut simd_json::Buffers::default()).is_none(), "{name}: only serde_json keeps an object raw");
+            assert!(
+                one_pass(&mut reordered.clone().into_bytes(), &mut simd_json::Buffers::default()).is_none(),
+                "{name}: only serde_json keeps an object raw"
+            );
             for endpoint in [Endpoint::Validate, Endpoint::Mutate] {
                 let usual = admit(endpoint, &body, &view()).unwrap();
                 let late = admit(endpoint, reordered.as_bytes(), &view()).unwrap();
@@ -326,7 +328,11 @@ mod tests {
             text.replacen("kubectl-create", "kubectl\\xcreate", 1).into_bytes(),
             text.replacen("kubectl-create", "kubectl\\u12create", 1).into_bytes(),
             text.replacen("kubectl-create", "kubectl\u{1}create", 1).into_bytes(),
-            text.replacen("kubectl-create", "kubectl-cr\u{1}ate", 1).into_bytes().into_iter().map(|b| if b == 1 { 0xff } else { b }).collect(),
+            text.replacen("kubectl-create", "kubectl-cr\u{1}ate", 1)
+                .into_bytes()
+                .into_iter()
+                .map(|b| if b == 1 { 0xff } else { b })
+                .collect(),
             text.replacen("\"manager\": ", "\"manager\" ", 1).into_bytes(),
             text.replacen("\"manager\"", "'manager'", 1).into_bytes(),
             format!("{text}{{}}").into_bytes(),

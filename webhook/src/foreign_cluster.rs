@@ -52,9 +52,8 @@ fn cluster_id(spec: &ForeignClusterSpec) -> Result<Option<&str>, Denial> {
     }
     let id = nested.or(short);
     if let Some(id) = id {
-        validate_cluster_id(id).map_err(|e| {
-            Denial::new(Reason::MalformedClusterId, format!("spec.clusterIdentity.clusterID {id:?}: {e}"))
-        })?;
+        validate_cluster_id(id)
+            .map_err(|e| Denial::new(Reason::MalformedClusterId, format!("spec.clusterIdentity.clusterID {id:?}: {e}")))?;
     }
     Ok(id)
 }
@@ -94,10 +93,7 @@ fn add(tokens: &[&str], value: Value) -> PatchOperation {
 
 /// The patch that defaults, normalises and labels a ForeignCluster. Fields already set are
 /// left alone; labels derived from the spec are set to match it.
-pub fn defaults_patch(
-    labels: Option<&BTreeMap<String, String>>,
-    spec: Option<&ForeignClusterSpec>,
-) -> Result<Patch, Denial> {
+pub fn defaults_patch(labels: Option<&BTreeMap<String, String>>, spec: Option<&ForeignClusterSpec>) -> Result<Patch, Denial> {
     check(spec, None)?;
     let mut ops = Vec::new();
     let defaults: [(&str, Value); 5] = [
@@ -136,10 +132,7 @@ pub fn defaults_patch(
                 if let Some(v) = value {
                     let normal = normalize_url(field, v)?;
                     if normal != *v {
-                        ops.push(PatchOperation::Replace(ReplaceOperation {
-                            path: pointer(&["spec", field]),
-                            value: json!(normal),
-                        }));
+                        ops.push(PatchOperation::Replace(ReplaceOperation { path: pointer(&["spec", field]), value: json!(normal) }));
                     }
                 }
             }
@@ -152,10 +145,7 @@ pub fn defaults_patch(
         wanted.insert(0, (LABEL_CLUSTER_ID, id));
     }
     match labels {
-        None => ops.push(add(
-            &["metadata", "labels"],
-            Value::Object(wanted.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect()),
-        )),
+        None => ops.push(add(&["metadata", "labels"], Value::Object(wanted.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect()))),
         Some(labels) => {
             for (key, value) in wanted {
                 if labels.get(key).map(String::as_str) != Some(value) {
@@ -252,8 +242,13 @@ mod tests {
         assert_eq!(normalize_url("apiUrl", "https://api.example.com/prefix/").unwrap(), "https://api.example.com/prefix");
         let out = mutate(json!({"metadata": {"name": "x"}, "spec": {"authUrl": "auth.example.com:8443/"}}));
         assert_eq!(out["spec"]["authUrl"], "https://auth.example.com:8443");
-        for (raw, why) in [("http://1.2.3.4", "https://"), ("", "empty"), ("https://u:p@h:1", "without user"),
-                           ("https://h/?q=1", "without user"), ("https://", "not a URL")] {
+        for (raw, why) in [
+            ("http://1.2.3.4", "https://"),
+            ("", "empty"),
+            ("https://u:p@h:1", "without user"),
+            ("https://h/?q=1", "without user"),
+            ("https://", "not a URL"),
+        ] {
             let err = normalize_url("authUrl", raw).unwrap_err();
             assert_eq!(err.reason, Reason::InvalidUrl);
             assert!(err.message.starts_with("spec.authUrl") && err.message.contains(why), "{raw}: {}", err.message);

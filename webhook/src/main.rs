@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use liqo_webhook::metrics::Metrics;
-use liqo_webhook::server::{App, BODY_TIMEOUT, DEFAULT_MAX_BODY, admission_router, ops_router, serve_https};
 use liqo_api::PeeringPolicy;
+use liqo_webhook::metrics::Metrics;
 use liqo_webhook::policy::PolicyConfig;
+use liqo_webhook::server::{App, BODY_TIMEOUT, DEFAULT_MAX_BODY, admission_router, ops_router, serve_https};
 use liqo_webhook::state::{ClusterView, StaticView, StoreView};
 use liqo_webhook::tls::{CertFiles, ReloadingCert, server_config, shutdown_signal};
 
@@ -114,9 +114,7 @@ async fn main() -> anyhow::Result<()> {
 
     let handle = axum_server::Handle::new();
     let https = tokio::spawn(serve_https(listener, server_config(cert), admission_router(app.clone()), handle.clone()));
-    let ops_server = tokio::spawn(async move {
-        axum::serve(ops, ops_router(app)).with_graceful_shutdown(shutdown_signal()).await
-    });
+    let ops_server = tokio::spawn(async move { axum::serve(ops, ops_router(app)).with_graceful_shutdown(shutdown_signal()).await });
 
     shutdown_signal().await;
     tracing::info!(grace = args.shutdown_grace_seconds, "shutting down; finishing in-flight admissions");

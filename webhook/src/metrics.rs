@@ -52,16 +52,15 @@ impl Default for Metrics {
         let mut registry = Registry::with_prefix("liqo_webhook");
         let admissions = Family::<AdmissionLabels, Counter>::default();
         registry.register("admissions", "Admission reviews answered, by decision and rule", admissions.clone());
-        let duration = Family::<EndpointLabels, Histogram>::new_with_constructor(|| {
-            Histogram::new(exponential_buckets(0.000_025, 2.0, 16))
-        });
+        let duration =
+            Family::<EndpointLabels, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_025, 2.0, 16)));
         registry.register("admission_duration_seconds", "Time to decide one admission review", duration.clone());
         let bad_requests = Family::<ReasonLabels, Counter>::default();
         registry.register("bad_requests", "Requests refused before any decision (malformed body, wrong type...)", bad_requests.clone());
         let tls_reloads = Family::<ReasonLabels, Counter>::default();
         registry.register("tls_reloads", "Serving certificate reloads, by result", tls_reloads.clone());
-        let duration_handles = [Endpoint::Validate, Endpoint::Mutate]
-            .map(|e| duration.get_or_create(&EndpointLabels { endpoint: e.as_str() }).clone());
+        let duration_handles =
+            [Endpoint::Validate, Endpoint::Mutate].map(|e| duration.get_or_create(&EndpointLabels { endpoint: e.as_str() }).clone());
         Self { registry, admissions, duration, bad_requests, tls_reloads, duration_handles }
     }
 }
@@ -113,12 +112,19 @@ mod tests {
         m.record_admission(Endpoint::Validate, "PeeringRequest", "CREATE", Some(Reason::Policy), 0.000_01);
         m.record_admission(Endpoint::Mutate, "ForeignCluster", "UPDATE", None, 0.001);
         let text = m.encode();
-        let allowed = r#"liqo_webhook_admissions_total{endpoint="validate",kind="PeeringRequest",operation="CREATE",decision="allowed",reason=""} 2"#;
+        let allowed =
+            r#"liqo_webhook_admissions_total{endpoint="validate",kind="PeeringRequest",operation="CREATE",decision="allowed",reason=""} 2"#;
         assert!(text.contains(allowed), "{text}");
         let denied = r#"liqo_webhook_admissions_total{endpoint="validate",kind="PeeringRequest",operation="CREATE",decision="denied",reason="policy"} 1"#;
         assert!(text.contains(denied), "{text}");
         assert!(text.contains(r#"operation="UPDATE",decision="allowed",reason=""} 1"#), "{text}");
-        assert_eq!(line(&text, r#"liqo_webhook_admission_duration_seconds_count{endpoint="validate"}"#).unwrap().rsplit(' ').next(), Some("3"));
-        assert_eq!(line(&text, r#"liqo_webhook_admission_duration_seconds_count{endpoint="mutate"}"#).unwrap().rsplit(' ').next(), Some("1"));
+        assert_eq!(
+            line(&text, r#"liqo_webhook_admission_duration_seconds_count{endpoint="validate"}"#).unwrap().rsplit(' ').next(),
+            Some("3")
+        );
+        assert_eq!(
+            line(&text, r#"liqo_webhook_admission_duration_seconds_count{endpoint="mutate"}"#).unwrap().rsplit(' ').next(),
+            Some("1")
+        );
     }
 }

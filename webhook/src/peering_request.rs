@@ -55,9 +55,7 @@ fn requester_id<'s>(kind: &str, spec: &'s PeeringRequestSpec) -> Result<&'s str,
 
 /// DNS-1123 subdomain (Secret names).
 fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|label| validate_cluster_id(label).is_ok())
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(|label| validate_cluster_id(label).is_ok())
 }
 
 fn check_kubeconfig_ref(spec: &PeeringRequestSpec, namespace: &str) -> Result<(), Denial> {
@@ -74,9 +72,9 @@ fn check_kubeconfig_ref(spec: &PeeringRequestSpec, namespace: &str) -> Result<()
     }
     match r.namespace.as_deref() {
         None | Some("") => bad(format!("spec.kubeConfigRef.namespace: required (the Liqo namespace, {namespace})")),
-        Some(ns) if ns != namespace => bad(format!(
-            "spec.kubeConfigRef.namespace: must be {namespace} (the Liqo namespace of this cluster), not {ns}"
-        )),
+        Some(ns) if ns != namespace => {
+            bad(format!("spec.kubeConfigRef.namespace: must be {namespace} (the Liqo namespace of this cluster), not {ns}"))
+        }
         _ => Ok(()),
     }
 }
@@ -88,13 +86,9 @@ pub fn review(c: &Candidate<'_>, local: &Local<'_>) -> Result<(), Denial> {
         return Ok(());
     }
     let id = requester_id(c.kind, c.spec)?;
-    validate_cluster_id(id)
-        .map_err(|e| Denial::new(Reason::MalformedClusterId, format!("spec.clusterIdentity.clusterID {id:?}: {e}")))?;
+    validate_cluster_id(id).map_err(|e| Denial::new(Reason::MalformedClusterId, format!("spec.clusterIdentity.clusterID {id:?}: {e}")))?;
     if c.name != id {
-        return Err(Denial::new(
-            Reason::NameMismatch,
-            format!("metadata.name ({}) must equal the requester cluster ID ({id})", c.name),
-        ));
+        return Err(Denial::new(Reason::NameMismatch, format!("metadata.name ({}) must equal the requester cluster ID ({id})", c.name)));
     }
     if let Some((ns, claimed)) = peer_identity(&c.user.username) {
         if ns != local.namespace || claimed != id {
@@ -166,7 +160,14 @@ mod tests {
         UserInfo { username: "admin".into() }
     }
 
-    fn judge(op: Operation, name: &str, spec: &PeeringRequestSpec, old: Option<&PeeringRequestSpec>, user: &UserInfo, policy: &PolicyConfig) -> Result<(), Denial> {
+    fn judge(
+        op: Operation,
+        name: &str,
+        spec: &PeeringRequestSpec,
+        old: Option<&PeeringRequestSpec>,
+        user: &UserInfo,
+        policy: &PolicyConfig,
+    ) -> Result<(), Denial> {
         let known = |id: &str| id == PEER;
         let local = Local { cluster_id: Some(OWN), namespace: "liqo", policy, is_known: &known };
         review(&Candidate { kind: "PeeringRequest", operation: op, name, spec, old_spec: old, user }, &local)

@@ -12,11 +12,7 @@ pub struct PolicyConfig {
 
 impl From<&ClusterConfigSpec> for PolicyConfig {
     fn from(spec: &ClusterConfigSpec) -> Self {
-        Self {
-            policy: spec.peering_policy,
-            allow: spec.peering_allow_list.clone(),
-            deny: spec.peering_deny_list.clone(),
-        }
+        Self { policy: spec.peering_policy, allow: spec.peering_allow_list.clone(), deny: spec.peering_deny_list.clone() }
     }
 }
 
@@ -43,11 +39,7 @@ mod tests {
     const ID: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
 
     fn cfg(policy: PeeringPolicy, allow: &[&str], deny: &[&str]) -> PolicyConfig {
-        PolicyConfig {
-            policy,
-            allow: allow.iter().map(|s| s.to_string()).collect(),
-            deny: deny.iter().map(|s| s.to_string()).collect(),
-        }
+        PolicyConfig { policy, allow: allow.iter().map(|s| s.to_string()).collect(), deny: deny.iter().map(|s| s.to_string()).collect() }
     }
 
     #[test]

@@ -191,7 +191,9 @@ impl RequestVisitor {
     fn carried<'de, A: MapAccess<'de>>(&self, map: &mut A, kind: Option<&Gvk>) -> Result<Carried<'de>, A::Error> {
         let typed = if self.typed { kind.and_then(Typed::of) } else { None };
         Ok(match typed {
-            Some(Typed::Peering) => map.next_value::<Option<Object<PeeringRequestSpec>>>()?.map_or(Carried::Absent, |o| Carried::Peering(Box::new(o))),
+            Some(Typed::Peering) => {
+                map.next_value::<Option<Object<PeeringRequestSpec>>>()?.map_or(Carried::Absent, |o| Carried::Peering(Box::new(o)))
+            }
             Some(Typed::ForeignCluster) => {
                 map.next_value::<Option<Object<ForeignClusterSpec>>>()?.map_or(Carried::Absent, |o| Carried::ForeignCluster(Box::new(o)))
             }

@@ -71,11 +71,9 @@ async fn read_body(app: &App, body: Body) -> Result<Bytes, Response> {
         },
     };
     match collected {
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(app.refuse(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
-            format!("the body exceeds {} bytes", app.max_body),
-        )),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+            Err(app.refuse(StatusCode::PAYLOAD_TOO_LARGE, "too_large", format!("the body exceeds {} bytes", app.max_body)))
+        }
         Err(e) => Err(app.refuse(StatusCode::BAD_REQUEST, "body_error", format!("reading the body failed: {e}"))),
         Ok(collected) => Ok(collected.to_bytes()),
     }
@@ -85,11 +83,7 @@ async fn handle(app: Arc<App>, endpoint: Endpoint, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
     if !is_json(headers) {
-        return app.refuse(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "content_type",
-            "Content-Type must be application/json".into(),
-        );
+        return app.refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, "content_type", "Content-Type must be application/json".into());
     }
     if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok()) {
         if len > app.max_body {
@@ -126,20 +120,13 @@ pub fn ops_router(app: Arc<App>) -> Router {
         .route(
             "/readyz",
             get(|State(app): State<Arc<App>>| async move {
-                if app.view.ready() {
-                    (StatusCode::OK, "ok\n")
-                } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, "stores not synced yet\n")
-                }
+                if app.view.ready() { (StatusCode::OK, "ok\n") } else { (StatusCode::SERVICE_UNAVAILABLE, "stores not synced yet\n") }
             }),
         )
         .route(
             "/metrics",
             get(|State(app): State<Arc<App>>| async move {
-                (
-                    [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
-                    app.metrics.encode(),
-                )
+                ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], app.metrics.encode())
             }),
         )
         .with_state(app)

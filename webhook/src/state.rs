@@ -126,10 +126,7 @@ where
     K: Resource + Clone + std::fmt::Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
-    let stream = watcher(api, config)
-        .default_backoff()
-        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
-        .reflect(writer);
+    let stream = watcher(api, config).default_backoff().modify(|o: &mut K| o.meta_mut().managed_fields = None).reflect(writer);
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
@@ -275,7 +272,8 @@ mod tests {
         let v = view("Not Valid", vec![], vec![]);
         assert_eq!(v.settings().cluster_id, None);
         assert_eq!(v.settings().policy, PolicyConfig::default());
-        let other = ClusterConfig::new("not-the-singleton", ClusterConfigSpec { peering_policy: PeeringPolicy::RejectAll, ..Default::default() });
+        let other =
+            ClusterConfig::new("not-the-singleton", ClusterConfigSpec { peering_policy: PeeringPolicy::RejectAll, ..Default::default() });
         assert_eq!(view("x", vec![other], vec![]).settings().policy.policy, PeeringPolicy::AcceptAll);
     }
 
@@ -287,7 +285,8 @@ mod tests {
         let v = StoreView::new("liqo", fill(vec![cluster_id_cm("own-id")]), configs.as_reader(), fill(vec![]), Default::default());
         assert_eq!(v.settings().policy.policy, PeeringPolicy::AcceptAll);
 
-        let reject = ClusterConfig::new("liqo-configuration", ClusterConfigSpec { peering_policy: PeeringPolicy::RejectAll, ..Default::default() });
+        let reject =
+            ClusterConfig::new("liqo-configuration", ClusterConfigSpec { peering_policy: PeeringPolicy::RejectAll, ..Default::default() });
         configs.apply_watcher_event(&watcher::Event::Apply(reject.clone()));
         assert_eq!(v.settings().policy.policy, PeeringPolicy::AcceptAll, "derived on change, not on every review");
         v.refresh();

@@ -25,7 +25,8 @@ fn meta(name: &str, ns: Option<&str>) -> ObjectMeta {
 
 /// The committed webhook configurations, turned into `url:` form with our CA, then created.
 async fn install_webhook_configurations(client: &Client, running: &Running) {
-    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/webhook/webhook-configurations.yaml")).unwrap();
+    let manifest =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/webhook/webhook-configurations.yaml")).unwrap();
     let ca = std::fs::read_to_string(running.certs.path().join("ca.crt")).unwrap();
     let url = format!("https://127.0.0.1:{}", running.addr.port());
     let yaml = liqo_certs::inject_ca_bundle(&manifest, &ca, Some(&url)).unwrap();
@@ -49,9 +50,7 @@ async fn install_webhook_configurations(client: &Client, running: &Running) {
 async fn peer_client(cp: &ControlPlane, admin: &Client) -> Client {
     let sa_name = format!("remote-{PEER_ID}");
     let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), "liqo");
-    sas.create(&PostParams::default(), &ServiceAccount { metadata: meta(&sa_name, Some("liqo")), ..Default::default() })
-        .await
-        .unwrap();
+    sas.create(&PostParams::default(), &ServiceAccount { metadata: meta(&sa_name, Some("liqo")), ..Default::default() }).await.unwrap();
     let role = ClusterRole {
         metadata: meta("peer-create", None),
         rules: Some(vec![PolicyRule {
@@ -66,7 +65,12 @@ async fn peer_client(cp: &ControlPlane, admin: &Client) -> Client {
     let binding = ClusterRoleBinding {
         metadata: meta("peer-create", None),
         role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "ClusterRole".into(), name: "peer-create".into() },
-        subjects: Some(vec![Subject { kind: "ServiceAccount".into(), name: sa_name.clone(), namespace: Some("liqo".into()), ..Default::default() }]),
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: sa_name.clone(),
+            namespace: Some("liqo".into()),
+            ..Default::default()
+        }]),
     };
     Api::<ClusterRoleBinding>::all(admin.clone()).create(&PostParams::default(), &binding).await.unwrap();
     let tr = TokenRequest { spec: Some(TokenRequestSpec::default()), ..Default::default() };
@@ -188,7 +192,9 @@ async fn real_api_server_calls_the_webhook_and_acts_on_its_answers() {
     let err = api_error(prs.create(&PostParams::default(), &peering_request(SPOOFED)).await.unwrap_err());
     assert_eq!(err.code, 403);
     assert!(
-        err.message.contains(&format!("admission webhook \"validate.discovery.liqo.io\" denied the request: clusterID {SPOOFED} is not allowed for this requester")),
+        err.message.contains(&format!(
+            "admission webhook \"validate.discovery.liqo.io\" denied the request: clusterID {SPOOFED} is not allowed for this requester"
+        )),
         "{}",
         err.message
     );
@@ -196,10 +202,7 @@ async fn real_api_server_calls_the_webhook_and_acts_on_its_answers() {
 
     // The policy follows ClusterConfig at runtime, through the watch-fed store.
     let cc = "apiVersion: config.liqo.io/v1alpha1\nkind: ClusterConfig\nmetadata:\n  name: liqo-configuration\nspec:\n  peeringPolicy: RejectAll\n";
-    Api::<liqo_api::ClusterConfig>::all(admin.clone())
-        .create(&PostParams::default(), &serde_yaml::from_str(cc).unwrap())
-        .await
-        .unwrap();
+    Api::<liqo_api::ClusterConfig>::all(admin.clone()).create(&PostParams::default(), &serde_yaml::from_str(cc).unwrap()).await.unwrap();
     let admin_prs: Api<PeeringRequest> = Api::all(admin.clone());
     let stranger = "22222222-2222-3333-4444-555555555555";
     let err = eventually("RejectAll to apply", || {
@@ -220,7 +223,15 @@ async fn real_api_server_calls_the_webhook_and_acts_on_its_answers() {
     // The seed's ClusterConfig patch works as written.
     if let Some((ok, out)) = kubectl(
         &cp,
-        &["patch", "clusterconfigs", "liqo-configuration", "--patch", r#"{"spec":{"discoveryConfig":{"enableDiscovery": false, "enableAdvertisement": false}}}"#, "--type", "merge"],
+        &[
+            "patch",
+            "clusterconfigs",
+            "liqo-configuration",
+            "--patch",
+            r#"{"spec":{"discoveryConfig":{"enableDiscovery": false, "enableAdvertisement": false}}}"#,
+            "--type",
+            "merge",
+        ],
         None,
     ) {
         assert!(ok, "{out}");

@@ -69,10 +69,7 @@ async fn spoofed_cluster_id_is_denied_with_the_message_kubectl_shows() {
     assert_eq!(v["response"]["status"]["code"], 403);
     assert_eq!(v["response"]["status"]["reason"], "Forbidden");
     let msg = v["response"]["status"]["message"].as_str().unwrap();
-    assert!(
-        msg.starts_with("clusterID 11111111-2222-3333-4444-555555555555 is not allowed for this requester"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("clusterID 11111111-2222-3333-4444-555555555555 is not allowed for this requester"), "{msg}");
 }
 
 #[tokio::test]
@@ -94,10 +91,7 @@ async fn a_request_carrying_our_own_cluster_id_is_denied() {
     let r = start(view, Duration::from_secs(5)).await;
     let v = post(&r, "/validate", fixture("federationrequest-create-by-admin.json")).await.json();
     assert_eq!(v["response"]["allowed"], false);
-    assert_eq!(
-        v["response"]["status"]["message"],
-        format!("clusterID {PEER_ID} is this cluster's own ID").as_str()
-    );
+    assert_eq!(v["response"]["status"]["message"], format!("clusterID {PEER_ID} is this cluster's own ID").as_str());
 }
 
 fn request_object(name: &str) -> serde_json::Value {

@@ -66,10 +66,7 @@ impl Verify {
             .expect("ring supports the default protocol versions");
         let mut config = match self {
             Verify::Roots(roots) => builder.with_root_certificates(roots.clone()).with_no_client_auth(),
-            Verify::Nothing => builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
-                .with_no_client_auth(),
+            Verify::Nothing => builder.dangerous().with_custom_certificate_verifier(Arc::new(AcceptAny(provider))).with_no_client_auth(),
         };
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         config
@@ -143,9 +140,8 @@ async fn connect(base: &str, verify: &Verify) -> Result<tokio_rustls::client::Tl
 async fn call(base: &str, verify: &Verify, method: &str, path: &str, body: Option<Vec<u8>>) -> Result<(u16, Bytes)> {
     let work = async {
         let tls = connect(base, verify).await?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-            .await
-            .map_err(|e| Error::remote("auth service", e))?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.map_err(|e| Error::remote("auth service", e))?;
         tokio::spawn(conn);
         let (host, port, _) = target(base)?;
         let mut req = hyper::Request::builder().method(method).uri(path).header("host", format!("{host}:{port}"));
@@ -155,11 +151,7 @@ async fn call(base: &str, verify: &Verify, method: &str, path: &str, body: Optio
         let req = req.body(Full::new(Bytes::from(body.unwrap_or_default()))).expect("a valid request");
         let resp = sender.send_request(req).await.map_err(|e| Error::remote("auth service", e))?;
         let status = resp.status().as_u16();
-        let bytes = Limited::new(resp.into_body(), MAX_ANSWER)
-            .collect()
-            .await
-            .map_err(|e| Error::remote("auth service", e))?
-            .to_bytes();
+        let bytes = Limited::new(resp.into_body(), MAX_ANSWER).collect().await.map_err(|e| Error::remote("auth service", e))?.to_bytes();
         Ok((status, bytes))
     };
     tokio::time::timeout(TIMEOUT, work).await.map_err(|_| Error::remote("auth service", format!("{base}{path}: timed out")))?
@@ -269,7 +261,10 @@ mod tests {
 
         let no_ca = "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: https://172.18.0.2:6443\n  name: x\n";
         assert!(ca_from_cluster_info(&cluster_info(no_ca)).unwrap_err().contains("no certificate-authority-data"));
-        let junk = format!("apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: {}\n  name: x\n", base64::engine::general_purpose::STANDARD.encode("junk"));
+        let junk = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: {}\n  name: x\n",
+            base64::engine::general_purpose::STANDARD.encode("junk")
+        );
         assert!(ca_from_cluster_info(&cluster_info(&junk)).unwrap_err().starts_with("certificate-authority-data"));
         assert!(ca_from_cluster_info(b"{}").unwrap_err().contains("no data.kubeconfig"));
         assert!(ca_from_cluster_info(b"not json").unwrap_err().starts_with("not a ConfigMap"));

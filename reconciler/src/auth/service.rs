@@ -17,9 +17,9 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ObjectMeta, PostParams};
-use kube::config::{Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext, AuthInfo};
 use kube::Client;
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube::config::{AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
 use liqo_api::ClusterConfigSpec;
 use liqo_api::names::AUTH_TOKEN_SECRET;
 use sha2::{Digest, Sha256};
@@ -150,11 +150,7 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 
 impl AuthService {
     pub fn router(self: Arc<Self>) -> Router {
-        Router::new()
-            .route("/ids", get(ids))
-            .route("/ca", get(ca))
-            .route("/identity", post(identity))
-            .with_state(self)
+        Router::new().route("/ids", get(ids)).route("/ca", get(ca)).route("/identity", post(identity)).with_state(self)
     }
 
     fn ids(&self) -> Option<Ids> {
@@ -267,13 +263,19 @@ mod tests {
     #[test]
     fn api_server_ca_is_plain_lf_pem_of_every_root() {
         let pem = ApiServer::pem_of(&[vec![1, 2, 3], vec![4, 5]]);
-        assert_eq!(pem, "-----BEGIN CERTIFICATE-----\nAQID\n-----END CERTIFICATE-----\n-----BEGIN CERTIFICATE-----\nBAU=\n-----END CERTIFICATE-----\n");
+        assert_eq!(
+            pem,
+            "-----BEGIN CERTIFICATE-----\nAQID\n-----END CERTIFICATE-----\n-----BEGIN CERTIFICATE-----\nBAU=\n-----END CERTIFICATE-----\n"
+        );
         assert_eq!(ApiServer::pem_of(&[]), "");
     }
 
     #[test]
     fn kubeconfig_points_at_the_api_server_with_its_ca_and_the_token() {
-        let api = ApiServer { url: "https://api.example.com:6443".into(), ca_pem: "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n".into() };
+        let api = ApiServer {
+            url: "https://api.example.com:6443".into(),
+            ca_pem: "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n".into(),
+        };
         let text = kubeconfig(&api, "home", "liqo-remote-x", "liqo", "tok".into()).unwrap();
         let parsed = Kubeconfig::from_yaml(&text).unwrap();
         let cluster = parsed.clusters[0].cluster.as_ref().unwrap();

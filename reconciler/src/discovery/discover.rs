@@ -34,7 +34,16 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self { lan: true, domains: vec![], nameserver: None, wait: Duration::from_secs(3), interfaces: Interfaces::default(), mdns_port: MDNS_PORT, advertise: None, expect: None }
+        Self {
+            lan: true,
+            domains: vec![],
+            nameserver: None,
+            wait: Duration::from_secs(3),
+            interfaces: Interfaces::default(),
+            mdns_port: MDNS_PORT,
+            advertise: None,
+            expect: None,
+        }
     }
 }
 
@@ -53,7 +62,14 @@ pub struct Found {
 
 impl Found {
     fn new(c: DiscoveredCluster, found_by: String) -> Self {
-        Self { cluster_id: c.cluster_id, cluster_name: c.cluster_name, namespace: c.namespace, auth_url: c.auth_url, api_url: c.api_url, found_by }
+        Self {
+            cluster_id: c.cluster_id,
+            cluster_name: c.cluster_name,
+            namespace: c.namespace,
+            auth_url: c.auth_url,
+            api_url: c.api_url,
+            found_by,
+        }
     }
 }
 

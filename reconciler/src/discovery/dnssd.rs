@@ -96,10 +96,14 @@ impl DnsSd {
     pub async fn browse(&self, domain: &str) -> Result<Vec<Listed>> {
         let fqdn = fqdn(domain);
         let ptrs = match self.resolver.lookup(fqdn.as_str(), RecordType::PTR).await {
-            Ok(l) => l.answers().iter().filter_map(|r| match &r.data {
-                RData::PTR(p) => Some(p.0.to_ascii()),
-                _ => None,
-            }).collect::<Vec<_>>(),
+            Ok(l) => l
+                .answers()
+                .iter()
+                .filter_map(|r| match &r.data {
+                    RData::PTR(p) => Some(p.0.to_ascii()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>(),
             Err(e) if e.is_nx_domain() => return Err(Error::Dns(format!("{fqdn} does not exist (NXDOMAIN)"))),
             Err(e) if e.is_no_records_found() => vec![],
             Err(e) => return Err(Error::Dns(format!("PTR {fqdn}: {e}"))),
@@ -115,7 +119,9 @@ impl DnsSd {
             .buffer_unordered(self.concurrency.max(1))
             .collect()
             .await;
-        if let Some(Listed { instance, target: Err(TargetError::Lookup(e)) }) = listed.iter().find(|l| matches!(l.target, Err(TargetError::Lookup(_)))) {
+        if let Some(Listed { instance, target: Err(TargetError::Lookup(e)) }) =
+            listed.iter().find(|l| matches!(l.target, Err(TargetError::Lookup(_))))
+        {
             return Err(Error::Dns(format!("{instance}: {e}")));
         }
         let mut listed = listed;

@@ -45,11 +45,7 @@ impl Strikes {
     /// The clusters not seen during the `period` before `now`: their auth endpoint must be
     /// asked before [`Strikes::record`] decides.
     pub fn due(&self, now: Instant, period: Duration) -> Vec<String> {
-        self.entries
-            .iter()
-            .filter(|(_, e)| now.saturating_duration_since(e.last_seen) >= period)
-            .map(|(id, _)| id.clone())
-            .collect()
+        self.entries.iter().filter(|(_, e)| now.saturating_duration_since(e.last_seen) >= period).map(|(id, _)| id.clone()).collect()
     }
 
     /// The outcome of a check of a due cluster: `answered` is whether its auth endpoint answered.

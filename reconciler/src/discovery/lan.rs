@@ -88,7 +88,14 @@ impl State {
         let Some(own_id) = own_id else { return };
 
         let ad = d.enable_advertisement.then(|| {
-            Advertised::new(own_id, d.cluster_name.as_deref(), &ctx.namespace, ctx.auth_url.as_deref(), ctx.api_url.as_deref(), ctx.auth_port)
+            Advertised::new(
+                own_id,
+                d.cluster_name.as_deref(),
+                &ctx.namespace,
+                ctx.auth_url.as_deref(),
+                ctx.api_url.as_deref(),
+                ctx.auth_port,
+            )
         });
         if self.advertised.as_ref().map(|(a, _)| a) != ad.as_ref() {
             if let Some((_, fullname)) = self.advertised.take() {

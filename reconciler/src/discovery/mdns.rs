@@ -55,7 +55,14 @@ impl Advertised {
     /// What cluster `cluster_id` publishes: its name (or ID) as instance, `id`, `namespace`,
     /// `name`, and `auth`/`api` when they are known (without `auth`, browsers use the address
     /// and port of the service).
-    pub fn new(cluster_id: &str, cluster_name: Option<&str>, namespace: &str, auth_url: Option<&str>, api_url: Option<&str>, port: u16) -> Self {
+    pub fn new(
+        cluster_id: &str,
+        cluster_name: Option<&str>,
+        namespace: &str,
+        auth_url: Option<&str>,
+        api_url: Option<&str>,
+        port: u16,
+    ) -> Self {
         let name = cluster_name.filter(|n| !n.is_empty());
         Self {
             instance: name.unwrap_or(cluster_id).to_owned(),
@@ -134,7 +141,8 @@ impl Mdns {
         if !loopback {
             set(daemon.disable_interface(vec![IfKind::LoopbackV4, IfKind::LoopbackV6]))?;
         }
-        let service_type = format!("{}.{}", service.trim_end_matches('.'), if domain.ends_with('.') { domain.to_owned() } else { format!("{domain}.") });
+        let service_type =
+            format!("{}.{}", service.trim_end_matches('.'), if domain.ends_with('.') { domain.to_owned() } else { format!("{domain}.") });
         Ok(Self { daemon, service_type })
     }
 
@@ -144,12 +152,8 @@ impl Mdns {
 
     /// Publishes `ad` (addresses follow the interfaces' as they change). Returns its full name.
     pub fn advertise(&self, ad: &Advertised) -> Result<String> {
-        let props: Vec<(String, String)> = ad
-            .txt
-            .to_strings()
-            .into_iter()
-            .filter_map(|s| s.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
-            .collect();
+        let props: Vec<(String, String)> =
+            ad.txt.to_strings().into_iter().filter_map(|s| s.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned()))).collect();
         let info = ServiceInfo::new(&self.service_type, &ad.instance, &ad.host, (), ad.port, props.as_slice())
             .map_err(|e| Error::Mdns(e.to_string()))?
             .enable_addr_auto();

@@ -66,7 +66,10 @@ impl Finder {
 pub enum Change {
     Create(Box<ForeignCluster>),
     /// A JSON merge patch of ForeignCluster `name` (metadata and spec).
-    Patch { name: String, patch: Value },
+    Patch {
+        name: String,
+        patch: Value,
+    },
     Unchanged,
 }
 
@@ -193,7 +196,11 @@ pub fn new_foreign_cluster(found: &DiscoveredCluster, finder: &Finder, join: boo
 
 /// The ForeignClusters `finder` owns that are not in `listed` (cluster IDs): what a
 /// SearchDomain deletes after a successful lookup.
-pub fn no_longer_listed<'a>(fcs: impl IntoIterator<Item = &'a ForeignCluster>, finder: &Finder, listed: &[String]) -> Vec<&'a ForeignCluster> {
+pub fn no_longer_listed<'a>(
+    fcs: impl IntoIterator<Item = &'a ForeignCluster>,
+    finder: &Finder,
+    listed: &[String],
+) -> Vec<&'a ForeignCluster> {
     fcs.into_iter()
         .filter(|fc| finder.owns(fc) && fc.metadata.deletion_timestamp.is_none())
         .filter(|fc| {
@@ -260,7 +267,8 @@ mod tests {
     fn an_address_change_updates_the_urls_in_place_and_keeps_join() {
         let Change::Create(mut fc) = merge(None, &found(), &Finder::Lan, true) else { panic!() };
         fc.spec.join = Some(false); // the user's choice
-        let moved = DiscoveredCluster { auth_url: Some("https://10.0.0.7:30443".into()), api_url: Some("https://10.0.0.7:6443".into()), ..found() };
+        let moved =
+            DiscoveredCluster { auth_url: Some("https://10.0.0.7:30443".into()), api_url: Some("https://10.0.0.7:6443".into()), ..found() };
         let p = patch_of(merge(Some(&fc), &moved, &Finder::Lan, true));
         assert_eq!(p, json!({"spec": {"authUrl": "https://10.0.0.7:30443", "apiUrl": "https://10.0.0.7:6443"}}));
     }
@@ -287,13 +295,16 @@ mod tests {
 
     #[test]
     fn a_manual_foreign_cluster_only_gets_its_empty_fields_filled() {
-        let mut fc = ForeignCluster::new("my-remote", ForeignClusterSpec {
-            cluster_id: Some(ID.into()),
-            api_url: Some("https://api.remote.example:6443".into()),
-            discovery_type: Some(DiscoveryType::Manual),
-            join: Some(true),
-            ..Default::default()
-        });
+        let mut fc = ForeignCluster::new(
+            "my-remote",
+            ForeignClusterSpec {
+                cluster_id: Some(ID.into()),
+                api_url: Some("https://api.remote.example:6443".into()),
+                discovery_type: Some(DiscoveryType::Manual),
+                join: Some(true),
+                ..Default::default()
+            },
+        );
         let moved = DiscoveredCluster { api_url: Some("https://10.9.9.9:6443".into()), ..found() };
         let p = patch_of(merge(Some(&fc), &moved, &Finder::Lan, false));
         assert_eq!(p["spec"]["authUrl"], "https://10.0.0.2:30443");
@@ -329,8 +340,13 @@ mod tests {
     #[test]
     fn only_the_owning_search_domain_deletes_what_it_no_longer_lists() {
         let Change::Create(mine) = merge(None, &found(), &wan("a.example"), true) else { panic!() };
-        let Change::Create(other) = merge(None, &DiscoveredCluster { cluster_id: "other".into(), ..found() }, &wan("b.example"), true) else { panic!() };
-        let Change::Create(lan) = merge(None, &DiscoveredCluster { cluster_id: "lan".into(), ..found() }, &Finder::Lan, true) else { panic!() };
+        let Change::Create(other) = merge(None, &DiscoveredCluster { cluster_id: "other".into(), ..found() }, &wan("b.example"), true)
+        else {
+            panic!()
+        };
+        let Change::Create(lan) = merge(None, &DiscoveredCluster { cluster_id: "lan".into(), ..found() }, &Finder::Lan, true) else {
+            panic!()
+        };
         let all = [&*mine, &*other, &*lan];
         let names = |fcs: Vec<&ForeignCluster>| fcs.iter().map(|f| f.name_any()).collect::<Vec<_>>();
         assert_eq!(names(no_longer_listed(all, &wan("a.example"), &[])), vec![ID.to_owned()]);

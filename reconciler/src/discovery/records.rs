@@ -34,7 +34,10 @@ pub enum RecordError {
     MissingId,
     MalformedId(String, ClusterIdError),
     /// A URL key that is not `https://host[:port]`.
-    BadUrl { key: &'static str, value: String },
+    BadUrl {
+        key: &'static str,
+        value: String,
+    },
     /// Neither a usable address nor an `auth` URL.
     NoAddress,
 }
@@ -204,7 +207,13 @@ mod tests {
 
     #[test]
     fn mdns_service_with_every_key() {
-        let txt = [format!("id={ID}"), "namespace=liqo".into(), "name=home".into(), "auth=https://10.0.0.5:30443".into(), "api=https://Api.Example.com:6443/".into()];
+        let txt = [
+            format!("id={ID}"),
+            "namespace=liqo".into(),
+            "name=home".into(),
+            "auth=https://10.0.0.5:30443".into(),
+            "api=https://Api.Example.com:6443/".into(),
+        ];
         let c = from_mdns(&txt, &["10.0.0.9".parse().unwrap()], 8443).unwrap();
         assert_eq!(c.cluster_id, ID);
         assert_eq!(c.cluster_name.as_deref(), Some("home"));
@@ -215,7 +224,8 @@ mod tests {
 
     #[test]
     fn mdns_service_without_auth_key_uses_the_preferred_address_and_port() {
-        let addrs: Vec<IpAddr> = ["fe80::1", "127.0.0.1", "192.168.1.20", "2001:db8::5", "10.1.0.1"].iter().map(|a| a.parse().unwrap()).collect();
+        let addrs: Vec<IpAddr> =
+            ["fe80::1", "127.0.0.1", "192.168.1.20", "2001:db8::5", "10.1.0.1"].iter().map(|a| a.parse().unwrap()).collect();
         let c = from_mdns(&[format!("id={ID}")], &addrs, 31234).unwrap();
         assert_eq!(c.auth_url.as_deref(), Some("https://10.1.0.1:31234"));
         let v6: Vec<IpAddr> = vec!["fe80::1".parse().unwrap(), "2001:db8::5".parse().unwrap()];
@@ -252,7 +262,10 @@ mod tests {
 
     #[test]
     fn seed_002_zone_target_is_the_auth_service() {
-        assert_eq!(from_dns("auth.server.example.com.", 443, &[] as &[&str]).unwrap(), WanTarget::Auth { auth_url: "https://auth.server.example.com:443".into() });
+        assert_eq!(
+            from_dns("auth.server.example.com.", 443, &[] as &[&str]).unwrap(),
+            WanTarget::Auth { auth_url: "https://auth.server.example.com:443".into() }
+        );
         // An id without namespace is not seed 003's form either.
         assert_eq!(from_dns("1.2.3.4", 8443, &[format!("id={ID}")]).unwrap(), WanTarget::Auth { auth_url: "https://1.2.3.4:8443".into() });
         assert!(matches!(from_dns("h", 1, &["id=BAD"]), Err(RecordError::MalformedId(..))));

@@ -115,17 +115,20 @@ pub async fn apply(client: &Client, change: Change, recorder: Option<&Recorder>,
     let api = Api::<ForeignCluster>::all(client.clone());
     match change {
         Change::Unchanged => Ok(()),
-        Change::Create(fc) => match api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &fc).await {
-            Ok(created) => {
-                let id = created.spec.cluster_identity.as_ref().map(|c| c.cluster_id.clone()).unwrap_or_default();
-                crate::events::publish(recorder, &created, false, "Discovery", "Discovered", format!("cluster {id} found {how}")).await;
-                Ok(())
+        Change::Create(fc) => {
+            match api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &fc).await {
+                Ok(created) => {
+                    let id = created.spec.cluster_identity.as_ref().map(|c| c.cluster_id.clone()).unwrap_or_default();
+                    crate::events::publish(recorder, &created, false, "Discovery", "Discovered", format!("cluster {id} found {how}")).await;
+                    Ok(())
+                }
+                Err(e) if is_conflict(&e) => Ok(()), // our store had not seen it yet; next round merges
+                Err(e) => Err(e.into()),
             }
-            Err(e) if is_conflict(&e) => Ok(()), // our store had not seen it yet; next round merges
-            Err(e) => Err(e.into()),
-        },
+        }
         Change::Patch { name, patch } => {
-            api.patch(&name, &PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &Patch::Merge(patch)).await?;
+            api.patch(&name, &PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &Patch::Merge(patch))
+                .await?;
             Ok(())
         }
     }
@@ -273,7 +276,10 @@ mod tests {
         let ids: Vec<&str> = out.clusters.iter().map(|(_, c)| c.cluster_id.as_str()).collect();
         assert_eq!(ids, vec!["aaa", ID]);
         let b = &out.clusters[1].1;
-        assert_eq!((b.auth_url.as_deref(), b.namespace.as_deref(), b.cluster_name.as_deref()), (Some("https://b:443"), Some("liqo"), Some("bee")));
+        assert_eq!(
+            (b.auth_url.as_deref(), b.namespace.as_deref(), b.cluster_name.as_deref()),
+            (Some("https://b:443"), Some("liqo"), Some("bee"))
+        );
         assert_eq!(out.skipped, vec!["c.example.: no SRV record".to_owned()]);
     }
 
@@ -288,7 +294,10 @@ mod tests {
         assert!(out.skipped[0].contains("connection refused"), "{:?}", out.skipped);
 
         let l = vec![listed("b.example.", Ok(WanTarget::Auth { auth_url: "https://b:443".into() }))];
-        let out = identify(l, "own", &prev, |_| async { Ok(Ids { cluster_id: "NOT VALID".into(), cluster_name: String::new(), guest_namespace: String::new() }) }).await;
+        let out = identify(l, "own", &prev, |_| async {
+            Ok(Ids { cluster_id: "NOT VALID".into(), cluster_name: String::new(), guest_namespace: String::new() })
+        })
+        .await;
         assert!(out.clusters.is_empty() && out.kept.is_empty());
         assert!(out.skipped[0].contains("is not") || out.skipped[0].contains("may contain"), "{:?}", out.skipped);
     }

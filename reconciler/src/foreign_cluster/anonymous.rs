@@ -90,7 +90,14 @@ pub(super) async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &s
     };
     let fingerprint = record_ca(ctx, &mut status, &name, &ca_pem)?;
     status.auth_status = None;
-    condition(&mut status, fc, AUTHENTICATED, false, "Anonymous", "no identity on the remote: PeeringRequests are sent anonymously (no spec.authUrl)");
+    condition(
+        &mut status,
+        fc,
+        AUTHENTICATED,
+        false,
+        "Anonymous",
+        "no identity on the remote: PeeringRequests are sent anonymously (no spec.authUrl)",
+    );
 
     // Health: the remote API server answers through the pinned CA.
     let access = RemoteAccess { kubeconfig: ANONYMOUS_KUBECONFIG.into(), api_url: Some(api_url.to_owned()), ca_pem: Some(ca_pem) };
@@ -121,7 +128,8 @@ pub(super) async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &s
         match offer(ctx, &remote, &ours, &remote_id).await {
             Ok(created) => {
                 if created {
-                    ctx.event(fc, false, "PeeringRequestCreated", format!("created PeeringRequest {own_id} on the remote (anonymously)")).await;
+                    ctx.event(fc, false, "PeeringRequestCreated", format!("created PeeringRequest {own_id} on the remote (anonymously)"))
+                        .await;
                 }
             }
             Err(Error::Kube(e)) if is_refusal(&e) => {

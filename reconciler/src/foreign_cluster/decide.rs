@@ -8,8 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ObjectMeta;
 use liqo_api::names::{LABEL_CLUSTER_ID, peering_kubeconfig_secret};
 use liqo_api::{
-    AuthStatus, ClusterIdentity, DiscoveryConfig, DiscoveryType, ForeignClusterSpec, PeeringRequest, PeeringRequestSpec,
-    TrustMode,
+    AuthStatus, ClusterIdentity, DiscoveryConfig, DiscoveryType, ForeignClusterSpec, PeeringRequest, PeeringRequestSpec, TrustMode,
 };
 
 /// Why an untrusted remote may (or may not) be peered with.
@@ -39,9 +38,7 @@ pub fn trust_verdict(spec: &ForeignClusterSpec, trust: TrustMode, config: &Disco
         TrustMode::Unknown => TrustVerdict::Unknown,
         TrustMode::Trusted => TrustVerdict::Trusted,
         TrustMode::Untrusted if spec.allow_untrusted_ca() => TrustVerdict::AllowedBySpec,
-        TrustMode::Untrusted
-            if matches!(spec.discovery_type(), DiscoveryType::Lan | DiscoveryType::Wan) && config.autojoin_untrusted =>
-        {
+        TrustMode::Untrusted if matches!(spec.discovery_type(), DiscoveryType::Lan | DiscoveryType::Wan) && config.autojoin_untrusted => {
             TrustVerdict::AllowedByConfig
         }
         TrustMode::Untrusted => TrustVerdict::Refused,
@@ -194,7 +191,8 @@ mod tests {
 
     #[test]
     fn our_peering_request_and_what_satisfies_it() {
-        let ours = OurRequest { home_id: HOME, home_name: Some("home"), home_namespace: "liqo", remote_namespace: "liqo-r", home_auth_url: None };
+        let ours =
+            OurRequest { home_id: HOME, home_name: Some("home"), home_namespace: "liqo", remote_namespace: "liqo-r", home_auth_url: None };
         let pr = ours.object();
         assert_eq!(pr.metadata.name.as_deref(), Some(HOME));
         let r = pr.spec.kube_config_ref.as_ref().unwrap();

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::ByteString;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::Recorder;
@@ -23,8 +23,8 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use liqo_api::names::{FINALIZER_PEERED, LABEL_CLUSTER_ID, advertisement_name, ca_data_secret, peering_kubeconfig_secret};
 use liqo_api::{
-    Advertisement, AuthStatus, ClusterConfigSpec, ForeignCluster, ForeignClusterStatus, OutgoingStatus, PeeringRequest,
-    SecretRef, TrustMode,
+    Advertisement, AuthStatus, ClusterConfigSpec, ForeignCluster, ForeignClusterStatus, OutgoingStatus, PeeringRequest, SecretRef,
+    TrustMode,
 };
 use tokio::sync::watch;
 
@@ -165,12 +165,7 @@ async fn write_status(ctx_client: &Client, fc: &ForeignCluster, status: &Foreign
 
 /// Records a condition in `status`.
 fn condition(status: &mut ForeignClusterStatus, fc: &ForeignCluster, type_: &str, ok: bool, reason: &str, message: impl Into<String>) {
-    conditions::set(
-        &mut status.conditions,
-        Wanted { type_, status: ok, reason, message: message.into() },
-        fc.metadata.generation,
-        now(),
-    );
+    conditions::set(&mut status.conditions, Wanted { type_, status: ok, reason, message: message.into() }, fc.metadata.generation, now());
 }
 
 fn owned_secret(fc: &ForeignCluster, name: String, namespace: &str, remote_id: &str, key: &str, value: &str) -> Secret {
@@ -194,9 +189,7 @@ async fn create_secret(client: &Client, secret: &Secret) -> Result<()> {
     let api: Api<Secret> = Api::namespaced(client.clone(), secret.metadata.namespace.as_deref().unwrap_or_default());
     match api.create(&PostParams::default(), secret).await {
         Ok(_) => Ok(()),
-        Err(e) if crate::error::is_conflict(&e) => {
-            grant::apply(&api, FIELD_MANAGER, secret).await.map(|_| ())
-        }
+        Err(e) if crate::error::is_conflict(&e) => grant::apply(&api, FIELD_MANAGER, secret).await.map(|_| ()),
         Err(e) => Err(e.into()),
     }
 }
@@ -282,13 +275,8 @@ async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config:
         return Ok(Action::await_change());
     }
     let remote_id = fc.spec.remote_cluster_id().map(str::to_owned).or(ids.as_ref().map(|i| i.cluster_id.clone())).unwrap_or_default();
-    let remote_ns = fc
-        .spec
-        .namespace
-        .clone()
-        .filter(|n| !n.is_empty())
-        .or(ids.as_ref().map(|i| i.guest_namespace.clone()))
-        .unwrap_or_default();
+    let remote_ns =
+        fc.spec.namespace.clone().filter(|n| !n.is_empty()).or(ids.as_ref().map(|i| i.guest_namespace.clone())).unwrap_or_default();
     if remote_id == own_id {
         condition(&mut status, fc, JOINED, false, "SelfPeering", "the remote cluster ID is this cluster's own ID");
         write_status(&ctx.client, fc, &status).await?;
@@ -320,7 +308,8 @@ async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config:
                 Ok(answer) => {
                     let secret = owned_secret(fc, identity_name.clone(), &ctx.namespace, &remote_id, KUBECONFIG_KEY, &answer.kubeconfig);
                     create_secret(&ctx.client, &secret).await?;
-                    ctx.event(fc, false, "IdentityAccepted", format!("the remote issued our identity; stored in Secret {identity_name}")).await;
+                    ctx.event(fc, false, "IdentityAccepted", format!("the remote issued our identity; stored in Secret {identity_name}"))
+                        .await;
                     answer.kubeconfig
                 }
                 Err(Error::Remote { message, .. }) if message.contains("HTTP 403") => {
@@ -438,16 +427,19 @@ fn advertisement_present<P: Peers>(ctx: &Ctx<P>, remote_id: &str) -> bool {
 
 /// Joined once the remote advertises to us: `outgoing` and the `Joined` condition follow the
 /// peer's Advertisement; the next health check is scheduled.
-async fn finish_join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, mut status: ForeignClusterStatus, own_id: &str, remote_id: &str) -> Result<Action> {
+async fn finish_join<P: Peers>(
+    fc: &ForeignCluster,
+    ctx: &Ctx<P>,
+    mut status: ForeignClusterStatus,
+    own_id: &str,
+    remote_id: &str,
+) -> Result<Action> {
     let adv_name = advertisement_name(remote_id);
     let present = advertisement_present(ctx, remote_id);
     let seen_before = status.outgoing.as_ref().is_some_and(|o| o.advertisement.is_some());
     let (joined, reason, message) = decide::joined_reason(present, seen_before);
-    status.outgoing = Some(OutgoingStatus {
-        joined,
-        remote_peering_request_name: Some(own_id.to_owned()),
-        advertisement: present.then_some(adv_name),
-    });
+    status.outgoing =
+        Some(OutgoingStatus { joined, remote_peering_request_name: Some(own_id.to_owned()), advertisement: present.then_some(adv_name) });
     condition(&mut status, fc, JOINED, joined, reason, message);
     if seen_before && !present {
         ctx.event(fc, true, reason, message.to_owned()).await;
@@ -583,7 +575,14 @@ async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str) -> Re
             ctx.forget_remote(&name);
             let refused = matches!(&e, Error::Kube(k) if is_refusal(k));
             if !refused && !decide::give_up_on_remote(fc.metadata.deletion_timestamp.as_ref(), &now(), ctx.timing.unjoin_grace) {
-                condition(&mut status, fc, JOINED, true, "UnjoinPending", format!("cannot remove our PeeringRequest from the remote yet: {e}"));
+                condition(
+                    &mut status,
+                    fc,
+                    JOINED,
+                    true,
+                    "UnjoinPending",
+                    format!("cannot remove our PeeringRequest from the remote yet: {e}"),
+                );
                 if !deleting {
                     write_status(&ctx.client, fc, &status).await?;
                 }

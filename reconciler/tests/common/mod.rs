@@ -82,7 +82,6 @@ pub async fn cluster_id(client: &Client) -> String {
     .await
 }
 
-
 /// Sends SIGTERM and waits for the process to exit; its exit status.
 pub async fn terminate(r: &mut Reconciler) -> std::process::ExitStatus {
     assert!(Command::new("kill").args(["-TERM", &r.child.id().to_string()]).status().unwrap().success());
