@@ -31,7 +31,7 @@ use http_body_util::BodyExt;
 use liqo_webhook::admission::{Endpoint, admit};
 use liqo_webhook::metrics::Metrics;
 use liqo_webhook::server::{App, admission_router, serve_https};
-use liqo_webhook::state::StoreView;
+use liqo_webhook::state::{StoreView, store_of};
 use liqo_webhook::tls::{CertFiles, ReloadingCert, server_config};
 
 const FIXTURE: &str = "tests/fixtures/admission/peeringrequest-create-by-peer-sa.json";
@@ -313,25 +313,11 @@ fn millis(v: &str) -> Option<f64> {
 /// The view the binary decides with: watch-fed stores, here filled as the watches would fill
 /// them (our cluster-id ConfigMap, the default ClusterConfig, no ForeignClusters).
 fn store_view() -> StoreView {
-    use kube::runtime::reflector::store::Writer;
-    use kube::runtime::watcher::Event;
-    fn fill<K: kube::Resource + Clone + 'static>(objects: Vec<K>) -> kube::runtime::reflector::Store<K>
-    where
-        K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-    {
-        let mut writer: Writer<K> = Writer::default();
-        writer.apply_watcher_event(&Event::Init);
-        for o in objects {
-            writer.apply_watcher_event(&Event::InitApply(o));
-        }
-        writer.apply_watcher_event(&Event::InitDone);
-        writer.as_reader()
-    }
     let cm = k8s_openapi::api::core::v1::ConfigMap {
         metadata: kube::api::ObjectMeta { name: Some("cluster-id".into()), namespace: Some("liqo".into()), ..Default::default() },
         data: Some([("cluster-id".to_owned(), OWN_ID.to_owned())].into()),
         ..Default::default()
     };
     let cc = liqo_api::ClusterConfig::new("liqo-configuration", Default::default());
-    StoreView::new("liqo", fill(vec![cm]), fill(vec![cc]), fill(vec![]), std::sync::Arc::new(true.into()))
+    StoreView::new("liqo", store_of([cm]), store_of([cc]), store_of([]), std::sync::Arc::new(true.into()))
 }

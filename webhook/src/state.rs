@@ -86,8 +86,6 @@ pub struct StoreView {
     /// Derived from the two singletons when either changes ([`StoreView::refresh`]), so a
     /// review reads it without locking a store, hashing a key or copying the policy.
     settings: Arc<ArcSwap<Settings>>,
-    cluster_id_ref: ObjectRef<ConfigMap>,
-    config_ref: ObjectRef<ClusterConfig>,
 }
 
 /// The cluster ID a ForeignCluster stands for (spec first, then the label).
@@ -119,6 +117,22 @@ impl ClusterView for StoreView {
     }
 }
 
+/// A store holding `objects`, as a watch leaves it once it has listed them: for tests,
+/// benchmarks and anything else that decides without an API server.
+pub fn store_of<K>(objects: impl IntoIterator<Item = K>) -> Store<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let mut writer: Writer<K> = Writer::default();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for o in objects {
+        writer.apply_watcher_event(&watcher::Event::InitApply(o));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    writer.as_reader()
+}
+
 /// Runs a reflector for `api` into `writer` until the process ends, calling `changed` after
 /// every event it has applied to the store.
 fn reflect<K>(api: Api<K>, config: watcher::Config, writer: Writer<K>, changed: impl Fn() + Send + 'static)
@@ -147,16 +161,7 @@ impl StoreView {
         foreign: Store<ForeignCluster>,
         synced: Arc<AtomicBool>,
     ) -> Self {
-        let view = Self {
-            namespace: namespace.to_owned(),
-            cluster_id,
-            config,
-            foreign,
-            synced,
-            settings: Default::default(),
-            cluster_id_ref: ObjectRef::new(CLUSTER_ID_CONFIGMAP).within(namespace),
-            config_ref: ObjectRef::new(CLUSTER_CONFIG_NAME),
-        };
+        let view = Self { namespace: namespace.to_owned(), cluster_id, config, foreign, synced, settings: Default::default() };
         view.refresh();
         view
     }
@@ -164,11 +169,11 @@ impl StoreView {
     /// Derives the settings again from the stores; the watches of both singletons call it
     /// after every change they apply.
     pub fn refresh(&self) {
-        let cluster_id = self.cluster_id.get(&self.cluster_id_ref).and_then(|cm| {
+        let cluster_id = self.cluster_id.get(&ObjectRef::new(CLUSTER_ID_CONFIGMAP).within(&self.namespace)).and_then(|cm| {
             let id = cm.data.as_ref()?.get(CLUSTER_ID_KEY)?;
             validate_cluster_id(id).ok().map(|_| id.clone())
         });
-        let policy = self.config.get(&self.config_ref).map(|cc| PolicyConfig::from(&cc.spec)).unwrap_or_default();
+        let policy = self.config.get(&ObjectRef::new(CLUSTER_CONFIG_NAME)).map(|cc| PolicyConfig::from(&cc.spec)).unwrap_or_default();
         self.settings.store(Arc::new(Settings { cluster_id, policy }));
     }
 
@@ -216,22 +221,7 @@ impl StoreView {
 mod tests {
     use super::*;
     use kube::api::ObjectMeta;
-    use kube::runtime::reflector::store::Writer;
     use liqo_api::{ClusterConfigSpec, ClusterIdentity, ForeignClusterSpec, PeeringPolicy};
-
-    fn fill<K>(objects: Vec<K>) -> Store<K>
-    where
-        K: Resource + Clone + 'static,
-        K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-    {
-        let mut writer: Writer<K> = Writer::default();
-        writer.apply_watcher_event(&watcher::Event::Init);
-        for o in objects {
-            writer.apply_watcher_event(&watcher::Event::InitApply(o));
-        }
-        writer.apply_watcher_event(&watcher::Event::InitDone);
-        writer.as_reader()
-    }
 
     fn fc(name: &str, id: Option<&str>) -> ForeignCluster {
         let mut fc = ForeignCluster::new(name, ForeignClusterSpec::default());
@@ -248,7 +238,7 @@ mod tests {
     }
 
     fn view(cm_id: &str, configs: Vec<ClusterConfig>, fcs: Vec<ForeignCluster>) -> StoreView {
-        StoreView::new("liqo", fill(vec![cluster_id_cm(cm_id)]), fill(configs), fill(fcs), Arc::new(AtomicBool::new(true)))
+        StoreView::new("liqo", store_of(vec![cluster_id_cm(cm_id)]), store_of(configs), store_of(fcs), Arc::new(AtomicBool::new(true)))
     }
 
     #[test]
@@ -282,7 +272,7 @@ mod tests {
         let mut configs: Writer<ClusterConfig> = Writer::default();
         configs.apply_watcher_event(&watcher::Event::Init);
         configs.apply_watcher_event(&watcher::Event::InitDone);
-        let v = StoreView::new("liqo", fill(vec![cluster_id_cm("own-id")]), configs.as_reader(), fill(vec![]), Default::default());
+        let v = StoreView::new("liqo", store_of(vec![cluster_id_cm("own-id")]), configs.as_reader(), store_of(vec![]), Default::default());
         assert_eq!(v.settings().policy.policy, PeeringPolicy::AcceptAll);
 
         let reject =
