@@ -11,6 +11,7 @@ pub mod crds;
 pub mod foreign_cluster;
 pub mod names;
 pub mod peering_request;
+pub mod reasons;
 pub mod search_domain;
 
 pub use advertisement::{Advertisement, AdvertisementSpec, AdvertisementState, AdvertisementStatus, ResourceSummary};

@@ -28,9 +28,10 @@ use liqo_api::{Advertisement, AdvertisementSpec, AdvertisementState, ClusterConf
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::error::{Error, Result, is_not_found};
+use crate::error::{Error, Result, Step, is_not_found};
 use crate::peer::{Peers, RemoteAccess};
 use crate::resources::summarize;
+use liqo_api::reasons::Reason;
 
 /// Key of the kubeconfig in the Secret a PeeringRequest references.
 pub const KUBECONFIG_KEY: &str = "kubeconfig";
@@ -41,20 +42,18 @@ pub const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a round of a broadcaster tells the request holding it: state, condition reason and
 /// message (pure).
-pub fn report(round: &Result<()>, advertising: bool) -> (AdvertisementState, &'static str, String) {
+pub fn report(round: &Result<()>, advertising: bool) -> (AdvertisementState, Reason, String) {
     match round {
-        Ok(()) if advertising => (AdvertisementState::Created, "Published", "our Advertisement is in the peer's cluster".into()),
+        Ok(()) if advertising => (AdvertisementState::Created, Reason::Published, "our Advertisement is in the peer's cluster".into()),
         Ok(()) => (
             AdvertisementState::Pending,
-            "AdvertisementDisabled",
+            Reason::AdvertisementDisabled,
             "enableAdvertisement is false in the ClusterConfig: none is published".into(),
         ),
-        Err(Error::Kube(kube::Error::Api(s))) if s.code == 401 || s.code == 403 => (
-            AdvertisementState::Refused,
-            "PeerRefused",
-            format!("the peer refuses the kubeconfig it gave us (HTTP {}): {}", s.code, s.message),
-        ),
-        Err(e) => (AdvertisementState::Pending, e.label(), format!("cannot reach the peer's cluster yet: {e}")),
+        Err(e) if e.is_refusal() => {
+            (AdvertisementState::Refused, Reason::PeerRefused, format!("the peer refuses the kubeconfig it gave us: {e}"))
+        }
+        Err(e) => (AdvertisementState::Pending, Reason::RemoteUnreachable, format!("cannot reach the peer's cluster yet: {e}")),
     }
 }
 
@@ -147,7 +146,7 @@ impl<P: Peers> Broadcasters<P> {
                 tracing::info!(peer, "broadcaster stopping");
                 match entry.task.await {
                     Ok(result) => result,
-                    Err(e) => Err(Error::remote("broadcaster", e)),
+                    Err(e) => Err(Error::unreachable(Step::ApiServer, format!("broadcaster task: {e}"))),
                 }
             }
             None => match source {
@@ -179,6 +178,10 @@ impl<P: Peers> Broadcasters<P> {
     /// One round: the Advertisement exists in the peer and carries the current summary.
     async fn publish(&self, client: &Client) -> Result<()> {
         let own = self.own_id()?;
+        self.publish_as(client, own).await.map_err(|e| Error::remote_api(Step::ApiServer, e))
+    }
+
+    async fn publish_as(&self, client: &Client, own: String) -> kube::Result<()> {
         let api: Api<Advertisement> = Api::all(client.clone());
         let name = advertisement_name(&own);
         let resources = summarize(self.nodes.state().iter().map(|n| &**n));
@@ -210,27 +213,35 @@ impl<P: Peers> Broadcasters<P> {
         }
     }
 
+    /// Deletes our Advertisement from the peer. A peer that refuses us has revoked the access
+    /// it gave us when it unjoined, and removed our Advertisement itself: that is done too.
     async fn withdraw(&self, client: &Client) -> Result<()> {
         let name = advertisement_name(&self.own_id()?);
         let api: Api<Advertisement> = Api::all(client.clone());
         match tokio::time::timeout(WITHDRAW_TIMEOUT, api.delete(&name, &Default::default())).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) if is_not_found(&e) => Ok(()),
-            Ok(Err(e)) => Err(e.into()),
-            Err(_) => Err(Error::remote("peer API server", "timed out deleting our Advertisement")),
+            Ok(Err(e)) => match Error::remote_api(Step::ApiServer, e) {
+                refused if refused.is_refusal() => {
+                    tracing::info!(error = %refused, "the peer revoked our access: nothing of ours is left there to withdraw");
+                    Ok(())
+                }
+                other => Err(other),
+            },
+            Err(_) => Err(Error::unreachable(Step::ApiServer, "timed out deleting our Advertisement")),
         }
     }
 
     /// Writes `report` into the status of the requests named `peer` that hold the broadcaster;
     /// true when every write succeeded.
-    async fn write_report(&self, peer: &str, report: &(AdvertisementState, &'static str, String)) -> bool {
+    async fn write_report(&self, peer: &str, report: &(AdvertisementState, Reason, String)) -> bool {
         let holders: Vec<String> =
             self.running.lock().expect("not poisoned").get(peer).map(|e| e.holders.iter().cloned().collect()).unwrap_or_default();
         let (state, reason, message) = report;
         let condition = serde_json::json!({
             "type": "Advertised",
             "status": if *state == AdvertisementState::Created { "True" } else { "False" },
-            "reason": reason,
+            "reason": reason.as_str(),
             "message": message,
             "lastTransitionTime": Time(k8s_openapi::jiff::Timestamp::now()),
         });
@@ -255,7 +266,7 @@ impl<P: Peers> Broadcasters<P> {
         // Whether an Advertisement of ours may be in the peer (unknown at start: assume so).
         let mut published = true;
         // What the holding requests' status says, once written.
-        let mut reported: Option<(AdvertisementState, &'static str, String)> = None;
+        let mut reported: Option<(AdvertisementState, Reason, String)> = None;
         loop {
             let advertising = self.advertising();
             let round = async {
@@ -315,12 +326,18 @@ mod tests {
     #[test]
     fn the_request_is_told_how_the_broadcaster_fares() {
         assert_eq!(report(&Ok(()), true).0, AdvertisementState::Created);
-        assert_eq!(report(&Ok(()), false).1, "AdvertisementDisabled");
-        let refused = Error::Kube(kube::Error::Api(Box::new(kube::core::Status::failure("token revoked", "Unauthorized").with_code(401))));
+        assert_eq!(report(&Ok(()), false).1, Reason::AdvertisementDisabled);
+        let refused = Error::remote_api(
+            Step::ApiServer,
+            kube::Error::Api(Box::new(kube::core::Status::failure("token revoked", "Unauthorized").with_code(401))),
+        );
         let (state, reason, message) = report(&Err(refused), true);
-        assert_eq!((state, reason), (AdvertisementState::Refused, "PeerRefused"));
+        assert_eq!((state, reason), (AdvertisementState::Refused, Reason::PeerRefused));
         assert!(message.contains("HTTP 401") && message.contains("token revoked"), "{message}");
-        let down = Error::remote("peer API server", "connection refused");
+        // Our own API server refusing us is not the peer refusing us.
+        let local = Error::Kube(kube::Error::Api(Box::new(kube::core::Status::failure("no", "Forbidden").with_code(403))));
+        assert_eq!(report(&Err(local), true).0, AdvertisementState::Pending);
+        let down = Error::unreachable(Step::ApiServer, "connection refused");
         assert_eq!(report(&Err(down), true).0, AdvertisementState::Pending);
     }
 }

@@ -1,14 +1,53 @@
 //! The reconciler's one error type. Every variant has a stable label used in metrics, Event
-//! reasons and condition reasons.
+//! reasons and condition reasons; decisions read the variant, the failing step and the HTTP
+//! status, never the message.
 
+use std::fmt;
+
+use liqo_api::reasons::Reason;
 use thiserror::Error;
+
+/// Which call to another cluster failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The TLS handshake that decides trust.
+    TrustProbe,
+    /// `GET /ids` of its auth service.
+    Ids,
+    /// `GET /ca` of its auth service.
+    Ca,
+    /// `POST /identity` of its auth service.
+    Identity,
+    /// `kube-public/cluster-info` of its API server.
+    ClusterInfo,
+    /// A call to its API server.
+    ApiServer,
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Step::TrustProbe => "auth service (TLS)",
+            Step::Ids => "auth service /ids",
+            Step::Ca => "auth service /ca",
+            Step::Identity => "auth service /identity",
+            Step::ClusterInfo => "API server kube-public/cluster-info",
+            Step::ApiServer => "API server",
+        })
+    }
+}
 
 #[derive(Debug, Error)]
 pub enum Error {
+    /// A call to our own API server failed.
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
-    #[error("remote {what}: {message}")]
-    Remote { what: &'static str, message: String },
+    /// Another cluster did not answer (`status: None`) or answered with an error status.
+    #[error("remote {step}: {message}")]
+    Remote { step: Step, status: Option<u16>, message: String },
+    /// Another cluster answered something malformed.
+    #[error("remote {step} answered something malformed: {message}")]
+    RemoteInvalid { step: Step, message: String },
     #[error("the remote presented a certificate from an unknown authority: {0}")]
     UntrustedRemote(String),
     #[error("the remote CA changed: stored fingerprint {stored}, presented {presented}")]
@@ -32,14 +71,16 @@ impl Error {
     pub fn label(&self) -> &'static str {
         match self {
             Error::Kube(_) => "KubernetesApiError",
-            Error::Remote { .. } => "RemoteUnreachable",
+            Error::Remote { .. } if self.is_refusal() => Reason::PeerRefused.as_str(),
+            Error::Remote { .. } => Reason::RemoteUnreachable.as_str(),
+            Error::RemoteInvalid { .. } => Reason::RemoteInvalid.as_str(),
             Error::UntrustedRemote(_) => "UntrustedRemote",
-            Error::CaChanged { .. } => "RemoteCaChanged",
-            Error::Tls(_) => "TlsError",
-            Error::Invalid { .. } => "InvalidSpec",
+            Error::CaChanged { .. } => Reason::RemoteCaChanged.as_str(),
+            Error::Tls(_) => Reason::TlsError.as_str(),
+            Error::Invalid { .. } => Reason::InvalidSpec.as_str(),
             Error::NotReady(_) => "NotReady",
             Error::Serialization(_) => "SerializationError",
-            Error::Dns(_) => "DnsLookupFailed",
+            Error::Dns(_) => Reason::DnsLookupFailed.as_str(),
             Error::Mdns(_) => "MdnsError",
         }
     }
@@ -48,8 +89,43 @@ impl Error {
         Error::Invalid { field, message: message.into() }
     }
 
-    pub fn remote(what: &'static str, message: impl ToString) -> Self {
-        Error::Remote { what, message: message.to_string() }
+    /// `step` got no answer.
+    pub fn unreachable(step: Step, message: impl ToString) -> Self {
+        Error::Remote { step, status: None, message: message.to_string() }
+    }
+
+    /// A failed call to another cluster's API server: its answer's status when it answered.
+    pub fn remote_api(step: Step, e: kube::Error) -> Self {
+        match e {
+            kube::Error::Api(s) => Error::Remote { step, status: Some(s.code), message: format!("HTTP {}: {}", s.code, s.message) },
+            other => Error::unreachable(step, other),
+        }
+    }
+
+    /// The other cluster answered, refusing us (401, 403): it does not (or no longer) accept
+    /// our credentials, or its admission refused what we sent.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, Error::Remote { status: Some(401 | 403), .. })
+    }
+
+    /// The other cluster answered with an error status (4xx, 5xx).
+    pub fn answered(&self) -> Option<u16> {
+        match self {
+            Error::Remote { status, .. } => *status,
+            _ => None,
+        }
+    }
+
+    /// The condition reason of a failed call to another cluster.
+    pub fn reason(&self) -> Reason {
+        match self {
+            Error::RemoteInvalid { .. } | Error::Serialization(_) => Reason::RemoteInvalid,
+            Error::CaChanged { .. } => Reason::RemoteCaChanged,
+            Error::Tls(_) => Reason::TlsError,
+            Error::Invalid { .. } => Reason::InvalidSpec,
+            Error::Remote { .. } if self.is_refusal() => Reason::PeerRefused,
+            _ => Reason::RemoteUnreachable,
+        }
     }
 }
 
@@ -64,3 +140,27 @@ pub fn is_conflict(e: &kube::Error) -> bool {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status::failure("no", "Forbidden").with_code(code)))
+    }
+
+    #[test]
+    fn a_refusal_is_read_from_the_status_not_the_text() {
+        assert!(Error::remote_api(Step::ApiServer, api(403)).is_refusal());
+        assert!(Error::remote_api(Step::ApiServer, api(401)).is_refusal());
+        assert!(!Error::remote_api(Step::ApiServer, api(500)).is_refusal());
+        assert_eq!(Error::remote_api(Step::ApiServer, api(500)).answered(), Some(500));
+        // A message that merely says "HTTP 403" is not a refusal.
+        assert!(!Error::unreachable(Step::Identity, "HTTP 403").is_refusal());
+        // Our own API server's 403 is not the peer refusing us.
+        assert!(!Error::Kube(api(403)).is_refusal());
+        assert_eq!(Error::remote_api(Step::ApiServer, api(403)).reason(), Reason::PeerRefused);
+        assert_eq!(Error::RemoteInvalid { step: Step::Ids, message: "x".into() }.label(), "RemoteInvalid");
+        assert_eq!(Error::unreachable(Step::Ids, "refused").label(), "RemoteUnreachable");
+    }
+}

@@ -92,18 +92,33 @@ pub fn incoming_foreign_cluster(cluster_id: &str, spec: &PeeringRequestSpec) -> 
     fc
 }
 
+/// Field manager of `status.incoming` of ForeignClusters, the part of their status this
+/// controller owns.
+pub const STATUS_MANAGER: &str = "liqo-incoming";
+
+/// Writes `status.incoming` whole (server-side apply), when it differs from the stored one.
 async fn set_incoming(client: &Client, fc: &ForeignCluster, incoming: IncomingStatus) -> Result<()> {
     if fc.status.as_ref().and_then(|s| s.incoming.as_ref()) == Some(&incoming) {
         return Ok(());
     }
-    let patch = serde_json::json!({"status": {"incoming": incoming}});
-    Api::<ForeignCluster>::all(client.clone()).patch_status(&fc.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await?;
+    let body = serde_json::json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "status": {"incoming": incoming}});
+    let params = PatchParams::apply(STATUS_MANAGER).force();
+    Api::<ForeignCluster>::all(client.clone()).patch_status(&fc.name_any(), &params, &Patch::Apply(body)).await?;
     Ok(())
 }
 
+/// Adds or removes our finalizer with a JSON patch that tests the list it changes (no
+/// resourceVersion: a status write just before does not make it conflict).
 async fn set_finalizers<K: Request>(client: &Client, req: &K, finalizers: Vec<String>) -> Result<()> {
-    let patch = serde_json::json!({"metadata": {"finalizers": finalizers, "resourceVersion": req.resource_version()}});
-    match Api::<K>::all(client.clone()).patch(&req.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await {
+    let ops = match &req.meta().finalizers {
+        Some(list) => serde_json::json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": list},
+            {"op": "replace", "path": "/metadata/finalizers", "value": finalizers},
+        ]),
+        None => serde_json::json!([{"op": "add", "path": "/metadata/finalizers", "value": finalizers}]),
+    };
+    let patch: json_patch::Patch = serde_json::from_value(ops).expect("a valid JSON patch");
+    match Api::<K>::all(client.clone()).patch(&req.name_any(), &PatchParams::default(), &Patch::Json::<()>(patch)).await {
         Ok(_) => Ok(()),
         Err(e) if is_not_found(&e) => Ok(()),
         Err(e) => Err(e.into()),

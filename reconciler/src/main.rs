@@ -310,6 +310,7 @@ async fn main() -> anyhow::Result<()> {
             health: Duration::from_secs(args.health_period_seconds),
             retry: Duration::from_secs(10),
             unjoin_grace: Duration::from_secs(args.unjoin_grace_seconds),
+            ..Default::default()
         },
         token_lifetime: Duration::from_secs(args.token_lifetime_hours * 3600),
         remotes: Default::default(),

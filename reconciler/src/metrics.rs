@@ -105,7 +105,7 @@ mod tests {
     fn reconciles_are_counted_by_result_label() {
         let m = Metrics::default();
         m.observe::<()>("foreign_cluster", &Ok(()), Instant::now());
-        m.observe::<()>("foreign_cluster", &Err(Error::remote("auth service", "down")), Instant::now());
+        m.observe::<()>("foreign_cluster", &Err(Error::unreachable(crate::error::Step::Ids, "down")), Instant::now());
         m.broadcasters.set(3);
         let text = m.encode();
         assert!(text.contains(r#"liqo_reconciler_reconciles_total{controller="foreign_cluster",result="ok"} 1"#), "{text}");

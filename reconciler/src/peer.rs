@@ -89,7 +89,7 @@ impl Peers for Network {
         config.connect_timeout = Some(self.api_timeout);
         config.read_timeout = Some(self.api_timeout);
         config.write_timeout = Some(self.api_timeout);
-        Client::try_from(config).map_err(|e| Error::remote("API server", e))
+        Client::try_from(config).map_err(|e| Error::Tls(format!("a client for the remote API server: {e}")))
     }
 }
 

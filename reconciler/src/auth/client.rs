@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use tokio_rustls::TlsConnector;
 
 use super::wire::{ErrorBody, IdentityRequest, IdentityResponse, Ids};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Step};
 
 /// Time allowed for one call, connection included.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
@@ -122,9 +122,9 @@ fn target(base: &str) -> Result<(String, u16, ServerName<'static>)> {
 }
 
 /// One TLS connection; the error says whether the certificate was the problem.
-async fn connect(base: &str, verify: &Verify) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+async fn connect(base: &str, verify: &Verify, step: Step) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
     let (host, port, name) = target(base)?;
-    let tcp = tokio::net::TcpStream::connect((host.as_str(), port)).await.map_err(|e| Error::remote("auth service", e))?;
+    let tcp = tokio::net::TcpStream::connect((host.as_str(), port)).await.map_err(|e| Error::unreachable(step, format!("{base}: {e}")))?;
     tcp.set_nodelay(true).ok();
     TlsConnector::from(Arc::new(verify.config())).connect(name, tcp).await.map_err(|e| {
         match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
@@ -132,16 +132,17 @@ async fn connect(base: &str, verify: &Verify) -> Result<tokio_rustls::client::Tl
                 Error::UntrustedRemote(format!("{base}: certificate signed by an unknown authority"))
             }
             Some(rustls::Error::InvalidCertificate(c)) => Error::Tls(format!("{base}: {c:?}")),
-            _ => Error::remote("auth service", e),
+            _ => Error::unreachable(step, format!("{base}: {e}")),
         }
     })
 }
 
-async fn call(base: &str, verify: &Verify, method: &str, path: &str, body: Option<Vec<u8>>) -> Result<(u16, Bytes)> {
+async fn call(base: &str, verify: &Verify, step: Step, method: &str, path: &str, body: Option<Vec<u8>>) -> Result<(u16, Bytes)> {
+    let unreachable = |e: &dyn std::fmt::Display| Error::unreachable(step, format!("{base}{path}: {e}"));
     let work = async {
-        let tls = connect(base, verify).await?;
+        let tls = connect(base, verify, step).await?;
         let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.map_err(|e| Error::remote("auth service", e))?;
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.map_err(|e| unreachable(&e))?;
         tokio::spawn(conn);
         let (host, port, _) = target(base)?;
         let mut req = hyper::Request::builder().method(method).uri(path).header("host", format!("{host}:{port}"));
@@ -149,22 +150,23 @@ async fn call(base: &str, verify: &Verify, method: &str, path: &str, body: Optio
             req = req.header("content-type", "application/json");
         }
         let req = req.body(Full::new(Bytes::from(body.unwrap_or_default()))).expect("a valid request");
-        let resp = sender.send_request(req).await.map_err(|e| Error::remote("auth service", e))?;
+        let resp = sender.send_request(req).await.map_err(|e| unreachable(&e))?;
         let status = resp.status().as_u16();
-        let bytes = Limited::new(resp.into_body(), MAX_ANSWER).collect().await.map_err(|e| Error::remote("auth service", e))?.to_bytes();
+        let bytes = Limited::new(resp.into_body(), MAX_ANSWER).collect().await.map_err(|e| unreachable(&e))?.to_bytes();
         Ok((status, bytes))
     };
-    tokio::time::timeout(TIMEOUT, work).await.map_err(|_| Error::remote("auth service", format!("{base}{path}: timed out")))?
+    tokio::time::timeout(TIMEOUT, work).await.map_err(|_| unreachable(&"timed out"))?
 }
 
-fn decode<T: DeserializeOwned>(base: &str, path: &str, expected: u16, (status, body): (u16, Bytes)) -> Result<T> {
+/// The answer decoded when its status is `expected`; the error says which step failed and how.
+fn decode<T: DeserializeOwned>(base: &str, path: &str, step: Step, expected: u16, (status, body): (u16, Bytes)) -> Result<T> {
     if status != expected {
         let message = serde_json::from_slice::<ErrorBody>(&body)
             .map(|e| e.message)
             .unwrap_or_else(|_| String::from_utf8_lossy(&body).chars().take(200).collect());
-        return Err(Error::Remote { what: "auth service", message: format!("{base}{path}: HTTP {status}: {message}") });
+        return Err(Error::Remote { step, status: Some(status), message: format!("{base}{path}: HTTP {status}: {message}") });
     }
-    serde_json::from_slice(&body).map_err(|e| Error::Remote { what: "auth service", message: format!("{base}{path}: {e}") })
+    serde_json::from_slice(&body).map_err(|e| Error::RemoteInvalid { step, message: format!("{base}{path}: {e}") })
 }
 
 fn json<T: Serialize>(v: &T) -> Vec<u8> {
@@ -173,7 +175,7 @@ fn json<T: Serialize>(v: &T) -> Vec<u8> {
 
 /// Trusted when `roots` verify the peer's certificate, Untrusted when its issuer is unknown.
 pub async fn probe_trust(base: &str, roots: &Verify) -> Result<TrustMode> {
-    match connect(base, roots).await {
+    match connect(base, roots, Step::TrustProbe).await {
         Ok(_) => Ok(TrustMode::Trusted),
         Err(Error::UntrustedRemote(_)) => Ok(TrustMode::Untrusted),
         Err(e) => Err(e),
@@ -182,20 +184,21 @@ pub async fn probe_trust(base: &str, roots: &Verify) -> Result<TrustMode> {
 
 /// `GET /ids`; the answer's cluster ID must be well formed.
 pub async fn ids(base: &str, verify: &Verify) -> Result<Ids> {
-    let ids: Ids = decode(base, "/ids", 200, call(base, verify, "GET", "/ids", None).await?)?;
+    let ids: Ids = decode(base, "/ids", Step::Ids, 200, call(base, verify, Step::Ids, "GET", "/ids", None).await?)?;
     liqo_api::validate_cluster_id(&ids.cluster_id)
-        .map_err(|e| Error::Remote { what: "auth service", message: format!("{base}/ids: clusterId {:?}: {e}", ids.cluster_id) })?;
+        .map_err(|e| Error::RemoteInvalid { step: Step::Ids, message: format!("{base}/ids: clusterId {:?}: {e}", ids.cluster_id) })?;
     Ok(ids)
 }
 
 /// `GET /ca`: the PEM of the peer's API server CA.
 pub async fn ca(base: &str, verify: &Verify) -> Result<String> {
-    let (status, body) = call(base, verify, "GET", "/ca", None).await?;
+    let (status, body) = call(base, verify, Step::Ca, "GET", "/ca", None).await?;
     if status != 200 {
-        return Err(Error::Remote { what: "auth service", message: format!("{base}/ca: HTTP {status}") });
+        return Err(Error::Remote { step: Step::Ca, status: Some(status), message: format!("{base}/ca: HTTP {status}") });
     }
-    let pem = String::from_utf8(body.to_vec()).map_err(|e| Error::Remote { what: "auth service", message: format!("{base}/ca: {e}") })?;
-    Verify::pinned(&pem)?; // must hold at least one parsable certificate
+    let invalid = |e: &dyn std::fmt::Display| Error::RemoteInvalid { step: Step::Ca, message: format!("{base}/ca: {e}") };
+    let pem = String::from_utf8(body.to_vec()).map_err(|e| invalid(&e))?;
+    Verify::pinned(&pem).map_err(|e| invalid(&e))?; // must hold at least one parsable certificate
     Ok(pem)
 }
 
@@ -223,17 +226,18 @@ pub fn ca_from_cluster_info(body: &[u8]) -> std::result::Result<String, String> 
 /// The remote API server's CA from its anonymously readable `kube-public/cluster-info`
 /// (the kubeadm-join way), fetched from `api_url` verified as `verify` says.
 pub async fn cluster_info_ca(api_url: &str, verify: &Verify) -> Result<String> {
-    let (status, body) = call(api_url, verify, "GET", CLUSTER_INFO_PATH, None).await?;
-    let fail = |m: String| Error::Remote { what: "API server", message: format!("{api_url}{CLUSTER_INFO_PATH}: {m}") };
+    let step = Step::ClusterInfo;
+    let (status, body) = call(api_url, verify, step, "GET", CLUSTER_INFO_PATH, None).await?;
     if status != 200 {
-        return Err(fail(format!("HTTP {status} (not published, or not readable anonymously)")));
+        let message = format!("{api_url}{CLUSTER_INFO_PATH}: HTTP {status} (not published, or not readable anonymously)");
+        return Err(Error::Remote { step, status: Some(status), message });
     }
-    ca_from_cluster_info(&body).map_err(fail)
+    ca_from_cluster_info(&body).map_err(|m| Error::RemoteInvalid { step, message: format!("{api_url}{CLUSTER_INFO_PATH}: {m}") })
 }
 
 /// `POST /identity`.
 pub async fn identity(base: &str, verify: &Verify, request: &IdentityRequest) -> Result<IdentityResponse> {
-    decode(base, "/identity", 201, call(base, verify, "POST", "/identity", Some(json(request))).await?)
+    decode(base, "/identity", Step::Identity, 201, call(base, verify, Step::Identity, "POST", "/identity", Some(json(request))).await?)
 }
 
 #[cfg(test)]

@@ -25,9 +25,9 @@ use super::records::{DiscoveredCluster, WanTarget};
 use crate::conditions::{self, Wanted};
 use crate::error::{Error, Result, is_conflict, is_not_found};
 use crate::peer::Peers;
+use liqo_api::reasons::{ConditionType, Reason, Status};
 
 /// Condition carrying the last lookup's result.
-pub const READY: &str = "Ready";
 /// Field manager of what this controller writes.
 pub const FIELD_MANAGER: &str = "liqo-discovery";
 
@@ -172,9 +172,9 @@ pub async fn reconcile<P: Peers>(sd: Arc<SearchDomain>, ctx: Arc<Ctx<P>>) -> Res
         Err(e) => {
             tracing::warn!(searchdomain = %name, error = %e, "lookup failed; nothing deleted");
             let message = format!("{}: {e} (nothing deleted)", sd.spec.domain);
-            let wanted = Wanted { type_: READY, status: false, reason: e.label(), message: message.clone() };
+            let wanted = Wanted::new(ConditionType::Ready, Status::False, Reason::DnsLookupFailed, message.clone());
             if conditions::set(&mut status.conditions, wanted, generation, now) {
-                crate::events::publish(ctx.recorder.as_ref(), &*sd, true, "Lookup", e.label(), message).await;
+                crate::events::publish(ctx.recorder.as_ref(), &*sd, true, "Lookup", Reason::DnsLookupFailed.as_str(), message).await;
             }
             write_status(&ctx.client, &sd, status).await?;
             return Ok(Action::requeue(ctx.period));
@@ -207,8 +207,8 @@ pub async fn reconcile<P: Peers>(sd: Arc<SearchDomain>, ctx: Arc<Ctx<P>>) -> Res
     if !found.skipped.is_empty() {
         message.push_str(&format!("; skipped: {}", found.skipped.join("; ")));
     }
-    let reason = if found.skipped.is_empty() { "LookupSucceeded" } else { "LookupPartial" };
-    conditions::set(&mut status.conditions, Wanted { type_: READY, status: true, reason, message }, generation, now);
+    let reason = if found.skipped.is_empty() { Reason::LookupSucceeded } else { Reason::LookupPartial };
+    conditions::set(&mut status.conditions, Wanted::new(ConditionType::Ready, Status::True, reason, message), generation, now);
     status.foreign_clusters = result;
     write_status(&ctx.client, &sd, status).await?;
     Ok(Action::requeue(ctx.period))
@@ -287,7 +287,7 @@ mod tests {
     async fn an_auth_service_that_does_not_answer_keeps_what_it_was_before() {
         let prev = vec![FoundCluster { foreign_cluster: ID.into(), cluster_id: ID.into(), instance: Some("b.example.".into()) }];
         let l = vec![listed("b.example.", Ok(WanTarget::Auth { auth_url: "https://b:443".into() }))];
-        let out = identify(l, "own", &prev, |_| async { Err(Error::remote("auth service", "connection refused")) }).await;
+        let out = identify(l, "own", &prev, |_| async { Err(Error::unreachable(crate::error::Step::Ids, "connection refused")) }).await;
         assert!(out.clusters.is_empty());
         assert_eq!(out.kept, prev);
         assert_eq!(out.skipped.len(), 1);

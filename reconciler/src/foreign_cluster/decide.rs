@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::SecretReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ObjectMeta;
 use liqo_api::names::{LABEL_CLUSTER_ID, peering_kubeconfig_secret};
+use liqo_api::reasons::Reason;
 use liqo_api::{
     AuthStatus, ClusterIdentity, DiscoveryConfig, DiscoveryType, ForeignClusterSpec, PeeringRequest, PeeringRequestSpec, TrustMode,
 };
@@ -129,17 +130,85 @@ pub fn give_up_on_remote(deletion: Option<&Time>, now: &Time, grace: Duration) -
     deletion.is_some_and(|d| now.0.as_second() - d.0.as_second() >= grace.as_secs() as i64)
 }
 
-/// The answer of a refused `/identity`: which auth status it means.
-pub fn refusal_status(token_was_empty: bool) -> AuthStatus {
-    if token_was_empty { AuthStatus::EmptyRefused } else { AuthStatus::Refused }
+/// The answer of a refused `/identity`: which auth status and reason it means.
+pub fn refusal_status(token_was_empty: bool) -> (AuthStatus, Reason) {
+    if token_was_empty { (AuthStatus::EmptyRefused, Reason::EmptyTokenRefused) } else { (AuthStatus::Refused, Reason::TokenRefused) }
 }
 
-/// The `Joined` condition: reason and message, from what is known of the peering.
-pub fn joined_reason(advertisement_present: bool, advertisement_seen_before: bool) -> (bool, &'static str, &'static str) {
-    match (advertisement_present, advertisement_seen_before) {
-        (true, _) => (true, "Joined", "the remote accepted our PeeringRequest and advertises to us"),
-        (false, true) => (false, "AdvertisementDeleted", "the remote's Advertisement was deleted: not joined"),
-        (false, false) => (false, "WaitingForAdvertisement", "our PeeringRequest is on the remote; waiting for its Advertisement"),
+/// The `Joined` condition once our PeeringRequest is on the remote: joined while the peer's
+/// Advertisement is here. `lost_before`: the stored status had the Advertisement, or already
+/// said it was deleted (so the reason stays until it comes back).
+pub fn joined_reason(advertisement_present: bool, lost_before: bool) -> (bool, Reason, &'static str) {
+    match (advertisement_present, lost_before) {
+        (true, _) => (true, Reason::Joined, "the remote accepted our PeeringRequest and advertises to us"),
+        (false, true) => (false, Reason::AdvertisementDeleted, "the remote's Advertisement was deleted: not joined"),
+        (false, false) => (false, Reason::WaitingForAdvertisement, "our PeeringRequest is on the remote; waiting for its Advertisement"),
+    }
+}
+
+/// What we know of our PeeringRequest on the remote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnRemote {
+    /// We cannot read it (anonymous way).
+    Unknown,
+    Missing,
+    /// Being deleted (its finalizer waits for the remote's broadcaster).
+    Terminating,
+    /// There, saying what we ask.
+    Matching,
+    /// There, saying something else.
+    Differing,
+}
+
+impl OnRemote {
+    /// What `existing` is, compared with `ours`.
+    pub fn of(ours: &OurRequest<'_>, existing: Option<&PeeringRequest>) -> Self {
+        match existing {
+            None => Self::Missing,
+            Some(pr) if pr.metadata.deletion_timestamp.is_some() => Self::Terminating,
+            Some(pr) if ours.is_satisfied_by(pr) => Self::Matching,
+            Some(_) => Self::Differing,
+        }
+    }
+}
+
+/// Whether to (re)make our offer: grant the peer its access here, put the kubeconfig for it and
+/// our PeeringRequest on the remote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offer {
+    /// Nothing to do.
+    Keep,
+    /// First offer of this peering: always made, even over a request of ours left on the remote
+    /// by an earlier peering, whose access we revoked.
+    Make,
+    /// Our request went missing or changed: made again.
+    Repair,
+    /// A request of ours is still being deleted on the remote: offer once it is gone.
+    AwaitDeletion,
+}
+
+/// The peer's Advertisement here, as far as the offer cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Advertised {
+    Present,
+    /// Here at the last reconcile, gone now.
+    Vanished,
+    Absent,
+}
+
+/// The offer to make (pure). `offered`: the stored status says our request is on the remote
+/// (cleared by unjoin and by a refused offer). When our request cannot be read (anonymous
+/// way), the peer's Advertisement is the only sign: present, the offer stands; vanished, the
+/// remote may have dropped our request.
+pub fn offer(on_remote: OnRemote, offered: bool, advertised: Advertised) -> Offer {
+    match on_remote {
+        OnRemote::Terminating => Offer::AwaitDeletion,
+        OnRemote::Unknown if advertised == Advertised::Present => Offer::Keep,
+        _ if !offered => Offer::Make,
+        OnRemote::Matching => Offer::Keep,
+        OnRemote::Missing | OnRemote::Differing => Offer::Repair,
+        OnRemote::Unknown if advertised == Advertised::Vanished => Offer::Repair,
+        OnRemote::Unknown => Offer::Keep,
     }
 }
 
@@ -217,10 +286,36 @@ mod tests {
 
     #[test]
     fn joined_condition_reasons() {
-        assert_eq!(joined_reason(true, false).1, "Joined");
-        assert_eq!(joined_reason(false, true).1, "AdvertisementDeleted");
-        assert_eq!(joined_reason(false, false).1, "WaitingForAdvertisement");
-        assert_eq!(refusal_status(true), AuthStatus::EmptyRefused);
-        assert_eq!(refusal_status(false), AuthStatus::Refused);
+        assert_eq!(joined_reason(true, false).1, Reason::Joined);
+        assert_eq!(joined_reason(false, true).1, Reason::AdvertisementDeleted);
+        assert_eq!(joined_reason(false, false).1, Reason::WaitingForAdvertisement);
+        assert_eq!(refusal_status(true), (AuthStatus::EmptyRefused, Reason::EmptyTokenRefused));
+        assert_eq!(refusal_status(false), (AuthStatus::Refused, Reason::TokenRefused));
+    }
+
+    #[test]
+    fn when_the_offer_is_made() {
+        use Advertised::*;
+        // A fresh peering always offers, even over a matching request left by an earlier one.
+        for on_remote in [OnRemote::Missing, OnRemote::Matching, OnRemote::Differing, OnRemote::Unknown] {
+            assert_eq!(offer(on_remote, false, Absent), Offer::Make, "{on_remote:?}");
+        }
+        // A request of ours being deleted is waited for, whoever deleted it.
+        assert_eq!(offer(OnRemote::Terminating, false, Absent), Offer::AwaitDeletion);
+        assert_eq!(offer(OnRemote::Terminating, true, Present), Offer::AwaitDeletion);
+        // Steady state, and repairs.
+        assert_eq!(offer(OnRemote::Matching, true, Present), Offer::Keep);
+        assert_eq!(offer(OnRemote::Missing, true, Present), Offer::Repair);
+        assert_eq!(offer(OnRemote::Differing, true, Absent), Offer::Repair);
+        // Anonymous: the Advertisement tells; repaired only when it vanishes, not every round.
+        assert_eq!(offer(OnRemote::Unknown, false, Present), Offer::Keep);
+        assert_eq!(offer(OnRemote::Unknown, true, Absent), Offer::Keep);
+        assert_eq!(offer(OnRemote::Unknown, true, Vanished), Offer::Repair);
+        let ours = OurRequest { home_id: HOME, home_name: None, home_namespace: "liqo", remote_namespace: "liqo", home_auth_url: None };
+        let mut pr = ours.object();
+        assert_eq!(OnRemote::of(&ours, Some(&pr)), OnRemote::Matching);
+        assert_eq!(OnRemote::of(&ours, None), OnRemote::Missing);
+        pr.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::from_second(1).unwrap()));
+        assert_eq!(OnRemote::of(&ours, Some(&pr)), OnRemote::Terminating);
     }
 }

@@ -1,0 +1,374 @@
+//! `spec.join: true` — what happens, top to bottom, for both ways of reaching the remote
+//! ([`Way`]): identify → trust → pin the CA → identity → reach → offer → finish.
+//!
+//! Each step records its phase in the [`Report`] and returns what the next needs, or a
+//! [`Stop`]: the phase that stopped the join (written, then retried), a spec change (its watch
+//! event brings the next reconcile), or a failure of our own API server. Every step is skipped
+//! when already done, so a joined peer costs one remote request per health period and no write.
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use liqo_api::names::{advertisement_name, ca_data_secret};
+use liqo_api::reasons::{ConditionType as Phase, Reason, Status};
+use liqo_api::{AuthStatus, ClusterConfigSpec, ForeignCluster, OutgoingStatus, PeeringRequest, SecretRef, TrustMode};
+
+use super::decide::{self, Advertised, Offer, OnRemote, OurRequest, TrustVerdict};
+use super::report::Report;
+use super::way::Way;
+use super::{CA_KEY, Ctx, KUBECONFIG_KEY, TOKEN_KEY, add_finalizer, identity_secret, patch_spec, read_token, token_secret};
+use crate::auth::wire::IdentityRequest;
+use crate::error::{Error, Result};
+use crate::peer::{ANONYMOUS_KUBECONFIG, Peers, RemoteAccess};
+
+/// Why the join stopped before finishing.
+pub(super) enum Stop {
+    /// The report says why: write it, come back after this.
+    Report(Action),
+    /// The spec was changed: its watch event brings the next reconcile.
+    SpecChanged,
+    /// Our own API server failed: the error policy retries.
+    Fail(Error),
+}
+
+/// Only errors of our own API server convert implicitly: a remote's are recorded explicitly.
+impl From<Error> for Stop {
+    fn from(e: Error) -> Self {
+        Stop::Fail(e)
+    }
+}
+
+impl From<kube::Error> for Stop {
+    fn from(e: kube::Error) -> Self {
+        Stop::Fail(e.into())
+    }
+}
+
+type Step<T> = std::result::Result<T, Stop>;
+
+/// The remote as identified.
+struct Remote {
+    id: String,
+    namespace: String,
+    trust: TrustMode,
+}
+
+/// The remote API server's CA as pinned.
+struct Pinned {
+    pem: String,
+    fingerprint: String,
+}
+
+/// Joins `fc`; writes the status the steps found.
+pub(super) async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config: &ClusterConfigSpec) -> Result<Action> {
+    let mut report = Report::joining(fc.status.as_ref());
+    let action = match pipeline(fc, ctx, own_id, config, &mut report).await {
+        Ok(action) | Err(Stop::Report(action)) => action,
+        Err(Stop::SpecChanged) => return Ok(Action::await_change()),
+        Err(Stop::Fail(e)) => return Err(e),
+    };
+    ctx.publish(fc, &report, true).await?;
+    Ok(action)
+}
+
+async fn pipeline<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config: &ClusterConfigSpec, r: &mut Report) -> Step<Action> {
+    let Some(way) = Way::of(fc) else {
+        let message = "set spec.authUrl (the remote's auth service issues our identity there), or spec.apiUrl with the cluster ID for a remote that admits anonymous PeeringRequests";
+        r.set(Phase::Joined, Status::False, Reason::NoAuthUrl, message);
+        return Err(Stop::Report(Action::await_change()));
+    };
+    if fc.spec.remote_cluster_id() == Some(own_id) {
+        r.set(Phase::Joined, Status::False, Reason::SelfPeering, "the remote cluster ID is this cluster's own ID");
+        return Err(Stop::Report(Action::await_change()));
+    }
+    let remote = identify(fc, ctx, way, config, r).await?;
+    // From here on remote objects may exist: the finalizer guarantees they are removed.
+    add_finalizer(fc, &ctx.client).await?;
+    let pinned = pin_ca(fc, ctx, way, &remote, r).await?;
+    let credentials = authenticate(fc, ctx, way, &remote, own_id, r).await?;
+    let access = RemoteAccess { kubeconfig: credentials, api_url: fc.spec.api_url.clone(), ca_pem: Some(pinned.pem.clone()) };
+    let client = ctx.remote_client(&fc.name_any(), access).await?;
+    let on_remote = reach(fc, ctx, way, &client, own_id, &remote, &pinned, r).await?;
+    offer(fc, ctx, way, &client, &remote, own_id, config, on_remote, r).await?;
+    Ok(finish(fc, ctx, &remote, own_id, r))
+}
+
+/// Trust (probed once, recorded in `spec.trustMode`) and, on the auth way, the remote's cluster
+/// ID, name and namespace from `/ids` — written into the spec where the user left them empty.
+async fn identify<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, way: Way<'_>, config: &ClusterConfigSpec, r: &mut Report) -> Step<Remote> {
+    let spec = &fc.spec;
+    let probed = match spec.trust_mode() {
+        TrustMode::Unknown => Some(ctx.peers.probe_trust(way.url()).await.map_err(|e| remote_failed(ctx, r, e))?),
+        _ => None,
+    };
+    let trust = probed.unwrap_or(spec.trust_mode());
+    let verdict = decide::trust_verdict(spec, trust, &config.discovery_config);
+    if !verdict.allows_peering() {
+        if let Some(patch) = decide::identification_patch(spec, probed, None) {
+            patch_spec(&ctx.client, fc, patch).await?;
+        }
+        let message =
+            format!("{} presents a certificate from an unknown authority; set spec.allowUntrustedCA: true to peer anyway", way.url());
+        r.set(Phase::Trusted, Status::False, Reason::UntrustedNotAllowed, message);
+        return Err(Stop::Report(Action::await_change()));
+    }
+    let (status, reason, message) = match verdict {
+        TrustVerdict::Trusted => (Status::True, Reason::Trusted, format!("the {} certificate verified", way.what())),
+        TrustVerdict::AllowedBySpec => {
+            (Status::False, Reason::UntrustedAllowed, "unknown certificate authority, allowed by spec.allowUntrustedCA".to_owned())
+        }
+        _ => (
+            Status::False,
+            Reason::UntrustedAllowed,
+            "unknown certificate authority, allowed for discovered peers by autojoinUntrusted".to_owned(),
+        ),
+    };
+    r.set(Phase::Trusted, status, reason, message);
+
+    let ids = match way {
+        Way::AuthService { auth_url } if decide::needs_identification(spec) => {
+            Some(ctx.peers.ids(auth_url, trust).await.map_err(|e| remote_failed(ctx, r, e))?)
+        }
+        _ => None,
+    };
+    let answered = ids.as_ref().map(|i| (i.cluster_id.as_str(), i.cluster_name.as_str(), i.guest_namespace.as_str()));
+    if let Some(patch) = decide::identification_patch(spec, probed, answered) {
+        patch_spec(&ctx.client, fc, patch).await?;
+        return Err(Stop::SpecChanged);
+    }
+    let id = spec.remote_cluster_id().unwrap_or_default().to_owned();
+    Ok(Remote { id, namespace: spec.remote_namespace().to_owned(), trust })
+}
+
+/// The remote API server CA: retrieved once (the way says where from), stored in Secret
+/// `<fc>-ca-data` and pinned by fingerprint.
+async fn pin_ca<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, way: Way<'_>, remote: &Remote, r: &mut Report) -> Step<Pinned> {
+    let secret = ca_data_secret(&fc.name_any());
+    let pem = match ctx.secret_value(&secret, CA_KEY) {
+        Some(pem) => pem,
+        None => match way.fetch_ca(&ctx.peers, remote.trust).await {
+            Ok(pem) => {
+                ctx.store_owned(fc, &secret, &remote.id, CA_KEY, &pem).await?;
+                let note = format!("stored the remote API server CA (from {}) in Secret {secret}", way.ca_source());
+                ctx.event(fc, false, "CaRetrieved", note).await;
+                pem
+            }
+            Err(e) => {
+                if !way.reads_requests() {
+                    let message = format!("{e}; without the remote's CA nothing is sent to it (or set spec.authUrl)");
+                    r.set(Phase::CaVerified, Status::False, Reason::NoCaAvailable, message);
+                }
+                return Err(remote_failed(ctx, r, e));
+            }
+        },
+    };
+    let fingerprint = liqo_certs::inspect::fingerprint_sha256(&pem).map_err(|e| Error::Tls(format!("{secret}: {e}")))?;
+    r.ca_data_ref = Some(SecretRef { name: secret, namespace: Some(ctx.namespace.clone()) });
+    r.ca_fingerprint = Some(fingerprint.clone());
+    Ok(Pinned { pem, fingerprint })
+}
+
+/// Our identity on the remote (auth way: asked for once with our token, stored in
+/// `<fc>-identity`); the anonymous way has none.
+async fn authenticate<P: Peers>(
+    fc: &ForeignCluster,
+    ctx: &Ctx<P>,
+    way: Way<'_>,
+    remote: &Remote,
+    own_id: &str,
+    r: &mut Report,
+) -> Step<String> {
+    let Way::AuthService { auth_url } = way else {
+        r.auth_status = None;
+        let message = "no identity on the remote: PeeringRequests are sent anonymously (no spec.authUrl)";
+        r.set(Phase::Authenticated, Status::False, Reason::Anonymous, message);
+        return Ok(ANONYMOUS_KUBECONFIG.to_owned());
+    };
+    let secret = identity_secret(&fc.name_any());
+    let kubeconfig = match ctx.secret_value(&secret, KUBECONFIG_KEY) {
+        Some(kubeconfig) => kubeconfig,
+        None => {
+            let token = read_token(&ctx.client, &ctx.namespace, &remote.id).await?;
+            let request = IdentityRequest { cluster_id: own_id.to_owned(), token: token.clone() };
+            match ctx.peers.identity(auth_url, remote.trust, &request).await {
+                Ok(answer) => {
+                    ctx.store_owned(fc, &secret, &remote.id, KUBECONFIG_KEY, &answer.kubeconfig).await?;
+                    ctx.event(fc, false, "IdentityAccepted", format!("the remote issued our identity; stored in Secret {secret}")).await;
+                    answer.kubeconfig
+                }
+                Err(e) if e.is_refusal() => {
+                    let (auth_status, reason) = decide::refusal_status(token.is_empty());
+                    r.auth_status = Some(auth_status);
+                    let message = format!("{e}; put the remote's token in Secret {} (key {TOKEN_KEY})", token_secret(&remote.id));
+                    r.set(Phase::Authenticated, Status::False, reason, message);
+                    return Err(Stop::Report(Action::requeue(ctx.timing.refused)));
+                }
+                Err(e) => return Err(remote_failed(ctx, r, e)),
+            }
+        }
+    };
+    r.auth_status = Some(AuthStatus::Accepted);
+    r.set(Phase::Authenticated, Status::True, Reason::IdentityIssued, format!("identity stored in Secret {secret}"));
+    Ok(kubeconfig)
+}
+
+/// The remote API server answers through the pinned CA (and, with an identity, tells where our
+/// PeeringRequest stands). No answer: down, or presenting another CA — reported, never accepted.
+#[allow(clippy::too_many_arguments)]
+async fn reach<P: Peers>(
+    fc: &ForeignCluster,
+    ctx: &Ctx<P>,
+    way: Way<'_>,
+    client: &kube::Client,
+    own_id: &str,
+    remote: &Remote,
+    pinned: &Pinned,
+    r: &mut Report,
+) -> Step<Reached> {
+    let name = fc.name_any();
+    let e = match way.reach(client, own_id).await {
+        Ok(existing) => {
+            r.set(Phase::RemoteReachable, Status::True, Reason::Reachable, "the remote API server answered");
+            let message = format!("the remote API server certificate verified against CA {}", pinned.fingerprint);
+            r.set(Phase::CaVerified, Status::True, Reason::Pinned, message);
+            return Ok(Reached(existing));
+        }
+        Err(e) => e,
+    };
+    ctx.forget_remote(&name);
+    if e.is_refusal() && way.reads_requests() {
+        // The remote no longer knows our identity (revoked, or reinstalled): drop it so the next
+        // round asks for a new one.
+        ctx.delete_local_secret(&identity_secret(&name)).await?;
+        r.auth_status = Some(AuthStatus::Pending);
+        let message = format!("the remote refused our identity ({e}); asking for a new one");
+        r.set(Phase::Authenticated, Status::False, Reason::IdentityRevoked, message);
+        return Err(Stop::Report(Action::requeue(ctx.timing.retry)));
+    }
+    if e.answered().is_none()
+        && let Some(presented) = way.presented_ca(&ctx.peers, remote.trust).await
+        && let Ok(presented) = liqo_certs::inspect::fingerprint_sha256(&presented)
+        && presented != pinned.fingerprint
+    {
+        let changed = Error::CaChanged { stored: pinned.fingerprint.clone(), presented };
+        let message = format!("{changed}; delete Secret {} to trust the new CA", ca_data_secret(&name));
+        r.set(Phase::CaVerified, Status::False, Reason::RemoteCaChanged, message);
+        r.set(Phase::RemoteReachable, Status::False, Reason::RemoteCaChanged, e.to_string());
+        return Err(Stop::Report(Action::requeue(ctx.timing.health)));
+    }
+    Err(remote_failed(ctx, r, e))
+}
+
+/// What [`reach`] learnt of our PeeringRequest (`None`: the way cannot read it).
+struct Reached(Option<Option<PeeringRequest>>);
+
+/// Grants the peer its Advertisement access here and puts the kubeconfig for it and our
+/// PeeringRequest on the remote, when [`decide::offer`] says so.
+#[allow(clippy::too_many_arguments)]
+async fn offer<P: Peers>(
+    fc: &ForeignCluster,
+    ctx: &Ctx<P>,
+    way: Way<'_>,
+    client: &kube::Client,
+    remote: &Remote,
+    own_id: &str,
+    config: &ClusterConfigSpec,
+    reached: Reached,
+    r: &mut Report,
+) -> Step<()> {
+    let ours = OurRequest {
+        home_id: own_id,
+        home_name: config.discovery_config.cluster_name.as_deref().filter(|n| !n.is_empty()),
+        home_namespace: &ctx.namespace,
+        remote_namespace: &remote.namespace,
+        home_auth_url: ctx.auth_url.as_deref(),
+    };
+    let on_remote = match &reached.0 {
+        Some(existing) => OnRemote::of(&ours, existing.as_ref()),
+        None => OnRemote::Unknown,
+    };
+    let previous = fc.status.as_ref().and_then(|s| s.outgoing.as_ref());
+    let offered = previous.is_some_and(|o| o.remote_peering_request_name.is_some());
+    let advertised = match (ctx.advertisement_present(&remote.id), previous.is_some_and(|o| o.advertisement.is_some())) {
+        (true, _) => Advertised::Present,
+        (false, true) => Advertised::Vanished,
+        (false, false) => Advertised::Absent,
+    };
+    let plan = decide::offer(on_remote, offered, advertised);
+    match plan {
+        Offer::Keep => return Ok(()),
+        Offer::AwaitDeletion => {
+            let message = "a PeeringRequest of ours is still being deleted on the remote; offering again once it is gone";
+            r.set(Phase::Joined, Status::False, Reason::WaitingForAdvertisement, message);
+            return Err(Stop::Report(Action::requeue(ctx.timing.short)));
+        }
+        Offer::Make | Offer::Repair => {}
+    }
+    let secret: Secret = ctx.grant_and_kubeconfig(&ours, &remote.id).await?;
+    match way.put_offer(client, &secret, &ours.object()).await {
+        Ok(()) => {
+            let anonymously = if way.reads_requests() { "" } else { " (anonymously)" };
+            let (warning, reason, note) = match plan {
+                Offer::Repair => (
+                    true,
+                    "PeeringRequestRepaired",
+                    format!("our PeeringRequest {own_id} on the remote was missing or changed; re-created"),
+                ),
+                _ => (false, "PeeringRequestCreated", format!("created PeeringRequest {own_id} on the remote{anonymously}")),
+            };
+            ctx.event(fc, warning, reason, note).await;
+            Ok(())
+        }
+        Err(e) if e.answered().is_some_and(|code| (400..500).contains(&code)) => {
+            let (reason, message) = if way.reads_requests() {
+                (Reason::PeerRefused, format!("the remote refuses our PeeringRequest: {e}"))
+            } else {
+                let message = format!(
+                    "the remote refuses anonymous PeeringRequests ({e}): apply manifests/anonymous-peering/ there, or set spec.authUrl"
+                );
+                (Reason::AnonymousPeeringRefused, message)
+            };
+            r.set(Phase::Joined, Status::False, reason, message);
+            let present = ctx.advertisement_present(&remote.id);
+            r.outgoing = Some(OutgoingStatus {
+                joined: false,
+                remote_peering_request_name: None,
+                advertisement: present.then(|| advertisement_name(&remote.id)),
+            });
+            Err(Stop::Report(Action::requeue(ctx.timing.health)))
+        }
+        Err(e) => Err(remote_failed(ctx, r, e)),
+    }
+}
+
+/// Joined once the remote advertises to us: `outgoing` and `Joined` follow the peer's
+/// Advertisement; the next health check is scheduled.
+fn finish<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, remote: &Remote, own_id: &str, r: &mut Report) -> Action {
+    let present = ctx.advertisement_present(&remote.id);
+    let previous = fc.status.as_ref();
+    let had = previous.and_then(|s| s.outgoing.as_ref()).is_some_and(|o| o.advertisement.is_some());
+    let said_lost = previous
+        .and_then(|s| crate::conditions::get(&s.conditions, Phase::Joined.as_str()))
+        .is_some_and(|c| c.reason == Reason::AdvertisementDeleted.as_str());
+    let (joined, reason, message) = decide::joined_reason(present, had || said_lost);
+    r.outgoing = Some(OutgoingStatus {
+        joined,
+        remote_peering_request_name: Some(own_id.to_owned()),
+        advertisement: present.then(|| advertisement_name(&remote.id)),
+    });
+    r.set(Phase::Joined, Status::of(joined), reason, message);
+    Action::requeue(ctx.timing.health)
+}
+
+/// A failed call to the remote: recorded on the phase it concerns, retried.
+fn remote_failed<P: Peers>(ctx: &Ctx<P>, r: &mut Report, e: Error) -> Stop {
+    tracing::info!(error = %e, "remote call failed");
+    let reason = e.reason();
+    let phase = match reason {
+        Reason::InvalidSpec => Phase::Joined,
+        Reason::TlsError => Phase::Trusted,
+        _ => Phase::RemoteReachable,
+    };
+    r.set(phase, Status::False, reason, e.to_string());
+    Stop::Report(Action::requeue(ctx.timing.retry))
+}

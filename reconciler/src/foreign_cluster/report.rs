@@ -1,0 +1,219 @@
+//! The status one reconcile finds, computed whole: every peering phase gets a condition
+//! (`Unknown` where a phase did not run), then it is written by server-side apply — only when it
+//! differs from the stored one — and every real change of a phase becomes one Event.
+//!
+//! This controller owns `conditions`, `caDataRef`, `caFingerprint`, `outgoing` and
+//! `authStatus`; `incoming` belongs to the incoming controller. A field left out of the applied
+//! status is removed from the stored object.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use liqo_api::reasons::{ConditionType, Reason, Status};
+use liqo_api::{AuthStatus, ForeignCluster, ForeignClusterStatus, OutgoingStatus, SecretRef};
+
+use crate::conditions::{self, Wanted};
+use crate::error::Result;
+
+/// Field manager of the status this controller writes.
+pub const STATUS_MANAGER: &str = "liqo-peering";
+
+/// What one reconcile found out, phase by phase.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    phases: Vec<Wanted>,
+    pub ca_data_ref: Option<SecretRef>,
+    pub ca_fingerprint: Option<String>,
+    pub auth_status: Option<AuthStatus>,
+    pub outgoing: Option<OutgoingStatus>,
+}
+
+impl Report {
+    /// The start of a join: what the stored status knows (pinned CA, identity, outgoing) stands
+    /// until a phase finds otherwise; no phase has a condition yet.
+    pub fn joining(previous: Option<&ForeignClusterStatus>) -> Self {
+        let p = previous.cloned().unwrap_or_default();
+        Self {
+            phases: vec![],
+            ca_data_ref: p.ca_data_ref,
+            ca_fingerprint: p.ca_fingerprint,
+            auth_status: p.auth_status,
+            outgoing: p.outgoing,
+        }
+    }
+
+    /// Records the outcome of phase `type_` (the last word wins).
+    pub fn set(&mut self, type_: ConditionType, status: Status, reason: Reason, message: impl Into<String>) {
+        self.phases.retain(|w| w.type_ != type_);
+        self.phases.push(Wanted::new(type_, status, reason, message));
+    }
+
+    /// The condition recorded for `type_`, if any.
+    pub fn phase(&self, type_: ConditionType) -> Option<&Wanted> {
+        self.phases.iter().find(|w| w.type_ == type_)
+    }
+
+    /// Every peering phase: the recorded one, else `Unknown` with what it waits for.
+    fn wanted(&self, join: bool) -> Vec<Wanted> {
+        let blocker = self.phases.iter().find(|w| w.status != Status::True);
+        ConditionType::PEERING
+            .into_iter()
+            .map(|t| match self.phase(t) {
+                Some(w) => w.clone(),
+                None if !join => Wanted::new(t, Status::Unknown, Reason::NotJoined, "spec.join is false: not checked"),
+                None => {
+                    let message = match blocker {
+                        Some(b) => format!("not checked: {} is {} ({})", b.type_, b.status.as_str(), b.reason),
+                        None => "not checked yet".to_owned(),
+                    };
+                    Wanted::new(t, Status::Unknown, Reason::Waiting, message)
+                }
+            })
+            .collect()
+    }
+
+    /// The status this controller owns, conditions keeping their `lastTransitionTime` from
+    /// `previous` unless their status flips.
+    pub fn status(&self, previous: Option<&ForeignClusterStatus>, join: bool, generation: Option<i64>, now: &Time) -> ForeignClusterStatus {
+        let before = previous.map(|p| p.conditions.as_slice()).unwrap_or_default();
+        ForeignClusterStatus {
+            conditions: conditions::set_all(before, self.wanted(join), generation, now),
+            ca_data_ref: self.ca_data_ref.clone(),
+            ca_fingerprint: self.ca_fingerprint.clone(),
+            outgoing: self.outgoing.clone(),
+            auth_status: self.auth_status,
+            ..Default::default()
+        }
+    }
+}
+
+/// The part of a stored status this controller owns (pure).
+pub fn owned(status: Option<&ForeignClusterStatus>) -> ForeignClusterStatus {
+    let mut s = status.cloned().unwrap_or_default();
+    s.incoming = None;
+    s.ttl = None;
+    s.last_seen = None;
+    s
+}
+
+/// A change of phase worth an Event: whether it is a warning, its reason and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub warning: bool,
+    pub reason: Reason,
+    pub message: String,
+}
+
+/// Reasons that are steps of normal progress, not worth a warning.
+fn expected(reason: Reason) -> bool {
+    matches!(
+        reason,
+        Reason::Anonymous
+            | Reason::UntrustedAllowed
+            | Reason::WaitingForAdvertisement
+            | Reason::Unjoined
+            | Reason::NotJoined
+            | Reason::Waiting
+            | Reason::UnjoinPending
+    )
+}
+
+/// The Events the move from `before` to `after` deserves (pure): one Warning per phase that
+/// became False for a new reason that is not normal progress, one Normal `Joined` when the
+/// peering is established.
+pub fn changes(before: &[Condition], after: &[Condition]) -> Vec<Change> {
+    after
+        .iter()
+        .filter(|c| conditions::get(before, &c.type_).is_none_or(|b| b.status != c.status || b.reason != c.reason))
+        .filter_map(|c| {
+            let reason = Reason::parse(&c.reason)?;
+            let message = c.message.clone();
+            match c.status.as_str() {
+                "False" if !expected(reason) => Some(Change { warning: true, reason, message }),
+                "True" if reason == Reason::Joined => Some(Change { warning: false, reason, message }),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Writes `status` (server-side apply, forced: this controller owns these fields) when it
+/// differs from what `fc` has; true when it wrote.
+pub async fn write(client: &Client, fc: &ForeignCluster, status: &ForeignClusterStatus) -> Result<bool> {
+    if owned(fc.status.as_ref()) == *status {
+        return Ok(false);
+    }
+    let body = serde_json::json!({
+        "apiVersion": "discovery.liqo.io/v1alpha1",
+        "kind": "ForeignCluster",
+        "status": status,
+    });
+    let params = PatchParams::apply(STATUS_MANAGER).force();
+    Api::<ForeignCluster>::all(client.clone()).patch_status(&fc.name_any(), &params, &Patch::Apply(body)).await?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap())
+    }
+
+    #[test]
+    fn phases_not_reached_are_unknown_and_say_what_stopped_them() {
+        let mut r = Report::default();
+        r.set(ConditionType::Trusted, Status::True, Reason::Trusted, "ok");
+        r.set(ConditionType::RemoteReachable, Status::False, Reason::RemoteUnreachable, "down");
+        let s = r.status(None, true, Some(3), &t(5));
+        let types: Vec<&str> = s.conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(types, ["Trusted", "Authenticated", "RemoteReachable", "CaVerified", "Joined"]);
+        let joined = conditions::get(&s.conditions, "Joined").unwrap();
+        assert_eq!((joined.status.as_str(), joined.reason.as_str()), ("Unknown", "Waiting"));
+        assert!(joined.message.contains("RemoteReachable is False"), "{}", joined.message);
+        assert!(s.conditions.iter().all(|c| c.observed_generation == Some(3)));
+        // With join false, what was not set says so.
+        let s = Report::default().status(None, false, Some(3), &t(5));
+        assert!(s.conditions.iter().all(|c| c.reason == "NotJoined" && c.status == "Unknown"));
+    }
+
+    #[test]
+    fn a_joining_report_carries_what_the_status_knew() {
+        let previous = ForeignClusterStatus {
+            ca_fingerprint: Some("fp".into()),
+            outgoing: Some(OutgoingStatus { joined: true, ..Default::default() }),
+            incoming: Some(liqo_api::IncomingStatus { joined: true, peering_request: None }),
+            ..Default::default()
+        };
+        let r = Report::joining(Some(&previous));
+        let s = r.status(Some(&previous), true, None, &t(1));
+        assert_eq!(s.ca_fingerprint.as_deref(), Some("fp"));
+        assert!(s.outgoing.unwrap().joined);
+        assert_eq!(s.incoming, None, "incoming belongs to another controller");
+        assert_eq!(owned(Some(&previous)).incoming, None);
+    }
+
+    #[test]
+    fn one_event_per_real_change() {
+        let c = |t: &str, s: &str, r: &str| Condition {
+            type_: t.into(),
+            status: s.into(),
+            reason: r.into(),
+            message: "m".into(),
+            observed_generation: None,
+            last_transition_time: t0(),
+        };
+        fn t0() -> Time {
+            Time(k8s_openapi::jiff::Timestamp::from_second(0).unwrap())
+        }
+        let joined = [c("Joined", "True", "Joined")];
+        let deleted = [c("Joined", "False", "AdvertisementDeleted")];
+        assert_eq!(changes(&[], &joined), [Change { warning: false, reason: Reason::Joined, message: "m".into() }]);
+        assert_eq!(changes(&joined, &deleted), [Change { warning: true, reason: Reason::AdvertisementDeleted, message: "m".into() }]);
+        // Nothing changed: nothing to say.
+        assert!(changes(&deleted, &deleted).is_empty());
+        // Normal progress is not a warning.
+        assert!(changes(&[], &[c("Joined", "False", "WaitingForAdvertisement"), c("Trusted", "Unknown", "Waiting")]).is_empty());
+    }
+}

@@ -1,0 +1,116 @@
+//! `spec.join: false`, or deletion, with the finalizer present — the cascade, in order:
+//!
+//! 1. our PeeringRequest and its Secret on the remote (with an identity; an anonymous requester
+//!    cannot delete). The remote's broadcaster then withdraws its Advertisement from us; if it
+//!    arrives after step 2 it is refused, which the remote takes as done;
+//! 2. here: the peer's Advertisement and its access (ServiceAccount, ClusterRole, binding); on
+//!    deletion also the identity and CA Secrets;
+//! 3. the status (join false: every phase `Unknown`/`NotJoined`, `Joined` False `Unjoined`,
+//!    outgoing cleared), then the finalizer, then one `Unjoined` Event.
+//!
+//! A remote that refuses us (it revoked our identity) is done with us. A remote that does not
+//! answer holds a `join: false` as `UnjoinPending`; a deleted ForeignCluster whose remote stays
+//! unreachable for the grace period completes locally (Event `RemoteGone`), so it never becomes
+//! undeletable.
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use liqo_api::names::{advertisement_name, ca_data_secret, peering_kubeconfig_secret};
+use liqo_api::reasons::{ConditionType as Phase, Reason, Status};
+use liqo_api::{Advertisement, ForeignCluster, OutgoingStatus, PeeringRequest, SecretRef};
+
+use super::report::Report;
+use super::way::Way;
+use super::{CA_KEY, Ctx, KUBECONFIG_KEY, decide, identity_secret, remove_finalizer};
+use crate::access::advertisement_access;
+use crate::error::{Error, Result, Step};
+use crate::grant;
+use crate::peer::{Peers, RemoteAccess};
+
+/// Unjoins `fc` (see the module documentation).
+pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str) -> Result<Action> {
+    let name = fc.name_any();
+    let deleting = fc.metadata.deletion_timestamp.is_some();
+    let remote_id = fc.spec.remote_cluster_id().unwrap_or_default().to_owned();
+
+    // 1. The remote side.
+    let anonymous = Way::of(fc).is_some_and(|w| !w.reads_requests());
+    let mut gone_note = None;
+    if let Err(e) = withdraw_offer(fc, ctx, own_id).await {
+        ctx.forget_remote(&name);
+        if e.is_refusal() {
+            gone_note = Some(format!("the remote refuses our identity ({e}): it is done with us; unjoined locally"));
+        } else if decide::give_up_on_remote(fc.metadata.deletion_timestamp.as_ref(), &super::now(), ctx.timing.unjoin_grace) {
+            let grace = ctx.timing.unjoin_grace.as_secs();
+            gone_note = Some(format!(
+                "the remote stayed unreachable for {grace}s after deletion ({e}); unjoined locally, our PeeringRequest may remain there"
+            ));
+        } else {
+            if !deleting {
+                let mut r = Report::joining(fc.status.as_ref());
+                let message = format!("cannot remove our PeeringRequest from the remote yet: {e}");
+                r.set(Phase::Joined, Status::True, Reason::UnjoinPending, message);
+                ctx.publish(fc, &r, false).await?;
+            }
+            return Ok(Action::requeue(ctx.timing.retry));
+        }
+    }
+
+    // 2. Our side.
+    if !remote_id.is_empty() {
+        grant::delete(&Api::<Advertisement>::all(ctx.client.clone()), &advertisement_name(&remote_id)).await?;
+        grant::revoke(&ctx.client, &ctx.namespace, &advertisement_access(&remote_id, &ctx.namespace)).await?;
+    }
+    ctx.forget_remote(&name);
+    if deleting {
+        // Owner references would remove them with a garbage collector; do not depend on one.
+        ctx.delete_local_secret(&identity_secret(&name)).await?;
+        ctx.delete_local_secret(&ca_data_secret(&name)).await?;
+    } else {
+        // 3. The status, then the finalizer.
+        ctx.publish(fc, &unjoined(fc, ctx, anonymous), false).await?;
+    }
+    remove_finalizer(fc, &ctx.client).await?;
+    if let Some(note) = gone_note {
+        ctx.event(fc, true, "RemoteGone", note).await;
+    }
+    ctx.event(fc, false, "Unjoined", format!("unjoined from cluster {remote_id}")).await;
+    Ok(Action::await_change())
+}
+
+/// Deletes our PeeringRequest and its Secret on the remote, when we hold an identity there.
+async fn withdraw_offer<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str) -> Result<()> {
+    let name = fc.name_any();
+    let (Some(kubeconfig), Some(ca_pem)) =
+        (ctx.secret_value(&identity_secret(&name), KUBECONFIG_KEY), ctx.secret_value(&ca_data_secret(&name), CA_KEY))
+    else {
+        return Ok(());
+    };
+    let access = RemoteAccess { kubeconfig, api_url: fc.spec.api_url.clone(), ca_pem: Some(ca_pem) };
+    let remote = ctx.remote_client(&name, access).await?;
+    let remote_err = |e| Error::remote_api(Step::ApiServer, e);
+    grant::delete_raw(&Api::<PeeringRequest>::all(remote.clone()), own_id).await.map_err(remote_err)?;
+    let secrets = Api::<Secret>::namespaced(remote, fc.spec.remote_namespace());
+    grant::delete_raw(&secrets, &peering_kubeconfig_secret(own_id)).await.map_err(remote_err)?;
+    Ok(())
+}
+
+/// The status after unjoin: no phase is checked, the pinned CA (kept) is still named.
+fn unjoined<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, anonymous: bool) -> Report {
+    let mut r = Report::default();
+    let ca = ca_data_secret(&fc.name_any());
+    if ctx.secret_value(&ca, CA_KEY).is_some() {
+        r.ca_data_ref = Some(SecretRef { name: ca, namespace: Some(ctx.namespace.clone()) });
+        r.ca_fingerprint = fc.status.as_ref().and_then(|s| s.ca_fingerprint.clone());
+    }
+    r.outgoing = Some(OutgoingStatus { joined: false, ..Default::default() });
+    let message = if anonymous {
+        "spec.join is false: the peer's access here is revoked; our PeeringRequest stays on the remote (an anonymous requester cannot delete it)"
+    } else {
+        "spec.join is false: our PeeringRequest was removed from the remote"
+    };
+    r.set(Phase::Joined, Status::False, Reason::Unjoined, message);
+    r
+}

@@ -1,0 +1,145 @@
+//! The two ways of reaching a remote, which differ only in how trust, the CA and the identity
+//! are obtained and in what we may do with our PeeringRequest there:
+//!
+//! - **auth service** (`spec.authUrl`, seed 002, recommended): trust from the auth service's
+//!   certificate, the CA from its `/ca`, an identity from its `/identity`; our Secret and
+//!   PeeringRequest are applied with that identity, read back every health round, and deleted
+//!   on unjoin;
+//! - **anonymous** (`spec.apiUrl` + cluster ID, no `authUrl`: seed 003's manual form and
+//!   seed-003-style DNS zones; the seed-001 way): trust from the API server's certificate, the
+//!   CA from its anonymously readable `kube-public/cluster-info` (kubeadm and kind publish it),
+//!   no identity. The remote must opt in (`manifests/anonymous-peering/` there) and its webhook
+//!   judges the request by policy alone. An anonymous requester can create, never read, change
+//!   or delete: "already exists" is fine, health is `/version`, and on unjoin our
+//!   PeeringRequest stays there (its admin removes it).
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+use kube::{Client, ResourceExt};
+use liqo_api::{ForeignCluster, PeeringRequest, TrustMode};
+
+use super::FIELD_MANAGER;
+use crate::error::{Error, Result, Step, is_conflict};
+use crate::grant;
+use crate::peer::Peers;
+
+/// How a ForeignCluster reaches its remote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Way<'a> {
+    AuthService { auth_url: &'a str },
+    Anonymous { api_url: &'a str },
+}
+
+impl<'a> Way<'a> {
+    /// The way `fc` peers, `None` when it has neither an auth URL nor an API URL with a cluster ID.
+    pub fn of(fc: &'a ForeignCluster) -> Option<Self> {
+        let nonempty = |u: &'a Option<String>| u.as_deref().filter(|u| !u.is_empty());
+        match (nonempty(&fc.spec.auth_url), nonempty(&fc.spec.api_url)) {
+            (Some(auth_url), _) => Some(Way::AuthService { auth_url }),
+            (None, Some(api_url)) if fc.spec.remote_cluster_id().is_some() => Some(Way::Anonymous { api_url }),
+            _ => None,
+        }
+    }
+
+    /// The URL whose certificate decides trust.
+    pub fn url(self) -> &'a str {
+        match self {
+            Way::AuthService { auth_url } => auth_url,
+            Way::Anonymous { api_url } => api_url,
+        }
+    }
+
+    /// What presents that certificate.
+    pub fn what(self) -> &'static str {
+        match self {
+            Way::AuthService { .. } => "auth service",
+            Way::Anonymous { .. } => "API server",
+        }
+    }
+
+    /// Where the remote API server's CA comes from.
+    pub fn ca_source(self) -> &'static str {
+        match self {
+            Way::AuthService { .. } => "its auth service",
+            Way::Anonymous { .. } => "kube-public/cluster-info",
+        }
+    }
+
+    /// Whether our PeeringRequest on the remote can be read (and deleted) by us.
+    pub fn reads_requests(self) -> bool {
+        matches!(self, Way::AuthService { .. })
+    }
+
+    /// The remote API server's CA, verified as `trust` says.
+    pub async fn fetch_ca<P: Peers>(self, peers: &P, trust: TrustMode) -> Result<String> {
+        match self {
+            Way::AuthService { auth_url } => peers.ca(auth_url, trust).await,
+            Way::Anonymous { api_url } => peers.cluster_info_ca(api_url, trust).await,
+        }
+    }
+
+    /// The CA the remote presents now, only to compare it with the pinned one (never accepted).
+    pub async fn presented_ca<P: Peers>(self, peers: &P, trust: TrustMode) -> Option<String> {
+        match self {
+            Way::AuthService { auth_url } => peers.ca(auth_url, trust).await.ok(),
+            Way::Anonymous { api_url } => peers.cluster_info_ca(api_url, TrustMode::Untrusted).await.ok(),
+        }
+    }
+
+    /// Whether the remote API server answers; with an identity, our PeeringRequest there
+    /// (`Some(None)`: it is not there). `None`: answers, but we cannot read it.
+    pub async fn reach(self, remote: &Client, own_id: &str) -> Result<Option<Option<PeeringRequest>>> {
+        let answer = match self {
+            Way::AuthService { .. } => Api::<PeeringRequest>::all(remote.clone()).get_opt(own_id).await.map(Some),
+            Way::Anonymous { .. } => remote.apiserver_version().await.map(|_| None),
+        };
+        answer.map_err(|e| Error::remote_api(Step::ApiServer, e))
+    }
+
+    /// Puts our Secret and PeeringRequest on the remote: applied with an identity, created
+    /// anonymously ("already exists" is fine: an anonymous requester cannot look).
+    pub async fn put_offer(self, remote: &Client, secret: &Secret, request: &PeeringRequest) -> Result<()> {
+        let namespace = secret.namespace().unwrap_or_default();
+        let secrets = Api::<Secret>::namespaced(remote.clone(), &namespace);
+        let requests = Api::<PeeringRequest>::all(remote.clone());
+        let remote_err = |e| Error::remote_api(Step::ApiServer, e);
+        match self {
+            Way::AuthService { .. } => {
+                grant::apply_raw(&secrets, FIELD_MANAGER, secret).await.map_err(remote_err)?;
+                grant::apply_raw(&requests, FIELD_MANAGER, request).await.map_err(remote_err)?;
+            }
+            Way::Anonymous { .. } => {
+                let pp = PostParams::default();
+                let exists_is_fine = |r: kube::Result<()>| match r {
+                    Err(e) if is_conflict(&e) => Ok(()),
+                    other => other,
+                };
+                exists_is_fine(secrets.create(&pp, secret).await.map(drop)).map_err(remote_err)?;
+                exists_is_fine(requests.create(&pp, request).await.map(drop)).map_err(remote_err)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fc(spec: serde_json::Value) -> ForeignCluster {
+        serde_json::from_value(serde_json::json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
+            "metadata": {"name": "x"}, "spec": spec}))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_auth_url_wins_and_the_api_url_needs_a_cluster_id() {
+        let both = fc(serde_json::json!({"authUrl": "https://a:1", "apiUrl": "https://b:2", "clusterID": "x"}));
+        assert_eq!(Way::of(&both), Some(Way::AuthService { auth_url: "https://a:1" }));
+        let api = fc(serde_json::json!({"apiUrl": "https://b:2", "clusterID": "x"}));
+        assert_eq!(Way::of(&api), Some(Way::Anonymous { api_url: "https://b:2" }));
+        assert!(!Way::of(&api).unwrap().reads_requests());
+        assert_eq!(Way::of(&fc(serde_json::json!({"apiUrl": "https://b:2"}))), None);
+        assert_eq!(Way::of(&fc(serde_json::json!({"authUrl": "", "clusterID": "x"}))), None);
+    }
+}
