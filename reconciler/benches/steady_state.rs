@@ -38,18 +38,30 @@ struct Counts {
     writes: AtomicUsize,
 }
 
-/// A mock API server that answers every GET with our PeeringRequest (a healthy remote) and
-/// counts reads and writes.
-fn counting_api(counts: Arc<Counts>) -> Client {
+/// What the mock API server keeps: the status last written for each ForeignCluster.
+type Written = Arc<std::sync::Mutex<std::collections::HashMap<String, serde_json::Value>>>;
+
+/// A mock API server that answers every GET with our PeeringRequest (a healthy remote), keeps
+/// the ForeignCluster statuses written to it, and counts reads and writes.
+fn counting_api(counts: Arc<Counts>, written: Written) -> Client {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     tokio::spawn(async move {
         while let Some((req, send)) = handle.next_request().await {
             let counter = if req.method() == http::Method::GET { &counts.reads } else { &counts.writes };
             counter.fetch_add(1, Ordering::Relaxed);
-            let pr = json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "PeeringRequest", "metadata": {"name": HOME},
-                "spec": {"clusterIdentity": {"clusterID": HOME}, "namespace": "liqo",
-                         "kubeConfigRef": {"name": format!("pr-kubeconfig-{HOME}"), "namespace": "liqo"}}});
-            send.send_response(Response::builder().status(200).body(Body::from(serde_json::to_vec(&pr).unwrap())).unwrap());
+            let path = req.uri().path().to_owned();
+            let body: serde_json::Value = serde_json::from_slice(&req.into_body().collect_bytes().await.unwrap()).unwrap_or_default();
+            let answer = match path.strip_suffix("/status").and_then(|p| p.rsplit('/').next()) {
+                Some(name) => {
+                    written.lock().unwrap().insert(name.to_owned(), body["status"].clone());
+                    json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": name},
+                           "spec": {}, "status": body["status"]})
+                }
+                None => json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "PeeringRequest", "metadata": {"name": HOME},
+                    "spec": {"clusterIdentity": {"clusterID": HOME}, "namespace": "liqo",
+                             "kubeConfigRef": {"name": format!("pr-kubeconfig-{HOME}"), "namespace": "liqo"}}}),
+            };
+            send.send_response(Response::builder().status(200).body(Body::from(serde_json::to_vec(&answer).unwrap())).unwrap());
         }
     });
     Client::new(service, "default")
@@ -95,10 +107,42 @@ fn secret(name: String, key: &str, value: &str) -> Secret {
     }
 }
 
+/// What one round of reconciles over every peer cost.
+struct Period {
+    requests: usize,
+    writes: usize,
+    took: Duration,
+}
+
+impl Period {
+    async fn measure(ctx: &Arc<Ctx<OneRemote>>, fcs: &[Arc<ForeignCluster>], local: &Counts, remote: &Counts) -> Self {
+        let sum = |c: &Counts| (c.reads.load(Ordering::Relaxed), c.writes.load(Ordering::Relaxed));
+        let ((lr, lw), (rr, rw)) = (sum(local), sum(remote));
+        let started = Instant::now();
+        for fc in fcs {
+            reconcile(fc.clone(), ctx.clone()).await.unwrap();
+        }
+        let took = started.elapsed();
+        let ((lr2, lw2), (rr2, rw2)) = (sum(local), sum(remote));
+        Self { requests: (lr2 - lr) + (rr2 - rr), writes: (lw2 - lw) + (rw2 - rw), took }
+    }
+
+    fn print(&self, what: &str) {
+        println!(
+            "  {what}: {} requests for {PEERS} peers = {:.2} per peer, {} writes; {:.1} µs of reconcile per peer",
+            self.requests,
+            self.requests as f64 / PEERS as f64,
+            self.writes,
+            self.took.as_secs_f64() * 1e6 / PEERS as f64
+        );
+    }
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
         let (local, remote) = (Arc::new(Counts::default()), Arc::new(Counts::default()));
+        let written: Written = Default::default();
         let ca = liqo_certs::issue::new_ca("remote-api-ca", time::OffsetDateTime::now_utc(), time::Duration::days(1)).unwrap().cert_pem;
         let fp = liqo_certs::inspect::fingerprint_sha256(&ca).unwrap();
         let api_server = ApiServer { url: "https://remote.example:6443".into(), ca_pem: ca.clone() };
@@ -132,13 +176,13 @@ fn main() {
         let (_, id_rx) = watch::channel(Some(HOME.to_owned()));
         let (_, cfg_rx) = watch::channel(Some(ClusterConfigSpec::default()));
         let ctx = Arc::new(Ctx {
-            client: counting_api(local.clone()),
+            client: counting_api(local.clone(), written.clone()),
             namespace: "liqo".into(),
             cluster_id: id_rx,
             config: cfg_rx,
             api_server: ApiServer { url: "https://home.example:6443".into(), ca_pem: ca.clone() },
             auth_url: None,
-            peers: OneRemote(counting_api(remote.clone())),
+            peers: OneRemote(counting_api(remote.clone(), written.clone())),
             secrets,
             advertisements: adverts,
             recorder: None,
@@ -149,19 +193,37 @@ fn main() {
 
         // The ForeignClusters as the API server holds them once their status settled.
         let steady: Vec<Arc<ForeignCluster>> = fcs.state().into_iter().map(|fc| settle(fc, &fp)).collect();
-        let (r0, w0, lr0, lw0) = (
-            remote.reads.load(Ordering::Relaxed),
-            remote.writes.load(Ordering::Relaxed),
-            local.reads.load(Ordering::Relaxed),
-            local.writes.load(Ordering::Relaxed),
-        );
-        let started = Instant::now();
-        for fc in &steady {
-            reconcile(fc.clone(), ctx.clone()).await.unwrap();
+        let period = Period::measure(&ctx, &steady, &local, &remote).await;
+        let after_period = rss_kib();
+
+        // A round where every peer's Advertisement disappeared (one status write each), one where
+        // it came back (one more), then a health period again: nothing left to write.
+        let ids: Vec<String> = (0..PEERS).map(peer_id).collect();
+        for id in &ids {
+            let spec = AdvertisementSpec { cluster_id: id.clone(), kube_config_ref: None, resources: Default::default(), timestamp: None };
+            adverts_w.apply_watcher_event(&watcher::Event::Delete(Advertisement::new(&format!("advertisement-{id}"), spec)));
         }
-        let took = started.elapsed();
-        let requests = (remote.reads.load(Ordering::Relaxed) - r0) + (local.reads.load(Ordering::Relaxed) - lr0);
-        let writes = (remote.writes.load(Ordering::Relaxed) - w0) + (local.writes.load(Ordering::Relaxed) - lw0);
+        let lost = Period::measure(&ctx, &steady, &local, &remote).await;
+        let as_written = |fcs: &[Arc<ForeignCluster>]| -> Vec<Arc<ForeignCluster>> {
+            let written = written.lock().unwrap();
+            fcs.iter()
+                .map(|fc| {
+                    let mut fc = (**fc).clone();
+                    if let Some(status) = written.get(&fc.metadata.name.clone().unwrap()) {
+                        fc.status = Some(serde_json::from_value(status.clone()).unwrap());
+                    }
+                    Arc::new(fc)
+                })
+                .collect()
+        };
+        let after_loss = as_written(&steady);
+        for id in &ids {
+            let spec = AdvertisementSpec { cluster_id: id.clone(), kube_config_ref: None, resources: Default::default(), timestamp: None };
+            adverts_w.apply_watcher_event(&watcher::Event::Apply(Advertisement::new(&format!("advertisement-{id}"), spec)));
+        }
+        let back = Period::measure(&ctx, &after_loss, &local, &remote).await;
+        let settled_again = as_written(&after_loss);
+        let again = Period::measure(&ctx, &settled_again, &local, &remote).await;
         let after = rss_kib();
 
         println!("reconciler steady state, {PEERS} joined peers (mock API servers)");
@@ -173,12 +235,12 @@ fn main() {
             filled as f64 / baseline.max(1) as f64,
             (filled - baseline) as f64 / 1024.0
         );
-        println!("  RSS after a health period over every peer: {:.1} MiB", after as f64 / 1024.0);
-        println!(
-            "  one health period: {requests} requests for {PEERS} peers = {:.2} per peer, {writes} writes; {:.1} µs of reconcile per peer",
-            requests as f64 / PEERS as f64,
-            took.as_secs_f64() * 1e6 / PEERS as f64
-        );
+        println!("  RSS after a health period over every peer: {:.1} MiB", after_period as f64 / 1024.0);
+        println!("  RSS after the rounds where Advertisements went and came back: {:.1} MiB", after as f64 / 1024.0);
+        period.print("one health period");
+        lost.print("the round where every Advertisement disappeared");
+        back.print("the round where they came back");
+        again.print("the next health period");
     });
 }
 
@@ -198,18 +260,14 @@ fn settle(fc: Arc<ForeignCluster>, fp: &str) -> Arc<ForeignCluster> {
         advertisement: Some(format!("advertisement-{id}")),
     });
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
-    let c = |t: &'static str, s: bool, r: &'static str, m: String| liqo_reconciler::conditions::Wanted {
-        type_: t,
-        status: s,
-        reason: r,
-        message: m,
-    };
+    use liqo_api::reasons::{ConditionType as T, Reason as R, Status as S};
+    let c = liqo_reconciler::conditions::Wanted::new;
     for w in [
-        c("Trusted", false, "UntrustedAllowed", "unknown certificate authority, allowed by spec.allowUntrustedCA".into()),
-        c("Authenticated", true, "IdentityIssued", format!("identity stored in Secret {name}-identity")),
-        c("RemoteReachable", true, "Reachable", "the remote API server answered".into()),
-        c("CaVerified", true, "Pinned", format!("the remote API server certificate verified against CA {fp}")),
-        c("Joined", true, "Joined", "the remote accepted our PeeringRequest and advertises to us".into()),
+        c(T::Trusted, S::False, R::UntrustedAllowed, "unknown certificate authority, allowed by spec.allowUntrustedCA".to_owned()),
+        c(T::Authenticated, S::True, R::IdentityIssued, format!("identity stored in Secret {name}-identity")),
+        c(T::RemoteReachable, S::True, R::Reachable, "the remote API server answered".to_owned()),
+        c(T::CaVerified, S::True, R::Pinned, format!("the remote API server certificate verified against CA {fp}")),
+        c(T::Joined, S::True, R::Joined, "the remote accepted our PeeringRequest and advertises to us".to_owned()),
     ] {
         liqo_reconciler::conditions::set(&mut status.conditions, w, fc.metadata.generation, now.clone());
     }
