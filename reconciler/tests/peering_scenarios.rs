@@ -798,3 +798,193 @@ async fn anonymous_offer_is_made_again_when_the_advertisement_disappears() {
     let joined = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Joined").unwrap();
     assert_eq!(joined["reason"], "AdvertisementDeleted");
 }
+
+// The status is written whole: what it says after a change is all there is, and a round that
+// finds nothing new writes nothing.
+
+/// `fc` as the API server stores it after the status apply `written` (the applied status is
+/// all this controller owns).
+fn stored_after(mut fc: Value, written: &Value) -> Value {
+    fc["status"] = written["status"].clone();
+    fc
+}
+
+/// Condition `type_` of a status: (status, reason, message).
+fn condition_of(status: &Value, type_: &str) -> (String, String, String) {
+    let c = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == type_).unwrap_or_else(|| panic!("no {type_}"));
+    (c["status"].as_str().unwrap().into(), c["reason"].as_str().unwrap().into(), c["message"].as_str().unwrap().into())
+}
+
+#[tokio::test]
+async fn a_lost_advertisement_is_written_once_then_nothing_is_written() {
+    let remote = vec![call("GET", format!("{PRS}/{HOME}"), 200, our_pr()), call("GET", format!("{PRS}/{HOME}"), 200, our_pr())];
+    let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    let before = fc(joined_spec(), healthy_status(&w), true);
+    w.reconcile(before.clone()).await.unwrap();
+    let written = w.home.lock().unwrap()[0].2.clone();
+    // Server-side apply of the whole status: the Advertisement's name is gone from it, every
+    // phase is there.
+    assert_eq!(written["apiVersion"], "discovery.liqo.io/v1alpha1");
+    assert_eq!(written["status"]["outgoing"], json!({"joined": false, "remotePeeringRequestName": HOME}));
+    let types: Vec<&str> = written["status"]["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["Trusted", "Authenticated", "RemoteReachable", "CaVerified", "Joined"]);
+    assert_eq!(condition_of(&written["status"], "Joined").1, "AdvertisementDeleted");
+    let seen = w.home.lock().unwrap()[0].1.clone();
+    assert!(seen.contains("fieldManager=liqo-peering") && seen.contains("force=true"), "{seen}");
+
+    // The next health round over the stored object: the remote GET, and nothing written.
+    w.reconcile(stored_after(before, &written)).await.unwrap();
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
+}
+
+#[tokio::test]
+async fn a_fresh_peering_re_offers_over_a_request_left_by_an_earlier_one() {
+    // An earlier peering's request is still on the remote and says what we ask, but its
+    // ForeignCluster was deleted (our access revoked): the new one grants access again and
+    // refreshes the kubeconfig Secret on the remote.
+    let mut home = offer_home();
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    let mut remote = vec![call("GET", format!("{PRS}/{HOME}"), 200, our_pr())];
+    remote.extend(offer_remote());
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    w.reconcile(fc(joined_spec(), json!({}), true)).await.unwrap();
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
+    let status = w.home.lock().unwrap().last().unwrap().2["status"].clone();
+    assert_eq!(condition_of(&status, "Joined").1, "WaitingForAdvertisement");
+}
+
+fn webhook_refusal() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+           "message": "admission webhook \"peeringrequests.liqo.io\" denied the request: peeringPolicy RejectAll refuses every PeeringRequest"})
+}
+
+#[tokio::test]
+async fn a_refused_repair_says_not_joined_and_then_stays_quiet() {
+    // The peer withdrew (our request deleted, its Advertisement gone) and refuses a new one.
+    let round = |_: usize| {
+        vec![
+            call("GET", format!("{PRS}/{HOME}"), 404, not_found()),
+            call("PATCH", format!("/api/v1/namespaces/liqo-remote/secrets/pr-kubeconfig-{HOME}"), 200, Value::Null),
+            call("PATCH", format!("{PRS}/{HOME}"), 403, webhook_refusal()),
+        ]
+    };
+    let mut home = offer_home();
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    home.extend(offer_home());
+    let mut remote = round(0);
+    remote.extend(round(1));
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    let before = fc(joined_spec(), healthy_status(&w), true);
+    let action = w.reconcile(before.clone()).await.unwrap();
+    assert_eq!(action, Action::requeue(Timing::default().health));
+    let written = w.home.lock().unwrap().iter().find(|(_, p, _)| p.contains("/status")).unwrap().2.clone();
+    let (status, reason, message) = condition_of(&written["status"], "Joined");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "PeerRefused"));
+    assert!(message.contains("peeringPolicy RejectAll"), "the webhook's words: {message}");
+    assert_eq!(written["status"]["outgoing"], json!({"joined": false}));
+
+    // Next round, nothing changed: the same attempt, no status write.
+    w.reconcile(stored_after(before, &written)).await.unwrap();
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
+}
+
+#[tokio::test]
+async fn a_quick_rejoin_waits_for_the_previous_request_to_go() {
+    let mut terminating = our_pr();
+    terminating["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    terminating["metadata"]["finalizers"] = json!(["discovery.liqo.io/peered"]);
+    let remote = vec![call("GET", format!("{PRS}/{HOME}"), 200, terminating)];
+    let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    // As unjoin left it.
+    let status = json!({"outgoing": {"joined": false}});
+    let action = w.reconcile(fc(joined_spec(), status, true)).await.unwrap();
+    assert_eq!(action, Action::requeue(Timing::default().short));
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
+    let written = w.home.lock().unwrap()[0].2.clone();
+    let (_, reason, message) = condition_of(&written["status"], "Joined");
+    assert_eq!(reason, "WaitingForAdvertisement");
+    assert!(message.contains("still being deleted"), "{message}");
+}
+
+#[tokio::test]
+async fn after_unjoin_no_phase_claims_anything() {
+    let mut home = unjoin_local();
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
+    let mut w = world(home.clone(), unjoin_remote(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    let mut spec = joined_spec();
+    spec["join"] = json!(false);
+    w.reconcile(fc(spec, healthy_status(&w), true)).await.unwrap();
+    let written = w.home.lock().unwrap()[4].2.clone();
+    let status = &written["status"];
+    for phase in ["Trusted", "Authenticated", "RemoteReachable", "CaVerified"] {
+        let (s, reason, _) = condition_of(status, phase);
+        assert_eq!((s.as_str(), reason.as_str()), ("Unknown", "NotJoined"), "{phase}");
+    }
+    assert_eq!(condition_of(status, "Joined").1, "Unjoined");
+    assert_eq!(status["outgoing"], json!({"joined": false}));
+    assert!(status.get("authStatus").is_none(), "no stale authStatus: {status}");
+    // The pinned CA stays (its Secret is kept for a later join).
+    assert_eq!(status["caFingerprint"].as_str().unwrap(), liqo_certs::inspect::fingerprint_sha256(&w.pinned).unwrap());
+}
+
+#[tokio::test]
+async fn a_malformed_answer_is_not_called_unreachable() {
+    struct Garbled(Handle);
+    // Only /ids is asked (identification): it answers something malformed.
+    impl Peers for Garbled {
+        async fn probe_trust(&self, a: &str) -> Result<TrustMode, Error> {
+            self.0.probe_trust(a).await
+        }
+        async fn ids(&self, _: &str, _: TrustMode) -> Result<Ids, Error> {
+            Err(Error::RemoteInvalid { step: Step::Ids, message: format!("{AUTH}/ids: expected value at line 1 column 1") })
+        }
+        async fn ca(&self, a: &str, t: TrustMode) -> Result<String, Error> {
+            self.0.ca(a, t).await
+        }
+        async fn identity(&self, a: &str, t: TrustMode, r: &IdentityRequest) -> Result<IdentityResponse, Error> {
+            self.0.identity(a, t, r).await
+        }
+        async fn api_client(&self, a: &RemoteAccess) -> Result<Client, Error> {
+            self.0.api_client(a).await
+        }
+        async fn cluster_info_ca(&self, a: &str, t: TrustMode) -> Result<String, Error> {
+            self.0.cluster_info_ca(a, t).await
+        }
+    }
+    let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+    let w = world(home.clone(), vec![], TrustMode::Untrusted);
+    let ctx = Arc::new(Ctx {
+        client: w.ctx.client.clone(),
+        namespace: "liqo".into(),
+        cluster_id: w.ctx.cluster_id.clone(),
+        config: w.ctx.config.clone(),
+        api_server: w.ctx.api_server.clone(),
+        auth_url: None,
+        peers: Garbled(Handle(w.peer.clone())),
+        secrets: w.ctx.secrets.clone(),
+        advertisements: w.ctx.advertisements.clone(),
+        recorder: None,
+        timing: Timing::default(),
+        token_lifetime: Duration::from_secs(3600),
+        remotes: Default::default(),
+    });
+    let spec = json!({"join": true, "authUrl": AUTH, "discoveryType": "Manual", "allowUntrustedCA": true, "trustMode": "Untrusted"});
+    let fc: ForeignCluster = serde_json::from_value(fc(spec, json!({}), false)).unwrap();
+    reconcile(Arc::new(fc), ctx).await.unwrap();
+    expect(&w.home, &home);
+    let written = w.home.lock().unwrap()[0].2.clone();
+    let (status, reason, _) = condition_of(&written["status"], "RemoteReachable");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "RemoteInvalid"));
+}
