@@ -6,77 +6,13 @@
 
 mod common;
 
-use common::{Reconciler, cluster_id, ops_get, ready, reconciler_token, start_reconciler, terminate};
+use common::{Two, advertisement_status, fc_where, gone, ops_get, outgoing_joined, terminate, two_clusters};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use liqo_api::{Advertisement, ForeignCluster, PeeringRequest};
-use liqo_testenv::{ControlPlane, eventually, install_liqo};
+use liqo_testenv::{ControlPlane, eventually};
 use serde_json::json;
-
-/// Two control planes with Liqo's CRDs, each with a ready `liqo-reconciler`.
-struct Two {
-    home_cp: ControlPlane,
-    remote_cp: ControlPlane,
-    home: Client,
-    remote: Client,
-    home_rec: Reconciler,
-    remote_rec: Reconciler,
-    home_id: String,
-    remote_id: String,
-}
-
-async fn two_clusters() -> Option<Two> {
-    let home_cp = ControlPlane::start_or_skip().await?;
-    let remote_cp = ControlPlane::start_or_skip().await?;
-    let (home, remote) = (home_cp.admin(), remote_cp.admin());
-    install_liqo(&home, "liqo").await;
-    install_liqo(&remote, "liqo").await;
-    // Each reconciler runs with the permissions of manifests/reconciler/rbac.yaml only.
-    let home_rec = start_reconciler(&home_cp, "home", &reconciler_token(&home).await);
-    let remote_rec = start_reconciler(&remote_cp, "remote", &reconciler_token(&remote).await);
-    ready(&home_rec).await;
-    ready(&remote_rec).await;
-    let (home_id, remote_id) = (cluster_id(&home).await, cluster_id(&remote).await);
-    Some(Two { home_cp, remote_cp, home, remote, home_rec, remote_rec, home_id, remote_id })
-}
-
-async fn fc_where(client: &Client, name: &str, what: &str, pred: impl Fn(&ForeignCluster) -> bool) -> ForeignCluster {
-    let fcs: Api<ForeignCluster> = Api::all(client.clone());
-    eventually(what, || {
-        let fcs = fcs.clone();
-        let name = name.to_owned();
-        let pred = &pred;
-        async move { fcs.get_opt(&name).await.ok()?.filter(|f| pred(f)) }
-    })
-    .await
-}
-
-async fn gone<K>(api: &Api<K>, name: &str, what: &str)
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    eventually(what, || {
-        let api = api.clone();
-        let name = name.to_owned();
-        async move { matches!(api.get_opt(&name).await, Ok(None)).then_some(()) }
-    })
-    .await
-}
-
-/// Waits until PeeringRequest `name` reports `state` with condition `Advertised` of `reason`.
-async fn advertisement_status(prs: &Api<PeeringRequest>, name: &str, state: liqo_api::AdvertisementState, reason: &str) {
-    eventually(&format!("PeeringRequest {name} reporting {state:?}"), || async {
-        let status = prs.get(name).await.ok()?.status?;
-        let advertised = status.conditions.iter().find(|c| c.type_ == "Advertised")?;
-        (status.advertisement_status == Some(state) && advertised.reason == reason).then_some(())
-    })
-    .await;
-}
-
-fn outgoing_joined(f: &ForeignCluster) -> bool {
-    f.status.as_ref().and_then(|s| s.outgoing.as_ref()).is_some_and(|o| o.joined)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn join_health_unjoin_and_deletion_with_the_remote_gone() {

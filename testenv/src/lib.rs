@@ -69,8 +69,10 @@ pub struct ControlPlane {
     /// CA that signed the API server's serving certificate (PEM).
     pub ca_pem: String,
     pub dir: tempfile::TempDir,
+    /// How the API server is started, to start it again after [`ControlPlane::stop_apiserver`].
+    apiserver_command: (PathBuf, Vec<String>),
     // Dropped in field order: the API server stops before etcd.
-    _apiserver: Process,
+    _apiserver: Option<Process>,
     _etcd: Process,
 }
 
@@ -133,33 +135,29 @@ impl ControlPlane {
         let mut tokens = std::fs::File::create(d.join("tokens.csv")).map_err(|e| e.to_string())?;
         writeln!(tokens, "{ADMIN_TOKEN},admin,admin-uid,\"system:masters\"").map_err(|e| e.to_string())?;
 
-        let apiserver = Command::new(assets.join("kube-apiserver"))
-            .current_dir(d)
-            .args([
-                format!("--etcd-servers={etcd_url}"),
-                "--bind-address=127.0.0.1".to_owned(),
-                "--advertise-address=127.0.0.1".to_owned(),
-                format!("--secure-port={api_port}"),
-                format!("--cert-dir={}", d.join("apiserver-certs").display()),
-                format!("--tls-cert-file={}", certs.join("tls.crt").display()),
-                format!("--tls-private-key-file={}", certs.join("tls.key").display()),
-                "--service-account-issuer=https://kubernetes.default.svc".to_owned(),
-                format!("--service-account-key-file={}", d.join("sa.pub").display()),
-                format!("--service-account-signing-key-file={}", d.join("sa.key").display()),
-                format!("--token-auth-file={}", d.join("tokens.csv").display()),
-                "--authorization-mode=RBAC".to_owned(),
-                "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
-                "--disable-admission-plugins=ServiceAccount".to_owned(),
-                "--allow-privileged=true".to_owned(),
-            ])
-            .stdout(log("apiserver.log")?)
-            .stderr(log("apiserver.err.log")?)
-            .spawn()
-            .map_err(|e| format!("starting kube-apiserver: {e}"))?;
-        let apiserver = Process(apiserver);
+        let args = vec![
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".to_owned(),
+            "--advertise-address=127.0.0.1".to_owned(),
+            format!("--secure-port={api_port}"),
+            format!("--cert-dir={}", d.join("apiserver-certs").display()),
+            format!("--tls-cert-file={}", certs.join("tls.crt").display()),
+            format!("--tls-private-key-file={}", certs.join("tls.key").display()),
+            "--service-account-issuer=https://kubernetes.default.svc".to_owned(),
+            format!("--service-account-key-file={}", d.join("sa.pub").display()),
+            format!("--service-account-signing-key-file={}", d.join("sa.key").display()),
+            format!("--token-auth-file={}", d.join("tokens.csv").display()),
+            "--authorization-mode=RBAC".to_owned(),
+            "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+            "--disable-admission-plugins=ServiceAccount".to_owned(),
+            "--allow-privileged=true".to_owned(),
+        ];
+        let apiserver_command = (assets.join("kube-apiserver"), args);
+        let apiserver = spawn_apiserver(d, &apiserver_command)?;
 
         let ca_pem = std::fs::read_to_string(certs.join("ca.crt")).map_err(|e| e.to_string())?;
-        let mut cp = Self { url: format!("https://127.0.0.1:{api_port}"), ca_pem, dir, _apiserver: apiserver, _etcd: etcd };
+        let mut cp =
+            Self { url: format!("https://127.0.0.1:{api_port}"), ca_pem, dir, apiserver_command, _apiserver: Some(apiserver), _etcd: etcd };
         cp.wait_ready(Duration::from_secs(90)).await.map_err(StartError::Failed)?;
         Ok(cp)
     }
@@ -177,7 +175,7 @@ impl ControlPlane {
             if let Ok(Some(status)) = self._etcd.0.try_wait() {
                 return Err(format!("etcd exited ({status}):\n{}", self.log_tail("etcd.err.log")));
             }
-            if let Ok(Some(status)) = self._apiserver.0.try_wait() {
+            if let Some(Ok(Some(status))) = self._apiserver.as_mut().map(|p| p.0.try_wait()) {
                 return Err(format!("kube-apiserver exited ({status}):\n{}", self.log_tail("apiserver.err.log")));
             }
             match client.request_text(http_get("/readyz")).await {
@@ -187,6 +185,33 @@ impl ControlPlane {
                 }
                 _ => tokio::time::sleep(Duration::from_millis(250)).await,
             }
+        }
+    }
+
+    /// Stops the API server (SIGKILL), leaving etcd and every stored object: the cluster is
+    /// unreachable until [`ControlPlane::restart_apiserver`].
+    pub fn stop_apiserver(&mut self) {
+        self._apiserver = None;
+    }
+
+    /// Starts the API server again on the same address, with the same state; waits until ready.
+    pub async fn restart_apiserver(&mut self) {
+        self._apiserver = None;
+        let started = Instant::now();
+        // The port is ours again once the killed process let go of it.
+        loop {
+            match spawn_apiserver(self.dir.path(), &self.apiserver_command) {
+                Ok(p) => {
+                    self._apiserver = Some(p);
+                    match self.wait_ready(Duration::from_secs(60)).await {
+                        Ok(()) => return,
+                        Err(e) if started.elapsed() > Duration::from_secs(90) => panic!("kube-apiserver did not come back: {e}"),
+                        Err(_) => self._apiserver = None,
+                    }
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
 
@@ -219,6 +244,19 @@ impl ControlPlane {
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
+}
+
+fn spawn_apiserver(dir: &Path, (binary, args): &(PathBuf, Vec<String>)) -> Result<Process, StartError> {
+    let log =
+        |name: &str| std::fs::OpenOptions::new().create(true).append(true).open(dir.join(name)).map(Stdio::from).map_err(|e| e.to_string());
+    let child = Command::new(binary)
+        .current_dir(dir)
+        .args(args)
+        .stdout(log("apiserver.log")?)
+        .stderr(log("apiserver.err.log")?)
+        .spawn()
+        .map_err(|e| format!("starting kube-apiserver: {e}"))?;
+    Ok(Process(child))
 }
 
 fn http_get(path: &str) -> http::Request<Vec<u8>> {

@@ -5,8 +5,9 @@ use std::process::{Child, Command, Stdio};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
-use kube::api::Api;
-use liqo_testenv::{ControlPlane, eventually, free_port};
+use kube::api::{Api, PostParams};
+use liqo_api::{ForeignCluster, PeeringRequest};
+use liqo_testenv::{ControlPlane, eventually, free_port, install_liqo};
 
 /// A running `liqo-reconciler`, killed on drop.
 pub struct Reconciler {
@@ -31,25 +32,35 @@ pub async fn reconciler_token(admin: &Client) -> String {
 }
 
 pub fn start_reconciler(cp: &ControlPlane, name: &str, token: &str) -> Reconciler {
+    start_reconciler_with(cp, name, token, &[])
+}
+
+/// [`start_reconciler`] with extra flags (a later flag wins over the defaults here).
+pub fn start_reconciler_with(cp: &ControlPlane, name: &str, token: &str, extra: &[&str]) -> Reconciler {
     let (auth, ops) = (free_port(), free_port());
     let auth_url = format!("https://localhost:{auth}");
     let log = std::fs::File::create(cp.path().join(format!("{name}-reconciler.log"))).unwrap();
+    let mut args = vec![
+        "--namespace=liqo".to_owned(),
+        format!("--auth-listen=127.0.0.1:{auth}"),
+        format!("--ops-listen=127.0.0.1:{ops}"),
+        format!("--generate-cert-dir={}", cp.path().join(format!("{name}-auth-certs")).display()),
+        format!("--api-url={}", cp.url),
+        format!("--advertised-auth-url={auth_url}"),
+        "--health-period-seconds=2".to_owned(),
+        "--advertise-period-seconds=2".to_owned(),
+        "--unjoin-grace-seconds=5".to_owned(),
+        // Both reconcilers run in this machine's own network namespace: no multicast here.
+        "--no-mdns".to_owned(),
+    ];
+    // A flag given in `extra` replaces the default of the same name.
+    let flag = |a: &str| a.split('=').next().unwrap_or_default().to_owned();
+    args.retain(|a| !extra.iter().any(|e| flag(e) == flag(a)));
+    args.extend(extra.iter().map(|e| (*e).to_owned()));
     let child = Command::new(env!("CARGO_BIN_EXE_liqo-reconciler"))
         .env("KUBECONFIG", cp.kubeconfig(token))
         .env("RUST_LOG", "info,liqo_reconciler=debug")
-        .args([
-            "--namespace=liqo".to_owned(),
-            format!("--auth-listen=127.0.0.1:{auth}"),
-            format!("--ops-listen=127.0.0.1:{ops}"),
-            format!("--generate-cert-dir={}", cp.path().join(format!("{name}-auth-certs")).display()),
-            format!("--api-url={}", cp.url),
-            format!("--advertised-auth-url={auth_url}"),
-            "--health-period-seconds=2".to_owned(),
-            "--advertise-period-seconds=2".to_owned(),
-            "--unjoin-grace-seconds=5".to_owned(),
-            // Both reconcilers run in this machine's own network namespace: no multicast here.
-            "--no-mdns".to_owned(),
-        ])
+        .args(args)
         .stdout(log.try_clone().unwrap())
         .stderr(Stdio::from(log))
         .spawn()
@@ -96,4 +107,165 @@ pub async fn exited(r: &mut Reconciler) -> std::process::ExitStatus {
         async move { s }
     })
     .await
+}
+
+/// Sends `signal` (e.g. `STOP`, `CONT`) to the reconciler.
+pub fn signal(r: &Reconciler, signal: &str) {
+    assert!(Command::new("kill").args([&format!("-{signal}"), &r.child.id().to_string()]).status().unwrap().success());
+}
+
+/// The value of the sample of `/metrics` that starts with `series` (name and labels).
+pub async fn metric(r: &Reconciler, series: &str) -> f64 {
+    let (_, body) = ops_get(r, "/metrics").await.unwrap_or_default();
+    body.lines().find_map(|l| l.strip_prefix(series)?.trim().parse().ok()).unwrap_or(0.0)
+}
+
+/// Waits until the reconciler has reconciled ForeignClusters `n` more times (successfully).
+pub async fn reconciles_later(r: &Reconciler, n: f64) {
+    const SERIES: &str = r#"liqo_reconciler_reconciles_total{controller="foreign_cluster",result="ok"}"#;
+    let start = metric(r, SERIES).await;
+    eventually(&format!("{n} more ForeignCluster reconciles"), || async { (metric(r, SERIES).await >= start + n).then_some(()) }).await;
+}
+
+/// Events about the object named `regarding` with `reason`, counting each repetition of a
+/// series (the recorder folds repeats into one Event with a count).
+pub async fn event_count(client: &Client, reason: &str, regarding: &str) -> i32 {
+    let events = Api::<k8s_openapi::api::events::v1::Event>::all(client.clone()).list(&Default::default()).await.unwrap();
+    events
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some(reason) && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding))
+        .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+        .sum()
+}
+
+/// Warning Events about the object named `regarding`: (reason, note).
+pub async fn warnings(client: &Client, regarding: &str) -> Vec<(String, String)> {
+    let events = Api::<k8s_openapi::api::events::v1::Event>::all(client.clone()).list(&Default::default()).await.unwrap();
+    events
+        .items
+        .into_iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning") && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding))
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+/// Two control planes with Liqo's CRDs, each with a ready `liqo-reconciler`.
+pub struct Two {
+    pub home_cp: ControlPlane,
+    pub remote_cp: ControlPlane,
+    pub home: Client,
+    pub remote: Client,
+    pub home_rec: Reconciler,
+    pub remote_rec: Reconciler,
+    pub home_id: String,
+    pub remote_id: String,
+}
+
+pub async fn two_clusters() -> Option<Two> {
+    two_clusters_with(&[]).await
+}
+
+/// [`two_clusters`], the remote's reconciler started with `remote_flags` too.
+pub async fn two_clusters_with(remote_flags: &[&str]) -> Option<Two> {
+    let home_cp = ControlPlane::start_or_skip().await?;
+    let remote_cp = ControlPlane::start_or_skip().await?;
+    let (home, remote) = (home_cp.admin(), remote_cp.admin());
+    install_liqo(&home, "liqo").await;
+    install_liqo(&remote, "liqo").await;
+    // Each reconciler runs with the permissions of manifests/reconciler/rbac.yaml only.
+    let home_rec = start_reconciler(&home_cp, "home", &reconciler_token(&home).await);
+    let remote_rec = start_reconciler_with(&remote_cp, "remote", &reconciler_token(&remote).await, remote_flags);
+    ready(&home_rec).await;
+    ready(&remote_rec).await;
+    let (home_id, remote_id) = (cluster_id(&home).await, cluster_id(&remote).await);
+    Some(Two { home_cp, remote_cp, home, remote, home_rec, remote_rec, home_id, remote_id })
+}
+
+/// Waits for ForeignCluster `name` to satisfy `pred`; returns it.
+pub async fn fc_where(client: &Client, name: &str, what: &str, pred: impl Fn(&ForeignCluster) -> bool) -> ForeignCluster {
+    let fcs: Api<ForeignCluster> = Api::all(client.clone());
+    eventually(what, || {
+        let fcs = fcs.clone();
+        let name = name.to_owned();
+        let pred = &pred;
+        async move { fcs.get_opt(&name).await.ok()?.filter(|f| pred(f)) }
+    })
+    .await
+}
+
+/// Waits for `name` to be gone.
+pub async fn gone<K>(api: &Api<K>, name: &str, what: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(what, || {
+        let api = api.clone();
+        let name = name.to_owned();
+        async move { matches!(api.get_opt(&name).await, Ok(None)).then_some(()) }
+    })
+    .await
+}
+
+/// Waits until PeeringRequest `name` reports `state` with condition `Advertised` of `reason`.
+pub async fn advertisement_status(prs: &Api<PeeringRequest>, name: &str, state: liqo_api::AdvertisementState, reason: &str) {
+    eventually(&format!("PeeringRequest {name} reporting {state:?}"), || async {
+        let status = prs.get(name).await.ok()?.status?;
+        let advertised = status.conditions.iter().find(|c| c.type_ == "Advertised")?;
+        (status.advertisement_status == Some(state) && advertised.reason == reason).then_some(())
+    })
+    .await;
+}
+
+pub fn outgoing_joined(f: &ForeignCluster) -> bool {
+    f.status.as_ref().and_then(|s| s.outgoing.as_ref()).is_some_and(|o| o.joined)
+}
+
+/// The condition `type_` of a ForeignCluster: (status, reason, message).
+pub fn phase(f: &ForeignCluster, type_: &str) -> Option<(String, String, String)> {
+    let c = liqo_reconciler::conditions::get(&f.status.as_ref()?.conditions, type_)?;
+    Some((c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// Creates ForeignCluster `name` on `home` in seed 002's form (the remote's auth service, its
+/// self-signed CA allowed) with `join: true`.
+pub async fn peer_by_auth_url(home: &Client, name: &str, remote: &Reconciler) {
+    let fc: ForeignCluster = serde_json::from_value(serde_json::json!({
+        "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
+        "metadata": {"name": name},
+        "spec": {"authUrl": remote.auth_url, "join": true, "allowUntrustedCA": true}
+    }))
+    .unwrap();
+    Api::<ForeignCluster>::all(home.clone()).create(&PostParams::default(), &fc).await.unwrap();
+}
+
+/// Our admission webhook, in this process, serving `cp`'s API server (its `url:` configurations
+/// installed there, its stores fed by `admin`'s watches).
+pub struct Webhook {
+    _certs: tempfile::TempDir,
+    _handle: axum_server::Handle<std::net::SocketAddr>,
+}
+
+pub async fn start_webhook(admin: &Client) -> Webhook {
+    use liqo_webhook::server::{App, BODY_TIMEOUT, DEFAULT_MAX_BODY, admission_router, serve_https};
+    use liqo_webhook::tls::{CertFiles, ReloadingCert, server_config};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let certs = tempfile::tempdir().unwrap();
+    let sans = ["localhost".to_owned(), "127.0.0.1".to_owned()];
+    liqo_certs::files::ensure(certs.path(), &sans, time::OffsetDateTime::now_utc(), &Default::default()).unwrap();
+    let cert = ReloadingCert::load(CertFiles { cert: certs.path().join("tls.crt"), key: certs.path().join("tls.key") }).unwrap();
+    let view = std::sync::Arc::new(liqo_webhook::state::StoreView::start(admin.clone(), "liqo"));
+    let metrics = std::sync::Arc::new(liqo_webhook::metrics::Metrics::default());
+    let app = std::sync::Arc::new(App { view, metrics, max_body: DEFAULT_MAX_BODY, body_timeout: BODY_TIMEOUT });
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let handle = axum_server::Handle::new();
+    tokio::spawn(serve_https(listener, server_config(cert), admission_router(app), handle.clone()));
+    handle.listening().await.expect("webhook listening");
+    let manifest =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/webhook/webhook-configurations.yaml")).unwrap();
+    let ca = std::fs::read_to_string(certs.path().join("ca.crt")).unwrap();
+    let yaml = liqo_certs::inject_ca_bundle(&manifest, &ca, Some(&format!("https://127.0.0.1:{}", addr.port()))).unwrap();
+    liqo_testenv::create_manifest(admin, &yaml, "liqo").await;
+    Webhook { _certs: certs, _handle: handle }
 }

@@ -1,0 +1,274 @@
+//! The peering lifecycle off the happy path, on two real control planes (envtest convention:
+//! `KUBEBUILDER_ASSETS`), each with the `liqo-reconciler` binary running as in local
+//! development with the shipped RBAC (health period 2 s). Skips loudly without the assets.
+//!
+//! | order of events | test |
+//! |---|---|
+//! | the peer withdraws and refuses us (`RejectAll`), then accepts again | `the_peer_withdraws_under_reject_all_then_accepts_again` |
+//! | the remote API server down while the ForeignCluster is deleted; peering again after it is back | `peering_again_after_a_deletion_while_the_remote_was_down` |
+//! | unjoin while the remote's reconciler is paused | `unjoin_while_the_remote_reconciler_is_paused` |
+//! | a re-join within one health period | `a_quick_rejoin_is_quiet` |
+//! | the remote API server down during health, then back | `the_remote_down_during_health_then_back` |
+//! | the remote API server down during join | `the_remote_down_during_join` |
+//! | our reconciler killed (SIGKILL) mid-join and restarted | `the_reconciler_killed_mid_join` |
+//! | two joins racing (both clusters peer with each other at once) | `two_joins_racing` |
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use liqo_api::{Advertisement, ForeignCluster, PeeringRequest};
+use liqo_testenv::eventually;
+use serde_json::json;
+
+const FC: &str = "the-remote";
+
+async fn set_policy(client: &Client, policy: &str) {
+    let patch = json!({"spec": {"peeringPolicy": policy}});
+    Api::<liqo_api::ClusterConfig>::all(client.clone())
+        .patch("liqo-configuration", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+/// Both sides agree and nothing leaked: exactly our PeeringRequest on the remote, the remote's
+/// Advertisement here, the peer's access here, and (when `both`) the same the other way.
+async fn converged(t: &Two, both: bool) -> Option<()> {
+    let names = |prs: Vec<PeeringRequest>| prs.iter().map(|p| p.name_any()).collect::<Vec<_>>();
+    let remote_prs = Api::<PeeringRequest>::all(t.remote.clone()).list(&ListParams::default()).await.ok()?.items;
+    let home_prs = Api::<PeeringRequest>::all(t.home.clone()).list(&ListParams::default()).await.ok()?.items;
+    let home_adverts = Api::<Advertisement>::all(t.home.clone()).list(&ListParams::default()).await.ok()?.items;
+    let remote_adverts = Api::<Advertisement>::all(t.remote.clone()).list(&ListParams::default()).await.ok()?.items;
+    let adverts = |a: Vec<Advertisement>| a.iter().map(|a| a.name_any()).collect::<Vec<_>>();
+    let ok = names(remote_prs) == [t.home_id.clone()]
+        && adverts(home_adverts) == [format!("advertisement-{}", t.remote_id)]
+        && if both {
+            names(home_prs) == [t.remote_id.clone()] && adverts(remote_adverts) == [format!("advertisement-{}", t.home_id)]
+        } else {
+            home_prs.is_empty() && remote_adverts.is_empty()
+        };
+    let access = Api::<ServiceAccount>::namespaced(t.home.clone(), "liqo").get_opt(&t.remote_id).await.ok()?.is_some();
+    (ok && access).then_some(())
+}
+
+/// No access for the remote is left here, and no Secret of the peering.
+async fn nothing_left_here(t: &Two, fc: &str) {
+    let sas: Api<ServiceAccount> = Api::namespaced(t.home.clone(), "liqo");
+    gone(&sas, &t.remote_id, "the peer's ServiceAccount removed").await;
+    gone(&Api::<ClusterRole>::all(t.home.clone()), &t.remote_id, "the peer's ClusterRole removed").await;
+    gone(&Api::<ClusterRoleBinding>::all(t.home.clone()), &t.remote_id, "the peer's ClusterRoleBinding removed").await;
+    let secrets: Api<Secret> = Api::namespaced(t.home.clone(), "liqo");
+    for s in [format!("{fc}-identity"), format!("{fc}-ca-data")] {
+        gone(&secrets, &s, &format!("Secret {s} removed")).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_peer_withdraws_under_reject_all_then_accepts_again() {
+    let Some(t) = two_clusters().await else { return };
+    let _webhook = start_webhook(&t.remote).await;
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "joined", outgoing_joined).await;
+
+    // The remote refuses every peering and its admin deletes our PeeringRequest.
+    set_policy(&t.remote, "RejectAll").await;
+    let remote_prs: Api<PeeringRequest> = Api::all(t.remote.clone());
+    eventually("the remote's webhook refusing PeeringRequests", || async {
+        let probe: PeeringRequest = serde_json::from_value(json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "PeeringRequest",
+            "metadata": {"name": "11111111-2222-3333-4444-555555555555"},
+            "spec": {"clusterIdentity": {"clusterID": "11111111-2222-3333-4444-555555555555"}, "namespace": "liqo",
+                     "kubeConfigRef": {"name": "pr-kubeconfig-11111111-2222-3333-4444-555555555555", "namespace": "liqo"}}
+        }))
+        .unwrap();
+        let dry = kube::api::PostParams { dry_run: true, ..Default::default() };
+        match remote_prs.create(&dry, &probe).await {
+            Err(kube::Error::Api(s)) if s.message.contains("RejectAll") => Some(()),
+            _ => None,
+        }
+    })
+    .await;
+    remote_prs.delete(&t.home_id, &DeleteParams::default()).await.unwrap();
+
+    // Not joined, with the remote's refusal as the reason, and nothing stale in the status.
+    let refused = fc_where(&t.home, FC, "Joined False PeerRefused", |f| phase(f, "Joined").is_some_and(|p| p.1 == "PeerRefused")).await;
+    let (status, _, message) = phase(&refused, "Joined").unwrap();
+    assert_eq!(status, "False");
+    assert!(message.contains("RejectAll"), "the webhook's words: {message}");
+    let outgoing = refused.status.as_ref().unwrap().outgoing.clone().unwrap();
+    assert!(!outgoing.joined && outgoing.remote_peering_request_name.is_none(), "{outgoing:?}");
+    let withdrawn = fc_where(&t.home, FC, "the remote's Advertisement gone from the status", |f| {
+        f.status.as_ref().unwrap().outgoing.as_ref().unwrap().advertisement.is_none()
+    })
+    .await;
+
+    // While nothing changes: health rounds go on, nothing is written, no new Event.
+    let events = event_count(&t.home, "PeerRefused", FC).await;
+    assert_eq!(events, 1, "one Event for the change");
+    reconciles_later(&t.home_rec, 3.0).await;
+    let still = Api::<ForeignCluster>::all(t.home.clone()).get(FC).await.unwrap();
+    assert_eq!(still.resource_version(), withdrawn.resource_version(), "no write while the remote keeps refusing");
+    assert_eq!(event_count(&t.home, "PeerRefused", FC).await, events, "no new Event while nothing changes");
+
+    // The remote accepts again: joined again.
+    set_policy(&t.remote, "AcceptAll").await;
+    fc_where(&t.home, FC, "joined again", |f| outgoing_joined(f) && phase(f, "Joined").is_some_and(|p| p.0 == "True")).await;
+    eventually("converged", || converged(&t, false)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peering_again_after_a_deletion_while_the_remote_was_down() {
+    let Some(mut t) = two_clusters_with(&["--leader-election=false"]).await else { return };
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "joined", outgoing_joined).await;
+
+    // (The remote's reconciler runs without the Lease: a holder whose API server is gone for
+    // longer than the Lease would exit, and nothing here restarts it as a Deployment would.)
+    // The remote's API server stops; the ForeignCluster is deleted and completes locally after
+    // the grace period (5 s here), leaving our old PeeringRequest on the remote.
+    t.remote_cp.stop_apiserver();
+    Api::<ForeignCluster>::all(t.home.clone()).delete(FC, &DeleteParams::default()).await.unwrap();
+    gone(&Api::<ForeignCluster>::all(t.home.clone()), FC, "the ForeignCluster deleted with the remote down").await;
+    assert_eq!(event_count(&t.home, "RemoteGone", FC).await, 1);
+    nothing_left_here(&t, FC).await;
+
+    // The remote comes back, still holding the old request; peering again converges alone.
+    t.remote_cp.restart_apiserver().await;
+    let started = std::time::Instant::now();
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "joined again without touching the remote", outgoing_joined).await;
+    eprintln!("re-peered {:.1} s after the new ForeignCluster", started.elapsed().as_secs_f64());
+    let remote_prs: Api<PeeringRequest> = Api::all(t.remote.clone());
+    advertisement_status(&remote_prs, &t.home_id, liqo_api::AdvertisementState::Created, "Published").await;
+    eventually("converged", || converged(&t, false)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unjoin_while_the_remote_reconciler_is_paused() {
+    // The remote would wait 120 s for a peer it cannot reach: it must not wait for one that
+    // refuses it because we revoked its access on unjoin.
+    let Some(t) = two_clusters_with(&["--unjoin-grace-seconds=120"]).await else { return };
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "joined", outgoing_joined).await;
+    let remote_prs: Api<PeeringRequest> = Api::all(t.remote.clone());
+    advertisement_status(&remote_prs, &t.home_id, liqo_api::AdvertisementState::Created, "Published").await;
+
+    signal(&t.remote_rec, "STOP");
+    let fcs: Api<ForeignCluster> = Api::all(t.home.clone());
+    fcs.patch(FC, &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
+    let unjoined = fc_where(&t.home, FC, "unjoined here", |f| f.finalizers().is_empty() && !outgoing_joined(f)).await;
+    // Our request is Terminating on the remote: its reconciler holds the finalizer.
+    let pr = remote_prs.get(&t.home_id).await.unwrap();
+    assert!(pr.metadata.deletion_timestamp.is_some());
+
+    // Nothing stale in our status: no phase claims anything, no identity status, no Advertisement.
+    let status = unjoined.status.clone().unwrap();
+    assert_eq!(status.auth_status, None);
+    assert_eq!(status.outgoing, Some(liqo_api::OutgoingStatus { joined: false, ..Default::default() }));
+    for p in ["Trusted", "Authenticated", "RemoteReachable", "CaVerified"] {
+        assert_eq!(phase(&unjoined, p).map(|p| (p.0, p.1)), Some(("Unknown".into(), "NotJoined".into())), "{p}");
+    }
+    assert_eq!(phase(&unjoined, "Joined").unwrap().1, "Unjoined");
+
+    // The remote's reconciler resumes: its withdrawal is refused (we revoked it), which is done.
+    signal(&t.remote_rec, "CONT");
+    gone(&remote_prs, &t.home_id, "our PeeringRequest gone from the remote").await;
+    eventually("a PeeringEnded Event on the remote", || liqo_testenv::event(&t.remote, "PeeringEnded", &t.home_id)).await;
+    gone(&Api::<Advertisement>::all(t.home.clone()), &format!("advertisement-{}", t.remote_id), "no Advertisement here").await;
+    assert_eq!(event_count(&t.home, "Unjoined", FC).await, 1, "one Unjoined Event");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quick_rejoin_is_quiet() {
+    let Some(t) = two_clusters().await else { return };
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "joined", outgoing_joined).await;
+    let fcs: Api<ForeignCluster> = Api::all(t.home.clone());
+    fcs.patch(FC, &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
+    fc_where(&t.home, FC, "unjoined", |f| f.finalizers().is_empty()).await;
+    fcs.patch(FC, &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": true}}))).await.unwrap();
+    fc_where(&t.home, FC, "joined again", |f| outgoing_joined(f) && phase(f, "Joined").is_some_and(|p| p.0 == "True")).await;
+    eventually("converged", || converged(&t, false)).await;
+
+    // One Event per real change: one Unjoined, no warning for anything that did not go wrong,
+    // and no write conflict on the way.
+    assert_eq!(event_count(&t.home, "Unjoined", FC).await, 1);
+    assert_eq!(warnings(&t.home, FC).await, vec![], "no Warning Event");
+    let log = std::fs::read_to_string(t.home_cp.path().join("home-reconciler.log")).unwrap();
+    assert!(!log.contains("the object has been modified"), "a 409 on the normal path");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_remote_down_during_health_then_back() {
+    let Some(mut t) = two_clusters_with(&["--leader-election=false"]).await else { return };
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "joined", outgoing_joined).await;
+    t.remote_cp.stop_apiserver();
+    let down = fc_where(&t.home, FC, "RemoteReachable False", |f| phase(f, "RemoteReachable").is_some_and(|p| p.0 == "False")).await;
+    assert_eq!(phase(&down, "RemoteReachable").unwrap().1, "RemoteUnreachable");
+    assert_eq!(phase(&down, "Joined").map(|p| p.0), Some("Unknown".into()), "not known while the remote is down");
+    t.remote_cp.restart_apiserver().await;
+    fc_where(&t.home, FC, "healthy again", |f| phase(f, "RemoteReachable").is_some_and(|p| p.0 == "True") && outgoing_joined(f)).await;
+    eventually("converged", || converged(&t, false)).await;
+    assert_eq!(event_count(&t.home, "RemoteUnreachable", FC).await, 1, "one Event for the outage");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_remote_down_during_join() {
+    let Some(mut t) = two_clusters_with(&["--leader-election=false"]).await else { return };
+    t.remote_cp.stop_apiserver();
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    // The auth service still answers (identity needs the API server: refused or failing).
+    fc_where(&t.home, FC, "a phase says the remote fails", |f| {
+        ["Authenticated", "RemoteReachable"].iter().any(|p| phase(f, p).is_some_and(|p| p.0 == "False"))
+    })
+    .await;
+    t.remote_cp.restart_apiserver().await;
+    fc_where(&t.home, FC, "joined once the remote is back", outgoing_joined).await;
+    eventually("converged", || converged(&t, false)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reconciler_killed_mid_join() {
+    let Some(mut t) = two_clusters().await else { return };
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    // Killed as soon as the join has started (the finalizer is there), whatever step it is at.
+    fc_where(&t.home, FC, "the join started", |f| !f.finalizers().is_empty()).await;
+    t.home_rec.child.kill().unwrap();
+    t.home_rec.child.wait().unwrap();
+    let token = reconciler_token_again(&t.home).await;
+    t.home_rec = start_reconciler_with(&t.home_cp, "home-again", &token, &["--leader-election=false"]);
+    // The restarted reconciler serves another auth address: our request on the remote names it.
+    fc_where(&t.home, FC, "joined after the restart", outgoing_joined).await;
+    eventually("converged", || converged(&t, false)).await;
+}
+
+/// A token of the reconciler's ServiceAccount (its RBAC is installed already).
+async fn reconciler_token_again(admin: &Client) -> String {
+    liqo_testenv::service_account_token(admin, "liqo", "liqo-reconciler").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_joins_racing() {
+    let Some(t) = two_clusters().await else { return };
+    // Both clusters peer with each other at the same moment.
+    let (a, b) = tokio::join!(peer_by_auth_url(&t.home, FC, &t.remote_rec), peer_by_auth_url(&t.remote, "the-home", &t.home_rec));
+    let _ = (a, b);
+    fc_where(&t.home, FC, "home joined", outgoing_joined).await;
+    fc_where(&t.remote, "the-home", "remote joined", outgoing_joined).await;
+    // One ForeignCluster per peer on each side (the incoming one merged into ours), both ways.
+    let incoming_here = fc_where(&t.home, FC, "home's ForeignCluster incoming too", |f| {
+        f.status.as_ref().and_then(|s| s.incoming.as_ref()).is_some_and(|i| i.joined)
+    })
+    .await;
+    assert_eq!(incoming_here.spec.remote_cluster_id(), Some(t.remote_id.as_str()));
+    for (client, id) in [(&t.home, &t.remote_id), (&t.remote, &t.home_id)] {
+        let fcs = Api::<ForeignCluster>::all(client.clone()).list(&ListParams::default()).await.unwrap().items;
+        let for_peer = fcs.iter().filter(|f| f.spec.remote_cluster_id() == Some(id.as_str())).count();
+        assert_eq!(for_peer, 1, "one ForeignCluster for the peer: {:?}", fcs.iter().map(|f| f.name_any()).collect::<Vec<_>>());
+    }
+    eventually("converged both ways", || converged(&t, true)).await;
+}
