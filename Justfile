@@ -13,6 +13,10 @@ test:
 fmt:
     cargo fmt --all
 
+# Lints with warnings as errors (CI runs this before the tests).
+lint:
+    cargo clippy --workspace --all-targets -- -D warnings
+
 # Regenerate manifests/crds/ from the Rust types (a test fails when they drift).
 generate:
     cargo run -q -p liqo-api --bin crdgen

@@ -20,6 +20,8 @@ pub struct ResourceSummary {
 }
 
 /// An offer of resources from a peer cluster.
+// kube's printcolumn(name = .., type_ = .., json_path = ..) repeats its keys by design.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "sharing.liqo.io",

@@ -8,6 +8,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Cluster-wide Liqo settings; only the object named `liqo-configuration` is used.
+// kube's printcolumn(name = .., type_ = .., json_path = ..) repeats its keys by design.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "config.liqo.io",

@@ -77,6 +77,8 @@ pub enum AuthStatus {
 }
 
 /// A remote cluster this cluster knows about, and the state of the peering with it.
+// kube's printcolumn(name = .., type_ = .., json_path = ..) repeats its keys by design.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "discovery.liqo.io",

@@ -12,6 +12,8 @@ use crate::advertisement::AdvertisementState;
 use crate::foreign_cluster::ClusterIdentity;
 
 /// What a requester tells the cluster it wants to peer with.
+// kube's printcolumn(name = .., type_ = .., json_path = ..) repeats its keys by design.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "discovery.liqo.io",
@@ -69,6 +71,8 @@ pub struct PeeringRequestStatus {
 }
 
 /// The older name of PeeringRequest (seed 001); same schema, same treatment.
+// kube's printcolumn(name = .., type_ = .., json_path = ..) repeats its keys by design.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "discovery.liqo.io",

@@ -6,6 +6,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A DNS domain whose DNS-SD records list Liqo clusters to discover.
+// kube's printcolumn(name = .., type_ = .., json_path = ..) repeats its keys by design.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "discovery.liqo.io",

@@ -149,7 +149,7 @@ pub fn ca_bundle_patch(config: &Value, bundle_b64: &str) -> Option<Value> {
         ops.push(json!({"op": "test", "path": format!("/webhooks/{i}/name"), "value": name}));
         ops.push(json!({"op": "add", "path": format!("/webhooks/{i}/clientConfig/caBundle"), "value": bundle_b64}));
     }
-    (!ops.is_empty()).then(|| Value::Array(ops))
+    (!ops.is_empty()).then_some(Value::Array(ops))
 }
 
 async fn inject(client: &Client, resource: &ApiResource, name: &str, bundle_b64: &str) -> Result<bool> {

@@ -116,7 +116,7 @@ async fn sync(a: SyncArgs) -> anyhow::Result<()> {
         ca_secret: a.ca_secret,
         webhook: (!a.webhook_secret.is_empty())
             .then(|| Target { secret: a.webhook_secret, sans: service_dns_names(&a.webhook_service, &a.namespace) }),
-        others: (!a.auth_secret.is_empty()).then(|| Target { secret: a.auth_secret, sans: auth_sans }).into_iter().collect(),
+        others: (!a.auth_secret.is_empty()).then_some(Target { secret: a.auth_secret, sans: auth_sans }).into_iter().collect(),
         validating: a.validating.into_iter().filter(|n| !n.is_empty()).collect(),
         mutating: a.mutating.into_iter().filter(|n| !n.is_empty()).collect(),
         life: Lifetimes { serving: Duration::days(a.days), renew_before: Duration::days(a.renew_before_days), ..Lifetimes::default() },

@@ -52,7 +52,7 @@ pub fn summarize<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> ResourceSumma
 
 fn format_bytes(bytes: u64) -> String {
     for (suffix, factor) in [("Gi", 1u64 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)] {
-        if bytes >= factor && bytes % factor == 0 {
+        if bytes >= factor && bytes.is_multiple_of(factor) {
             return format!("{}{suffix}", bytes / factor);
         }
     }

@@ -473,10 +473,10 @@ fn an_address_change_is_announced_again() {
             async move {
                 let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
                 while let Ok(Ok(ev)) = tokio::time::timeout_at(deadline, rx.recv_async()).await {
-                    if let Some(Sighting::Found { cluster, .. }) = sighting_of(ev) {
-                        if cluster.auth_url.as_deref() == Some(want) {
-                            return true;
-                        }
+                    if let Some(Sighting::Found { cluster, .. }) = sighting_of(ev)
+                        && cluster.auth_url.as_deref() == Some(want)
+                    {
+                        return true;
                     }
                 }
                 false

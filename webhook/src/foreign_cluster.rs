@@ -42,13 +42,13 @@ pub fn normalize_url(field: &str, raw: &str) -> Result<String, Denial> {
 fn cluster_id(spec: &ForeignClusterSpec) -> Result<Option<&str>, Denial> {
     let nested = spec.cluster_identity.as_ref().map(|i| i.cluster_id.as_str()).filter(|s| !s.is_empty());
     let short = spec.cluster_id.as_deref().filter(|s| !s.is_empty());
-    if let (Some(a), Some(b)) = (nested, short) {
-        if a != b {
-            return Err(Denial::new(
-                Reason::ConflictingClusterIds,
-                format!("spec.clusterIdentity.clusterID ({a}) and spec.clusterID ({b}) disagree"),
-            ));
-        }
+    if let (Some(a), Some(b)) = (nested, short)
+        && a != b
+    {
+        return Err(Denial::new(
+            Reason::ConflictingClusterIds,
+            format!("spec.clusterIdentity.clusterID ({a}) and spec.clusterID ({b}) disagree"),
+        ));
     }
     let id = nested.or(short);
     if let Some(id) = id {
@@ -64,16 +64,16 @@ pub fn check(spec: Option<&ForeignClusterSpec>, old: Option<&ForeignClusterSpec>
     let empty = ForeignClusterSpec::default();
     let spec = spec.unwrap_or(&empty);
     let id = cluster_id(spec)?;
-    if let Some(old_id) = old.and_then(|o| o.remote_cluster_id()) {
-        if id != Some(old_id) {
-            return Err(Denial::new(
-                Reason::ImmutableField,
-                format!(
-                    "spec.clusterIdentity.clusterID is immutable once set (was {old_id}, now {:?}); create a new ForeignCluster instead",
-                    id.unwrap_or("")
-                ),
-            ));
-        }
+    if let Some(old_id) = old.and_then(|o| o.remote_cluster_id())
+        && id != Some(old_id)
+    {
+        return Err(Denial::new(
+            Reason::ImmutableField,
+            format!(
+                "spec.clusterIdentity.clusterID is immutable once set (was {old_id}, now {:?}); create a new ForeignCluster instead",
+                id.unwrap_or("")
+            ),
+        ));
     }
     for (field, value) in [("authUrl", &spec.auth_url), ("apiUrl", &spec.api_url)] {
         if let Some(v) = value {

@@ -90,13 +90,13 @@ pub fn review(c: &Candidate<'_>, local: &Local<'_>) -> Result<(), Denial> {
     if c.name != id {
         return Err(Denial::new(Reason::NameMismatch, format!("metadata.name ({}) must equal the requester cluster ID ({id})", c.name)));
     }
-    if let Some((ns, claimed)) = peer_identity(&c.user.username) {
-        if ns != local.namespace || claimed != id {
-            return Err(Denial::new(
-                Reason::IdentityMismatch,
-                format!("clusterID {id} is not allowed for this requester ({})", c.user.username),
-            ));
-        }
+    if let Some((ns, claimed)) = peer_identity(&c.user.username)
+        && (ns != local.namespace || claimed != id)
+    {
+        return Err(Denial::new(
+            Reason::IdentityMismatch,
+            format!("clusterID {id} is not allowed for this requester ({})", c.user.username),
+        ));
     }
     if let Some(old) = c.old_spec.filter(|_| c.operation == Operation::Update) {
         let old_id = requester_id(c.kind, old).ok();

@@ -156,7 +156,7 @@ pub struct RequestSeed {
 
 impl<'de: 'a, 'a> Deserialize<'de> for Request<'a> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(RequestSeed { typed: true }.deserialize(d)?)
+        RequestSeed { typed: true }.deserialize(d)
     }
 }
 

@@ -85,10 +85,10 @@ async fn handle(app: Arc<App>, endpoint: Endpoint, req: Request) -> Response {
     if !is_json(headers) {
         return app.refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, "content_type", "Content-Type must be application/json".into());
     }
-    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok()) {
-        if len > app.max_body {
-            return app.refuse(StatusCode::PAYLOAD_TOO_LARGE, "too_large", format!("the body exceeds {} bytes", app.max_body));
-        }
+    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+        && len > app.max_body
+    {
+        return app.refuse(StatusCode::PAYLOAD_TOO_LARGE, "too_large", format!("the body exceeds {} bytes", app.max_body));
     }
     let body = match read_body(&app, body).await {
         Ok(b) => b,

@@ -104,10 +104,10 @@ impl ClusterView for StoreView {
 
     fn is_known(&self, cluster_id: &str) -> bool {
         // Discovered ForeignClusters are named after the cluster ID; manual ones may not be.
-        if let Some(fc) = self.foreign.get(&ObjectRef::new(cluster_id)) {
-            if fc_cluster_id(&fc).is_none_or(|id| id == cluster_id) {
-                return true;
-            }
+        if let Some(fc) = self.foreign.get(&ObjectRef::new(cluster_id))
+            && fc_cluster_id(&fc).is_none_or(|id| id == cluster_id)
+        {
+            return true;
         }
         self.foreign.find(|fc| fc_cluster_id(fc) == Some(cluster_id)).is_some()
     }

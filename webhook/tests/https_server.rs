@@ -22,7 +22,9 @@ async fn bad_input_gets_a_clear_answer_and_never_kills_the_connection() {
     let r = running().await;
     let mut conn = connect(&r).await;
     let json = Some("application/json");
-    let cases: Vec<(&str, Option<&str>, Vec<u8>, u16, &str)> = vec![
+    // (method, content type, body, status, what the answer says)
+    type Case<'a> = (&'a str, Option<&'a str>, Vec<u8>, u16, &'a str);
+    let cases: Vec<Case> = vec![
         ("POST", json, b"{not json".to_vec(), 400, "not an AdmissionReview"),
         ("POST", json, b"".to_vec(), 400, "not an AdmissionReview"),
         ("POST", json, b"[1,2,3]".to_vec(), 400, "not an AdmissionReview"),

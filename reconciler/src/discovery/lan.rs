@@ -186,10 +186,11 @@ impl State {
             };
             let cached: Vec<&String> = self.present.iter().filter(|(_, c)| **c == id).map(|(f, _)| f).collect();
             let alive = answers(&ctx.peers, fc.spec.auth_url.as_deref(), &id).await;
-            if !alive && !cached.is_empty() {
-                if let Some((_, _, mdns)) = &self.mdns {
-                    cached.iter().for_each(|f| mdns.verify(f));
-                }
+            if !alive
+                && !cached.is_empty()
+                && let Some((_, _, mdns)) = &self.mdns
+            {
+                cached.iter().for_each(|f| mdns.verify(f));
             }
             match self.strikes.record(&id, alive || !cached.is_empty(), now) {
                 Verdict::Alive => {}
@@ -228,11 +229,10 @@ pub async fn run<P: Peers>(ctx: Arc<Ctx<P>>, shutdown: impl std::future::Future<
             r = cfg_rx.changed() => if r.is_err() { break },
             ev = async { match &browsing { Some(rx) => rx.recv_async().await.ok(), None => std::future::pending().await } } => {
                 match ev.and_then(sighting_of) {
-                    Some(s) => if let Some(own) = &own_id {
-                        if let Err(e) = state.sighted(&ctx, s, own, &config).await {
+                    Some(s) => if let Some(own) = &own_id
+                        && let Err(e) = state.sighted(&ctx, s, own, &config).await {
                             tracing::warn!(error = %e, label = e.label(), "recording a LAN cluster failed");
-                        }
-                    },
+                        },
                     None if browsing.as_ref().is_some_and(|rx| rx.is_disconnected()) => state.browsing = None,
                     None => {}
                 }

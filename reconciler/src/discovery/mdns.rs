@@ -136,7 +136,9 @@ impl Mdns {
         }
         let loopback = interfaces.loopback;
         set(daemon.disable_interface(IfKind::Predicate(IfPredicate::new(move |i| {
-            !(loopback && i.is_loopback()) && !is_multicast_capable(&i.name)
+            // Off: not multicast-capable, unless it is loopback and loopback was opted into.
+            let opted_loopback = loopback && i.is_loopback();
+            !opted_loopback && !is_multicast_capable(&i.name)
         }))))?;
         if !loopback {
             set(daemon.disable_interface(vec![IfKind::LoopbackV4, IfKind::LoopbackV6]))?;

@@ -113,10 +113,10 @@ pub fn merge(existing: Option<&ForeignCluster>, found: &DiscoveredCluster, finde
             s.insert(key.into(), json!(new));
         }
     }
-    if spec.namespace.as_deref().is_none_or(str::is_empty) {
-        if let Some(ns) = &found.namespace {
-            s.insert("namespace".into(), json!(ns));
-        }
+    if spec.namespace.as_deref().is_none_or(str::is_empty)
+        && let Some(ns) = &found.namespace
+    {
+        s.insert("namespace".into(), json!(ns));
     }
     let name_missing = spec.cluster_identity.as_ref().is_none_or(|i| i.cluster_name.as_deref().is_none_or(str::is_empty));
     if spec.remote_cluster_id().is_none() || (name_missing && found.cluster_name.is_some()) {
