@@ -2,8 +2,8 @@
 //! certificates signed by it with the right SANs, the checks that decide when to re-issue,
 //! and the caBundle injection into webhook configurations.
 //!
-//! Pure functions over PEM strings; [`files`] writes them to disk and [`serving`] serves them
-//! over HTTPS with reload on change.
+//! Pure functions over PEM strings; [`files`] writes them to disk (the `liqo-serve` crate serves
+//! them over HTTPS with reload on change).
 
 pub mod bundle;
 pub mod cluster;
@@ -11,7 +11,6 @@ pub mod files;
 pub mod inspect;
 pub mod issue;
 pub mod renew;
-pub mod serving;
 
 pub use bundle::{inject_ca_bundle, tls_secret_yaml};
 pub use inspect::{CertInfo, fingerprint_sha256, inspect, reissue_reason};

@@ -139,13 +139,14 @@ fn main() -> anyhow::Result<()> {
             sans.extend(hosts);
             let life = Lifetimes { serving: Duration::days(days), renew_before: Duration::days(renew_before_days), ..Lifetimes::default() };
             let outcome = ensure(&dir, &sans, OffsetDateTime::now_utc(), &life)?;
+            // Progress goes to stderr: `issue ... && inject ...` pipes only YAML into kubectl.
             match outcome.ca {
-                Some(why) => println!("new CA in {} ({why})", dir.display()),
-                None => println!("kept the CA in {}", dir.display()),
+                Some(why) => eprintln!("new CA in {} ({why})", dir.display()),
+                None => eprintln!("kept the CA in {}", dir.display()),
             }
             match outcome.serving {
-                Some(why) => println!("new serving certificate for {} ({why})", sans.join(", ")),
-                None => println!("kept the serving certificate"),
+                Some(why) => eprintln!("new serving certificate for {} ({why})", sans.join(", ")),
+                None => eprintln!("kept the serving certificate"),
             }
         }
         Command::Secret { dir, name, namespace } => {

@@ -15,7 +15,6 @@ use kube::Api;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 use liqo_api::{Advertisement, FederationRequest, ForeignCluster, PeeringRequest};
-use liqo_certs::serving::{CertFiles, ReloadingCert, serve_https, server_config, shutdown_signal};
 use liqo_reconciler::auth::client::Verify;
 use liqo_reconciler::auth::service::{ApiServer, AuthService, ensure_token_secret};
 use liqo_reconciler::broadcaster::Broadcasters;
@@ -29,6 +28,8 @@ use liqo_reconciler::peer::Network;
 use liqo_reconciler::singleton::keep;
 use liqo_reconciler::stores::reflect;
 use liqo_reconciler::{foreign_cluster, incoming};
+use liqo_serve::logging::LogFormat;
+use liqo_serve::{CertFiles, ReloadingCert, serve_https, server_config, shutdown_signal};
 use tokio::sync::watch;
 
 /// Liqo reconciler: keeps the cluster ID and the ClusterConfig, serves the auth service
@@ -68,9 +69,10 @@ struct Args {
     /// PEM file of the API server's CA, handed to peers (default: the CA this process trusts).
     #[arg(long, env = "LIQO_API_CA_FILE")]
     api_ca_file: Option<PathBuf>,
-    /// URL of this cluster's auth service as peers reach it, written into our PeeringRequests.
-    #[arg(long, env = "LIQO_AUTH_URL")]
-    advertised_auth_url: Option<String>,
+    /// URL of this cluster's auth service as peers reach it, written into our PeeringRequests
+    /// and advertised on the LAN (`--advertised-auth-url` is its older name).
+    #[arg(long, env = "LIQO_AUTH_URL", alias = "advertised-auth-url")]
+    auth_url: Option<String>,
     /// PEM file of extra CAs that make peers' auth services Trusted (besides the system roots).
     #[arg(long, env = "LIQO_TRUSTED_CA_FILE")]
     trusted_ca_file: Option<PathBuf>,
@@ -109,8 +111,8 @@ struct Args {
     #[arg(long, env = "LIQO_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
     leader_election: bool,
     /// Log format.
-    #[arg(long, env = "LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
-    log_format: String,
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -208,11 +210,7 @@ async fn discover(a: DiscoverArgs) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = Args::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    match args.log_format.as_str() {
-        "json" => tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).json().init(),
-        _ => tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).init(),
-    }
+    liqo_serve::logging::init(args.log_format);
     let _ = rustls::crypto::ring::default_provider().install_default();
     if let Some(Command::Discover(d)) = args.command.take() {
         return discover(d).await;
@@ -301,7 +299,7 @@ async fn main() -> anyhow::Result<()> {
         cluster_id: id_rx.clone(),
         config: cfg_rx.clone(),
         api_server: auth.api_server.clone(),
-        auth_url: args.advertised_auth_url.clone().filter(|u| !u.is_empty()),
+        auth_url: args.auth_url.clone().filter(|u| !u.is_empty()),
         peers: (*peers).clone(),
         secrets,
         advertisements,
@@ -341,7 +339,7 @@ async fn main() -> anyhow::Result<()> {
         recorder: Some(recorder.clone()),
     });
     let advertised_port = args
-        .advertised_auth_url
+        .auth_url
         .as_deref()
         .and_then(|u| url::Url::parse(u).ok())
         .and_then(|u| u.port_or_known_default())
@@ -355,7 +353,7 @@ async fn main() -> anyhow::Result<()> {
         namespace: ns.clone(),
         interfaces: Interfaces { allow: args.mdns_interfaces.clone(), loopback: args.mdns_loopback },
         auth_port: advertised_port,
-        auth_url: args.advertised_auth_url.clone().filter(|u| !u.is_empty()),
+        auth_url: args.auth_url.clone().filter(|u| !u.is_empty()),
         api_url: args.api_url.clone().filter(|u| !u.is_empty()),
         mdns_port: MDNS_PORT,
         recorder: Some(recorder.clone()),
@@ -462,4 +460,20 @@ async fn main() -> anyhow::Result<()> {
         claim.release().await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_auth_url_has_one_name_and_keeps_its_old_one() {
+        let a = Args::try_parse_from(["liqo-reconciler", "--auth-url", "https://a:1"]).unwrap();
+        assert_eq!(a.auth_url.as_deref(), Some("https://a:1"));
+        let old = Args::try_parse_from(["liqo-reconciler", "--advertised-auth-url", "https://b:2"]).unwrap();
+        assert_eq!(old.auth_url.as_deref(), Some("https://b:2"));
+        let json = Args::try_parse_from(["liqo-reconciler", "--log-format", "json"]).unwrap();
+        assert_eq!(json.log_format, LogFormat::Json);
+        assert!(Args::try_parse_from(["liqo-reconciler", "--log-format", "xml"]).is_err());
+    }
 }

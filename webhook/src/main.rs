@@ -13,6 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use liqo_api::PeeringPolicy;
+use liqo_serve::logging::LogFormat;
 use liqo_webhook::metrics::Metrics;
 use liqo_webhook::policy::PolicyConfig;
 use liqo_webhook::server::{App, BODY_TIMEOUT, DEFAULT_MAX_BODY, admission_router, ops_router, serve_https};
@@ -60,27 +61,38 @@ struct Args {
     #[arg(long)]
     cluster_id: Option<String>,
     /// Peering policy (with --standalone).
-    #[arg(long, default_value = "AcceptAll", value_parser = ["AcceptAll", "AcceptKnown", "RejectAll"])]
-    peering_policy: String,
+    #[arg(long, value_enum, default_value_t = Policy::AcceptAll)]
+    peering_policy: Policy,
     /// Log format.
-    #[arg(long, env = "LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
-    log_format: String,
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
 }
 
-fn init_logging(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    if format == "json" {
-        builder.json().init();
-    } else {
-        builder.init();
+/// `spec.peeringPolicy` values, as the command line takes them.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Policy {
+    #[value(name = "AcceptAll")]
+    AcceptAll,
+    #[value(name = "AcceptKnown")]
+    AcceptKnown,
+    #[value(name = "RejectAll")]
+    RejectAll,
+}
+
+impl From<Policy> for PeeringPolicy {
+    fn from(p: Policy) -> Self {
+        match p {
+            Policy::AcceptAll => PeeringPolicy::AcceptAll,
+            Policy::AcceptKnown => PeeringPolicy::AcceptKnown,
+            Policy::RejectAll => PeeringPolicy::RejectAll,
+        }
     }
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    init_logging(&args.log_format);
+    liqo_serve::logging::init(args.log_format);
     let _ = rustls::crypto::ring::default_provider().install_default();
 
     let metrics = Arc::new(Metrics::default());
@@ -99,7 +111,7 @@ async fn main() -> anyhow::Result<()> {
     let view: Arc<dyn ClusterView> = if args.standalone {
         let id = args.cluster_id.clone().unwrap_or_default();
         liqo_api::validate_cluster_id(&id).map_err(|e| anyhow::anyhow!("--cluster-id {id:?}: {e}"))?;
-        let policy: PeeringPolicy = serde_json::from_value(serde_json::json!(args.peering_policy))?;
+        let policy = PeeringPolicy::from(args.peering_policy);
         tracing::info!(cluster_id = %id, policy = policy.as_str(), "standalone: no API server");
         Arc::new(StaticView::new(&args.namespace, &id).with_policy(PolicyConfig { policy, ..Default::default() }))
     } else {
@@ -123,4 +135,17 @@ async fn main() -> anyhow::Result<()> {
     ops_server.await.context("ops server task")?.context("ops server")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_and_log_formats_parse_as_their_api_names() {
+        let a = Args::try_parse_from(["liqo-webhook", "--peering-policy", "RejectAll", "--log-format", "json"]).unwrap();
+        assert_eq!(PeeringPolicy::from(a.peering_policy), PeeringPolicy::RejectAll);
+        assert_eq!(a.log_format, LogFormat::Json);
+        assert!(Args::try_parse_from(["liqo-webhook", "--peering-policy", "rejectall"]).is_err());
+    }
 }

@@ -1,4 +1,4 @@
 //! The serving certificate and HTTPS plumbing shared with the auth service (see
-//! [`liqo_certs::serving`]).
+//! the `liqo-serve` crate).
 
-pub use liqo_certs::serving::{CertFiles, ReloadingCert, certified_key, serve_https, server_config, shutdown_signal};
+pub use liqo_serve::{CertFiles, ReloadingCert, certified_key, serve_https, server_config, shutdown_signal};

@@ -46,7 +46,7 @@ pub fn start_reconciler_with(cp: &ControlPlane, name: &str, token: &str, extra: 
         format!("--ops-listen=127.0.0.1:{ops}"),
         format!("--generate-cert-dir={}", cp.path().join(format!("{name}-auth-certs")).display()),
         format!("--api-url={}", cp.url),
-        format!("--advertised-auth-url={auth_url}"),
+        format!("--auth-url={auth_url}"),
         "--health-period-seconds=2".to_owned(),
         "--advertise-period-seconds=2".to_owned(),
         "--unjoin-grace-seconds=5".to_owned(),

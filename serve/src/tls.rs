@@ -1,7 +1,7 @@
-//! Serving HTTPS: the certificate, read from PEM files and reloaded when they change without a
-//! restart (Kubernetes Secret volumes replace the files by swapping a `..data` symlink, so the
-//! files' contents are compared on every poll rather than watched by inode), the rustls server
-//! configuration (ring provider), the server loop and the shutdown signal.
+//! The serving certificate, read from PEM files and reloaded when they change without a restart
+//! (Kubernetes Secret volumes replace the files by swapping a `..data` symlink, so the files'
+//! contents are compared on every poll rather than watched by inode), and the rustls server
+//! configuration (ring provider).
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -14,7 +14,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
-use crate::CertsError;
+use crate::ServeError;
 
 /// Where the certificate chain and key live.
 #[derive(Clone, Debug)]
@@ -24,24 +24,24 @@ pub struct CertFiles {
 }
 
 impl CertFiles {
-    fn read(&self) -> Result<(Vec<u8>, Vec<u8>), CertsError> {
-        let read = |p: &PathBuf| std::fs::read(p).map_err(|e| CertsError::Io { path: p.display().to_string(), source: e });
+    fn read(&self) -> Result<(Vec<u8>, Vec<u8>), ServeError> {
+        let read = |p: &PathBuf| std::fs::read(p).map_err(|e| ServeError::Io { path: p.display().to_string(), source: e });
         Ok((read(&self.cert)?, read(&self.key)?))
     }
 }
 
 /// Builds the rustls key from PEM bytes, checking that key and certificate belong together.
-pub fn certified_key(cert_pem: &[u8], key_pem: &[u8], files: &CertFiles) -> Result<CertifiedKey, CertsError> {
+pub fn certified_key(cert_pem: &[u8], key_pem: &[u8], files: &CertFiles) -> Result<CertifiedKey, ServeError> {
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| CertsError::Pem(format!("{}: {e}", files.cert.display())))?;
+        .map_err(|e| ServeError::Pem(format!("{}: {e}", files.cert.display())))?;
     if chain.is_empty() {
-        return Err(CertsError::Pem(format!("{}: no certificate in PEM", files.cert.display())));
+        return Err(ServeError::Pem(format!("{}: no certificate in PEM", files.cert.display())));
     }
-    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| CertsError::Pem(format!("{}: {e}", files.key.display())))?;
-    let signing = ring::sign::any_supported_type(&key).map_err(|e| CertsError::Key(e.to_string()))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| ServeError::Pem(format!("{}: {e}", files.key.display())))?;
+    let signing = ring::sign::any_supported_type(&key).map_err(|e| ServeError::Key(e.to_string()))?;
     let ck = CertifiedKey::new(chain, signing);
-    ck.keys_match().map_err(|e| CertsError::Key(e.to_string()))?;
+    ck.keys_match().map_err(|e| ServeError::Key(e.to_string()))?;
     Ok(ck)
 }
 
@@ -54,7 +54,7 @@ pub struct ReloadingCert {
 
 impl ReloadingCert {
     /// Loads the files once; fails when they are missing or invalid.
-    pub fn load(files: CertFiles) -> Result<Arc<Self>, CertsError> {
+    pub fn load(files: CertFiles) -> Result<Arc<Self>, ServeError> {
         let (cert, key) = files.read()?;
         let ck = certified_key(&cert, &key, &files)?;
         Ok(Arc::new(Self { files, current: RwLock::new((Arc::new(ck), cert, key)) }))
@@ -62,7 +62,7 @@ impl ReloadingCert {
 
     /// Re-reads the files; swaps in a changed, valid certificate. Returns whether it changed.
     /// A broken new pair is refused and the current certificate stays in use.
-    pub fn reload(&self) -> Result<bool, CertsError> {
+    pub fn reload(&self) -> Result<bool, ServeError> {
         let (cert, key) = self.files.read()?;
         {
             let current = self.current.read().expect("lock never poisoned");
@@ -122,37 +122,4 @@ pub fn server_config(cert: Arc<ReloadingCert>) -> Arc<ServerConfig> {
         .with_cert_resolver(cert);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Arc::new(config)
-}
-
-/// Serves `router` over TLS on `listener` until `handle` shuts it down. Accepted connections
-/// get `TCP_NODELAY` (keep-alive request/response traffic must not wait for delayed ACKs) and
-/// 10 s to send their request headers.
-pub async fn serve_https(
-    listener: std::net::TcpListener,
-    tls: Arc<ServerConfig>,
-    router: axum::Router,
-    handle: axum_server::Handle<std::net::SocketAddr>,
-) -> std::io::Result<()> {
-    listener.set_nonblocking(true)?;
-    let config = axum_server::tls_rustls::RustlsConfig::from_config(tls);
-    let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(config).acceptor(axum_server::accept::NoDelayAcceptor::new());
-    let mut server = axum_server::from_tcp(listener)?.acceptor(acceptor).handle(handle);
-    server.http_builder().http1().timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(Duration::from_secs(10));
-    server.serve(router.into_make_service()).await
-}
-
-/// Resolves on SIGTERM or Ctrl-C.
-pub async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        _ = term => {},
-    }
 }
