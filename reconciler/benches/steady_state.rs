@@ -19,7 +19,8 @@ use liqo_api::{Advertisement, AdvertisementSpec, ClusterConfigSpec, ForeignClust
 use liqo_reconciler::Error;
 use liqo_reconciler::auth::service::{ApiServer, kubeconfig};
 use liqo_reconciler::auth::wire::{IdentityRequest, IdentityResponse, Ids};
-use liqo_reconciler::foreign_cluster::{Ctx, MANAGED_BY, Timing, reconcile};
+use liqo_reconciler::context::Shared;
+use liqo_reconciler::foreign_cluster::{Ctx, MANAGED_BY, reconcile};
 use liqo_reconciler::peer::{Peers, RemoteAccess};
 use serde_json::json;
 use tokio::sync::watch;
@@ -175,21 +176,16 @@ fn main() {
 
         let (_, id_rx) = watch::channel(Some(HOME.to_owned()));
         let (_, cfg_rx) = watch::channel(Some(ClusterConfigSpec::default()));
-        let ctx = Arc::new(Ctx {
-            client: counting_api(local.clone(), written.clone()),
-            namespace: "liqo".into(),
-            cluster_id: id_rx,
-            config: cfg_rx,
-            api_server: ApiServer { url: "https://home.example:6443".into(), ca_pem: ca.clone() },
-            auth_url: None,
-            peers: OneRemote(counting_api(remote.clone(), written.clone())),
-            secrets,
-            advertisements: adverts,
-            recorder: None,
-            timing: Timing::default(),
-            token_lifetime: Duration::from_secs(3600),
-            remotes: Default::default(),
-        });
+        let shared = Shared::new(
+            counting_api(local.clone(), written.clone()),
+            "liqo",
+            id_rx,
+            cfg_rx,
+            Arc::new(OneRemote(counting_api(remote.clone(), written.clone()))),
+            fcs.clone(),
+        );
+        let api_server = ApiServer { url: "https://home.example:6443".into(), ca_pem: ca.clone() };
+        let ctx = Arc::new(Ctx::new(shared, api_server, None, secrets, adverts));
 
         // The ForeignClusters as the API server holds them once their status settled.
         let steady: Vec<Arc<ForeignCluster>> = fcs.state().into_iter().map(|fc| settle(fc, &fp)).collect();

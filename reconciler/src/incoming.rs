@@ -23,6 +23,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::broadcaster::Broadcasters;
+use crate::context::Shared;
 use crate::error::{Error, Result, is_conflict, is_not_found};
 use crate::peer::Peers;
 
@@ -50,13 +51,16 @@ impl Request for FederationRequest {
 
 /// What reconciles of incoming requests share.
 pub struct Ctx<P: Peers> {
-    pub client: Client,
-    pub foreign: Store<ForeignCluster>,
+    pub shared: Shared<P>,
     pub broadcasters: Arc<Broadcasters<P>>,
-    pub retry: Duration,
     /// How long the deletion of a request waits for an unreachable peer.
     pub withdraw_grace: Duration,
-    pub recorder: Option<kube::runtime::events::Recorder>,
+}
+
+impl<P: Peers> Ctx<P> {
+    pub fn new(shared: Shared<P>, broadcasters: Arc<Broadcasters<P>>, withdraw_grace: Duration) -> Self {
+        Self { shared, broadcasters, withdraw_grace }
+    }
 }
 
 /// The ForeignCluster standing for `cluster_id`, if we have one.
@@ -145,33 +149,33 @@ pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> R
             let waited = k8s_openapi::jiff::Timestamp::now().as_second() - deleted_at.0.as_second();
             if waited < ctx.withdraw_grace.as_secs() as i64 {
                 tracing::info!(peer = %id, error = %e, "cannot remove our Advertisement from the peer yet");
-                return Ok(Action::requeue(ctx.retry));
+                return Ok(Action::requeue(ctx.shared.retry));
             }
             tracing::warn!(peer = %id, error = %e, "peer unreachable; giving up on removing our Advertisement there");
         }
-        if let Some(fc) = find_foreign(&ctx.foreign, &id) {
-            set_incoming(&ctx.client, &fc, IncomingStatus { joined: false, peering_request: None }).await?;
+        if let Some(fc) = find_foreign(&ctx.shared.foreign, &id) {
+            set_incoming(&ctx.shared.client, &fc, IncomingStatus { joined: false, peering_request: None }).await?;
         }
         let rest = req.finalizers().iter().filter(|f| *f != FINALIZER_PEERED).cloned().collect();
-        set_finalizers(&ctx.client, &*req, rest).await?;
+        set_finalizers(&ctx.shared.client, &*req, rest).await?;
         let note = format!("the {} of cluster {id} is gone: our Advertisement withdrawn from it", K::KIND);
-        crate::events::publish(ctx.recorder.as_ref(), &*req, false, "Peering", "PeeringEnded", note).await;
+        crate::events::publish(ctx.shared.recorder.as_ref(), &*req, false, "Peering", "PeeringEnded", note).await;
         return Ok(Action::await_change());
     }
 
     if !held {
         let mut finalizers = req.finalizers().to_vec();
         finalizers.push(FINALIZER_PEERED.to_owned());
-        set_finalizers(&ctx.client, &*req, finalizers).await?;
+        set_finalizers(&ctx.shared.client, &*req, finalizers).await?;
         let note = format!("accepted the {} of cluster {id}: it gets our Advertisement", K::KIND);
-        crate::events::publish(ctx.recorder.as_ref(), &*req, false, "Peering", "PeeringAccepted", note).await;
+        crate::events::publish(ctx.shared.recorder.as_ref(), &*req, false, "Peering", "PeeringAccepted", note).await;
         return Ok(Action::await_change());
     }
 
-    let fc = match find_foreign(&ctx.foreign, &id) {
+    let fc = match find_foreign(&ctx.shared.foreign, &id) {
         Some(fc) => (*fc).clone(),
         None => {
-            let api: Api<ForeignCluster> = Api::all(ctx.client.clone());
+            let api: Api<ForeignCluster> = Api::all(ctx.shared.client.clone());
             match api.create(&PostParams::default(), &incoming_foreign_cluster(&id, spec)).await {
                 Ok(fc) => fc,
                 Err(e) if is_conflict(&e) => api.get(&id).await?,
@@ -179,7 +183,7 @@ pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> R
             }
         }
     };
-    set_incoming(&ctx.client, &fc, IncomingStatus { joined: true, peering_request: Some(id.clone()) }).await?;
+    set_incoming(&ctx.shared.client, &fc, IncomingStatus { joined: true, peering_request: Some(id.clone()) }).await?;
     let Some(source) = spec.kube_config_ref.clone() else {
         return Err(Error::invalid("spec.kubeConfigRef", "missing (the webhook requires it)"));
     };
@@ -189,7 +193,7 @@ pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> R
 
 fn error_policy<K: Request, P: Peers>(req: Arc<K>, e: &Error, ctx: Arc<Ctx<P>>) -> Action {
     tracing::warn!(kind = K::KIND, name = %req.name_any(), error = %e, "reconcile failed");
-    Action::requeue(ctx.retry)
+    Action::requeue(ctx.shared.retry)
 }
 
 /// Runs the controller of one request kind until shutdown.
@@ -198,7 +202,7 @@ pub async fn run<K: Request, P: Peers>(
     metrics: Arc<crate::metrics::Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    Controller::new(Api::<K>::all(ctx.client.clone()), watcher::Config::default().any_semantic())
+    Controller::new(Api::<K>::all(ctx.shared.client.clone()), watcher::Config::default().any_semantic())
         .graceful_shutdown_on(shutdown)
         .run(
             move |req, ctx| {

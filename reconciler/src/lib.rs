@@ -17,6 +17,7 @@ pub mod auth;
 pub mod broadcaster;
 pub mod conditions;
 pub mod config;
+pub mod context;
 pub mod discovery;
 pub mod error;
 pub mod events;

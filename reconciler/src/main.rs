@@ -19,6 +19,7 @@ use liqo_reconciler::auth::client::Verify;
 use liqo_reconciler::auth::service::{ApiServer, AuthService, ensure_token_secret};
 use liqo_reconciler::broadcaster::Broadcasters;
 use liqo_reconciler::config::ClusterConfigKeeper;
+use liqo_reconciler::context::Shared;
 use liqo_reconciler::discovery::dnssd::DnsSd;
 use liqo_reconciler::discovery::mdns::{Interfaces, MDNS_PORT};
 use liqo_reconciler::discovery::{lan, search_domain};
@@ -293,26 +294,18 @@ async fn main() -> anyhow::Result<()> {
                 && f.wait_until_ready().await.is_ok()
         }
     };
-    let fc_ctx = Arc::new(foreign_cluster::Ctx {
-        client: client.clone(),
-        namespace: ns.clone(),
-        cluster_id: id_rx.clone(),
-        config: cfg_rx.clone(),
-        api_server: auth.api_server.clone(),
-        auth_url: args.auth_url.clone().filter(|u| !u.is_empty()),
-        peers: (*peers).clone(),
-        secrets,
-        advertisements,
-        recorder: Some(recorder.clone()),
-        timing: foreign_cluster::Timing {
-            health: Duration::from_secs(args.health_period_seconds),
-            retry: Duration::from_secs(10),
-            unjoin_grace: Duration::from_secs(args.unjoin_grace_seconds),
-            ..Default::default()
-        },
-        token_lifetime: Duration::from_secs(args.token_lifetime_hours * 3600),
-        remotes: Default::default(),
-    });
+    let shared = Shared::new(client.clone(), &ns, id_rx.clone(), cfg_rx.clone(), peers.clone(), foreign.clone()).with_recorder(recorder);
+    let timing = foreign_cluster::Timing {
+        health: Duration::from_secs(args.health_period_seconds),
+        unjoin_grace: Duration::from_secs(args.unjoin_grace_seconds),
+        ..Default::default()
+    };
+    let auth_url = args.auth_url.clone().filter(|u| !u.is_empty());
+    let fc_ctx = Arc::new(
+        foreign_cluster::Ctx::new(shared.clone(), auth.api_server.clone(), auth_url.clone(), secrets, advertisements)
+            .with_timing(timing)
+            .with_token_lifetime(Duration::from_secs(args.token_lifetime_hours * 3600)),
+    );
     let broadcasters = Broadcasters::new(
         client.clone(),
         id_rx.clone(),
@@ -327,45 +320,20 @@ async fn main() -> anyhow::Result<()> {
         Some(server) => DnsSd::with_nameserver(server)?,
         None => DnsSd::system().context("the DNS resolver for SearchDomains (or set --dns-server)")?,
     };
-    let sd_ctx = Arc::new(search_domain::Ctx {
-        client: client.clone(),
-        foreign: foreign.clone(),
-        cluster_id: id_rx.clone(),
-        config: cfg_rx.clone(),
-        dns,
-        peers: (*peers).clone(),
-        period: Duration::from_secs(args.search_domain_period_seconds.max(1)),
-        last: Default::default(),
-        recorder: Some(recorder.clone()),
-    });
-    let advertised_port = args
-        .auth_url
-        .as_deref()
-        .and_then(|u| url::Url::parse(u).ok())
-        .and_then(|u| u.port_or_known_default())
-        .unwrap_or(args.auth_listen.port());
-    let lan_ctx = Arc::new(lan::Ctx {
-        client: client.clone(),
-        foreign: foreign.clone(),
-        cluster_id: id_rx.clone(),
-        config: cfg_rx.clone(),
-        peers: (*peers).clone(),
-        namespace: ns.clone(),
+    let sd_ctx = Arc::new(search_domain::Ctx::new(shared.clone(), dns, Duration::from_secs(args.search_domain_period_seconds.max(1))));
+    let lan = lan::Settings {
         interfaces: Interfaces { allow: args.mdns_interfaces.clone(), loopback: args.mdns_loopback },
-        auth_port: advertised_port,
-        auth_url: args.auth_url.clone().filter(|u| !u.is_empty()),
+        auth_port: auth_url
+            .as_deref()
+            .and_then(|u| url::Url::parse(u).ok())
+            .and_then(|u| u.port_or_known_default())
+            .unwrap_or(args.auth_listen.port()),
+        auth_url,
         api_url: args.api_url.clone().filter(|u| !u.is_empty()),
         mdns_port: MDNS_PORT,
-        recorder: Some(recorder.clone()),
-    });
-    let in_ctx = Arc::new(incoming::Ctx {
-        client: client.clone(),
-        foreign,
-        broadcasters,
-        retry: Duration::from_secs(10),
-        withdraw_grace: Duration::from_secs(args.unjoin_grace_seconds),
-        recorder: Some(recorder.clone()),
-    });
+    };
+    let lan_ctx = Arc::new(lan::Ctx::new(shared.clone(), lan));
+    let in_ctx = Arc::new(incoming::Ctx::new(shared, broadcasters, Duration::from_secs(args.unjoin_grace_seconds)));
     let metrics = Arc::new(Metrics::default());
     let no_mdns = args.no_mdns;
     let (m1, m2, m3, m4) = (metrics.clone(), metrics.clone(), metrics.clone(), metrics.clone());

@@ -364,23 +364,21 @@ fn lan_discovery_keeps_foreign_clusters_of_the_peers_it_sees() {
         let mut config = ClusterConfigSpec::default();
         config.discovery_config.ttl = 3; // a strike a second
         let (cfg_tx, cfg_rx) = tokio::sync::watch::channel(Some(config.clone()));
-        let ctx = std::sync::Arc::new(lan::Ctx {
-            client: admin.clone(),
-            foreign: liqo_reconciler::stores::reflect(fcs.clone(), Default::default()),
-            cluster_id: id_rx,
-            config: cfg_rx,
-            peers: peers(),
-            namespace: "liqo".into(),
+        let recorder = kube::runtime::events::Recorder::new(
+            admin.clone(),
+            kube::runtime::events::Reporter { controller: "liqo-reconciler".into(), instance: None },
+        );
+        let foreign = liqo_reconciler::stores::reflect(fcs.clone(), Default::default());
+        let shared = liqo_reconciler::context::Shared::new(admin.clone(), "liqo", id_rx, cfg_rx, std::sync::Arc::new(peers()), foreign)
+            .with_recorder(recorder);
+        let settings = lan::Settings {
             interfaces: on("v1"),
             auth_port: 8443,
             auth_url: Some("https://10.77.0.2:8443".into()),
             api_url: None,
             mdns_port: liqo_reconciler::discovery::mdns::MDNS_PORT,
-            recorder: Some(kube::runtime::events::Recorder::new(
-                admin.clone(),
-                kube::runtime::events::Reporter { controller: "liqo-reconciler".into(), instance: None },
-            )),
-        });
+        };
+        let ctx = std::sync::Arc::new(lan::Ctx::new(shared, settings));
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let lan_task = tokio::spawn(lan::run(ctx, async move {
             let _ = stop_rx.await;

@@ -18,6 +18,7 @@ use liqo_api::{Advertisement, AdvertisementSpec, ClusterConfigSpec, ForeignClust
 use liqo_reconciler::Error;
 use liqo_reconciler::auth::service::ApiServer;
 use liqo_reconciler::auth::wire::{IdentityRequest, IdentityResponse, Ids};
+use liqo_reconciler::context::Shared;
 use liqo_reconciler::error::Step;
 use liqo_reconciler::foreign_cluster::{self, Ctx, MANAGED_BY, Timing, reconcile};
 use liqo_reconciler::peer::{Peers, RemoteAccess};
@@ -190,26 +191,20 @@ fn world(home: Vec<Call>, remote: Vec<Call>, trust: TrustMode) -> World {
     world_with(home_client, home_seen, remote_seen, peer, pinned)
 }
 
+/// The context of a home cluster with our auth service at `https://home.example:8443`.
+fn context<P: Peers>(client: Client, peers: P, secrets: Store<Secret>, adverts: Store<Advertisement>) -> Ctx<P> {
+    let (_, id_rx) = watch::channel(Some(HOME.to_owned()));
+    let (_, cfg_rx) = watch::channel(Some(ClusterConfigSpec::default()));
+    let (foreign, _) = reflector::store();
+    let shared = Shared::new(client, "liqo", id_rx, cfg_rx, Arc::new(peers), foreign);
+    let api_server = ApiServer { url: "https://home.example:6443".into(), ca_pem: ca_pem("home-api-ca") };
+    Ctx::new(shared, api_server, Some("https://home.example:8443".into()), secrets, adverts).with_token_lifetime(Duration::from_secs(3600))
+}
+
 fn world_with(home_client: Client, home: Seen, remote: Seen, peer: Arc<FakePeer>, pinned: String) -> World {
     let (secrets, secrets_w): (Store<Secret>, Writer<Secret>) = reflector::store();
     let (adverts, adverts_w): (Store<Advertisement>, Writer<Advertisement>) = reflector::store();
-    let (_, id_rx) = watch::channel(Some(HOME.to_owned()));
-    let (_, cfg_rx) = watch::channel(Some(ClusterConfigSpec::default()));
-    let ctx = Arc::new(Ctx {
-        client: home_client,
-        namespace: "liqo".into(),
-        cluster_id: id_rx,
-        config: cfg_rx,
-        api_server: ApiServer { url: "https://home.example:6443".into(), ca_pem: ca_pem("home-api-ca") },
-        auth_url: Some("https://home.example:8443".into()),
-        peers: Handle(peer.clone()),
-        secrets,
-        advertisements: adverts,
-        recorder: None,
-        timing: Timing::default(),
-        token_lifetime: Duration::from_secs(3600),
-        remotes: Default::default(),
-    });
+    let ctx = Arc::new(context(home_client, Handle(peer.clone()), secrets, adverts));
     World { ctx, peer, home, remote, secrets: secrets_w, adverts: adverts_w, pinned }
 }
 
@@ -965,21 +960,12 @@ async fn a_malformed_answer_is_not_called_unreachable() {
     }
     let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
     let w = world(home.clone(), vec![], TrustMode::Untrusted);
-    let ctx = Arc::new(Ctx {
-        client: w.ctx.client.clone(),
-        namespace: "liqo".into(),
-        cluster_id: w.ctx.cluster_id.clone(),
-        config: w.ctx.config.clone(),
-        api_server: w.ctx.api_server.clone(),
-        auth_url: None,
-        peers: Garbled(Handle(w.peer.clone())),
-        secrets: w.ctx.secrets.clone(),
-        advertisements: w.ctx.advertisements.clone(),
-        recorder: None,
-        timing: Timing::default(),
-        token_lifetime: Duration::from_secs(3600),
-        remotes: Default::default(),
-    });
+    let ctx = Arc::new(context(
+        w.ctx.shared.client.clone(),
+        Garbled(Handle(w.peer.clone())),
+        w.ctx.secrets.clone(),
+        w.ctx.advertisements.clone(),
+    ));
     let spec = json!({"join": true, "authUrl": AUTH, "discoveryType": "Manual", "allowUntrustedCA": true, "trustMode": "Untrusted"});
     let fc: ForeignCluster = serde_json::from_value(fc(spec, json!({}), false)).unwrap();
     reconcile(Arc::new(fc), ctx).await.unwrap();

@@ -13,6 +13,7 @@ use liqo_api::names::{LABEL_CLUSTER_ID, LABEL_DISCOVERY_TYPE, LABEL_SEARCHDOMAIN
 use liqo_api::{ClusterConfigSpec, DiscoveryType, ForeignCluster, SearchDomain, SearchDomainSpec};
 use liqo_reconciler::auth::client::Verify;
 use liqo_reconciler::auth::service::{ApiServer, AuthService};
+use liqo_reconciler::context::Shared;
 use liqo_reconciler::discovery::dnssd::DnsSd;
 use liqo_reconciler::discovery::search_domain::{self, Ctx};
 use liqo_reconciler::metrics::Metrics;
@@ -52,17 +53,10 @@ fn start_controller(client: &Client, dns: DnsSd, config: ClusterConfigSpec) -> w
     std::mem::forget(id_tx);
     let (cfg_tx, cfg_rx) = watch::channel(Some(config));
     let foreign = reflect(Api::<ForeignCluster>::all(client.clone()), Default::default());
-    let ctx = Arc::new(Ctx {
-        client: client.clone(),
-        foreign,
-        cluster_id: id_rx,
-        config: cfg_rx,
-        dns,
-        peers: Network { roots: Verify::Nothing, api_timeout: Duration::from_secs(5) },
-        period: Duration::from_secs(1),
-        last: Default::default(),
-        recorder: Some(Recorder::new(client.clone(), Reporter { controller: "liqo-reconciler".into(), instance: None })),
-    });
+    let peers = Arc::new(Network { roots: Verify::Nothing, api_timeout: Duration::from_secs(5) });
+    let recorder = Recorder::new(client.clone(), Reporter { controller: "liqo-reconciler".into(), instance: None });
+    let shared = Shared::new(client.clone(), "liqo", id_rx, cfg_rx, peers, foreign).with_recorder(recorder);
+    let ctx = Arc::new(Ctx::new(shared, dns, Duration::from_secs(1)));
     tokio::spawn(search_domain::run(ctx, Arc::new(Metrics::default()), std::future::pending()));
     cfg_tx
 }

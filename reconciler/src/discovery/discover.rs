@@ -9,9 +9,9 @@ use liqo_api::TrustMode;
 use serde::Serialize;
 
 use super::dnssd::DnsSd;
+use super::identify::identify;
 use super::mdns::{Advertised, Interfaces, MDNS_PORT, Mdns, Sighting, sighting_of};
 use super::records::DiscoveredCluster;
-use super::search_domain::identify;
 use crate::error::Result;
 use crate::peer::Peers;
 

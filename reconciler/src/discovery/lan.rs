@@ -13,27 +13,25 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::Client;
-use kube::runtime::reflector::Store;
-use liqo_api::{ClusterConfigSpec, ForeignCluster, TrustMode};
-use tokio::sync::watch;
+use liqo_api::{ClusterConfigSpec, TrustMode};
 
 use super::expiry::{self, Strikes, Verdict};
 use super::mdns::{Advertised, Interfaces, Mdns, Sighting, sighting_of};
 use super::merge::{self, Finder};
-use super::search_domain::{apply, delete_foreign};
+use super::writer::{apply, delete_foreign};
+use crate::context::Shared;
 use crate::error::Result;
 use crate::peer::Peers;
 
 /// What LAN discovery needs.
 pub struct Ctx<P: Peers> {
-    pub client: Client,
-    pub foreign: Store<ForeignCluster>,
-    pub cluster_id: watch::Receiver<Option<String>>,
-    pub config: watch::Receiver<Option<ClusterConfigSpec>>,
-    /// Asked whether a cluster not seen again still answers on its auth endpoint.
-    pub peers: P,
-    pub namespace: String,
+    pub shared: Shared<P>,
+    pub settings: Settings,
+}
+
+/// How this cluster is seen and sought on the LAN.
+#[derive(Clone, Debug)]
+pub struct Settings {
     pub interfaces: Interfaces,
     /// Port of our auth service as peers reach it (SRV).
     pub auth_port: u16,
@@ -42,7 +40,12 @@ pub struct Ctx<P: Peers> {
     pub api_url: Option<String>,
     /// The mDNS port (5353; tests may use another).
     pub mdns_port: u16,
-    pub recorder: Option<kube::runtime::events::Recorder>,
+}
+
+impl<P: Peers> Ctx<P> {
+    pub fn new(shared: Shared<P>, settings: Settings) -> Self {
+        Self { shared, settings }
+    }
 }
 
 /// What the LAN loop keeps between events.
@@ -79,7 +82,7 @@ impl State {
             self.stop().await;
         }
         if wanted && self.mdns.is_none() {
-            match Mdns::start_on_port(&d.service, &d.domain, &ctx.interfaces, ctx.mdns_port) {
+            match Mdns::start_on_port(&d.service, &d.domain, &ctx.settings.interfaces, ctx.settings.mdns_port) {
                 Ok(m) => self.mdns = Some((d.service.clone(), d.domain.clone(), m)),
                 Err(e) => tracing::error!(error = %e, "cannot start mDNS; LAN discovery and advertisement are off"),
             }
@@ -91,10 +94,10 @@ impl State {
             Advertised::new(
                 own_id,
                 d.cluster_name.as_deref(),
-                &ctx.namespace,
-                ctx.auth_url.as_deref(),
-                ctx.api_url.as_deref(),
-                ctx.auth_port,
+                &ctx.shared.namespace,
+                ctx.settings.auth_url.as_deref(),
+                ctx.settings.api_url.as_deref(),
+                ctx.settings.auth_port,
             )
         });
         if self.advertised.as_ref().map(|(a, _)| a) != ad.as_ref() {
@@ -150,14 +153,14 @@ impl State {
                 if cluster.cluster_id == own_id {
                     return Ok(());
                 }
-                let fcs = ctx.foreign.state();
+                let fcs = ctx.shared.foreign.state();
                 let existing = merge::find(fcs.iter().map(|f| &**f), &cluster.cluster_id);
                 if existing.is_some_and(|f| f.metadata.deletion_timestamp.is_some()) {
                     return Ok(());
                 }
                 self.strikes.seen(&cluster.cluster_id, Instant::now());
                 let change = merge::merge(existing, &cluster, &Finder::Lan, config.discovery_config.autojoin);
-                apply(&ctx.client, change, ctx.recorder.as_ref(), "on the LAN (mDNS)").await
+                apply(&ctx.shared.client, change, ctx.shared.recorder.as_ref(), "on the LAN (mDNS)").await
             }
             Sighting::Unusable { fullname, why } => {
                 if self.unusable_logged.insert(fullname.clone()) {
@@ -178,14 +181,14 @@ impl State {
 
     async fn check<P: Peers>(&mut self, ctx: &Ctx<P>, period: Duration) -> Result<()> {
         let now = Instant::now();
-        let fcs = ctx.foreign.state();
+        let fcs = ctx.shared.foreign.state();
         for id in self.strikes.due(now, period) {
             let Some(fc) = merge::find(fcs.iter().map(|f| &**f), &id).filter(|f| Finder::Lan.owns(f)) else {
                 self.strikes.forget(&id);
                 continue;
             };
             let cached: Vec<&String> = self.present.iter().filter(|(_, c)| **c == id).map(|(f, _)| f).collect();
-            let alive = answers(&ctx.peers, fc.spec.auth_url.as_deref(), &id).await;
+            let alive = answers(&*ctx.shared.peers, fc.spec.auth_url.as_deref(), &id).await;
             if !alive
                 && !cached.is_empty()
                 && let Some((_, _, mdns)) = &self.mdns
@@ -198,7 +201,7 @@ impl State {
                 Verdict::Expired => {
                     tracing::info!(cluster = %id, "LAN cluster gone; deleting its ForeignCluster (peering torn down first)");
                     let note = format!("not seen on the LAN for {} checks in a row, auth service silent", expiry::MAX_MISSES);
-                    delete_foreign(&ctx.client, fc, ctx.recorder.as_ref(), "Expired", note).await?;
+                    delete_foreign(&ctx.shared.client, fc, ctx.shared.recorder.as_ref(), "Expired", note).await?;
                 }
             }
         }
@@ -208,8 +211,8 @@ impl State {
 
 /// Runs LAN discovery and advertisement until `shutdown`; says goodbye on the way out.
 pub async fn run<P: Peers>(ctx: Arc<Ctx<P>>, shutdown: impl std::future::Future<Output = ()> + Send) {
-    let mut id_rx = ctx.cluster_id.clone();
-    let mut cfg_rx = ctx.config.clone();
+    let mut id_rx = ctx.shared.cluster_id.clone();
+    let mut cfg_rx = ctx.shared.config.clone();
     let mut state = State::default();
     tokio::pin!(shutdown);
     let mut period = expiry::check_period(ClusterConfigSpec::default().discovery_config.ttl);

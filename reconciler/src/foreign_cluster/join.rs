@@ -83,7 +83,7 @@ async fn pipeline<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, con
     }
     let remote = identify(fc, ctx, way, config, r).await?;
     // From here on remote objects may exist: the finalizer guarantees they are removed.
-    add_finalizer(fc, &ctx.client).await?;
+    add_finalizer(fc, &ctx.shared.client).await?;
     let pinned = pin_ca(fc, ctx, way, &remote, r).await?;
     let credentials = authenticate(fc, ctx, way, &remote, own_id, r).await?;
     let access = RemoteAccess { kubeconfig: credentials, api_url: fc.spec.api_url.clone(), ca_pem: Some(pinned.pem.clone()) };
@@ -98,14 +98,14 @@ async fn pipeline<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, con
 async fn identify<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, way: Way<'_>, config: &ClusterConfigSpec, r: &mut Report) -> Step<Remote> {
     let spec = &fc.spec;
     let probed = match spec.trust_mode() {
-        TrustMode::Unknown => Some(ctx.peers.probe_trust(way.url()).await.map_err(|e| remote_failed(ctx, r, e))?),
+        TrustMode::Unknown => Some(ctx.shared.peers.probe_trust(way.url()).await.map_err(|e| remote_failed(ctx, r, e))?),
         _ => None,
     };
     let trust = probed.unwrap_or(spec.trust_mode());
     let verdict = decide::trust_verdict(spec, trust, &config.discovery_config);
     if !verdict.allows_peering() {
         if let Some(patch) = decide::identification_patch(spec, probed, None) {
-            patch_spec(&ctx.client, fc, patch).await?;
+            patch_spec(&ctx.shared.client, fc, patch).await?;
         }
         let message =
             format!("{} presents a certificate from an unknown authority; set spec.allowUntrustedCA: true to peer anyway", way.url());
@@ -127,13 +127,13 @@ async fn identify<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, way: Way<'_>, con
 
     let ids = match way {
         Way::AuthService { auth_url } if decide::needs_identification(spec) => {
-            Some(ctx.peers.ids(auth_url, trust).await.map_err(|e| remote_failed(ctx, r, e))?)
+            Some(ctx.shared.peers.ids(auth_url, trust).await.map_err(|e| remote_failed(ctx, r, e))?)
         }
         _ => None,
     };
     let answered = ids.as_ref().map(|i| (i.cluster_id.as_str(), i.cluster_name.as_str(), i.guest_namespace.as_str()));
     if let Some(patch) = decide::identification_patch(spec, probed, answered) {
-        patch_spec(&ctx.client, fc, patch).await?;
+        patch_spec(&ctx.shared.client, fc, patch).await?;
         return Err(Stop::SpecChanged);
     }
     let id = spec.remote_cluster_id().unwrap_or_default().to_owned();
@@ -146,7 +146,7 @@ async fn pin_ca<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, way: Way<'_>, remot
     let secret = ca_data_secret(&fc.name_any());
     let pem = match ctx.secret_value(&secret, CA_KEY) {
         Some(pem) => pem,
-        None => match way.fetch_ca(&ctx.peers, remote.trust).await {
+        None => match way.fetch_ca(&*ctx.shared.peers, remote.trust).await {
             Ok(pem) => {
                 ctx.store_owned(fc, &secret, &remote.id, CA_KEY, &pem).await?;
                 let note = format!("stored the remote API server CA (from {}) in Secret {secret}", way.ca_source());
@@ -163,7 +163,7 @@ async fn pin_ca<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, way: Way<'_>, remot
         },
     };
     let fingerprint = liqo_certs::inspect::fingerprint_sha256(&pem).map_err(|e| Error::Tls(format!("{secret}: {e}")))?;
-    r.ca_data_ref = Some(SecretRef { name: secret, namespace: Some(ctx.namespace.clone()) });
+    r.ca_data_ref = Some(SecretRef { name: secret, namespace: Some(ctx.shared.namespace.clone()) });
     r.ca_fingerprint = Some(fingerprint.clone());
     Ok(Pinned { pem, fingerprint })
 }
@@ -188,9 +188,9 @@ async fn authenticate<P: Peers>(
     let kubeconfig = match ctx.secret_value(&secret, KUBECONFIG_KEY) {
         Some(kubeconfig) => kubeconfig,
         None => {
-            let token = read_token(&ctx.client, &ctx.namespace, &remote.id).await?;
+            let token = read_token(&ctx.shared.client, &ctx.shared.namespace, &remote.id).await?;
             let request = IdentityRequest { cluster_id: own_id.to_owned(), token: token.clone() };
-            match ctx.peers.identity(auth_url, remote.trust, &request).await {
+            match ctx.shared.peers.identity(auth_url, remote.trust, &request).await {
                 Ok(answer) => {
                     ctx.store_owned(fc, &secret, &remote.id, KUBECONFIG_KEY, &answer.kubeconfig).await?;
                     ctx.event(fc, false, "IdentityAccepted", format!("the remote issued our identity; stored in Secret {secret}")).await;
@@ -246,7 +246,7 @@ async fn reach<P: Peers>(
         return Err(Stop::Report(Action::requeue(ctx.timing.retry)));
     }
     if e.answered().is_none()
-        && let Some(presented) = way.presented_ca(&ctx.peers, remote.trust).await
+        && let Some(presented) = way.presented_ca(&*ctx.shared.peers, remote.trust).await
         && let Ok(presented) = liqo_certs::inspect::fingerprint_sha256(&presented)
         && presented != pinned.fingerprint
     {
@@ -279,7 +279,7 @@ async fn offer<P: Peers>(
     let ours = OurRequest {
         home_id: own_id,
         home_name: config.discovery_config.cluster_name.as_deref().filter(|n| !n.is_empty()),
-        home_namespace: &ctx.namespace,
+        home_namespace: &ctx.shared.namespace,
         remote_namespace: &remote.namespace,
         home_auth_url: ctx.auth_url.as_deref(),
     };

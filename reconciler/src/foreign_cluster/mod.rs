@@ -26,18 +26,17 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use liqo_api::names::{FINALIZER_PEERED, LABEL_CLUSTER_ID, advertisement_name, peering_kubeconfig_secret};
-use liqo_api::{Advertisement, ClusterConfigSpec, ForeignCluster};
-use tokio::sync::watch;
+use liqo_api::{Advertisement, ForeignCluster};
 
 use self::decide::OurRequest;
 use self::report::Report;
 use crate::access::advertisement_access;
 use crate::auth::service::{ApiServer, kubeconfig};
+use crate::context::Shared;
 use crate::error::{Result, is_conflict, is_not_found};
 use crate::grant;
 use crate::peer::{Peers, RemoteAccess};
@@ -90,43 +89,72 @@ impl Default for Timing {
     }
 }
 
-/// What reconciles share.
+/// What reconciles share: the [`Shared`] state and what only this controller needs.
 pub struct Ctx<P: Peers> {
-    pub client: Client,
-    pub namespace: String,
-    pub cluster_id: watch::Receiver<Option<String>>,
-    pub config: watch::Receiver<Option<ClusterConfigSpec>>,
+    pub shared: Shared<P>,
     /// How the peer reaches our API server (for the kubeconfig we hand it).
     pub api_server: ApiServer,
     /// Our auth service URL, written into our PeeringRequests.
     pub auth_url: Option<String>,
-    pub peers: P,
     /// Secrets of our namespace labelled [`MANAGED_BY`].
     pub secrets: Store<Secret>,
     pub advertisements: Store<Advertisement>,
-    pub recorder: Option<Recorder>,
     pub timing: Timing,
+    /// Lifetime asked for the tokens we hand peers.
     pub token_lifetime: Duration,
     /// Remote clients by ForeignCluster name, rebuilt when their access changes.
-    pub remotes: Mutex<HashMap<String, (RemoteAccess, Client)>>,
+    remotes: Mutex<HashMap<String, (RemoteAccess, Client)>>,
 }
 
+/// Default lifetime of the tokens we hand peers (a year).
+pub const TOKEN_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
+
 impl<P: Peers> Ctx<P> {
+    /// A context with the default [`Timing`] and [`TOKEN_LIFETIME`].
+    pub fn new(
+        shared: Shared<P>,
+        api_server: ApiServer,
+        auth_url: Option<String>,
+        secrets: Store<Secret>,
+        advertisements: Store<Advertisement>,
+    ) -> Self {
+        Self {
+            shared,
+            api_server,
+            auth_url,
+            secrets,
+            advertisements,
+            timing: Timing::default(),
+            token_lifetime: TOKEN_LIFETIME,
+            remotes: Mutex::default(),
+        }
+    }
+
+    pub fn with_timing(mut self, timing: Timing) -> Self {
+        self.timing = timing;
+        self
+    }
+
+    pub fn with_token_lifetime(mut self, lifetime: Duration) -> Self {
+        self.token_lifetime = lifetime;
+        self
+    }
+
     fn secret_value(&self, name: &str, key: &str) -> Option<String> {
-        let s = self.secrets.get(&ObjectRef::new(name).within(&self.namespace))?;
+        let s = self.secrets.get(&ObjectRef::new(name).within(&self.shared.namespace))?;
         let bytes = s.data.as_ref()?.get(key)?;
         String::from_utf8(bytes.0.clone()).ok()
     }
 
     async fn event(&self, fc: &ForeignCluster, warning: bool, reason: &str, note: String) {
-        crate::events::publish(self.recorder.as_ref(), fc, warning, "Peering", reason, note).await;
+        self.shared.event(fc, warning, "Peering", reason, note).await;
     }
 
     /// Computes the status `report` says, writes it when it changed and tells each real change
     /// of phase in one Event.
     async fn publish(&self, fc: &ForeignCluster, report: &Report, join: bool) -> Result<()> {
         let status = report.status(fc.status.as_ref(), join, fc.metadata.generation, &now());
-        if report::write(&self.client, fc, &status).await? {
+        if report::write(&self.shared.client, fc, &status).await? {
             let before = fc.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
             for change in report::changes(before, &status.conditions) {
                 self.event(fc, change.warning, change.reason.as_str(), change.message).await;
@@ -141,7 +169,7 @@ impl<P: Peers> Ctx<P> {
         {
             return Ok(c.clone());
         }
-        let client = self.peers.api_client(&access).await?;
+        let client = self.shared.peers.api_client(&access).await?;
         self.remotes.lock().expect("not poisoned").insert(fc_name.to_owned(), (access, client.clone()));
         Ok(client)
     }
@@ -160,7 +188,7 @@ impl<P: Peers> Ctx<P> {
         let secret = Secret {
             metadata: ObjectMeta {
                 name: Some(name.to_owned()),
-                namespace: Some(self.namespace.clone()),
+                namespace: Some(self.shared.namespace.clone()),
                 labels: Some(BTreeMap::from([
                     (MANAGED_BY.0.to_owned(), MANAGED_BY.1.to_owned()),
                     (LABEL_CLUSTER_ID.to_owned(), remote_id.to_owned()),
@@ -171,7 +199,7 @@ impl<P: Peers> Ctx<P> {
             data: Some(BTreeMap::from([(key.to_owned(), ByteString(value.as_bytes().to_vec()))])),
             ..Default::default()
         };
-        let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
+        let api: Api<Secret> = Api::namespaced(self.shared.client.clone(), &self.shared.namespace);
         match api.create(&PostParams::default(), &secret).await {
             Ok(_) => Ok(()),
             Err(e) if is_conflict(&e) => grant::apply(&api, FIELD_MANAGER, &secret).await.map(drop),
@@ -180,15 +208,16 @@ impl<P: Peers> Ctx<P> {
     }
 
     async fn delete_local_secret(&self, name: &str) -> Result<()> {
-        grant::delete(&Api::<Secret>::namespaced(self.client.clone(), &self.namespace), name).await.map(drop)
+        grant::delete(&Api::<Secret>::namespaced(self.shared.client.clone(), &self.shared.namespace), name).await.map(drop)
     }
 
     /// Grants the peer its Advertisement access here, and returns the Secret (for the remote's
     /// namespace) holding a kubeconfig for that access.
     async fn grant_and_kubeconfig(&self, ours: &OurRequest<'_>, remote_id: &str) -> Result<Secret> {
-        grant::grant(&self.client, &self.namespace, FIELD_MANAGER, &advertisement_access(remote_id, &self.namespace)).await?;
-        let token = grant::token(&self.client, &self.namespace, remote_id, self.token_lifetime).await?;
-        let config = kubeconfig(&self.api_server, ours.home_id, remote_id, &self.namespace, token)?;
+        grant::grant(&self.shared.client, &self.shared.namespace, FIELD_MANAGER, &advertisement_access(remote_id, &self.shared.namespace))
+            .await?;
+        let token = grant::token(&self.shared.client, &self.shared.namespace, remote_id, self.token_lifetime).await?;
+        let config = kubeconfig(&self.api_server, ours.home_id, remote_id, &self.shared.namespace, token)?;
         Ok(Secret {
             metadata: ObjectMeta {
                 name: Some(peering_kubeconfig_secret(ours.home_id)),
@@ -260,8 +289,8 @@ async fn read_token(client: &Client, namespace: &str, remote_id: &str) -> Result
 
 /// One reconcile of one ForeignCluster: join or unjoin.
 pub async fn reconcile<P: Peers>(fc: Arc<ForeignCluster>, ctx: Arc<Ctx<P>>) -> Result<Action> {
-    let Some(own_id) = ctx.cluster_id.borrow().clone() else { return Ok(Action::requeue(ctx.timing.retry)) };
-    let config = ctx.config.borrow().clone().unwrap_or_default();
+    let Some(own_id) = ctx.shared.cluster_id.borrow().clone() else { return Ok(Action::requeue(ctx.timing.retry)) };
+    let config = ctx.shared.config.borrow().clone().unwrap_or_default();
     let peered = fc.finalizers().iter().any(|f| f == FINALIZER_PEERED);
     if fc.metadata.deletion_timestamp.is_some() || !fc.spec.join() {
         if peered {
@@ -284,11 +313,11 @@ pub async fn run<P: Peers>(
     metrics: Arc<crate::metrics::Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let api: Api<ForeignCluster> = Api::all(ctx.client.clone());
+    let api: Api<ForeignCluster> = Api::all(ctx.shared.client.clone());
     let controller = Controller::new(api, watcher::Config::default().any_semantic());
     let store = controller.store();
     controller
-        .watches(Api::<Advertisement>::all(ctx.client.clone()), watcher::Config::default().any_semantic(), move |adv| {
+        .watches(Api::<Advertisement>::all(ctx.shared.client.clone()), watcher::Config::default().any_semantic(), move |adv| {
             let sender = adv.spec.cluster_id.clone();
             store
                 .state()

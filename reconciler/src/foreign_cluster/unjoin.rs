@@ -60,8 +60,8 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
 
     // 2. Our side.
     if !remote_id.is_empty() {
-        grant::delete(&Api::<Advertisement>::all(ctx.client.clone()), &advertisement_name(&remote_id)).await?;
-        grant::revoke(&ctx.client, &ctx.namespace, &advertisement_access(&remote_id, &ctx.namespace)).await?;
+        grant::delete(&Api::<Advertisement>::all(ctx.shared.client.clone()), &advertisement_name(&remote_id)).await?;
+        grant::revoke(&ctx.shared.client, &ctx.shared.namespace, &advertisement_access(&remote_id, &ctx.shared.namespace)).await?;
     }
     ctx.forget_remote(&name);
     if deleting {
@@ -72,7 +72,7 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
         // 3. The status, then the finalizer.
         ctx.publish(fc, &unjoined(fc, ctx, anonymous), false).await?;
     }
-    remove_finalizer(fc, &ctx.client).await?;
+    remove_finalizer(fc, &ctx.shared.client).await?;
     if let Some(note) = gone_note {
         ctx.event(fc, true, "RemoteGone", note).await;
     }
@@ -102,7 +102,7 @@ fn unjoined<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, anonymous: bool) -> Rep
     let mut r = Report::default();
     let ca = ca_data_secret(&fc.name_any());
     if ctx.secret_value(&ca, CA_KEY).is_some() {
-        r.ca_data_ref = Some(SecretRef { name: ca, namespace: Some(ctx.namespace.clone()) });
+        r.ca_data_ref = Some(SecretRef { name: ca, namespace: Some(ctx.shared.namespace.clone()) });
         r.ca_fingerprint = fc.status.as_ref().and_then(|s| s.ca_fingerprint.clone());
     }
     r.outgoing = Some(OutgoingStatus { joined: false, ..Default::default() });

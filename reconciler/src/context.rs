@@ -1,0 +1,84 @@
+//! What every controller shares, built once by `main` ([`Shared`]); each controller's context
+//! is made from it with what only that controller needs (`Ctx::new` in each controller).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::Store;
+use liqo_api::{ClusterConfigSpec, ForeignCluster};
+use tokio::sync::watch;
+
+use crate::peer::Peers;
+
+/// Default time before a failed reconcile is tried again.
+pub const RETRY: Duration = Duration::from_secs(10);
+
+/// The client, our identity and settings as they change, the peers, the ForeignClusters and
+/// the Event recorder.
+pub struct Shared<P> {
+    pub client: Client,
+    /// The Liqo namespace.
+    pub namespace: String,
+    /// Our cluster ID, once known (kept by [`crate::identity`]).
+    pub cluster_id: watch::Receiver<Option<String>>,
+    /// The ClusterConfig's spec, once known (kept by [`crate::config`]).
+    pub config: watch::Receiver<Option<ClusterConfigSpec>>,
+    /// Calls to other clusters.
+    pub peers: Arc<P>,
+    /// Every ForeignCluster, from one shared watch.
+    pub foreign: Store<ForeignCluster>,
+    /// Events (none in unit tests).
+    pub recorder: Option<Recorder>,
+    /// Time before a failed reconcile is tried again.
+    pub retry: Duration,
+}
+
+impl<P> Clone for Shared<P> {
+    fn clone(&self) -> Self {
+        Self {
+            client: self.client.clone(),
+            namespace: self.namespace.clone(),
+            cluster_id: self.cluster_id.clone(),
+            config: self.config.clone(),
+            peers: self.peers.clone(),
+            foreign: self.foreign.clone(),
+            recorder: self.recorder.clone(),
+            retry: self.retry,
+        }
+    }
+}
+
+impl<P: Peers> Shared<P> {
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        cluster_id: watch::Receiver<Option<String>>,
+        config: watch::Receiver<Option<ClusterConfigSpec>>,
+        peers: Arc<P>,
+        foreign: Store<ForeignCluster>,
+    ) -> Self {
+        Self { client, namespace: namespace.to_owned(), cluster_id, config, peers, foreign, recorder: None, retry: RETRY }
+    }
+
+    pub fn with_recorder(mut self, recorder: Recorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// Our cluster ID, if known yet.
+    pub fn own_id(&self) -> Option<String> {
+        self.cluster_id.borrow().clone()
+    }
+
+    /// The ClusterConfig's spec (its defaults until it is known).
+    pub fn settings(&self) -> ClusterConfigSpec {
+        self.config.borrow().clone().unwrap_or_default()
+    }
+
+    /// Publishes an Event about `object` (best effort; see [`crate::events`]).
+    pub async fn event<K: kube::Resource<DynamicType = ()>>(&self, object: &K, warning: bool, action: &str, reason: &str, note: String) {
+        crate::events::publish(self.recorder.as_ref(), object, warning, action, reason, note).await;
+    }
+}
