@@ -245,13 +245,19 @@ impl<P: Peers> Broadcasters<P> {
             "message": message,
             "lastTransitionTime": Time(k8s_openapi::jiff::Timestamp::now()),
         });
-        let patch = Patch::Merge(serde_json::json!({"status": {"advertisementStatus": state, "conditions": [condition]}}));
+        let status = serde_json::json!({"advertisementStatus": state, "conditions": [condition]});
         let mut ok = true;
         for holder in holders {
-            let pp = PatchParams::default();
+            // The status is this broadcaster's alone: written whole by server-side apply.
+            let pp = PatchParams::apply(FIELD_MANAGER).force();
+            let apply = |kind: &str| {
+                Patch::Apply(serde_json::json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": kind, "status": status.clone()}))
+            };
             let result = match holder.as_str() {
-                "FederationRequest" => Api::<FederationRequest>::all(self.client.clone()).patch_status(peer, &pp, &patch).await.map(drop),
-                _ => Api::<PeeringRequest>::all(self.client.clone()).patch_status(peer, &pp, &patch).await.map(drop),
+                "FederationRequest" => {
+                    Api::<FederationRequest>::all(self.client.clone()).patch_status(peer, &pp, &apply("FederationRequest")).await.map(drop)
+                }
+                _ => Api::<PeeringRequest>::all(self.client.clone()).patch_status(peer, &pp, &apply("PeeringRequest")).await.map(drop),
             };
             if let Err(e) = result {
                 tracing::debug!(peer, holder, error = %e, "writing the advertisement status failed");
@@ -299,7 +305,7 @@ impl<P: Peers> Broadcasters<P> {
                 tracing::warn!(peer = %peer, error = %e, "advertising to the peer failed; retrying");
                 client = None;
             }
-            let wait = if round.is_ok() { self.period } else { self.period.min(Duration::from_secs(10)) };
+            let wait = if round.is_ok() { self.period } else { self.period.min(crate::context::RETRY) };
             let signalled = tokio::select! {
                 _ = tokio::time::sleep(wait) => None,
                 changed = signal.changed() => Some(changed.map(|_| *signal.borrow()).unwrap_or(Signal::Stop)),

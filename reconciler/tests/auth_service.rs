@@ -276,3 +276,25 @@ mod client {
         }
     }
 }
+
+/// A peer that accepts connections and never answers (a paused process, a black hole behind a
+/// proxy) must not hold a reconcile forever: every call, the trust probe included, gives up
+/// after the client's timeout. (The clock is paused: tokio moves it on while the call waits.)
+#[tokio::test(start_paused = true)]
+async fn a_peer_that_never_answers_is_unreachable_not_a_hang() {
+    use liqo_reconciler::auth::client::{self, Verify};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    // Accepts, keeps the connection open, says nothing.
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = listener.accept().await {
+            held.push(conn);
+        }
+    });
+    let probe = client::probe_trust(&url, &Verify::system()).await.unwrap_err();
+    assert_eq!(probe.label(), "RemoteUnreachable", "{probe}");
+    assert!(probe.to_string().contains("timed out"), "{probe}");
+    let ids = client::ids(&url, &Verify::Nothing).await.unwrap_err();
+    assert!(ids.to_string().contains("timed out"), "{ids}");
+}

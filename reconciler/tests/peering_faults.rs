@@ -12,6 +12,11 @@
 //! | the remote API server down during join | `the_remote_down_during_join` |
 //! | our reconciler killed (SIGKILL) mid-join and restarted | `the_reconciler_killed_mid_join` |
 //! | two joins racing (both clusters peer with each other at once) | `two_joins_racing` |
+//! | our own API server restarted mid-join | `our_api_server_restarted_mid_join` |
+//! | the peer's auth service not answering (its reconciler paused), then back | `the_peers_auth_service_down` |
+//!
+//! Each ends converged: both sides agree, exactly one PeeringRequest and one Advertisement per
+//! direction, no access or Secret left behind where the peering is gone.
 
 mod common;
 
@@ -271,4 +276,34 @@ async fn two_joins_racing() {
         assert_eq!(for_peer, 1, "one ForeignCluster for the peer: {:?}", fcs.iter().map(|f| f.name_any()).collect::<Vec<_>>());
     }
     eventually("converged both ways", || converged(&t, true)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_api_server_restarted_mid_join() {
+    // (Our reconciler runs without the Lease: a holder whose API server is gone for longer
+    // than the Lease exits, and nothing here restarts it as a Deployment would.)
+    let Some(mut t) = two_clusters_flags(&["--leader-election=false"], &[]).await else { return };
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "the join started", |f| !f.finalizers().is_empty()).await;
+    t.home_cp.stop_apiserver();
+    t.home_cp.restart_apiserver().await;
+    fc_where(&t.home, FC, "joined after our API server came back", outgoing_joined).await;
+    eventually("converged", || converged(&t, false)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_peers_auth_service_down() {
+    let Some(t) = two_clusters().await else { return };
+    // The peer's auth service accepts connections but answers nothing (its process paused).
+    signal(&t.remote_rec, "STOP");
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    let down = fc_where(&t.home, FC, "RemoteReachable False", |f| phase(f, "RemoteReachable").is_some_and(|p| p.0 == "False")).await;
+    let (_, reason, message) = phase(&down, "RemoteReachable").unwrap();
+    assert_eq!(reason, "RemoteUnreachable");
+    assert!(message.contains("timed out"), "{message}");
+    assert_eq!(phase(&down, "Joined").map(|p| p.1), Some("Waiting".into()), "later phases wait");
+    signal(&t.remote_rec, "CONT");
+    fc_where(&t.home, FC, "joined once the auth service answers", outgoing_joined).await;
+    eventually("converged", || converged(&t, false)).await;
+    assert_eq!(event_count(&t.home, "RemoteUnreachable", FC).await, 1, "one Event for the outage");
 }

@@ -175,7 +175,9 @@ fn json<T: Serialize>(v: &T) -> Vec<u8> {
 
 /// Trusted when `roots` verify the peer's certificate, Untrusted when its issuer is unknown.
 pub async fn probe_trust(base: &str, roots: &Verify) -> Result<TrustMode> {
-    match connect(base, roots, Step::TrustProbe).await {
+    let probe = tokio::time::timeout(TIMEOUT, connect(base, roots, Step::TrustProbe));
+    let connected = probe.await.map_err(|_| Error::unreachable(Step::TrustProbe, format!("{base}: timed out")))?;
+    match connected {
         Ok(_) => Ok(TrustMode::Trusted),
         Err(Error::UntrustedRemote(_)) => Ok(TrustMode::Untrusted),
         Err(e) => Err(e),

@@ -168,13 +168,18 @@ pub async fn two_clusters() -> Option<Two> {
 
 /// [`two_clusters`], the remote's reconciler started with `remote_flags` too.
 pub async fn two_clusters_with(remote_flags: &[&str]) -> Option<Two> {
+    two_clusters_flags(&[], remote_flags).await
+}
+
+/// [`two_clusters`], each reconciler started with its flags too.
+pub async fn two_clusters_flags(home_flags: &[&str], remote_flags: &[&str]) -> Option<Two> {
     let home_cp = ControlPlane::start_or_skip().await?;
     let remote_cp = ControlPlane::start_or_skip().await?;
     let (home, remote) = (home_cp.admin(), remote_cp.admin());
     install_liqo(&home, "liqo").await;
     install_liqo(&remote, "liqo").await;
     // Each reconciler runs with the permissions of manifests/reconciler/rbac.yaml only.
-    let home_rec = start_reconciler(&home_cp, "home", &reconciler_token(&home).await);
+    let home_rec = start_reconciler_with(&home_cp, "home", &reconciler_token(&home).await, home_flags);
     let remote_rec = start_reconciler_with(&remote_cp, "remote", &reconciler_token(&remote).await, remote_flags);
     ready(&home_rec).await;
     ready(&remote_rec).await;
