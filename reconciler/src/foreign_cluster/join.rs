@@ -71,6 +71,24 @@ pub(super) async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &s
     Ok(action)
 }
 
+/// What every step knows: the ForeignCluster, the context, the way to the remote, our cluster
+/// ID and the ClusterConfig.
+struct Join<'a, P: Peers> {
+    fc: &'a ForeignCluster,
+    ctx: &'a Ctx<P>,
+    way: Way<'a>,
+    own_id: &'a str,
+    config: &'a ClusterConfigSpec,
+}
+
+impl<P: Peers> Clone for Join<'_, P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<P: Peers> Copy for Join<'_, P> {}
+
 async fn pipeline<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config: &ClusterConfigSpec, r: &mut Report) -> Step<Action> {
     let Some(way) = Way::of(fc) else {
         let message = "set spec.authUrl (the remote's auth service issues our identity there), or spec.apiUrl with the cluster ID for a remote that admits anonymous PeeringRequests";
@@ -81,21 +99,23 @@ async fn pipeline<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, con
         r.set(Phase::Joined, Status::False, Reason::SelfPeering, "the remote cluster ID is this cluster's own ID");
         return Err(Stop::Report(Action::await_change()));
     }
-    let remote = identify(fc, ctx, way, config, r).await?;
+    let j = Join { fc, ctx, way, own_id, config };
+    let remote = identify(j, r).await?;
     // From here on remote objects may exist: the finalizer guarantees they are removed.
     add_finalizer(fc, &ctx.shared.client).await?;
-    let pinned = pin_ca(fc, ctx, way, &remote, r).await?;
-    let credentials = authenticate(fc, ctx, way, &remote, own_id, r).await?;
+    let pinned = pin_ca(j, &remote, r).await?;
+    let credentials = authenticate(j, &remote, r).await?;
     let access = RemoteAccess { kubeconfig: credentials, api_url: fc.spec.api_url.clone(), ca_pem: Some(pinned.pem.clone()) };
     let client = ctx.remote_client(&fc.name_any(), access).await?;
-    let on_remote = reach(fc, ctx, way, &client, own_id, &remote, &pinned, r).await?;
-    offer(fc, ctx, way, &client, &remote, own_id, config, on_remote, r).await?;
-    Ok(finish(fc, ctx, &remote, own_id, r))
+    let reached = reach(j, &client, &remote, &pinned, r).await?;
+    offer(j, &client, &remote, reached, r).await?;
+    Ok(finish(j, &remote, r))
 }
 
 /// Trust (probed once, recorded in `spec.trustMode`) and, on the auth way, the remote's cluster
 /// ID, name and namespace from `/ids` — written into the spec where the user left them empty.
-async fn identify<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, way: Way<'_>, config: &ClusterConfigSpec, r: &mut Report) -> Step<Remote> {
+async fn identify<P: Peers>(j: Join<'_, P>, r: &mut Report) -> Step<Remote> {
+    let Join { fc, ctx, way, config, .. } = j;
     let spec = &fc.spec;
     let probed = match spec.trust_mode() {
         TrustMode::Unknown => Some(ctx.shared.peers.probe_trust(way.url()).await.map_err(|e| remote_failed(ctx, r, e))?),
@@ -142,7 +162,8 @@ async fn identify<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, way: Way<'_>, con
 
 /// The remote API server CA: retrieved once (the way says where from), stored in Secret
 /// `<fc>-ca-data` and pinned by fingerprint.
-async fn pin_ca<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, way: Way<'_>, remote: &Remote, r: &mut Report) -> Step<Pinned> {
+async fn pin_ca<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> Step<Pinned> {
+    let Join { fc, ctx, way, .. } = j;
     let secret = ca_data_secret(&fc.name_any());
     let pem = match ctx.secret_value(&secret, CA_KEY) {
         Some(pem) => pem,
@@ -170,14 +191,8 @@ async fn pin_ca<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, way: Way<'_>, remot
 
 /// Our identity on the remote (auth way: asked for once with our token, stored in
 /// `<fc>-identity`); the anonymous way has none.
-async fn authenticate<P: Peers>(
-    fc: &ForeignCluster,
-    ctx: &Ctx<P>,
-    way: Way<'_>,
-    remote: &Remote,
-    own_id: &str,
-    r: &mut Report,
-) -> Step<String> {
+async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> Step<String> {
+    let Join { fc, ctx, way, own_id, .. } = j;
     let Way::AuthService { auth_url } = way else {
         r.auth_status = None;
         let message = "no identity on the remote: PeeringRequests are sent anonymously (no spec.authUrl)";
@@ -214,17 +229,8 @@ async fn authenticate<P: Peers>(
 
 /// The remote API server answers through the pinned CA (and, with an identity, tells where our
 /// PeeringRequest stands). No answer: down, or presenting another CA — reported, never accepted.
-#[allow(clippy::too_many_arguments)]
-async fn reach<P: Peers>(
-    fc: &ForeignCluster,
-    ctx: &Ctx<P>,
-    way: Way<'_>,
-    client: &kube::Client,
-    own_id: &str,
-    remote: &Remote,
-    pinned: &Pinned,
-    r: &mut Report,
-) -> Step<Reached> {
+async fn reach<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote, pinned: &Pinned, r: &mut Report) -> Step<Reached> {
+    let Join { fc, ctx, way, own_id, .. } = j;
     let name = fc.name_any();
     let e = match way.reach(client, own_id).await {
         Ok(existing) => {
@@ -264,18 +270,8 @@ struct Reached(Option<Option<PeeringRequest>>);
 
 /// Grants the peer its Advertisement access here and puts the kubeconfig for it and our
 /// PeeringRequest on the remote, when [`decide::offer`] says so.
-#[allow(clippy::too_many_arguments)]
-async fn offer<P: Peers>(
-    fc: &ForeignCluster,
-    ctx: &Ctx<P>,
-    way: Way<'_>,
-    client: &kube::Client,
-    remote: &Remote,
-    own_id: &str,
-    config: &ClusterConfigSpec,
-    reached: Reached,
-    r: &mut Report,
-) -> Step<()> {
+async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote, reached: Reached, r: &mut Report) -> Step<()> {
+    let Join { fc, ctx, way, own_id, config } = j;
     let ours = OurRequest {
         home_id: own_id,
         home_name: config.discovery_config.cluster_name.as_deref().filter(|n| !n.is_empty()),
@@ -343,7 +339,8 @@ async fn offer<P: Peers>(
 
 /// Joined once the remote advertises to us: `outgoing` and `Joined` follow the peer's
 /// Advertisement; the next health check is scheduled.
-fn finish<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, remote: &Remote, own_id: &str, r: &mut Report) -> Action {
+fn finish<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> Action {
+    let Join { fc, ctx, own_id, .. } = j;
     let present = ctx.advertisement_present(&remote.id);
     let previous = fc.status.as_ref();
     let had = previous.and_then(|s| s.outgoing.as_ref()).is_some_and(|o| o.advertisement.is_some());
