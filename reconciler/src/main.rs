@@ -120,92 +120,7 @@ struct Args {
 enum Command {
     /// Browse the LAN (mDNS) and/or DNS domains (DNS-SD) for Liqo clusters and print them; no
     /// Kubernetes cluster needed.
-    Discover(DiscoverArgs),
-}
-
-#[derive(clap::Args, Debug)]
-struct DiscoverArgs {
-    /// Browse the LAN with mDNS (the default when no --domain is given).
-    #[arg(long)]
-    lan: bool,
-    /// DNS domain to browse with DNS-SD, as a SearchDomain would (repeatable).
-    #[arg(long = "domain")]
-    domains: Vec<String>,
-    /// DNS server (ip:port) instead of /etc/resolv.conf's.
-    #[arg(long)]
-    nameserver: Option<std::net::SocketAddr>,
-    /// Seconds to listen on the LAN.
-    #[arg(long, default_value_t = 3.0)]
-    seconds: f64,
-    /// Stop listening once this many LAN clusters are found.
-    #[arg(long)]
-    expect: Option<usize>,
-    /// Make this machine visible on the LAN too, as a Liqo cluster.
-    #[arg(long)]
-    advertise: bool,
-    /// Cluster ID to advertise (default: a new random one).
-    #[arg(long)]
-    cluster_id: Option<String>,
-    /// Cluster name to advertise (default: the host name).
-    #[arg(long)]
-    cluster_name: Option<String>,
-    /// Auth service URL to advertise (TXT auth=).
-    #[arg(long)]
-    auth_url: Option<String>,
-    /// Port to advertise (SRV).
-    #[arg(long, default_value_t = 8443)]
-    port: u16,
-    /// Interfaces to use (repeatable; default: every multicast-capable one but loopback).
-    #[arg(long = "interface")]
-    interfaces: Vec<String>,
-    /// Also use loopback.
-    #[arg(long)]
-    loopback: bool,
-    /// Print JSON (one object per cluster) instead of a table.
-    #[arg(long)]
-    json: bool,
-}
-
-/// `discover`: prints what it finds; exit status 0 even when nothing is found.
-async fn discover(a: DiscoverArgs) -> anyhow::Result<()> {
-    use liqo_reconciler::discovery::discover::{Options, discover, table};
-    use liqo_reconciler::discovery::mdns::{Advertised, Interfaces};
-    let advertise = if a.advertise {
-        let id = a.cluster_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        liqo_api::validate_cluster_id(&id).map_err(|e| anyhow::anyhow!("--cluster-id {id:?}: {e}"))?;
-        let name = a.cluster_name.clone().or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_owned()));
-        eprintln!("advertising cluster {id} on the LAN");
-        Some(Advertised::new(&id, name.as_deref(), "liqo", a.auth_url.as_deref(), None, a.port))
-    } else {
-        None
-    };
-    let opts = Options {
-        lan: a.lan || a.domains.is_empty(),
-        domains: a.domains,
-        nameserver: a.nameserver,
-        wait: Duration::from_secs_f64(a.seconds.max(0.0)),
-        interfaces: Interfaces { allow: a.interfaces, loopback: a.loopback },
-        advertise,
-        expect: a.expect,
-        ..Default::default()
-    };
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-    let peers = Network { roots: Verify::Roots(Arc::new(roots)), api_timeout: Duration::from_secs(5) };
-    let report = discover(&opts, &peers).await?;
-    for p in &report.problems {
-        eprintln!("note: {p}");
-    }
-    if a.json {
-        for f in &report.found {
-            println!("{}", serde_json::to_string(f)?);
-        }
-    } else if report.found.is_empty() {
-        eprintln!("no Liqo clusters found");
-    } else {
-        print!("{}", table(&report.found));
-    }
-    Ok(())
+    Discover(liqo_reconciler::discovery::discover::Args),
 }
 
 #[tokio::main]
@@ -214,7 +129,10 @@ async fn main() -> anyhow::Result<()> {
     liqo_serve::logging::init(args.log_format);
     let _ = rustls::crypto::ring::default_provider().install_default();
     if let Some(Command::Discover(d)) = args.command.take() {
-        return discover(d).await;
+        if !liqo_reconciler::discovery::discover::run(d).await? {
+            std::process::exit(1);
+        }
+        return Ok(());
     }
 
     let kube_config = kube::Config::infer().await.context("finding the API server (in-cluster or KUBECONFIG)")?;

@@ -13,6 +13,9 @@
 //! | our reconciler killed (SIGKILL) mid-join and restarted | `the_reconciler_killed_mid_join` |
 //! | two joins racing (both clusters peer with each other at once) | `two_joins_racing` |
 //! | our own API server restarted mid-join | `our_api_server_restarted_mid_join` |
+//! | the remote API server down during unjoin (`join: false`), then back | `unjoin_while_the_remote_is_down` |
+//! | the remote API server gone for good during deletion | `two_clusters.rs`: `join_health_unjoin_and_deletion_with_the_remote_gone` |
+//! | the peer withdraws its Advertisement (advertisement off), then advertises again | `the_peer_stops_advertising_then_starts_again` |
 //! | the peer's auth service not answering (its reconciler paused), then back | `the_peers_auth_service_down` |
 //!
 //! Each ends converged: both sides agree, exactly one PeeringRequest and one Advertisement per
@@ -306,4 +309,53 @@ async fn the_peers_auth_service_down() {
     fc_where(&t.home, FC, "joined once the auth service answers", outgoing_joined).await;
     eventually("converged", || converged(&t, false)).await;
     assert_eq!(event_count(&t.home, "RemoteUnreachable", FC).await, 1, "one Event for the outage");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unjoin_while_the_remote_is_down() {
+    let Some(mut t) = two_clusters_with(&["--leader-election=false"]).await else { return };
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "joined", outgoing_joined).await;
+    t.remote_cp.stop_apiserver();
+    let fcs: Api<ForeignCluster> = Api::all(t.home.clone());
+    fcs.patch(FC, &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
+    // Not deleted: it waits for the remote, saying so, however long it takes.
+    let pending = fc_where(&t.home, FC, "Joined True UnjoinPending", |f| phase(f, "Joined").is_some_and(|p| p.1 == "UnjoinPending")).await;
+    assert!(!pending.finalizers().is_empty(), "the finalizer stays until the remote side is undone");
+    t.remote_cp.restart_apiserver().await;
+    fc_where(&t.home, FC, "unjoined once the remote is back", |f| f.finalizers().is_empty() && !outgoing_joined(f)).await;
+    gone(&Api::<PeeringRequest>::all(t.remote.clone()), &t.home_id, "our PeeringRequest gone from the remote").await;
+    gone(&Api::<Advertisement>::all(t.remote.clone()), &format!("advertisement-{}", t.home_id), "nothing of ours advertised there").await;
+    gone(&Api::<Advertisement>::all(t.home.clone()), &format!("advertisement-{}", t.remote_id), "nothing of theirs here").await;
+    gone(&Api::<ServiceAccount>::namespaced(t.home.clone(), "liqo"), &t.remote_id, "the peer's access removed").await;
+    assert_eq!(event_count(&t.home, "Unjoined", FC).await, 1, "one Unjoined Event");
+    assert_eq!(event_count(&t.home, "RemoteGone", FC).await, 0, "not given up: the remote came back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_peer_stops_advertising_then_starts_again() {
+    let Some(t) = two_clusters().await else { return };
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "joined", outgoing_joined).await;
+    let advertisement = |on: bool| json!({"spec": {"discoveryConfig": {"enableAdvertisement": on}}});
+    let configs: Api<liqo_api::ClusterConfig> = Api::all(t.remote.clone());
+    configs.patch("liqo-configuration", &PatchParams::default(), &Patch::Merge(advertisement(false))).await.unwrap();
+
+    // Written once: not joined, the Advertisement's name gone from the status.
+    let lost = fc_where(&t.home, FC, "Joined False AdvertisementDeleted", |f| {
+        phase(f, "Joined").is_some_and(|p| p.1 == "AdvertisementDeleted")
+            && f.status.as_ref().and_then(|s| s.outgoing.as_ref()).is_some_and(|o| o.advertisement.is_none() && !o.joined)
+    })
+    .await;
+    assert_eq!(event_count(&t.home, "AdvertisementDeleted", FC).await, 1);
+    // Then nothing: health rounds go on without a write or an Event.
+    reconciles_later(&t.home_rec, 3.0).await;
+    let still = Api::<ForeignCluster>::all(t.home.clone()).get(FC).await.unwrap();
+    assert_eq!(still.resource_version(), lost.resource_version(), "no write while nothing changes");
+    assert_eq!(event_count(&t.home, "AdvertisementDeleted", FC).await, 1, "no new Event");
+
+    configs.patch("liqo-configuration", &PatchParams::default(), &Patch::Merge(advertisement(true))).await.unwrap();
+    fc_where(&t.home, FC, "joined again", |f| outgoing_joined(f) && phase(f, "Joined").is_some_and(|p| p.0 == "True")).await;
+    eventually("converged", || converged(&t, false)).await;
+    assert_eq!(event_count(&t.home, "Joined", FC).await, 2, "one Joined Event per time it joined");
 }

@@ -12,7 +12,9 @@ use super::dnssd::DnsSd;
 use super::identify::identify;
 use super::mdns::{Advertised, Interfaces, MDNS_PORT, Mdns, Sighting, sighting_of};
 use super::records::DiscoveredCluster;
+use crate::auth::client::Verify;
 use crate::error::Result;
+use crate::peer::Network;
 use crate::peer::Peers;
 
 /// What to browse and for how long.
@@ -78,6 +80,8 @@ impl Found {
 pub struct Report {
     pub found: Vec<Found>,
     pub problems: Vec<String>,
+    /// The DNS domains that did not resolve at all.
+    pub failed_domains: Vec<String>,
 }
 
 /// Runs the discovery described by `opts`.
@@ -109,7 +113,10 @@ pub async fn discover<P: Peers>(opts: &Options, peers: &P) -> Result<Report> {
                 report.found.extend(ids.clusters.into_iter().map(|(_, c)| Found::new(c, format!("WAN {domain}"))));
                 report.problems.extend(ids.skipped.into_iter().map(|s| format!("{domain}: {s}")));
             }
-            Err(e) => report.problems.push(format!("{domain}: {e}")),
+            Err(e) => {
+                report.problems.push(format!("{domain}: {e}"));
+                report.failed_domains.push(domain.clone());
+            }
         }
     }
 
@@ -151,6 +158,94 @@ pub fn table(found: &[Found]) -> String {
             format!("{}\n", line.join("   ").trim_end())
         })
         .collect()
+}
+
+/// The flags of `discover` (`liqo-reconciler discover`, `kubectl liqo discover`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// Browse the LAN with mDNS (the default when no --domain is given).
+    #[arg(long)]
+    pub lan: bool,
+    /// DNS domain to browse with DNS-SD, as a SearchDomain would (repeatable).
+    #[arg(long = "domain")]
+    pub domains: Vec<String>,
+    /// DNS server (ip:port) instead of /etc/resolv.conf's.
+    #[arg(long)]
+    pub nameserver: Option<std::net::SocketAddr>,
+    /// Seconds to listen on the LAN.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Stop listening once this many LAN clusters are found.
+    #[arg(long)]
+    pub expect: Option<usize>,
+    /// Make this machine visible on the LAN too, as a Liqo cluster.
+    #[arg(long)]
+    pub advertise: bool,
+    /// Cluster ID to advertise (default: a new random one).
+    #[arg(long)]
+    pub cluster_id: Option<String>,
+    /// Cluster name to advertise (default: the host name).
+    #[arg(long)]
+    pub cluster_name: Option<String>,
+    /// Auth service URL to advertise (TXT auth=).
+    #[arg(long)]
+    pub auth_url: Option<String>,
+    /// Port to advertise (SRV).
+    #[arg(long, default_value_t = 8443)]
+    pub port: u16,
+    /// Interfaces to use (repeatable; default: every multicast-capable one but loopback).
+    #[arg(long = "interface")]
+    pub interfaces: Vec<String>,
+    /// Also use loopback.
+    #[arg(long)]
+    pub loopback: bool,
+    /// Print JSON (one object per cluster) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `discover` and prints what it finds (a table, or JSON lines); notes go to stderr.
+/// False when a DNS domain did not resolve (nothing found is not a failure).
+pub async fn run(a: Args) -> anyhow::Result<bool> {
+    let advertise = if a.advertise {
+        let id = a.cluster_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        liqo_api::validate_cluster_id(&id).map_err(|e| anyhow::anyhow!("--cluster-id {id:?}: {e}"))?;
+        let name = a.cluster_name.clone().or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_owned()));
+        eprintln!("advertising cluster {id} on the LAN");
+        Some(Advertised::new(&id, name.as_deref(), "liqo", a.auth_url.as_deref(), None, a.port))
+    } else {
+        None
+    };
+    let opts = Options {
+        lan: a.lan || a.domains.is_empty(),
+        domains: a.domains,
+        nameserver: a.nameserver,
+        wait: Duration::from_secs_f64(a.seconds.max(0.0)),
+        interfaces: Interfaces { allow: a.interfaces, loopback: a.loopback },
+        advertise,
+        expect: a.expect,
+        ..Default::default()
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    let peers = Network { roots: Verify::Roots(std::sync::Arc::new(roots)), api_timeout: Duration::from_secs(5) };
+    let report = discover(&opts, &peers).await?;
+    for p in &report.problems {
+        eprintln!("note: {p}");
+    }
+    if a.json {
+        for f in &report.found {
+            println!("{}", serde_json::to_string(f)?);
+        }
+    } else if report.found.is_empty() {
+        eprintln!("no Liqo clusters found");
+    } else {
+        print!("{}", table(&report.found));
+    }
+    for d in &report.failed_domains {
+        eprintln!("error: DNS domain {d} did not resolve (check the zone, or --nameserver)");
+    }
+    Ok(report.failed_domains.is_empty())
 }
 
 #[cfg(test)]

@@ -1,0 +1,279 @@
+//! `kubectl-liqo`: the kubectl plugin (`kubectl liqo ...`). Wiring only; see the modules.
+
+mod connect;
+mod domain;
+mod error;
+mod peer;
+mod progress;
+mod render;
+mod status;
+mod summary;
+mod toggles;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{CommandFactory, Parser, Subcommand};
+
+use crate::connect::Connection;
+use crate::error::{CliError, Result};
+use crate::render::Output;
+use crate::toggles::Toggle;
+
+/// Liqo discovery and peering from the command line: see where this cluster and its peers
+/// stand, peer and unpeer, browse the LAN and DNS domains, and flip the discovery switches.
+/// Every action is done with your own kubeconfig credentials.
+#[derive(Parser, Debug)]
+#[command(name = "kubectl liqo", bin_name = "kubectl liqo", version)]
+struct Cli {
+    #[command(flatten)]
+    connection: Connection,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// This cluster (ID, switches, policy, components) and its peers; with PEER, everything
+    /// about one peer. Exits 1 when a peer asked to join is not joined.
+    #[command(after_help = "Examples:\n  kubectl liqo status\n  kubectl liqo status my-peer -o yaml\n  kubectl liqo status -o wide")]
+    Status {
+        /// A peer: its ForeignCluster's name or its cluster ID.
+        peer: Option<String>,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Peer with a remote cluster: by its auth service (AUTH_URL, seed 002's form,
+    /// recommended), or by its API server and cluster ID (seed 003's form).
+    #[command(
+        after_help = "Examples:\n  kubectl liqo peer https://10.0.0.2:30443 --allow-untrusted-ca --wait\n  kubectl liqo peer --cluster-id 9a596a4b-591c-4ac6-8fd6-80258b4b3bf9 --api-url https://10.0.0.2:6443 --allow-untrusted-ca"
+    )]
+    Peer {
+        /// The remote's auth service, `https://host:port`.
+        auth_url: Option<String>,
+        /// The remote's cluster ID (with --api-url).
+        #[arg(long, requires = "api_url")]
+        cluster_id: Option<String>,
+        /// The remote's API server, `https://host:port` (with --cluster-id).
+        #[arg(long, requires = "cluster_id", conflicts_with = "auth_url")]
+        api_url: Option<String>,
+        /// Name of the ForeignCluster (default: the known one for that remote, else from the URL
+        /// or the cluster ID).
+        #[arg(long)]
+        name: Option<String>,
+        /// Peer even though the remote's certificate is signed by a CA we do not know.
+        #[arg(long)]
+        allow_untrusted_ca: bool,
+        /// Follow the phases until joined, for at most this long (e.g. 90s, 5m).
+        #[arg(long, num_args = 0..=1, default_missing_value = "2m", value_parser = parse_duration)]
+        wait: Option<Duration>,
+    },
+    /// Stop peering with PEER (its ForeignCluster's name or cluster ID): `join: false`, or
+    /// delete it.
+    #[command(
+        after_help = "Examples:\n  kubectl liqo unpeer my-peer --wait\n  kubectl liqo unpeer 9a596a4b-591c-4ac6-8fd6-80258b4b3bf9 --delete"
+    )]
+    Unpeer {
+        peer: String,
+        /// Delete the ForeignCluster instead of setting `join: false`.
+        #[arg(long)]
+        delete: bool,
+        /// Wait for the cascade, for at most this long.
+        #[arg(long, num_args = 0..=1, default_missing_value = "2m", value_parser = parse_duration)]
+        wait: Option<Duration>,
+    },
+    /// Browse the LAN (mDNS) and/or DNS domains (DNS-SD) for Liqo clusters; no Kubernetes
+    /// cluster needed. Exits 1 when a DNS domain does not resolve.
+    #[command(
+        after_help = "Examples:\n  kubectl liqo discover --seconds 5\n  kubectl liqo discover --domain example.com --nameserver 10.0.0.53:53 --json"
+    )]
+    Discover(liqo_reconciler::discovery::discover::Args),
+    /// The DNS domains browsed for peers (SearchDomains).
+    #[command(subcommand)]
+    Domain(DomainCommand),
+    /// LAN discovery on or off (ClusterConfig `enableDiscovery`).
+    #[command(after_help = "Example:\n  kubectl liqo discovery off")]
+    Discovery { state: Switch },
+    /// Advertising this cluster on or off (ClusterConfig `enableAdvertisement`).
+    Advertisement { state: Switch },
+    /// Joining discovered peers by themselves on or off (ClusterConfig `autojoin`).
+    Autojoin { state: Switch },
+    /// Shell completion script (`source <(kubectl liqo completion bash)`).
+    Completion { shell: clap_complete::Shell },
+}
+
+#[derive(Subcommand, Debug)]
+enum DomainCommand {
+    /// Browse DOMAIN for peers (a SearchDomain).
+    #[command(after_help = "Example:\n  kubectl liqo domain add example.com --no-autojoin")]
+    Add {
+        domain: String,
+        /// Name of the SearchDomain (default: the domain).
+        #[arg(long)]
+        name: Option<String>,
+        /// Join the clusters found there.
+        #[arg(long, conflicts_with = "no_autojoin")]
+        autojoin: bool,
+        /// Do not join the clusters found there.
+        #[arg(long)]
+        no_autojoin: bool,
+    },
+    /// The SearchDomains, their last lookup and what they found.
+    List {
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Stop browsing DOMAIN (a SearchDomain's name or domain); what it found goes with it.
+    Remove { domain: String },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Switch {
+    On,
+    Off,
+}
+
+/// `90s`, `5m`, `1h`, or plain seconds.
+fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    let (number, unit) = s.trim().split_at(s.trim().find(|c: char| !c.is_ascii_digit()).unwrap_or(s.trim().len()));
+    let n: u64 = number.parse().map_err(|_| format!("{s:?}: a duration like 90s, 5m or 1h"))?;
+    let seconds = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("{s:?}: a duration like 90s, 5m or 1h")),
+    };
+    Ok(Duration::from_secs(seconds))
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    let mut stdout = std::io::stdout();
+    match cli.command {
+        Command::Completion { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "kubectl-liqo", &mut stdout);
+            Ok(())
+        }
+        Command::Discover(args) => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            match liqo_reconciler::discovery::discover::run(args).await {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(CliError::Failed("a DNS domain did not resolve".into())),
+                Err(e) => Err(CliError::Failed(format!("{e:#}"))),
+            }
+        }
+        command => {
+            let client = cli.connection.client().await?;
+            let ns = &cli.connection.namespace;
+            match command {
+                Command::Status { peer: None, output } => {
+                    let overview = status::overview(&client, ns).await?;
+                    print!("{}", overview.render(output));
+                    if overview.healthy() {
+                        return Ok(());
+                    }
+                    let unhealthy: Vec<&str> = overview.peers.iter().filter(|p| !p.healthy()).map(|p| p.name.as_str()).collect();
+                    Err(CliError::Failed(format!("not joined although join is true: {}", unhealthy.join(", "))))
+                }
+                Command::Status { peer: Some(peer), output } => {
+                    let detail = status::detail(&client, &peer).await?;
+                    print!("{}", detail.render(output));
+                    if detail.peer.healthy() {
+                        Ok(())
+                    } else {
+                        Err(CliError::Failed(format!("{} is not joined although join is true", detail.peer.name)))
+                    }
+                }
+                Command::Peer { auth_url, cluster_id, api_url, name, allow_untrusted_ca, wait } => {
+                    let target = match (auth_url, cluster_id, api_url) {
+                        (Some(url), None, None) => peer::Target::AuthUrl(url),
+                        (None, Some(cluster_id), Some(api_url)) => peer::Target::ApiServer { cluster_id, api_url },
+                        _ => return Err(CliError::Usage("give AUTH_URL, or --cluster-id with --api-url".into())),
+                    };
+                    let name = peer::peer(&client, &target, name.as_deref(), allow_untrusted_ca).await?;
+                    println!("ForeignCluster {name}: join requested");
+                    if let Some(deadline) = wait {
+                        peer::wait_joined(&client, &name, deadline, &mut stdout).await?;
+                    }
+                    Ok(())
+                }
+                Command::Unpeer { peer, delete, wait } => {
+                    let (name, id) = peer::unpeer(&client, &peer, delete).await?;
+                    println!("ForeignCluster {name}: {}", if delete { "deletion requested" } else { "join: false" });
+                    if let Some(deadline) = wait {
+                        peer::wait_unjoined(&client, &name, &id, delete, deadline, &mut stdout).await?;
+                    }
+                    Ok(())
+                }
+                Command::Domain(DomainCommand::Add { domain, name, autojoin, no_autojoin }) => {
+                    let choice = match (autojoin, no_autojoin) {
+                        (true, _) => Some(true),
+                        (_, true) => Some(false),
+                        _ => None,
+                    };
+                    let name = domain::add(&client, &domain, name.as_deref(), choice).await?;
+                    println!("SearchDomain {name} created: {domain} is browsed for peers");
+                    Ok(())
+                }
+                Command::Domain(DomainCommand::List { output }) => {
+                    print!("{}", domain::render(&domain::list(&client).await?, output));
+                    Ok(())
+                }
+                Command::Domain(DomainCommand::Remove { domain }) => {
+                    let name = domain::remove(&client, &domain).await?;
+                    println!("SearchDomain {name} deleted");
+                    Ok(())
+                }
+                Command::Discovery { state } => switch(&client, Toggle::Discovery, state).await,
+                Command::Advertisement { state } => switch(&client, Toggle::Advertisement, state).await,
+                Command::Autojoin { state } => switch(&client, Toggle::Autojoin, state).await,
+                Command::Completion { .. } | Command::Discover(_) => unreachable!("handled above"),
+            }
+        }
+    }
+}
+
+async fn switch(client: &kube::Client, toggle: Toggle, state: Switch) -> Result<()> {
+    print!("{}", toggles::set(client, toggle, state == Switch::On).await?);
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_read_like_kubectls() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn both_seed_forms_parse_and_mixing_them_is_a_usage_error() {
+        let a = Cli::try_parse_from(["kubectl-liqo", "peer", "https://a:1", "--wait"]).unwrap();
+        assert!(matches!(a.command, Command::Peer { wait: Some(d), .. } if d == Duration::from_secs(120)));
+        Cli::try_parse_from(["kubectl-liqo", "peer", "--cluster-id", "x", "--api-url", "https://b:6443"]).unwrap();
+        let e = Cli::try_parse_from(["kubectl-liqo", "peer", "https://a:1", "--cluster-id", "x", "--api-url", "https://b"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let e = Cli::try_parse_from(["kubectl-liqo", "peer", "--cluster-id", "x"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+    }
+}

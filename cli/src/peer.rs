@@ -1,0 +1,250 @@
+//! `kubectl liqo peer` and `unpeer`: a ForeignCluster with `join: true` (either seed form), or
+//! `join: false` / deleted; with `--wait`, followed live until it is done or the deadline.
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use liqo_api::{Advertisement, ForeignCluster};
+
+use crate::error::{CliError, Result};
+use crate::progress::{Line, Progress, SPINNER, done_line, waiting_line};
+use crate::status::find;
+use crate::summary::Peer;
+
+/// How the remote is reached: its auth service (seed 002), or its API server and cluster ID
+/// (seed 003, for a remote that admits anonymous PeeringRequests).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    AuthUrl(String),
+    ApiServer { cluster_id: String, api_url: String },
+}
+
+/// A ForeignCluster name from a URL's host and port (pure): lowercase letters, digits and
+/// dashes, at most 63 characters.
+pub fn name_from_url(url: &str) -> String {
+    let host =
+        url::Url::parse(url).ok().map(|u| format!("{}-{}", u.host_str().unwrap_or("peer"), u.port_or_known_default().unwrap_or(443)));
+    let raw = host.unwrap_or_else(|| url.to_owned()).to_lowercase();
+    let mut name: String = raw.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+    name = name.trim_matches('-').to_owned();
+    while name.contains("--") {
+        name = name.replace("--", "-");
+    }
+    name.truncate(63);
+    name.trim_end_matches('-').to_owned()
+}
+
+/// The spec fields `peer` sets (pure).
+pub fn spec(target: &Target, allow_untrusted_ca: bool) -> serde_json::Value {
+    let mut spec = match target {
+        Target::AuthUrl(url) => serde_json::json!({"authUrl": url}),
+        Target::ApiServer { cluster_id, api_url } => serde_json::json!({"clusterIdentity": {"clusterID": cluster_id}, "apiUrl": api_url}),
+    };
+    spec["join"] = true.into();
+    if allow_untrusted_ca {
+        spec["allowUntrustedCA"] = true.into();
+    }
+    spec
+}
+
+/// Creates (or turns to `join: true`) the ForeignCluster for `target`; returns its name.
+pub async fn peer(client: &Client, target: &Target, name: Option<&str>, allow_untrusted_ca: bool) -> Result<String> {
+    let api = Api::<ForeignCluster>::all(client.clone());
+    let existing = match name {
+        Some(n) => api.get_opt(n).await.map_err(|e| CliError::api(format!("reading ForeignCluster {n}"), e))?,
+        None => {
+            // The same remote may be known already (discovered, or peered before).
+            let all = api.list(&ListParams::default()).await.map_err(|e| CliError::api("listing ForeignClusters", e))?;
+            all.items.into_iter().find(|f| match target {
+                Target::AuthUrl(url) => f.spec.auth_url.as_deref() == Some(url.as_str()),
+                Target::ApiServer { cluster_id, .. } => f.spec.remote_cluster_id() == Some(cluster_id.as_str()),
+            })
+        }
+    };
+    let spec = spec(target, allow_untrusted_ca);
+    match existing {
+        Some(fc) => {
+            let name = fc.name_any();
+            let patch = serde_json::json!({"spec": spec});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map_err(|e| CliError::api(format!("updating ForeignCluster {name}"), e))?;
+            Ok(name)
+        }
+        None => {
+            let name = name.map(str::to_owned).unwrap_or_else(|| match target {
+                Target::AuthUrl(url) => name_from_url(url),
+                Target::ApiServer { cluster_id, .. } => cluster_id.clone(),
+            });
+            let mut object = serde_json::json!({
+                "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": name}, "spec": spec
+            });
+            object["spec"]["discoveryType"] = "Manual".into();
+            let fc: ForeignCluster = serde_json::from_value(object).map_err(|e| CliError::Usage(e.to_string()))?;
+            api.create(&PostParams::default(), &fc).await.map_err(|e| CliError::api(format!("creating ForeignCluster {name}"), e))?;
+            Ok(name)
+        }
+    }
+}
+
+/// Prints the phases of `name` as they complete, until it is joined (Ok), a phase needs the
+/// user (Err at once), or `deadline` passes (Err with the phase that holds it up).
+pub async fn wait_joined(client: &Client, name: &str, deadline: Duration, out: &mut impl Write) -> Result<Peer> {
+    let terminal = std::io::stdout().is_terminal();
+    let started = Instant::now();
+    let mut progress = Progress::default();
+    let mut waiting = String::new();
+    let mut tick = 0usize;
+    let mut last_fetch: Option<Instant> = None;
+    let mut current = None;
+    loop {
+        if last_fetch.is_none_or(|t| t.elapsed() >= Duration::from_millis(500)) {
+            let fc = find(client, name).await?;
+            last_fetch = Some(Instant::now());
+            let peer = Peer::of(&fc);
+            for line in progress.step(&peer) {
+                if terminal {
+                    let _ = write!(out, "\r\x1b[2K");
+                }
+                match line {
+                    Line::Done(p) => {
+                        let _ = writeln!(out, "{}", done_line(&p));
+                    }
+                    Line::Waiting { phase, reason, message } => {
+                        waiting = waiting_line(&phase, &reason, &message);
+                        if !terminal {
+                            let _ = writeln!(out, "  {waiting}");
+                        }
+                    }
+                }
+            }
+            if peer.joined() {
+                if terminal {
+                    let _ = write!(out, "\r\x1b[2K");
+                }
+                let _ = writeln!(out, "joined {} (cluster {}) in {:.1}s", peer.name, peer.cluster_id, started.elapsed().as_secs_f64());
+                return Ok(peer);
+            }
+            if let Some(f) = peer.failing().filter(|f| f.needs_user()) {
+                if terminal {
+                    let _ = writeln!(out, "\r\x1b[2K");
+                }
+                return Err(stuck(&peer, f));
+            }
+            current = Some(peer);
+        }
+        if started.elapsed() >= deadline {
+            if terminal {
+                let _ = writeln!(out, "\r\x1b[2K");
+            }
+            let peer = current.expect("fetched at least once");
+            let why = peer.failing().or(peer.phases.iter().find(|p| !p.passed())).cloned();
+            return Err(match why {
+                Some(p) => CliError::Failed(format!("not joined after {}s: {}", deadline.as_secs(), describe(&p))),
+                None => CliError::Failed(format!(
+                    "not joined after {}s: the reconciler wrote no phase yet (is it running?)",
+                    deadline.as_secs()
+                )),
+            });
+        }
+        if terminal {
+            let _ = write!(out, "\r\x1b[2K{} {waiting}", SPINNER[tick % SPINNER.len()]);
+            let _ = out.flush();
+            tick += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn describe(p: &crate::summary::Phase) -> String {
+    let mut s = format!("{} is {} ({}): {}", p.type_, p.status, p.reason, p.message);
+    if !p.hint.is_empty() {
+        s.push_str(&format!("\n  hint: {}", p.hint));
+    }
+    s
+}
+
+fn stuck(peer: &Peer, p: &crate::summary::Phase) -> CliError {
+    CliError::Failed(format!("peer {} cannot join until you act: {}", peer.name, describe(p)))
+}
+
+/// `join: false`, or deletes the ForeignCluster; returns its name and the peer's cluster ID.
+pub async fn unpeer(client: &Client, peer: &str, delete: bool) -> Result<(String, String)> {
+    let fc = find(client, peer).await?;
+    let name = fc.name_any();
+    let id = fc.spec.remote_cluster_id().unwrap_or_default().to_owned();
+    let api = Api::<ForeignCluster>::all(client.clone());
+    if delete {
+        api.delete(&name, &DeleteParams::default()).await.map_err(|e| CliError::api(format!("deleting ForeignCluster {name}"), e))?;
+    } else {
+        let patch = serde_json::json!({"spec": {"join": false}});
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(|e| CliError::api(format!("updating ForeignCluster {name}"), e))?;
+    }
+    Ok((name, id))
+}
+
+/// Waits for the unjoin cascade and says what it saw.
+pub async fn wait_unjoined(client: &Client, name: &str, id: &str, delete: bool, deadline: Duration, out: &mut impl Write) -> Result<()> {
+    let started = Instant::now();
+    let api = Api::<ForeignCluster>::all(client.clone());
+    let adverts = Api::<Advertisement>::all(client.clone());
+    let advertisement = liqo_api::names::advertisement_name(id);
+    loop {
+        let fc = api.get_opt(name).await.map_err(|e| CliError::api(format!("reading ForeignCluster {name}"), e))?;
+        let advertised = !id.is_empty() && adverts.get_opt(&advertisement).await.ok().flatten().is_some();
+        let done = match &fc {
+            None => true,
+            Some(fc) => !delete && !fc.finalizers().iter().any(|f| f == liqo_api::names::FINALIZER_PEERED),
+        };
+        if done && !advertised {
+            let joined = fc.as_ref().map(Peer::of).and_then(|p| p.phase(liqo_api::reasons::ConditionType::Joined).cloned());
+            let _ = writeln!(out, "✓ the peer's Advertisement is gone from this cluster, and its access here");
+            match joined {
+                Some(p) => {
+                    let _ = writeln!(out, "✓ {}", p.message);
+                }
+                None => {
+                    let _ = writeln!(out, "✓ ForeignCluster {name} deleted");
+                }
+            }
+            let _ = writeln!(out, "unpeered {name} in {:.1}s", started.elapsed().as_secs_f64());
+            return Ok(());
+        }
+        if started.elapsed() >= deadline {
+            let why = fc
+                .as_ref()
+                .map(Peer::of)
+                .and_then(|p| p.phase(liqo_api::reasons::ConditionType::Joined).cloned())
+                .map(|p| describe(&p))
+                .unwrap_or_else(|| "the peer's Advertisement is still here".into());
+            return Err(CliError::Failed(format!("unpeering {name} not done after {}s: {why}", deadline.as_secs())));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_come_from_the_url() {
+        assert_eq!(name_from_url("https://10.77.0.2:8443"), "10-77-0-2-8443");
+        assert_eq!(name_from_url("https://Auth.Example.com"), "auth-example-com-443");
+        assert!(name_from_url(&format!("https://{}.example:1", "x".repeat(80))).len() <= 63);
+    }
+
+    #[test]
+    fn the_spec_of_each_seed_form() {
+        assert_eq!(
+            spec(&Target::AuthUrl("https://a:1".into()), true),
+            serde_json::json!({"authUrl": "https://a:1", "join": true, "allowUntrustedCA": true})
+        );
+        let s = spec(&Target::ApiServer { cluster_id: "x".into(), api_url: "https://b:6443".into() }, false);
+        assert_eq!(s, serde_json::json!({"clusterIdentity": {"clusterID": "x"}, "apiUrl": "https://b:6443", "join": true}));
+    }
+}

@@ -1,0 +1,445 @@
+//! `kubectl liqo status [PEER]`: this cluster (identity, toggles, policy, the components) and
+//! its peers; with PEER, everything about one peer. Exits 1 when a peer asked to join is not
+//! joined, so scripts can gate on it.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
+use liqo_api::{Advertisement, ClusterConfig, FederationRequest, ForeignCluster, PeeringRequest, SearchDomain};
+use serde::Serialize;
+
+use crate::error::{CliError, Result};
+use crate::render::{self, Output};
+use crate::summary::Peer;
+
+/// This cluster, as peers and its admin see it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThisCluster {
+    pub cluster_id: Option<String>,
+    pub cluster_name: Option<String>,
+    pub namespace: String,
+    pub discovery: bool,
+    pub advertisement: bool,
+    pub autojoin: bool,
+    pub autojoin_untrusted: bool,
+    pub peering_policy: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+    /// The auth service and API server URLs peers are told (the reconciler's settings).
+    pub auth_url: Option<String>,
+    pub api_url: Option<String>,
+    pub reconciler: String,
+    pub webhook: String,
+    pub crds: String,
+}
+
+/// `status` without PEER.
+#[derive(Clone, Debug, Serialize)]
+pub struct Overview {
+    pub cluster: ThisCluster,
+    pub peers: Vec<Peer>,
+}
+
+impl Overview {
+    pub fn healthy(&self) -> bool {
+        self.peers.iter().all(Peer::healthy)
+    }
+
+    pub fn render(&self, output: Output) -> String {
+        match output {
+            Output::Json | Output::Yaml => render::structured(self, output),
+            _ => {
+                let c = &self.cluster;
+                let on = |b: bool| if b { "on" } else { "off" };
+                let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+                let mut policy = c.peering_policy.clone();
+                if !c.allow.is_empty() {
+                    policy.push_str(&format!(" (allow: {})", c.allow.join(", ")));
+                }
+                if !c.deny.is_empty() {
+                    policy.push_str(&format!(" (deny: {})", c.deny.join(", ")));
+                }
+                let mut out = render::fields(&[
+                    ("CLUSTER-ID", dash(&c.cluster_id)),
+                    ("CLUSTER-NAME", dash(&c.cluster_name)),
+                    ("NAMESPACE", c.namespace.clone()),
+                    ("DISCOVERY", on(c.discovery).into()),
+                    ("ADVERTISEMENT", on(c.advertisement).into()),
+                    ("AUTOJOIN", format!("{} (untrusted peers: {})", on(c.autojoin), on(c.autojoin_untrusted))),
+                    ("PEERING-POLICY", policy),
+                    ("AUTH-URL", dash(&c.auth_url)),
+                    ("API-URL", dash(&c.api_url)),
+                    ("RECONCILER", c.reconciler.clone()),
+                    ("WEBHOOK", c.webhook.clone()),
+                    ("CRDS", c.crds.clone()),
+                ]);
+                out.push('\n');
+                if self.peers.is_empty() {
+                    out.push_str("no peers (kubectl liqo discover, or kubectl liqo peer AUTH_URL)\n");
+                } else {
+                    out.push_str(&render::peers(&self.peers, output == Output::Wide));
+                }
+                out
+            }
+        }
+    }
+}
+
+/// `status PEER`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PeerDetail {
+    pub peer: Peer,
+    /// The peer's Advertisement here: its resources, when it is there.
+    pub advertisement: Option<serde_json::Value>,
+    /// Recent Events about the ForeignCluster: type, reason, note, count, last seen.
+    pub events: Vec<EventLine>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventLine {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub reason: String,
+    pub note: String,
+    pub count: i32,
+    pub last_seen: String,
+}
+
+impl PeerDetail {
+    pub fn render(&self, output: Output) -> String {
+        match output {
+            Output::Json | Output::Yaml => render::structured(self, output),
+            _ => {
+                let p = &self.peer;
+                let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+                let advertisement = match (&p.advertisement, &self.advertisement) {
+                    (Some(name), Some(resources)) => format!("{name} ({resources})"),
+                    (Some(name), None) => name.clone(),
+                    _ => "-".into(),
+                };
+                let mut out = render::fields(&[
+                    ("NAME", p.name.clone()),
+                    ("CLUSTER-ID", p.cluster_id.clone()),
+                    ("CLUSTER-NAME", dash(&p.cluster_name)),
+                    ("TYPE", p.discovery_type.clone()),
+                    ("JOIN", p.join.to_string()),
+                    ("OUTGOING", p.outgoing.to_string()),
+                    ("INCOMING", p.incoming.to_string()),
+                    ("STATE", p.state()),
+                    ("AUTH-URL", dash(&p.auth_url)),
+                    ("API-URL", dash(&p.api_url)),
+                    ("CA-FINGERPRINT", dash(&p.ca_fingerprint)),
+                    ("OUR-PEERINGREQUEST", p.remote_peering_request.as_ref().map_or("-".into(), |n| format!("{n} (on the remote)"))),
+                    ("ADVERTISEMENT", advertisement),
+                ]);
+                out.push_str("\nPHASES\n");
+                out.push_str(&if p.phases.is_empty() { "  none yet\n".into() } else { render::phases(&p.phases) });
+                out.push_str("\nEVENTS\n");
+                if self.events.is_empty() {
+                    out.push_str("  none\n");
+                } else {
+                    let rows: Vec<Vec<String>> = self
+                        .events
+                        .iter()
+                        .map(|e| vec![e.last_seen.clone(), e.type_.clone(), e.reason.clone(), format!("x{}", e.count), e.note.clone()])
+                        .collect();
+                    for line in render::table(&["LAST-SEEN", "TYPE", "REASON", "COUNT", "MESSAGE"], &rows).lines() {
+                        out.push_str(&format!("  {line}\n"));
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+/// Reads `what` (a ConfigMap, a Lease...), `None` when absent, the reason when not readable.
+async fn read<K>(api: &Api<K>, name: &str) -> std::result::Result<Option<K>, String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name).await.map_err(|e| match e {
+        kube::Error::Api(s) if s.code == 403 => "not readable with your credentials".to_owned(),
+        other => other.to_string(),
+    })
+}
+
+/// The reconciler: who holds its Lease and how its Deployment fares.
+async fn reconciler(client: &Client, ns: &str) -> (String, Option<String>, Option<String>) {
+    let lease = match read(&Api::<Lease>::namespaced(client.clone(), ns), "liqo-reconciler").await {
+        Ok(Some(l)) => {
+            let spec = l.spec.unwrap_or_default();
+            let holder = spec.holder_identity.unwrap_or_default();
+            let renewed = spec.renew_time.map(|t| k8s_openapi::jiff::Timestamp::now().as_second() - t.0.as_second());
+            let limit = i64::from(spec.lease_duration_seconds.unwrap_or(15));
+            match renewed {
+                Some(age) if !holder.is_empty() && age <= limit => format!("running, leader {holder} (renewed {age}s ago)"),
+                _ => "no leader: the Lease expired (is the reconciler running?)".into(),
+            }
+        }
+        Ok(None) => "not running (no Lease liqo-reconciler)".into(),
+        Err(e) => format!("unknown: Lease {e}"),
+    };
+    let deployment = read(&Api::<Deployment>::namespaced(client.clone(), ns), "liqo-reconciler").await.ok().flatten();
+    let env = |name: &str| {
+        deployment
+            .as_ref()?
+            .spec
+            .template
+            .spec
+            .as_ref()?
+            .containers
+            .iter()
+            .flat_map(|c| c.env.iter().flatten())
+            .find(|e| e.name == name)?
+            .value
+            .clone()
+    };
+    let ready = deployment.as_ref().map(|d| {
+        let s = d.status.clone().unwrap_or_default();
+        format!("; Deployment {}/{} ready", s.ready_replicas.unwrap_or(0), d.spec.replicas.unwrap_or(1))
+    });
+    (lease + &ready.unwrap_or_default(), env("LIQO_AUTH_URL"), env("LIQO_API_URL"))
+}
+
+async fn webhook(client: &Client, ns: &str) -> String {
+    match read(&Api::<Deployment>::namespaced(client.clone(), ns), "liqo-webhook").await {
+        Ok(Some(d)) => {
+            let s = d.status.unwrap_or_default();
+            let want = d.spec.replicas.unwrap_or(1);
+            format!("Deployment {}/{want} ready", s.ready_replicas.unwrap_or(0))
+        }
+        Ok(None) => "no Deployment liqo-webhook here (run elsewhere, or not installed)".into(),
+        Err(e) => format!("unknown: Deployment {e}"),
+    }
+}
+
+/// Which of Liqo's CRDs answer.
+async fn crds(client: &Client) -> String {
+    async fn served<K>(client: &Client) -> std::result::Result<(), String>
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        match Api::<K>::all(client.clone()).list(&ListParams::default().limit(1)).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 403 => Ok(()), // served, just not readable by us
+            Err(_) => Err(K::kind(&()).into_owned()),
+        }
+    }
+    let missing: Vec<String> = [
+        served::<ForeignCluster>(client).await,
+        served::<SearchDomain>(client).await,
+        served::<PeeringRequest>(client).await,
+        served::<FederationRequest>(client).await,
+        served::<ClusterConfig>(client).await,
+        served::<Advertisement>(client).await,
+    ]
+    .into_iter()
+    .filter_map(|r| r.err())
+    .collect();
+    if missing.is_empty() { "installed".into() } else { format!("missing: {} (kubectl apply -k manifests/crds)", missing.join(", ")) }
+}
+
+/// Gathers this cluster's status and every peer.
+pub async fn overview(client: &Client, ns: &str) -> Result<Overview> {
+    let id = read(&Api::<ConfigMap>::namespaced(client.clone(), ns), "cluster-id").await.ok().flatten();
+    let cluster_id = id.and_then(|c| c.data?.get("cluster-id").cloned());
+    let config = read(&Api::<ClusterConfig>::all(client.clone()), "liqo-configuration").await.ok().flatten();
+    let spec = config.map(|c| c.spec).unwrap_or_default();
+    let d = &spec.discovery_config;
+    let (reconciler, auth_url, api_url) = reconciler(client, ns).await;
+    let cluster = ThisCluster {
+        cluster_id,
+        cluster_name: d.cluster_name.clone().filter(|n| !n.is_empty()),
+        namespace: ns.to_owned(),
+        discovery: d.enable_discovery,
+        advertisement: d.enable_advertisement,
+        autojoin: d.autojoin,
+        autojoin_untrusted: d.autojoin_untrusted,
+        peering_policy: spec.peering_policy.as_str().to_owned(),
+        allow: spec.peering_allow_list.clone(),
+        deny: spec.peering_deny_list.clone(),
+        auth_url,
+        api_url,
+        reconciler,
+        webhook: webhook(client, ns).await,
+        crds: crds(client).await,
+    };
+    let fcs = Api::<ForeignCluster>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| CliError::api("listing ForeignClusters", e))?;
+    let mut peers: Vec<Peer> = fcs.items.iter().map(Peer::of).collect();
+    peers.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(Overview { cluster, peers })
+}
+
+/// The ForeignCluster named `peer`, or standing for cluster ID `peer`.
+pub async fn find(client: &Client, peer: &str) -> Result<ForeignCluster> {
+    let api = Api::<ForeignCluster>::all(client.clone());
+    if let Some(fc) = api.get_opt(peer).await.map_err(|e| CliError::api(format!("reading ForeignCluster {peer}"), e))? {
+        return Ok(fc);
+    }
+    let all = api.list(&ListParams::default()).await.map_err(|e| CliError::api("listing ForeignClusters", e))?;
+    all.items.into_iter().find(|f| f.spec.remote_cluster_id() == Some(peer)).ok_or_else(|| CliError::NotFound {
+        what: format!("peer {peer} (no ForeignCluster of that name or cluster ID)"),
+        hint: "kubectl liqo status lists the peers",
+    })
+}
+
+/// Everything about one peer.
+pub async fn detail(client: &Client, peer: &str) -> Result<PeerDetail> {
+    let fc = find(client, peer).await?;
+    let summary = Peer::of(&fc);
+    let advertisement = match &summary.advertisement {
+        Some(name) => Api::<Advertisement>::all(client.clone())
+            .get_opt(name)
+            .await
+            .ok()
+            .flatten()
+            .map(|a| serde_json::to_value(&a.spec.resources).unwrap_or_default()),
+        None => None,
+    };
+    let events = Api::<Event>::all(client.clone())
+        .list(&ListParams::default().fields(&format!("regarding.name={}", fc.name_any())))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let mut lines: Vec<EventLine> = events
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("ForeignCluster"))
+        .map(|e| {
+            let last = e.series.as_ref().map(|s| s.last_observed_time.0.to_string()).or(e.event_time.as_ref().map(|t| t.0.to_string()));
+            EventLine {
+                type_: e.type_.unwrap_or_default(),
+                reason: e.reason.unwrap_or_default(),
+                note: e.note.unwrap_or_default(),
+                count: e.series.as_ref().map_or(1, |s| s.count),
+                last_seen: last.unwrap_or_default(),
+            }
+        })
+        .collect();
+    lines.sort_by(|a, b| a.last_seen.cmp(&b.last_seen));
+    let recent = lines.split_off(lines.len().saturating_sub(10));
+    Ok(PeerDetail { peer: summary, advertisement, events: recent })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Compares `text` with `cli/tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites the file.
+    fn golden(name: &str, text: &str) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(&path, text).unwrap();
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
+        assert_eq!(text, want, "{name} differs from its golden file (UPDATE_GOLDEN=1 rewrites it)");
+    }
+
+    fn fc(json: serde_json::Value) -> ForeignCluster {
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn c(t: &str, s: &str, r: &str, m: &str) -> serde_json::Value {
+        serde_json::json!({"type": t, "status": s, "reason": r, "message": m, "lastTransitionTime": "2026-11-23T10:00:00Z", "observedGeneration": 1})
+    }
+
+    fn peers() -> Vec<Peer> {
+        let joined = fc(serde_json::json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "beta"},
+            "spec": {"clusterIdentity": {"clusterID": "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9", "clusterName": "beta"}, "join": true,
+                     "discoveryType": "LAN", "authUrl": "https://10.77.0.2:8443"},
+            "status": {"conditions": [
+                c("Trusted", "False", "UntrustedAllowed", "unknown certificate authority, allowed by spec.allowUntrustedCA"),
+                c("Authenticated", "True", "IdentityIssued", "identity stored in Secret beta-identity"),
+                c("RemoteReachable", "True", "Reachable", "the remote API server answered"),
+                c("CaVerified", "True", "Pinned", "the remote API server certificate verified against CA ab:cd"),
+                c("Joined", "True", "Joined", "the remote accepted our PeeringRequest and advertises to us")],
+                "caFingerprint": "ab:cd",
+                "outgoing": {"joined": true, "remotePeeringRequestName": "0558de48-097b-4b7d-ba04-6bd2a0f9d24f",
+                             "advertisement": "advertisement-9a596a4b-591c-4ac6-8fd6-80258b4b3bf9"},
+                "incoming": {"joined": true, "peeringRequest": "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9"}}
+        }));
+        let refused = fc(serde_json::json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "gamma"},
+            "spec": {"clusterIdentity": {"clusterID": "11111111-2222-3333-4444-555555555555"}, "join": true,
+                     "discoveryType": "Manual", "authUrl": "https://gamma.example:30443"},
+            "status": {"conditions": [
+                c("Trusted", "True", "Trusted", "the auth service certificate verified"),
+                c("Authenticated", "False", "TokenRefused", "remote auth service /identity: HTTP 403: wrong token"),
+                c("RemoteReachable", "Unknown", "Waiting", "not checked: Authenticated is False (TokenRefused)"),
+                c("CaVerified", "Unknown", "Waiting", "not checked: Authenticated is False (TokenRefused)"),
+                c("Joined", "Unknown", "Waiting", "not checked: Authenticated is False (TokenRefused)")],
+                "authStatus": "Refused"}
+        }));
+        vec![Peer::of(&joined), Peer::of(&refused)]
+    }
+
+    fn overview() -> Overview {
+        Overview {
+            cluster: ThisCluster {
+                cluster_id: Some("0558de48-097b-4b7d-ba04-6bd2a0f9d24f".into()),
+                cluster_name: Some("alpha".into()),
+                namespace: "liqo".into(),
+                discovery: true,
+                advertisement: true,
+                autojoin: true,
+                autojoin_untrusted: false,
+                peering_policy: "AcceptKnown".into(),
+                allow: vec![],
+                deny: vec!["66666666-7777-8888-9999-000000000000".into()],
+                auth_url: Some("https://10.77.0.1:30443".into()),
+                api_url: Some("https://10.77.0.1:6443".into()),
+                reconciler: "running, leader liqo-reconciler-7d9f (renewed 2s ago); Deployment 1/1 ready".into(),
+                webhook: "Deployment 2/2 ready".into(),
+                crds: "installed".into(),
+            },
+            peers: peers(),
+        }
+    }
+
+    #[test]
+    fn status_in_every_output_format() {
+        let o = overview();
+        assert!(!o.healthy(), "gamma asks to join and is not joined");
+        golden("status.table", &o.render(Output::Table));
+        golden("status.wide", &o.render(Output::Wide));
+        golden("status.json", &o.render(Output::Json));
+        golden("status.yaml", &o.render(Output::Yaml));
+    }
+
+    #[test]
+    fn one_peer_in_every_output_format() {
+        let mut p = peers();
+        let refused = PeerDetail {
+            peer: p.remove(1),
+            advertisement: None,
+            events: vec![EventLine {
+                type_: "Warning".into(),
+                reason: "TokenRefused".into(),
+                note: "remote auth service /identity: HTTP 403: wrong token".into(),
+                count: 1,
+                last_seen: "2026-11-23T10:00:00Z".into(),
+            }],
+        };
+        golden("peer-refused.table", &refused.render(Output::Table));
+        golden("peer-refused.json", &refused.render(Output::Json));
+        let joined = PeerDetail {
+            peer: p.remove(0),
+            advertisement: Some(serde_json::json!({"cpu": "8", "memory": "32Gi", "pods": "220"})),
+            events: vec![],
+        };
+        golden("peer-joined.table", &joined.render(Output::Table));
+        golden("peer-joined.yaml", &joined.render(Output::Yaml));
+    }
+}

@@ -1,0 +1,215 @@
+//! What a ForeignCluster says about a peering, summed up for people (pure): its phases in
+//! order, which one stops it and what to do — the reasons and hints of `liqo_api::reasons`,
+//! the same the README's troubleshooting table shows.
+
+use liqo_api::ForeignCluster;
+use liqo_api::reasons::{ConditionType, Reason};
+use serde::Serialize;
+
+/// One peering phase of a ForeignCluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Phase {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+    /// What to do about it (empty when nothing needs doing).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub hint: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+}
+
+impl Phase {
+    /// Done, or not in the way: True, or a False that peering goes on with.
+    pub fn passed(&self) -> bool {
+        self.status == "True" || matches!(Reason::parse(&self.reason), Some(Reason::UntrustedAllowed | Reason::Anonymous))
+    }
+
+    /// False for a reason that only the user can change (waiting will not help).
+    pub fn needs_user(&self) -> bool {
+        self.status == "False"
+            && matches!(
+                Reason::parse(&self.reason),
+                Some(
+                    Reason::UntrustedNotAllowed
+                        | Reason::TokenRefused
+                        | Reason::EmptyTokenRefused
+                        | Reason::SelfPeering
+                        | Reason::NoAuthUrl
+                        | Reason::InvalidSpec
+                        | Reason::TlsError
+                )
+            )
+    }
+}
+
+/// A peer as `kubectl liqo status` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Peer {
+    pub name: String,
+    pub cluster_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_name: Option<String>,
+    #[serde(rename = "type")]
+    pub discovery_type: String,
+    pub join: bool,
+    pub outgoing: bool,
+    pub incoming: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_fingerprint: Option<String>,
+    /// Our PeeringRequest on the remote, when the status says it is there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote_peering_request: Option<String>,
+    /// The peer's Advertisement here, when the status says it is there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advertisement: Option<String>,
+    pub phases: Vec<Phase>,
+}
+
+impl Peer {
+    pub fn of(fc: &ForeignCluster) -> Self {
+        let status = fc.status.clone().unwrap_or_default();
+        let outgoing = status.outgoing.clone().unwrap_or_default();
+        let phases = ConditionType::PEERING
+            .iter()
+            .filter_map(|t| status.conditions.iter().find(|c| c.type_ == t.as_str()))
+            .map(|c| Phase {
+                type_: c.type_.clone(),
+                status: c.status.clone(),
+                reason: c.reason.clone(),
+                message: c.message.clone(),
+                hint: Reason::parse(&c.reason)
+                    .and_then(|r| ConditionType::PEERING.iter().find(|t| t.as_str() == c.type_).map(|t| r.entry_for(*t).hint))
+                    .unwrap_or_default()
+                    .to_owned(),
+                last_transition_time: Some(c.last_transition_time.0.to_string()),
+            })
+            .collect::<Vec<Phase>>();
+        let name = fc.metadata.name.clone().unwrap_or_default();
+        let cluster_id = fc.spec.remote_cluster_id().unwrap_or_default().to_owned();
+        // The hints name this peer's objects where the table says `<remote ID>` or `<fc>`.
+        let phases =
+            phases.into_iter().map(|p| Phase { hint: p.hint.replace("<remote ID>", &cluster_id).replace("<fc>", &name), ..p }).collect();
+        Self {
+            name: name.clone(),
+            cluster_id: cluster_id.clone(),
+            cluster_name: fc.spec.cluster_identity.as_ref().and_then(|i| i.cluster_name.clone()),
+            discovery_type: fc.spec.discovery_type().as_str().to_owned(),
+            join: fc.spec.join(),
+            outgoing: outgoing.joined,
+            incoming: status.incoming.as_ref().is_some_and(|i| i.joined),
+            auth_url: fc.spec.auth_url.clone().filter(|u| !u.is_empty()),
+            api_url: fc.spec.api_url.clone().filter(|u| !u.is_empty()),
+            ca_fingerprint: status.ca_fingerprint.clone(),
+            remote_peering_request: outgoing.remote_peering_request_name.clone(),
+            advertisement: outgoing.advertisement.clone(),
+            phases,
+        }
+    }
+
+    /// The phase named `type_`, if the reconciler wrote it yet.
+    pub fn phase(&self, type_: ConditionType) -> Option<&Phase> {
+        self.phases.iter().find(|p| p.type_ == type_.as_str())
+    }
+
+    /// Joined: the peer accepted us and advertises to us.
+    pub fn joined(&self) -> bool {
+        self.outgoing && self.phase(ConditionType::Joined).is_some_and(|p| p.status == "True")
+    }
+
+    /// The first phase that holds the peering up (False and in the way), if any.
+    pub fn failing(&self) -> Option<&Phase> {
+        self.phases.iter().find(|p| p.status == "False" && !p.passed())
+    }
+
+    /// Fine as far as a script is concerned: not asked to join, or joined.
+    pub fn healthy(&self) -> bool {
+        !self.join || self.joined()
+    }
+
+    /// One word (or two) for a table: `Joined`, `Incoming`, `-` (not joining), the failing
+    /// phase and its reason, or the phase in progress.
+    pub fn state(&self) -> String {
+        if self.joined() {
+            return "Joined".into();
+        }
+        if !self.join {
+            return if self.incoming { "Incoming".into() } else { "-".into() };
+        }
+        if let Some(p) = self.failing() {
+            return format!("{}: {}", p.type_, p.reason);
+        }
+        match self.phases.iter().find(|p| !p.passed()) {
+            Some(p) => format!("{}: {}", p.type_, p.reason),
+            None if self.phases.is_empty() => "Pending".into(),
+            None => "Joining".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub fn fc(join: bool, conditions: &[(&str, &str, &str)], outgoing: bool) -> ForeignCluster {
+        let conditions: Vec<serde_json::Value> = conditions
+            .iter()
+            .map(|(t, s, r)| {
+                serde_json::json!({"type": t, "status": s, "reason": r, "message": format!("{t} says {r}"),
+                                   "lastTransitionTime": "2026-11-23T10:00:00Z"})
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "peer-a"},
+            "spec": {"clusterIdentity": {"clusterID": "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9", "clusterName": "a"}, "join": join,
+                     "discoveryType": "LAN", "authUrl": "https://10.0.0.2:8443"},
+            "status": {"conditions": conditions, "outgoing": {"joined": outgoing}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_joined_peer_is_healthy_and_says_joined() {
+        let p = Peer::of(&fc(
+            true,
+            &[("Trusted", "False", "UntrustedAllowed"), ("Authenticated", "True", "IdentityIssued"), ("Joined", "True", "Joined")],
+            true,
+        ));
+        assert!(p.joined() && p.healthy());
+        assert_eq!(p.state(), "Joined");
+        assert_eq!(p.failing(), None, "an allowed untrusted CA is not in the way");
+    }
+
+    #[test]
+    fn the_failing_phase_carries_its_hint() {
+        let p = Peer::of(&fc(true, &[("Trusted", "True", "Trusted"), ("Authenticated", "False", "TokenRefused")], false));
+        assert!(!p.healthy());
+        assert_eq!(p.state(), "Authenticated: TokenRefused");
+        let failing = p.failing().unwrap();
+        assert!(failing.hint.contains("remote-token-"), "{}", failing.hint);
+        assert!(failing.needs_user());
+        // Waiting on the remote is not the user's to fix.
+        let p = Peer::of(&fc(true, &[("RemoteReachable", "False", "RemoteUnreachable")], false));
+        assert!(!p.failing().unwrap().needs_user());
+    }
+
+    #[test]
+    fn a_peer_not_joining_is_healthy_and_in_progress_is_named() {
+        let p = Peer::of(&fc(false, &[("Joined", "False", "Unjoined")], false));
+        assert!(p.healthy());
+        assert_eq!(p.state(), "-");
+        let p = Peer::of(&fc(true, &[("Trusted", "True", "Trusted"), ("Joined", "Unknown", "Waiting")], false));
+        assert_eq!(p.state(), "Joined: Waiting");
+        let p = Peer::of(&fc(true, &[], false));
+        assert_eq!(p.state(), "Pending");
+        assert_eq!(p.discovery_type, "LAN");
+    }
+}
