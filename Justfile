@@ -36,7 +36,7 @@ manifests:
 # Look for Liqo clusters on the LAN (mDNS) and/or in DNS domains, no cluster needed:
 # `just discover --domain example.com`, `just discover --advertise`.
 discover *args:
-    cargo run -q -p liqo-reconciler -- discover {{args}}
+    cargo run -q -p liqo-cli -- discover {{args}}
 
 # Run the webhook on this machine without a cluster (self-made certificate in DIR).
 webhook-standalone cluster_id="0558de48-097b-4b7d-ba04-6bd2a0f9d24f" dir="/tmp/liqo-webhook-certs":

@@ -326,7 +326,7 @@ pub const TROUBLESHOOTING: &[Entry] = &[
         status: S::False,
         reasons: &[R::DnsLookupFailed],
         meaning: "the domain did not resolve (server down, `NXDOMAIN`)",
-        hint: "nothing is deleted meanwhile; check the zone with `liqo-reconciler discover --domain <domain>`",
+        hint: "nothing is deleted meanwhile; check the zone with `kubectl liqo discover --domain <domain>`",
     },
     Entry {
         kind: "PeeringRequest",

@@ -16,6 +16,8 @@ pub enum CliError {
     Failed(String),
     /// No cluster to talk to.
     Connect(String),
+    /// A failure already told on stderr (exit 1, nothing more to say).
+    Reported,
 }
 
 impl CliError {
@@ -52,6 +54,7 @@ impl fmt::Display for CliError {
             Self::Usage(m) | Self::Failed(m) | Self::Connect(m) => write!(f, "{m}")?,
             Self::Api { doing, message, .. } => write!(f, "{doing}: {message}")?,
             Self::NotFound { what, .. } => write!(f, "{what} not found")?,
+            Self::Reported => {}
         }
         match self.hint() {
             "" => Ok(()),

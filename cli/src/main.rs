@@ -88,17 +88,22 @@ enum Command {
         after_help = "Examples:\n  kubectl liqo discover --seconds 5\n  kubectl liqo discover --domain example.com --nameserver 10.0.0.53:53 --json"
     )]
     Discover(liqo_reconciler::discovery::discover::Args),
-    /// The DNS domains browsed for peers (SearchDomains).
-    #[command(subcommand)]
+    /// The DNS domains browsed for peers (SearchDomains): add, list, remove.
+    #[command(subcommand, after_help = "Examples:\n  kubectl liqo domain add example.com\n  kubectl liqo domain list")]
     Domain(DomainCommand),
     /// LAN discovery on or off (ClusterConfig `enableDiscovery`).
     #[command(after_help = "Example:\n  kubectl liqo discovery off")]
     Discovery { state: Switch },
     /// Advertising this cluster on or off (ClusterConfig `enableAdvertisement`).
+    #[command(after_help = "Example:\n  kubectl liqo advertisement on")]
     Advertisement { state: Switch },
     /// Joining discovered peers by themselves on or off (ClusterConfig `autojoin`).
+    #[command(after_help = "Example:\n  kubectl liqo autojoin off")]
     Autojoin { state: Switch },
-    /// Shell completion script (`source <(kubectl liqo completion bash)`).
+    /// Shell completion script.
+    #[command(
+        after_help = "Examples:\n  source <(kubectl liqo completion bash)\n  kubectl liqo completion zsh > \"${fpath[1]}/_kubectl-liqo\""
+    )]
     Completion { shell: clap_complete::Shell },
 }
 
@@ -119,11 +124,13 @@ enum DomainCommand {
         no_autojoin: bool,
     },
     /// The SearchDomains, their last lookup and what they found.
+    #[command(after_help = "Example:\n  kubectl liqo domain list -o wide")]
     List {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Stop browsing DOMAIN (a SearchDomain's name or domain); what it found goes with it.
+    #[command(after_help = "Example:\n  kubectl liqo domain remove example.com")]
     Remove { domain: String },
 }
 
@@ -157,7 +164,7 @@ async fn run(cli: Cli) -> Result<()> {
             let _ = rustls::crypto::ring::default_provider().install_default();
             match liqo_reconciler::discovery::discover::run(args).await {
                 Ok(true) => Ok(()),
-                Ok(false) => Err(CliError::Failed("a DNS domain did not resolve".into())),
+                Ok(false) => Err(CliError::Reported),
                 Err(e) => Err(CliError::Failed(format!("{e:#}"))),
             }
         }
@@ -243,7 +250,9 @@ async fn main() -> ExitCode {
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            if !matches!(e, CliError::Reported) {
+                eprintln!("error: {e}");
+            }
             ExitCode::from(e.exit_code())
         }
     }
@@ -256,6 +265,19 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_command_has_examples_in_its_help() {
+        fn check(cmd: &clap::Command, path: &str) {
+            for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+                let name = format!("{path} {}", sub.get_name());
+                let after = sub.get_after_help().map(|h| h.to_string()).unwrap_or_default();
+                assert!(after.starts_with("Example"), "{name} has no examples in its --help");
+                check(sub, &name);
+            }
+        }
+        check(&Cli::command(), "kubectl liqo");
     }
 
     #[test]

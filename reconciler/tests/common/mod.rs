@@ -23,6 +23,18 @@ impl Drop for Reconciler {
     }
 }
 
+/// The `liqo-reconciler` binary: Cargo's own for this crate's tests; for another crate's (the
+/// plugin's), the one built beside the running test (`cargo test --workspace` builds every
+/// binary before it runs a test).
+pub fn reconciler_binary() -> Option<std::path::PathBuf> {
+    if let Some(path) = option_env!("CARGO_BIN_EXE_liqo-reconciler") {
+        return Some(path.into());
+    }
+    let exe = std::env::current_exe().ok()?;
+    let path = exe.parent()?.parent()?.join("liqo-reconciler");
+    path.exists().then_some(path)
+}
+
 /// Installs the reconciler's RBAC from `manifests/reconciler/rbac.yaml` and returns a token of
 /// its ServiceAccount, so the test runs with exactly the permissions shipped.
 pub async fn reconciler_token(admin: &Client) -> String {
@@ -57,7 +69,7 @@ pub fn start_reconciler_with(cp: &ControlPlane, name: &str, token: &str, extra: 
     let flag = |a: &str| a.split('=').next().unwrap_or_default().to_owned();
     args.retain(|a| !extra.iter().any(|e| flag(e) == flag(a)));
     args.extend(extra.iter().map(|e| (*e).to_owned()));
-    let child = Command::new(env!("CARGO_BIN_EXE_liqo-reconciler"))
+    let child = Command::new(reconciler_binary().expect("the liqo-reconciler binary (cargo build -p liqo-reconciler)"))
         .env("KUBECONFIG", cp.kubeconfig(token))
         .env("RUST_LOG", "info,liqo_reconciler=debug")
         .args(args)

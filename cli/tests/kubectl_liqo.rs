@@ -1,0 +1,183 @@
+//! `kubectl liqo` against two real control planes (envtest convention: `KUBEBUILDER_ASSETS`),
+//! each with `liqo-reconciler` running as in the reconciler's two-cluster tests and our webhook
+//! serving the remote; the plugin run as a user runs it, with a kubeconfig. Skips loudly
+//! without the assets (or without the reconciler binary, which `cargo test --workspace` builds).
+
+#[path = "../../reconciler/tests/common/mod.rs"]
+mod common;
+
+use std::process::{Command, Output};
+
+use common::*;
+use kube::api::{Api, ListParams};
+use liqo_api::{ForeignCluster, PeeringRequest, SearchDomain};
+use liqo_testenv::{ControlPlane, eventually, skip};
+
+fn kubectl_liqo(cp: &ControlPlane, args: &[&str]) -> Output {
+    let kubeconfig = cp.kubeconfig(liqo_testenv::ADMIN_TOKEN);
+    Command::new(env!("CARGO_BIN_EXE_kubectl-liqo"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("running kubectl-liqo")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn ready_to_run() -> bool {
+    if reconciler_binary().is_none() {
+        skip("the liqo-reconciler binary is not built (cargo build -p liqo-reconciler; cargo test --workspace builds it)");
+        return false;
+    }
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_status_and_unpeer_as_a_user_runs_them() {
+    if !ready_to_run() {
+        return;
+    }
+    let Some(mut t) = two_clusters_with(&["--leader-election=false"]).await else { return };
+    let _webhooks = (start_webhook(&t.home).await, start_webhook(&t.remote).await);
+
+    // peer --wait, piped: one plain line per phase, then joined.
+    let out = kubectl_liqo(&t.home_cp, &["peer", &t.remote_rec.auth_url, "--allow-untrusted-ca", "--name", "remote", "--wait=60s"]);
+    let said = text(&out);
+    eprintln!("{said}");
+    assert!(out.status.success(), "{said}");
+    for phase in ["✓ Trusted", "✓ Authenticated", "✓ RemoteReachable", "✓ CaVerified", "✓ Joined"] {
+        assert!(said.contains(phase), "{phase} missing from:\n{said}");
+    }
+    assert!(said.contains(&format!("joined remote (cluster {})", t.remote_id)), "{said}");
+    assert!(!said.contains('\x1b'), "no terminal codes when piped:\n{said}");
+    let fc = Api::<ForeignCluster>::all(t.home.clone()).get("remote").await.unwrap();
+    assert!(outgoing_joined(&fc), "the resulting object says joined");
+
+    // status: both sides, exit 0.
+    let out = kubectl_liqo(&t.home_cp, &["status"]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains(&t.home_id) && said.contains(&t.remote_id) && said.contains("Joined"), "{said}");
+    let out = kubectl_liqo(&t.remote_cp, &["status", "-o", "json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let remote: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(remote["cluster"]["clusterId"], t.remote_id.as_str());
+    let incoming = remote["peers"].as_array().unwrap().iter().find(|p| p["clusterId"] == t.home_id.as_str()).unwrap();
+    assert_eq!(incoming["incoming"], true, "{remote}");
+    let out = kubectl_liqo(&t.home_cp, &["status", "remote"]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("CA-FINGERPRINT") && said.contains(&format!("{} (on the remote)", t.home_id)), "{said}");
+
+    // status exits 1 while the joined peer's API server is down.
+    t.remote_cp.stop_apiserver();
+    fc_where(&t.home, "remote", "the remote seen down", |f| phase(f, "RemoteReachable").is_some_and(|p| p.0 == "False")).await;
+    let out = kubectl_liqo(&t.home_cp, &["status"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("not joined although join is true: remote"), "{}", text(&out));
+    t.remote_cp.restart_apiserver().await;
+    fc_where(&t.home, "remote", "joined again", |f| outgoing_joined(f) && phase(f, "RemoteReachable").is_some_and(|p| p.0 == "True")).await;
+
+    // unpeer --wait: the cascade completes and is told.
+    let out = kubectl_liqo(&t.home_cp, &["unpeer", "remote", "--wait=60s"]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("our PeeringRequest was removed from the remote") && said.contains("unpeered remote"), "{said}");
+    gone(&Api::<PeeringRequest>::all(t.remote.clone()), &t.home_id, "our PeeringRequest gone from the remote").await;
+
+    // A malformed cluster ID: the webhook's words, exit 1.
+    let out = kubectl_liqo(&t.home_cp, &["peer", "--cluster-id", "Not_A_Cluster_ID", "--api-url", "https://127.0.0.1:1", "--name", "bad"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("creating ForeignCluster bad") && said.contains("denied the request"), "{said}");
+
+    // Usage errors exit 2.
+    let out = kubectl_liqo(&t.home_cp, &["peer"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_wait_on_a_terminal_shows_live_progress() {
+    if !ready_to_run() {
+        return;
+    }
+    if Command::new("script").arg("--version").output().is_err() {
+        skip("script (util-linux) not found: no pseudo-terminal to run under");
+        return;
+    }
+    let Some(t) = two_clusters().await else { return };
+    let kubeconfig = t.home_cp.kubeconfig(liqo_testenv::ADMIN_TOKEN);
+    let command = format!(
+        "{} --kubeconfig {} peer {} --allow-untrusted-ca --name remote --wait=60s",
+        env!("CARGO_BIN_EXE_kubectl-liqo"),
+        kubeconfig.display(),
+        t.remote_rec.auth_url
+    );
+    // `script` runs it under a pseudo-terminal and copies what it showed.
+    let out = Command::new("script").args(["-qec", &command, "/dev/null"]).output().unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{shown}");
+    assert!(shown.contains("\x1b[2K"), "the line in progress is redrawn:\n{shown:?}");
+    assert!(liqo_cli_spinner().iter().any(|f| shown.contains(f)), "a spinner turns:\n{shown:?}");
+    assert!(shown.contains("✓ Joined") && shown.contains("joined remote"), "{shown:?}");
+}
+
+fn liqo_cli_spinner() -> [&'static str; 10] {
+    ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn domain_add_finds_the_clusters_a_zone_lists() {
+    if !ready_to_run() {
+        return;
+    }
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    liqo_testenv::install_liqo(&admin, "liqo").await;
+    const LISTED: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
+    let zone = liqo_testenv::dns::zone_file(
+        "example.com.",
+        &format!(
+            "example.com. PTR beta._liqo._tcp.example.com.\nbeta._liqo._tcp.example.com. SRV 0 0 6443 api.example.com.\nbeta._liqo._tcp.example.com. TXT \"id={LISTED}\" \"namespace=liqo\"\napi.example.com. A 10.0.0.2\n"
+        ),
+    );
+    let dns = liqo_testenv::dns::ZoneServer::start("example.com.", &zone).await;
+    let rec = start_reconciler_with(
+        &cp,
+        "single",
+        &reconciler_token(&admin).await,
+        &[&format!("--dns-server={}", dns.addr), "--search-domain-period-seconds=2"],
+    );
+    ready(&rec).await;
+
+    let out = kubectl_liqo(&cp, &["domain", "add", "example.com", "--no-autojoin"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let sd = Api::<SearchDomain>::all(admin.clone()).get("example.com").await.unwrap();
+    assert_eq!((sd.spec.domain.as_str(), sd.spec.autojoin), ("example.com", Some(false)));
+    eventually("the listed cluster found", || async {
+        let fcs = Api::<ForeignCluster>::all(admin.clone()).list(&ListParams::default()).await.ok()?;
+        fcs.items.iter().any(|f| f.spec.remote_cluster_id() == Some(LISTED)).then_some(())
+    })
+    .await;
+    let listed = eventually("domain list showing it", || async {
+        let out = kubectl_liqo(&cp, &["domain", "list"]);
+        let said = text(&out);
+        (out.status.success() && said.contains("LookupSucceeded") && said.contains(LISTED)).then_some(said)
+    })
+    .await;
+    assert!(listed.contains("example.com"), "{listed}");
+
+    // The switches, at runtime.
+    let out = kubectl_liqo(&cp, &["discovery", "off"]);
+    assert!(out.status.success() && text(&out).contains("discovery       off"), "{}", text(&out));
+    let config = Api::<liqo_api::ClusterConfig>::all(admin.clone()).get("liqo-configuration").await.unwrap();
+    assert!(!config.spec.discovery_config.enable_discovery);
+
+    let out = kubectl_liqo(&cp, &["domain", "remove", "example.com"]);
+    assert!(out.status.success(), "{}", text(&out));
+    gone(&Api::<SearchDomain>::all(admin.clone()), "example.com", "the SearchDomain removed").await;
+}
