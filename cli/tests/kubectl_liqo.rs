@@ -72,6 +72,7 @@ async fn peer_status_and_unpeer_as_a_user_runs_them() {
     let said = text(&out);
     assert!(out.status.success(), "{said}");
     assert!(said.contains("CA-FINGERPRINT") && said.contains(&format!("{} (on the remote)", t.home_id)), "{said}");
+    assert!(said.contains("IdentityAccepted") && said.contains("PeeringRequestCreated"), "the peer's Events:\n{said}");
 
     // status exits 1 while the joined peer's API server is down.
     t.remote_cp.stop_apiserver();
