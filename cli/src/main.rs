@@ -7,7 +7,6 @@ mod peer;
 mod progress;
 mod render;
 mod status;
-mod summary;
 mod toggles;
 
 use std::process::ExitCode;
@@ -100,6 +99,20 @@ enum Command {
     /// Joining discovered peers by themselves on or off (ClusterConfig `autojoin`).
     #[command(after_help = "Example:\n  kubectl liqo autojoin off")]
     Autojoin { state: Switch },
+    /// The dashboard: a live web page of this cluster and its peers, served on loopback with
+    /// your credentials until Ctrl-C.
+    #[command(after_help = "Examples:\n  kubectl liqo dashboard\n  kubectl liqo dashboard --address 127.0.0.1:9000 --open")]
+    Dashboard {
+        /// Where to serve it.
+        #[arg(long, default_value = "127.0.0.1:8090")]
+        address: std::net::SocketAddr,
+        /// Serve it on an address that is not loopback (anyone who reaches it acts as you).
+        #[arg(long)]
+        insecure_listen_anywhere: bool,
+        /// Open it in the browser (xdg-open).
+        #[arg(long)]
+        open: bool,
+    },
     /// Shell completion script.
     #[command(
         after_help = "Examples:\n  source <(kubectl liqo completion bash)\n  kubectl liqo completion zsh > \"${fpath[1]}/_kubectl-liqo\""
@@ -229,6 +242,24 @@ async fn run(cli: Cli) -> Result<()> {
                     let name = domain::remove(&client, &domain).await?;
                     println!("SearchDomain {name} deleted");
                     Ok(())
+                }
+                Command::Dashboard { address, insecure_listen_anywhere, open } => {
+                    liqo_dashboard::server::check_address(address, insecure_listen_anywhere).map_err(CliError::Usage)?;
+                    let listener =
+                        tokio::net::TcpListener::bind(address).await.map_err(|e| CliError::Failed(format!("binding {address}: {e}")))?;
+                    let stores = liqo_dashboard::Stores::start(&client, ns);
+                    let app = liqo_dashboard::router(liqo_dashboard::Dashboard::new(client.clone(), ns, stores));
+                    let url = format!("http://{}/", listener.local_addr().map_err(|e| CliError::Failed(e.to_string()))?);
+                    println!("dashboard at {url} (Ctrl-C to stop)");
+                    if open {
+                        let _ = std::process::Command::new("xdg-open").arg(&url).spawn();
+                    }
+                    axum::serve(listener, app)
+                        .with_graceful_shutdown(async {
+                            let _ = tokio::signal::ctrl_c().await;
+                        })
+                        .await
+                        .map_err(|e| CliError::Failed(e.to_string()))
                 }
                 Command::Discovery { state } => switch(&client, Toggle::Discovery, state).await,
                 Command::Advertisement { state } => switch(&client, Toggle::Advertisement, state).await,

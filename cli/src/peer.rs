@@ -11,7 +11,7 @@ use liqo_api::{Advertisement, ForeignCluster};
 use crate::error::{CliError, Result};
 use crate::progress::{Line, Progress, SPINNER, done_line, waiting_line};
 use crate::status::find;
-use crate::summary::Peer;
+use liqo_api::summary::Peer;
 
 /// How the remote is reached: its auth service (seed 002), or its API server and cluster ID
 /// (seed 003, for a remote that admits anonymous PeeringRequests).
@@ -158,7 +158,7 @@ pub async fn wait_joined(client: &Client, name: &str, deadline: Duration, out: &
     }
 }
 
-fn describe(p: &crate::summary::Phase) -> String {
+fn describe(p: &liqo_api::summary::Phase) -> String {
     let mut s = format!("{} is {} ({}): {}", p.type_, p.status, p.reason, p.message);
     if !p.hint.is_empty() {
         s.push_str(&format!("\n  hint: {}", p.hint));
@@ -166,7 +166,7 @@ fn describe(p: &crate::summary::Phase) -> String {
     s
 }
 
-fn stuck(peer: &Peer, p: &crate::summary::Phase) -> CliError {
+fn stuck(peer: &Peer, p: &liqo_api::summary::Phase) -> CliError {
     CliError::Failed(format!("peer {} cannot join until you act: {}", peer.name, describe(p)))
 }
 

@@ -2,7 +2,7 @@
 //! one in progress waits for. `peer --wait` prints it as it goes — on a terminal a spinner on
 //! the phase in progress, piped one plain line per change.
 
-use crate::summary::{Peer, Phase};
+use liqo_api::summary::{Peer, Phase};
 
 /// One thing to tell the user.
 #[derive(Clone, Debug, PartialEq, Eq)]

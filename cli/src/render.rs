@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::summary::{Peer, Phase};
+use liqo_api::summary::{Peer, Phase};
 
 /// `-o`: how objects are printed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::error::{CliError, Result};
 use crate::render::{self, Output};
-use crate::summary::Peer;
+use liqo_api::summary::Peer;
 
 /// This cluster, as peers and its admin see it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

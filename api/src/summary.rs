@@ -2,8 +2,8 @@
 //! order, which one stops it and what to do — the reasons and hints of `liqo_api::reasons`,
 //! the same the README's troubleshooting table shows.
 
-use liqo_api::ForeignCluster;
-use liqo_api::reasons::{ConditionType, Reason};
+use crate::ForeignCluster;
+use crate::reasons::{ConditionType, Reason};
 use serde::Serialize;
 
 /// One peering phase of a ForeignCluster.
@@ -159,7 +159,7 @@ impl Peer {
 mod tests {
     use super::*;
 
-    pub fn fc(join: bool, conditions: &[(&str, &str, &str)], outgoing: bool) -> ForeignCluster {
+    fn fc(join: bool, conditions: &[(&str, &str, &str)], outgoing: bool) -> ForeignCluster {
         let conditions: Vec<serde_json::Value> = conditions
             .iter()
             .map(|(t, s, r)| {

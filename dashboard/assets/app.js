@@ -1,0 +1,31 @@
+// Live pages: when the shared watches see a change, fetch this page again and swap its live
+// sections (never the forms, so what the user types stays). The page works without this.
+(function () {
+  'use strict';
+  if (!window.EventSource || !window.fetch) return;
+  var busy = false, again = false;
+  function refresh() {
+    if (busy) { again = true; return; }
+    busy = true;
+    fetch(location.pathname, { credentials: 'same-origin', headers: { Accept: 'text/html' } })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (!html) return;
+        var next = new DOMParser().parseFromString(html, 'text/html');
+        document.querySelectorAll('[data-live]').forEach(function (section) {
+          var fresh = next.getElementById(section.id);
+          if (!fresh) return;
+          var focused = document.activeElement && section.contains(document.activeElement) ? document.activeElement.getAttribute('aria-label') : null;
+          section.replaceWith(fresh);
+          if (focused) {
+            var again = fresh.querySelector('[aria-label="' + focused.replace(/"/g, '\\"') + '"]');
+            if (again) again.focus();
+          }
+        });
+        document.body.setAttribute('data-version', next.body.getAttribute('data-version') || '');
+      })
+      .catch(function () {})
+      .then(function () { busy = false; if (again) { again = false; refresh(); } });
+  }
+  new EventSource('/events').addEventListener('change', refresh);
+})();

@@ -1,0 +1,398 @@
+//! The pages, rendered on the server (pure). Everything that comes from a cluster — names,
+//! cluster IDs, condition messages a remote peer wrote — goes through [`esc`]; there is no
+//! inline script or style (the Content-Security-Policy forbids them), and every form posts
+//! with the CSRF token. The page works without script; `app.js` only makes it live.
+
+use std::fmt::Write;
+
+use liqo_api::summary::Peer;
+
+use crate::model::{Card, Direction, Domain, Edge, Health, Peers, ThisCluster};
+
+/// `s` safe in HTML text and attribute values (and in SVG).
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// An error to show next to a form field: the field's name and the API server's words.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FormError {
+    pub form: &'static str,
+    pub field: Option<&'static str>,
+    pub message: String,
+}
+
+fn page(title: &str, main: &str) -> String {
+    format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
+<title>{}</title><link rel=\"stylesheet\" href=\"/app.css\"><script src=\"/app.js\" defer></script></head>\
+<body><header><a href=\"/\">Liqo</a></header><main id=\"main\" aria-live=\"polite\">{main}</main></body></html>\n",
+        esc(title)
+    )
+}
+
+fn hidden_csrf(csrf: &str) -> String {
+    format!("<input type=\"hidden\" name=\"csrf\" value=\"{}\">", esc(csrf))
+}
+
+fn button_form(action: &str, name: &str, label: &str, csrf: &str) -> String {
+    format!(
+        "<form method=\"post\" action=\"{action}\" class=\"inline\">{}<input type=\"hidden\" name=\"name\" value=\"{}\"><button type=\"submit\" aria-label=\"{} {}\">{}</button></form>",
+        hidden_csrf(csrf),
+        esc(name),
+        esc(label),
+        esc(name),
+        esc(label)
+    )
+}
+
+fn switch(field: &str, label: &str, on: bool, csrf: &str) -> String {
+    format!(
+        "<form method=\"post\" action=\"/actions/toggle\" class=\"inline\">{}<input type=\"hidden\" name=\"field\" value=\"{field}\">\
+<input type=\"hidden\" name=\"on\" value=\"{}\"><button type=\"submit\" role=\"switch\" aria-checked=\"{on}\">{label}: {}</button></form>",
+        hidden_csrf(csrf),
+        !on,
+        if on { "on" } else { "off" }
+    )
+}
+
+fn state_cell(p: &Peer) -> String {
+    match p.failing() {
+        Some(f) => {
+            let hint = if f.hint.is_empty() { String::new() } else { format!("<div class=\"hint\">{}</div>", esc(&f.hint)) };
+            format!("<span class=\"bad\">{}: {}</span><div class=\"msg\">{}</div>{hint}", esc(&f.type_), esc(&f.reason), esc(&f.message))
+        }
+        None => esc(&p.state()),
+    }
+}
+
+fn peer_link(p: &Peer) -> String {
+    format!("<a href=\"/peers/{}\">{}</a>", esc(&p.name), esc(&p.name))
+}
+
+fn available_table(cards: &[Card], csrf: &str) -> String {
+    if cards.is_empty() {
+        return "<p>None: add a domain or a remote peer below, or turn discovery on.</p>".into();
+    }
+    let mut t = String::from(
+        "<table><caption class=\"sr\">Available peers</caption><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Cluster ID</th><th scope=\"col\">Type</th><th scope=\"col\">Found in</th><th scope=\"col\">Trust</th><th scope=\"col\">State</th><th scope=\"col\">Action</th></tr></thead><tbody>",
+    );
+    for c in cards {
+        let p = &c.peer;
+        let action = if p.join { "joining…".to_owned() } else { button_form("/actions/connect", &p.name, "Connect", csrf) };
+        let _ = write!(
+            t,
+            "<tr><td>{}</td><td><code>{}</code></td><td><span class=\"badge\">{}</span></td><td>{}</td><td>{}</td><td>{}</td><td>{action}</td></tr>",
+            peer_link(p),
+            esc(&p.cluster_id),
+            esc(&p.discovery_type),
+            esc(c.found_in.as_deref().unwrap_or("-")),
+            esc(&c.trust),
+            state_cell(p)
+        );
+    }
+    t.push_str("</tbody></table>");
+    t
+}
+
+fn connected_table(cards: &[Card], csrf: &str) -> String {
+    if cards.is_empty() {
+        return "<p>None yet.</p>".into();
+    }
+    let mut t = String::from(
+        "<table><caption class=\"sr\">Connected peers</caption><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Cluster ID</th><th scope=\"col\">Type</th><th scope=\"col\">Direction</th><th scope=\"col\">Health</th><th scope=\"col\">Resources</th><th scope=\"col\">Action</th></tr></thead><tbody>",
+    );
+    for c in cards {
+        let p = &c.peer;
+        let action = if p.join { button_form("/actions/disconnect", &p.name, "Disconnect", csrf) } else { "-".into() };
+        let health = if c.healthy {
+            "<span class=\"good\">healthy</span>".to_owned()
+        } else {
+            format!("<span class=\"bad\">{}</span>", state_cell(p))
+        };
+        let _ = write!(
+            t,
+            "<tr><td>{}</td><td><code>{}</code></td><td><span class=\"badge\">{}</span></td><td>{}</td><td>{health}</td><td>{}</td><td>{action}</td></tr>",
+            peer_link(p),
+            esc(&p.cluster_id),
+            esc(&p.discovery_type),
+            c.direction.map_or("-", Direction::label),
+            esc(c.resources.as_deref().unwrap_or("-"))
+        );
+    }
+    t.push_str("</tbody></table>");
+    t
+}
+
+fn field_error(error: Option<&FormError>, form: &str, field: &str) -> String {
+    match error {
+        Some(e) if e.form == form && e.field == Some(field) => {
+            format!("<div class=\"error\" role=\"alert\" id=\"{form}-{field}-error\">{}</div>", esc(&e.message))
+        }
+        _ => String::new(),
+    }
+}
+
+fn form_error(error: Option<&FormError>, form: &str) -> String {
+    match error {
+        Some(e) if e.form == form && e.field.is_none() => format!("<div class=\"error\" role=\"alert\">{}</div>", esc(&e.message)),
+        _ => String::new(),
+    }
+}
+
+fn input(form: &str, name: &str, label: &str, placeholder: &str, error: Option<&FormError>) -> String {
+    let err = field_error(error, form, name);
+    let described = if err.is_empty() { String::new() } else { format!(" aria-invalid=\"true\" aria-describedby=\"{form}-{name}-error\"") };
+    format!(
+        "<label for=\"{form}-{name}\">{label}</label><input id=\"{form}-{name}\" name=\"{name}\" placeholder=\"{}\"{described}>{err}",
+        esc(placeholder)
+    )
+}
+
+fn add_domain_form(csrf: &str, error: Option<&FormError>) -> String {
+    format!(
+        "<form method=\"post\" action=\"/actions/domains\" class=\"card\" aria-labelledby=\"add-domain\"><h3 id=\"add-domain\">Add domain</h3>{}{}{}{}\
+<label><input type=\"checkbox\" name=\"autojoin\" value=\"true\"> Join the clusters found there</label><button type=\"submit\">Add domain</button></form>",
+        hidden_csrf(csrf),
+        form_error(error, "domain"),
+        input("domain", "domain", "Domain", "example.com", error),
+        input("domain", "name", "Name", "(the domain)", error)
+    )
+}
+
+fn add_peer_form(csrf: &str, error: Option<&FormError>) -> String {
+    format!(
+        "<form method=\"post\" action=\"/actions/peers\" class=\"card\" aria-labelledby=\"add-peer\"><h3 id=\"add-peer\">Add remote peer</h3>{}{}\
+<p>The remote's auth service address, or its API server address and cluster ID.</p>{}{}{}{}\
+<label><input type=\"checkbox\" name=\"allow_untrusted_ca\" value=\"true\"> Allow an untrusted CA</label>\
+<label><input type=\"checkbox\" name=\"join\" value=\"true\" checked> Join</label><button type=\"submit\">Add remote peer</button></form>",
+        hidden_csrf(csrf),
+        form_error(error, "peer"),
+        input("peer", "auth_url", "Auth service URL", "https://10.0.0.2:30443", error),
+        input("peer", "api_url", "API server URL", "https://10.0.0.2:6443", error),
+        input("peer", "cluster_id", "Cluster ID", "", error),
+        input("peer", "name", "Name", "(from the address or the cluster ID)", error)
+    )
+}
+
+fn domains_table(domains: &[Domain]) -> String {
+    if domains.is_empty() {
+        return String::new();
+    }
+    let mut t = String::from(
+        "<table><caption>Domains</caption><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Domain</th><th scope=\"col\">Ready</th><th scope=\"col\">Reason</th><th scope=\"col\">Found</th></tr></thead><tbody>",
+    );
+    for d in domains {
+        let _ = write!(
+            t,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&d.name),
+            esc(&d.domain),
+            esc(&d.ready),
+            esc(&d.reason),
+            d.found
+        );
+    }
+    t.push_str("</tbody></table>");
+    t
+}
+
+/// The picture: this cluster in the middle, its peers around it, an arrow per direction
+/// coloured by health, the type as a badge.
+pub fn graph(this: &ThisCluster, cards: &[&Card], edges: &[Edge]) -> String {
+    let (w, h, cx, cy, r) = (640.0_f64, 420.0_f64, 320.0_f64, 210.0_f64, 150.0_f64);
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-labelledby=\"graph-title\" class=\"graph\">\
+<title id=\"graph-title\">This cluster and its {} peers</title><defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"6\" markerHeight=\"6\" orient=\"auto-start-reverse\"><path d=\"M 0 0 L 10 5 L 0 10 z\"/></marker></defs>",
+        cards.len()
+    );
+    let n = cards.len().max(1) as f64;
+    let position = |i: usize| {
+        let a = std::f64::consts::TAU * i as f64 / n - std::f64::consts::FRAC_PI_2;
+        (cx + r * a.cos(), cy + r * a.sin())
+    };
+    for (i, c) in cards.iter().enumerate() {
+        let (x, y) = position(i);
+        for e in edges.iter().filter(|e| e.peer == c.peer.name) {
+            let class = match e.health {
+                Health::Good => "good",
+                Health::Failing => "bad",
+                Health::Pending => "pending",
+            };
+            // Outgoing: from us to the peer, bent one way; incoming bent the other.
+            let (x1, y1, x2, y2, bend) = if e.outgoing { (cx, cy, x, y, 20.0) } else { (x, y, cx, cy, 20.0) };
+            let (mx, my) = ((x1 + x2) / 2.0 + bend * (y2 - y1) / r, (y1 + y2) / 2.0 - bend * (x2 - x1) / r);
+            let _ = write!(
+                svg,
+                "<path class=\"edge {class}\" d=\"M {x1:.0} {y1:.0} Q {mx:.0} {my:.0} {x2:.0} {y2:.0}\" marker-end=\"url(#arrow)\"><title>{} {}: {class}</title></path>",
+                if e.outgoing { "to" } else { "from" },
+                esc(&e.peer)
+            );
+        }
+        let _ = write!(
+            svg,
+            "<g class=\"node\"><circle cx=\"{x:.0}\" cy=\"{y:.0}\" r=\"26\"/><text x=\"{x:.0}\" y=\"{:.0}\" text-anchor=\"middle\">{}</text><text class=\"badge\" x=\"{x:.0}\" y=\"{:.0}\" text-anchor=\"middle\">{}</text></g>",
+            y + 42.0,
+            esc(&c.peer.name),
+            y + 4.0,
+            esc(&c.peer.discovery_type)
+        );
+    }
+    let label = if this.cluster_name.is_empty() { "this cluster".to_owned() } else { this.cluster_name.clone() };
+    let _ = write!(
+        svg,
+        "<g class=\"node home\"><circle cx=\"{cx}\" cy=\"{cy}\" r=\"34\"/><text x=\"{cx}\" y=\"{}\" text-anchor=\"middle\">{}</text></g></svg>",
+        cy + 5.0,
+        esc(&label)
+    );
+    svg
+}
+
+/// The home view.
+pub fn home(this: &ThisCluster, peers: &Peers, domains: &[Domain], csrf: &str, error: Option<&FormError>) -> String {
+    let cards: Vec<&Card> = peers.connected.iter().chain(&peers.available).collect();
+    let edges = crate::model::edges(&cards);
+    let name = if this.cluster_name.is_empty() { String::new() } else { format!(" ({})", esc(&this.cluster_name)) };
+    let main = format!(
+        "<section id=\"this-cluster\" data-live aria-labelledby=\"this\"><h1 id=\"this\">This cluster{name}</h1><p>Cluster ID <code>{}</code> · namespace <code>{}</code> · peering policy <strong>{}</strong></p>\
+<div class=\"switches\">{}{}{}</div>{}</section>\
+<section id=\"picture-section\" data-live aria-labelledby=\"picture\"><h2 id=\"picture\">Peers at a glance</h2>{}</section>\
+<section id=\"available-section\" data-live aria-labelledby=\"available\"><h2 id=\"available\">Available Peers</h2>{}</section>\
+<section id=\"connected-section\" data-live aria-labelledby=\"connected\"><h2 id=\"connected\">Connected Peers</h2>{}</section>\
+<section aria-labelledby=\"add\" class=\"forms\"><h2 id=\"add\">Add</h2>{}{}</section>\
+<section id=\"domains-section\" data-live aria-label=\"Domains\">{}</section>",
+        esc(&this.cluster_id),
+        esc(&this.namespace),
+        esc(&this.peering_policy),
+        switch("enableDiscovery", "Discovery", this.discovery, csrf),
+        switch("enableAdvertisement", "Advertisement", this.advertisement, csrf),
+        switch("autojoin", "Autojoin", this.autojoin, csrf),
+        form_error(error, "toggle"),
+        graph(this, &cards, &edges),
+        available_table(&peers.available, csrf),
+        connected_table(&peers.connected, csrf),
+        add_domain_form(csrf, error),
+        add_peer_form(csrf, error),
+        domains_table(domains)
+    );
+    page("Liqo", &main)
+}
+
+/// The peer view: spec, every phase with its hint, Events, the CA fingerprint, our request
+/// on the remote and its Advertisement, the raw object.
+pub fn peer(card: &Card, events: &[(String, String, String)], raw_yaml: &str, csrf: &str) -> String {
+    let p = &card.peer;
+    let mut phases = String::from(
+        "<table><caption>Phases</caption><thead><tr><th scope=\"col\">Type</th><th scope=\"col\">Status</th><th scope=\"col\">Reason</th><th scope=\"col\">Message</th><th scope=\"col\">Since</th><th scope=\"col\">Hint</th></tr></thead><tbody>",
+    );
+    for ph in &p.phases {
+        let _ = write!(
+            phases,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&ph.type_),
+            esc(&ph.status),
+            esc(&ph.reason),
+            esc(&ph.message),
+            esc(ph.last_transition_time.as_deref().unwrap_or("-")),
+            esc(&ph.hint)
+        );
+    }
+    phases.push_str("</tbody></table>");
+    let mut ev = String::from(
+        "<table><caption>Events</caption><thead><tr><th scope=\"col\">Type</th><th scope=\"col\">Reason</th><th scope=\"col\">Message</th></tr></thead><tbody>",
+    );
+    for (t, r, n) in events {
+        let _ = write!(ev, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(t), esc(r), esc(n));
+    }
+    ev.push_str("</tbody></table>");
+    let action = if p.join {
+        button_form("/actions/disconnect", &p.name, "Disconnect", csrf)
+    } else {
+        button_form("/actions/connect", &p.name, "Connect", csrf)
+    };
+    let dash = |v: &Option<String>| esc(v.as_deref().unwrap_or("-"));
+    let main = format!(
+        "<section id=\"peer-view\" data-live><h1>Peer {}</h1><p>{action}</p><dl>\
+<dt>Cluster ID</dt><dd><code>{}</code></dd><dt>Type</dt><dd>{}</dd><dt>State</dt><dd>{}</dd>\
+<dt>Auth URL</dt><dd>{}</dd><dt>API URL</dt><dd>{}</dd><dt>CA fingerprint</dt><dd><code>{}</code></dd>\
+<dt>Our PeeringRequest on the remote</dt><dd>{}</dd><dt>Its Advertisement here</dt><dd>{} {}</dd></dl>\
+{phases}{ev}<details><summary>The object (YAML)</summary><pre>{}</pre></details></section>",
+        esc(&p.name),
+        esc(&p.cluster_id),
+        esc(&p.discovery_type),
+        state_cell(p),
+        dash(&p.auth_url),
+        dash(&p.api_url),
+        dash(&p.ca_fingerprint),
+        dash(&p.remote_peering_request),
+        dash(&p.advertisement),
+        card.resources.as_deref().map(|r| format!("({})", esc(r))).unwrap_or_default(),
+        esc(raw_yaml)
+    );
+    page(&format!("Liqo · {}", p.name), &main)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_covers_text_and_attributes() {
+        assert_eq!(esc("<script>alert('x')</script> & \"q\""), "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;");
+    }
+
+    #[test]
+    fn what_a_hostile_peer_writes_is_shown_as_text() {
+        let fc: liqo_api::ForeignCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "evil"},
+            "spec": {"clusterIdentity": {"clusterID": "x", "clusterName": "<img src=x onerror=alert(1)>"}, "join": true},
+            "status": {"conditions": [{"type": "Joined", "status": "False", "reason": "PeerRefused",
+                "message": "<script>alert(1)</script>\"><svg onload=alert(2)>", "lastTransitionTime": "2026-11-23T10:00:00Z"}]}
+        }))
+        .unwrap();
+        let peers = crate::model::peers(&[fc], &[]);
+        let page = home(&ThisCluster::default(), &peers, &[], "token", None);
+        assert!(!page.contains("<script>alert"), "{page}");
+        assert!(!page.contains("<svg onload"), "{page}");
+        assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "the message is there, as text");
+        let view = peer(&peers.available[0], &[("Warning".into(), "X".into(), "<b>bold</b>".into())], "name: <i>", "token");
+        assert!(!view.contains("<b>bold") && !view.contains("<i>"), "{view}");
+        // Only our own script, from our own origin.
+        assert_eq!(page.matches("<script").count(), 1);
+        assert!(page.contains("<script src=\"/app.js\" defer></script>"));
+    }
+
+    #[test]
+    fn every_form_carries_the_csrf_token() {
+        let fc: liqo_api::ForeignCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "a"},
+            "spec": {"clusterIdentity": {"clusterID": "x"}}}))
+        .unwrap();
+        let page = home(&ThisCluster::default(), &crate::model::peers(&[fc], &[]), &[], "tok-123", None);
+        let forms = page.matches("<form").count();
+        assert!(forms >= 6, "switches, connect, two add forms: {forms}");
+        assert_eq!(page.matches("name=\"csrf\" value=\"tok-123\"").count(), forms);
+        assert!(page.matches("method=\"post\"").count() == forms);
+    }
+
+    #[test]
+    fn a_refusal_is_shown_at_the_field_it_names() {
+        let e = FormError { form: "peer", field: Some("cluster_id"), message: "clusterID: not a DNS-1123 label".into() };
+        let page = home(&ThisCluster::default(), &Peers::default(), &[], "t", Some(&e));
+        let at = page.find("id=\"peer-cluster_id\"").unwrap();
+        let err = page.find("id=\"peer-cluster_id-error\"").unwrap();
+        assert!(err > at && page[at..err].find("<label").is_none(), "the error follows its field");
+        assert!(page.contains("aria-invalid=\"true\" aria-describedby=\"peer-cluster_id-error\""));
+    }
+}

@@ -1,0 +1,16 @@
+//! The dashboard of seed 003, served by `kubectl liqo dashboard` on loopback with the user's
+//! own credentials: this cluster and its switches, Available and Connected Peers, Add domain,
+//! Add remote peer, a peer view, a live picture of the peers.
+//!
+//! - [`stores`]: one set of watches shared by every open page;
+//! - [`model`]: what the pages show (pure); [`html`]: the pages, escaped everywhere (pure);
+//! - [`actions`]: what the buttons and forms do; [`server`]: routes, CSRF, CSP, live updates.
+
+pub mod actions;
+pub mod html;
+pub mod model;
+pub mod server;
+pub mod stores;
+
+pub use server::{Dashboard, router};
+pub use stores::Stores;

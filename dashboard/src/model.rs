@@ -1,0 +1,234 @@
+//! What the pages show, computed from the watch-fed stores (pure): this cluster, the peers
+//! split into Available and Connected, the domains, and the picture's nodes and edges. The
+//! phases and hints are `liqo_api::summary`'s, the same `kubectl liqo status` prints.
+
+use liqo_api::names::LABEL_SEARCHDOMAIN;
+use liqo_api::summary::Peer;
+use liqo_api::{Advertisement, ClusterConfigSpec, ForeignCluster, SearchDomain};
+
+/// This cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThisCluster {
+    pub cluster_id: String,
+    pub cluster_name: String,
+    pub namespace: String,
+    pub discovery: bool,
+    pub advertisement: bool,
+    pub autojoin: bool,
+    pub peering_policy: String,
+}
+
+impl ThisCluster {
+    pub fn of(cluster_id: Option<String>, namespace: &str, config: &ClusterConfigSpec) -> Self {
+        let d = &config.discovery_config;
+        Self {
+            cluster_id: cluster_id.unwrap_or_else(|| "(not known yet)".into()),
+            cluster_name: d.cluster_name.clone().unwrap_or_default(),
+            namespace: namespace.to_owned(),
+            discovery: d.enable_discovery,
+            advertisement: d.enable_advertisement,
+            autojoin: d.autojoin,
+            peering_policy: config.peering_policy.as_str().to_owned(),
+        }
+    }
+}
+
+/// Which way a connected peering goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Outgoing,
+    Incoming,
+    Both,
+}
+
+impl Direction {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Outgoing => "outgoing",
+            Self::Incoming => "incoming",
+            Self::Both => "both ways",
+        }
+    }
+}
+
+/// A peer on the home view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Card {
+    pub peer: Peer,
+    /// The SearchDomain that found it (WAN).
+    pub found_in: Option<String>,
+    /// `spec.trustMode`.
+    pub trust: String,
+    /// Connected: which way.
+    pub direction: Option<Direction>,
+    /// Connected: the remote answers.
+    pub healthy: bool,
+    /// The resources of the peer's Advertisement here, as `cpu 8, memory 32Gi, pods 220`.
+    pub resources: Option<String>,
+}
+
+/// The home view's peers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Peers {
+    pub available: Vec<Card>,
+    pub connected: Vec<Card>,
+}
+
+fn resources_of(adverts: &[Advertisement], cluster_id: &str) -> Option<String> {
+    let a = adverts.iter().find(|a| a.spec.cluster_id == cluster_id)?;
+    let v = serde_json::to_value(&a.spec.resources).ok()?;
+    let parts: Vec<String> =
+        v.as_object()?.iter().map(|(k, v)| format!("{k} {}", v.as_str().map_or(v.to_string(), str::to_owned))).collect();
+    Some(parts.join(", "))
+}
+
+/// Splits the ForeignClusters: Connected when a peering runs either way, else Available.
+pub fn peers(fcs: &[ForeignCluster], adverts: &[Advertisement]) -> Peers {
+    let mut out = Peers::default();
+    let mut sorted: Vec<&ForeignCluster> = fcs.iter().collect();
+    sorted.sort_by_key(|f| f.metadata.name.clone());
+    for fc in sorted {
+        let peer = Peer::of(fc);
+        let direction = match (peer.outgoing, peer.incoming) {
+            (true, true) => Some(Direction::Both),
+            (true, false) => Some(Direction::Outgoing),
+            (false, true) => Some(Direction::Incoming),
+            (false, false) => None,
+        };
+        let healthy = peer.phase(liqo_api::reasons::ConditionType::RemoteReachable).is_none_or(|p| p.status == "True");
+        let card = Card {
+            found_in: fc.metadata.labels.as_ref().and_then(|l| l.get(LABEL_SEARCHDOMAIN).cloned()),
+            trust: fc.spec.trust_mode().as_str().to_owned(),
+            direction,
+            healthy,
+            resources: resources_of(adverts, &peer.cluster_id),
+            peer,
+        };
+        if card.direction.is_some() { out.connected.push(card) } else { out.available.push(card) }
+    }
+    out
+}
+
+/// A domain on the home view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Domain {
+    pub name: String,
+    pub domain: String,
+    pub ready: String,
+    pub reason: String,
+    pub found: usize,
+}
+
+pub fn domains(sds: &[SearchDomain]) -> Vec<Domain> {
+    let mut out: Vec<Domain> = sds
+        .iter()
+        .map(|sd| {
+            let status = sd.status.clone().unwrap_or_default();
+            let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
+            Domain {
+                name: sd.metadata.name.clone().unwrap_or_default(),
+                domain: sd.spec.domain.clone(),
+                ready: ready.map_or("Unknown".into(), |c| c.status.clone()),
+                reason: ready.map_or("-".into(), |c| c.reason.clone()),
+                found: status.foreign_clusters.len(),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// The colour of an edge of the picture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// Peered and answering.
+    Good,
+    /// Asked for, not there (a phase holds it up, or the remote does not answer).
+    Failing,
+    /// In progress.
+    Pending,
+}
+
+/// One edge: from us to the peer (outgoing) or back (incoming).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Edge {
+    pub peer: String,
+    pub outgoing: bool,
+    pub health: Health,
+}
+
+/// The picture: every peer a node (its type as badge), an edge per direction that runs or is
+/// asked for.
+pub fn edges(cards: &[&Card]) -> Vec<Edge> {
+    let mut out = vec![];
+    for c in cards {
+        let p = &c.peer;
+        if p.join || p.outgoing {
+            let health = if p.joined() && c.healthy {
+                Health::Good
+            } else if p.failing().is_some() || !c.healthy {
+                Health::Failing
+            } else {
+                Health::Pending
+            };
+            out.push(Edge { peer: p.name.clone(), outgoing: true, health });
+        }
+        if p.incoming {
+            out.push(Edge { peer: p.name.clone(), outgoing: false, health: if c.healthy { Health::Good } else { Health::Failing } });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fc(name: &str, join: bool, outgoing: bool, incoming: bool, reachable: &str) -> ForeignCluster {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
+            "metadata": {"name": name, "labels": {"discovery.liqo.io/searchdomain": "example.com"}},
+            "spec": {"clusterIdentity": {"clusterID": format!("{name}-id")}, "join": join, "discoveryType": "WAN", "trustMode": "Untrusted"},
+            "status": {"conditions": [
+                {"type": "RemoteReachable", "status": reachable, "reason": if reachable == "True" { "Reachable" } else { "RemoteUnreachable" },
+                 "message": "m", "lastTransitionTime": "2026-11-23T10:00:00Z"},
+                {"type": "Joined", "status": if outgoing { "True" } else { "False" }, "reason": if outgoing { "Joined" } else { "WaitingForAdvertisement" },
+                 "message": "m", "lastTransitionTime": "2026-11-23T10:00:00Z"}],
+                "outgoing": {"joined": outgoing}, "incoming": {"joined": incoming}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn connected_peers_run_a_peering_either_way_the_others_are_available() {
+        let fcs =
+            [fc("b-out", true, true, false, "True"), fc("a-in", false, false, true, "True"), fc("c-new", false, false, false, "True")];
+        let adverts = [Advertisement::new(
+            "advertisement-b-out-id",
+            serde_json::from_value(
+                serde_json::json!({"clusterId": "b-out-id", "resources": {"cpu": "8", "memory": "32Gi", "pods": "220"}}),
+            )
+            .unwrap(),
+        )];
+        let p = peers(&fcs, &adverts);
+        let names = |cs: &[Card]| cs.iter().map(|c| c.peer.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&p.connected), ["a-in", "b-out"]);
+        assert_eq!(names(&p.available), ["c-new"]);
+        assert_eq!(p.connected[0].direction, Some(Direction::Incoming));
+        assert_eq!(p.connected[1].resources.as_deref(), Some("cpu 8, memory 32Gi, pods 220"));
+        assert_eq!(p.available[0].found_in.as_deref(), Some("example.com"));
+        assert_eq!(p.available[0].trust, "Untrusted");
+    }
+
+    #[test]
+    fn edges_follow_direction_and_health() {
+        let fcs = [fc("up", true, true, true, "True"), fc("down", true, false, false, "False"), fc("idle", false, false, false, "True")];
+        let p = peers(&fcs, &[]);
+        let all: Vec<&Card> = p.connected.iter().chain(&p.available).collect();
+        let e = edges(&all);
+        assert!(e.contains(&Edge { peer: "up".into(), outgoing: true, health: Health::Good }));
+        assert!(e.contains(&Edge { peer: "up".into(), outgoing: false, health: Health::Good }));
+        assert!(e.contains(&Edge { peer: "down".into(), outgoing: true, health: Health::Failing }));
+        assert!(!e.iter().any(|e| e.peer == "idle"), "a peer nobody asked to join has no edge");
+    }
+}

@@ -1,0 +1,211 @@
+//! The HTTP server: the pages (from the shared stores), the live channel (server-sent events),
+//! the embedded assets, and the actions — each a POST carrying the CSRF token, refused from
+//! another origin, done with the user's credentials. Served on loopback unless asked otherwise.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Form, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use futures::Stream;
+use kube::Client;
+use kube::runtime::reflector::ObjectRef;
+use serde::Deserialize;
+
+use crate::actions::{self, NewDomain, NewPeer, Refused};
+use crate::html::{self, FormError};
+use crate::model;
+use crate::stores::Stores;
+
+/// The page's policy: our own script and style only, no frames, forms to ourselves.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// What the handlers share.
+pub struct Dashboard {
+    pub client: Client,
+    pub namespace: String,
+    pub stores: Stores,
+    /// The token every form carries (random per process).
+    pub csrf: String,
+}
+
+impl Dashboard {
+    pub fn new(client: Client, namespace: &str, stores: Stores) -> Arc<Self> {
+        Arc::new(Self { client, namespace: namespace.to_owned(), stores, csrf: uuid::Uuid::new_v4().simple().to_string() })
+    }
+
+    fn this_cluster(&self) -> model::ThisCluster {
+        let id = self.stores.cluster_id.state().first().and_then(|c| c.data.as_ref()?.get("cluster-id").cloned());
+        let config = self.stores.configs.state().first().map(|c| c.spec.clone()).unwrap_or_default();
+        model::ThisCluster::of(id, &self.namespace, &config)
+    }
+
+    fn peers(&self) -> model::Peers {
+        let fcs: Vec<_> = self.stores.foreign.state().iter().map(|f| (**f).clone()).collect();
+        let adverts: Vec<_> = self.stores.advertisements.state().iter().map(|a| (**a).clone()).collect();
+        model::peers(&fcs, &adverts)
+    }
+
+    /// The home view, with `error` at its form.
+    pub fn home(&self, error: Option<&FormError>) -> String {
+        let domains: Vec<_> = self.stores.domains.state().iter().map(|d| (**d).clone()).collect();
+        html::home(&self.this_cluster(), &self.peers(), &model::domains(&domains), &self.csrf, error)
+    }
+
+    /// The view of peer `name`, if there is one.
+    pub fn peer(&self, name: &str) -> Option<String> {
+        let fc = self.stores.foreign.get(&ObjectRef::new(name))?;
+        let adverts: Vec<_> = self.stores.advertisements.state().iter().map(|a| (**a).clone()).collect();
+        let peers = model::peers(std::slice::from_ref(&*fc), &adverts);
+        let card = peers.connected.into_iter().chain(peers.available).next()?;
+        let mut events: Vec<_> = self
+            .stores
+            .events
+            .state()
+            .iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .map(|e| (e.type_.clone().unwrap_or_default(), e.reason.clone().unwrap_or_default(), e.note.clone().unwrap_or_default()))
+            .collect();
+        events.truncate(20);
+        let mut raw = (*fc).clone();
+        raw.metadata.managed_fields = None;
+        Some(html::peer(&card, &events, &serde_yaml::to_string(&raw).unwrap_or_default(), &self.csrf))
+    }
+}
+
+fn secure(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn html_page(status: StatusCode, body: String) -> Response {
+    secure((status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response())
+}
+
+/// The request comes from our own page: the right token, and no other origin.
+fn genuine(d: &Dashboard, headers: &HeaderMap, token: &str) -> bool {
+    let same_origin = match (headers.get(header::ORIGIN), headers.get(header::HOST)) {
+        (None, _) => headers.get("sec-fetch-site").is_none_or(|s| s == "same-origin" || s == "none"),
+        (Some(origin), Some(host)) => origin.to_str().ok().zip(host.to_str().ok()).is_some_and(|(o, h)| o == format!("http://{h}")),
+        (Some(_), None) => false,
+    };
+    same_origin
+        && !token.is_empty()
+        && token.len() == d.csrf.len()
+        && token.bytes().zip(d.csrf.bytes()).fold(0, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+fn forbidden() -> Response {
+    secure((StatusCode::FORBIDDEN, "refused: this form did not come from this dashboard (CSRF)\n").into_response())
+}
+
+/// After an action: back home, or the home view with the refusal at its form.
+fn outcome(d: &Dashboard, result: Result<(), Refused>) -> Response {
+    match result {
+        Ok(()) => secure(Redirect::to("/").into_response()),
+        Err(e) => html_page(StatusCode::UNPROCESSABLE_ENTITY, d.home(Some(&e))),
+    }
+}
+
+#[derive(Deserialize)]
+struct NamedForm {
+    #[serde(default)]
+    csrf: String,
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct ToggleForm {
+    #[serde(default)]
+    csrf: String,
+    field: String,
+    on: bool,
+}
+
+async fn connect(State(d): State<Arc<Dashboard>>, headers: HeaderMap, Form(f): Form<NamedForm>) -> Response {
+    if !genuine(&d, &headers, &f.csrf) {
+        return forbidden();
+    }
+    outcome(&d, actions::set_join(&d.client, &f.name, true).await)
+}
+
+async fn disconnect(State(d): State<Arc<Dashboard>>, headers: HeaderMap, Form(f): Form<NamedForm>) -> Response {
+    if !genuine(&d, &headers, &f.csrf) {
+        return forbidden();
+    }
+    outcome(&d, actions::set_join(&d.client, &f.name, false).await)
+}
+
+async fn toggle(State(d): State<Arc<Dashboard>>, headers: HeaderMap, Form(f): Form<ToggleForm>) -> Response {
+    if !genuine(&d, &headers, &f.csrf) {
+        return forbidden();
+    }
+    match actions::toggle_field(&f.field) {
+        Some(field) => outcome(&d, actions::toggle(&d.client, field, f.on).await),
+        None => secure((StatusCode::BAD_REQUEST, "unknown switch\n").into_response()),
+    }
+}
+
+async fn add_domain(State(d): State<Arc<Dashboard>>, headers: HeaderMap, Form(f): Form<NewDomain>) -> Response {
+    if !genuine(&d, &headers, &f.csrf) {
+        return forbidden();
+    }
+    outcome(&d, actions::add_domain(&d.client, &f).await)
+}
+
+async fn add_peer(State(d): State<Arc<Dashboard>>, headers: HeaderMap, Form(f): Form<NewPeer>) -> Response {
+    if !genuine(&d, &headers, &f.csrf) {
+        return forbidden();
+    }
+    outcome(&d, actions::add_peer(&d.client, &f).await)
+}
+
+fn changes(d: &Dashboard) -> impl Stream<Item = Result<Event, std::convert::Infallible>> + use<> {
+    use futures::StreamExt;
+    tokio_stream::wrappers::WatchStream::from_changes(d.stores.changes.clone())
+        .map(|n| Ok(Event::default().event("change").data(n.to_string())))
+}
+
+/// The dashboard's routes.
+pub fn router(d: Arc<Dashboard>) -> Router {
+    Router::new()
+        .route("/", get(|State(d): State<Arc<Dashboard>>| async move { html_page(StatusCode::OK, d.home(None)) }))
+        .route(
+            "/peers/{name}",
+            get(|State(d): State<Arc<Dashboard>>, Path(name): Path<String>| async move {
+                match d.peer(&name) {
+                    Some(page) => html_page(StatusCode::OK, page),
+                    None => html_page(StatusCode::NOT_FOUND, format!("<!doctype html><title>not found</title><p>No peer {}.</p>", html::esc(&name))),
+                }
+            }),
+        )
+        .route("/events", get(|State(d): State<Arc<Dashboard>>| async move { secure(Sse::new(changes(&d)).keep_alive(KeepAlive::default()).into_response()) }))
+        .route("/app.js", get(|| async { secure(([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("../assets/app.js")).into_response()) }))
+        .route("/app.css", get(|| async { secure(([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("../assets/app.css")).into_response()) }))
+        .route("/actions/connect", post(connect))
+        .route("/actions/disconnect", post(disconnect))
+        .route("/actions/toggle", post(toggle))
+        .route("/actions/domains", post(add_domain))
+        .route("/actions/peers", post(add_peer))
+        .with_state(d)
+}
+
+/// Why an address is refused (pure): not loopback, unless the user insists.
+pub fn check_address(addr: SocketAddr, anywhere: bool) -> Result<(), String> {
+    if addr.ip().is_loopback() || anywhere {
+        Ok(())
+    } else {
+        Err(format!(
+            "{addr} is not a loopback address: the dashboard acts with your credentials; pass --insecure-listen-anywhere to serve it there anyway"
+        ))
+    }
+}
