@@ -81,7 +81,8 @@ fn secure(mut r: Response) -> Response {
     let h = r.headers_mut();
     h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    // Not `no-referrer`: with it, browsers send `Origin: null` on our own form posts.
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     r
@@ -91,13 +92,16 @@ fn html_page(status: StatusCode, body: String) -> Response {
     secure((status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response())
 }
 
-/// The request comes from our own page: the right token, and no other origin.
+/// The request comes from our own page: the right token, and no other origin (by `Origin`,
+/// else by `Sec-Fetch-Site`, which browsers send and pages cannot forge).
 fn genuine(d: &Dashboard, headers: &HeaderMap, token: &str) -> bool {
-    let same_origin = match (headers.get(header::ORIGIN), headers.get(header::HOST)) {
-        (None, _) => headers.get("sec-fetch-site").is_none_or(|s| s == "same-origin" || s == "none"),
-        (Some(origin), Some(host)) => origin.to_str().ok().zip(host.to_str().ok()).is_some_and(|(o, h)| o == format!("http://{h}")),
-        (Some(_), None) => false,
-    };
+    let fetch_site = headers.get("sec-fetch-site").and_then(|s| s.to_str().ok());
+    let same_origin =
+        match (headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()), headers.get(header::HOST).and_then(|h| h.to_str().ok())) {
+            (Some("null") | None, _) => fetch_site.is_none_or(|s| s == "same-origin" || s == "none"),
+            (Some(origin), Some(host)) => origin == format!("http://{host}") && fetch_site.is_none_or(|s| s == "same-origin"),
+            (Some(_), None) => false,
+        };
     same_origin
         && !token.is_empty()
         && token.len() == d.csrf.len()

@@ -117,6 +117,10 @@ async fn actions_need_the_token_and_our_origin() {
         let (status, _, _) = send(&p.dashboard, post(path, &format!("{form}&csrf={token}"), Some("http://evil.example"))).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{path} from another origin");
     }
+    // A browser says where a request comes from even when it sends no Origin.
+    let mut cross = post("/actions/connect", &format!("name=beta&csrf={token}"), None);
+    cross.headers_mut().insert("sec-fetch-site", "cross-site".parse().unwrap());
+    assert_eq!(send(&p.dashboard, cross).await.0, StatusCode::FORBIDDEN, "a cross-site post");
     assert!(p.seen.lock().unwrap().is_empty(), "nothing refused reached the API server");
 }
 
