@@ -7,6 +7,7 @@ use std::fmt::Write;
 
 use liqo_api::summary::Peer;
 
+use crate::access::Allowed;
 use crate::model::{Card, Direction, Domain, Edge, Health, Peers, ThisCluster};
 
 /// `s` safe in HTML text and attribute values (and in SVG).
@@ -46,23 +47,33 @@ fn hidden_csrf(csrf: &str) -> String {
     format!("<input type=\"hidden\" name=\"csrf\" value=\"{}\">", esc(csrf))
 }
 
-fn button_form(action: &str, name: &str, label: &str, csrf: &str) -> String {
+/// ` disabled` with the reason as a tooltip, when RBAC refuses the action.
+fn denied(why: &Option<String>) -> String {
+    match why {
+        Some(w) => format!(" disabled title=\"{}\"", esc(w)),
+        None => String::new(),
+    }
+}
+
+fn button_form(action: &str, name: &str, label: &str, csrf: &str, why: &Option<String>) -> String {
     format!(
-        "<form method=\"post\" action=\"{action}\" class=\"inline\">{}<input type=\"hidden\" name=\"name\" value=\"{}\"><button type=\"submit\" aria-label=\"{} {}\">{}</button></form>",
+        "<form method=\"post\" action=\"{action}\" class=\"inline\">{}<input type=\"hidden\" name=\"name\" value=\"{}\"><button type=\"submit\" aria-label=\"{} {}\"{}>{}</button></form>",
         hidden_csrf(csrf),
         esc(name),
         esc(label),
         esc(name),
+        denied(why),
         esc(label)
     )
 }
 
-fn switch(field: &str, label: &str, on: bool, csrf: &str) -> String {
+fn switch(field: &str, label: &str, on: bool, csrf: &str, why: &Option<String>) -> String {
     format!(
         "<form method=\"post\" action=\"/actions/toggle\" class=\"inline\">{}<input type=\"hidden\" name=\"field\" value=\"{field}\">\
-<input type=\"hidden\" name=\"on\" value=\"{}\"><button type=\"submit\" role=\"switch\" aria-checked=\"{on}\">{label}: {}</button></form>",
+<input type=\"hidden\" name=\"on\" value=\"{}\"><button type=\"submit\" role=\"switch\" aria-checked=\"{on}\"{}>{label}: {}</button></form>",
         hidden_csrf(csrf),
         !on,
+        denied(why),
         if on { "on" } else { "off" }
     )
 }
@@ -81,7 +92,7 @@ fn peer_link(p: &Peer) -> String {
     format!("<a href=\"/peers/{}\">{}</a>", esc(&p.name), esc(&p.name))
 }
 
-fn available_table(cards: &[Card], csrf: &str) -> String {
+fn available_table(cards: &[Card], csrf: &str, allowed: &Allowed) -> String {
     if cards.is_empty() {
         return "<p>None: add a domain or a remote peer below, or turn discovery on.</p>".into();
     }
@@ -90,7 +101,8 @@ fn available_table(cards: &[Card], csrf: &str) -> String {
     );
     for c in cards {
         let p = &c.peer;
-        let action = if p.join { "joining…".to_owned() } else { button_form("/actions/connect", &p.name, "Connect", csrf) };
+        let action =
+            if p.join { "joining…".to_owned() } else { button_form("/actions/connect", &p.name, "Connect", csrf, &allowed.join) };
         let _ = write!(
             t,
             "<tr><td>{}</td><td><code>{}</code></td><td><span class=\"badge\">{}</span></td><td>{}</td><td>{}</td><td>{}</td><td>{action}</td></tr>",
@@ -106,7 +118,7 @@ fn available_table(cards: &[Card], csrf: &str) -> String {
     t
 }
 
-fn connected_table(cards: &[Card], csrf: &str) -> String {
+fn connected_table(cards: &[Card], csrf: &str, allowed: &Allowed) -> String {
     if cards.is_empty() {
         return "<p>None yet.</p>".into();
     }
@@ -115,7 +127,7 @@ fn connected_table(cards: &[Card], csrf: &str) -> String {
     );
     for c in cards {
         let p = &c.peer;
-        let action = if p.join { button_form("/actions/disconnect", &p.name, "Disconnect", csrf) } else { "-".into() };
+        let action = if p.join { button_form("/actions/disconnect", &p.name, "Disconnect", csrf, &allowed.join) } else { "-".into() };
         let health = if c.healthy {
             "<span class=\"good\">healthy</span>".to_owned()
         } else {
@@ -160,29 +172,31 @@ fn input(form: &str, name: &str, label: &str, placeholder: &str, error: Option<&
     )
 }
 
-fn add_domain_form(csrf: &str, error: Option<&FormError>) -> String {
+fn add_domain_form(csrf: &str, error: Option<&FormError>, why: &Option<String>) -> String {
     format!(
         "<form method=\"post\" action=\"/actions/domains\" class=\"card\" aria-labelledby=\"add-domain\"><h3 id=\"add-domain\">Add domain</h3>{}{}{}{}\
-<label><input type=\"checkbox\" name=\"autojoin\" value=\"true\"> Join the clusters found there</label><button type=\"submit\">Add domain</button></form>",
+<label><input type=\"checkbox\" name=\"autojoin\" value=\"true\"> Join the clusters found there</label><button type=\"submit\"{}>Add domain</button></form>",
         hidden_csrf(csrf),
         form_error(error, "domain"),
         input("domain", "domain", "Domain", "example.com", error),
-        input("domain", "name", "Name", "(the domain)", error)
+        input("domain", "name", "Name", "(the domain)", error),
+        denied(why)
     )
 }
 
-fn add_peer_form(csrf: &str, error: Option<&FormError>) -> String {
+fn add_peer_form(csrf: &str, error: Option<&FormError>, why: &Option<String>) -> String {
     format!(
         "<form method=\"post\" action=\"/actions/peers\" class=\"card\" aria-labelledby=\"add-peer\"><h3 id=\"add-peer\">Add remote peer</h3>{}{}\
 <p>The remote's auth service address, or its API server address and cluster ID.</p>{}{}{}{}\
 <label><input type=\"checkbox\" name=\"allow_untrusted_ca\" value=\"true\"> Allow an untrusted CA</label>\
-<label><input type=\"checkbox\" name=\"join\" value=\"true\" checked> Join</label><button type=\"submit\">Add remote peer</button></form>",
+<label><input type=\"checkbox\" name=\"join\" value=\"true\" checked> Join</label><button type=\"submit\"{}>Add remote peer</button></form>",
         hidden_csrf(csrf),
         form_error(error, "peer"),
         input("peer", "auth_url", "Auth service URL", "https://10.0.0.2:30443", error),
         input("peer", "api_url", "API server URL", "https://10.0.0.2:6443", error),
         input("peer", "cluster_id", "Cluster ID", "", error),
-        input("peer", "name", "Name", "(from the address or the cluster ID)", error)
+        input("peer", "name", "Name", "(from the address or the cluster ID)", error),
+        denied(why)
     )
 }
 
@@ -260,7 +274,7 @@ pub fn graph(this: &ThisCluster, cards: &[&Card], edges: &[Edge]) -> String {
 }
 
 /// The home view.
-pub fn home(this: &ThisCluster, peers: &Peers, domains: &[Domain], csrf: &str, error: Option<&FormError>) -> String {
+pub fn home(this: &ThisCluster, peers: &Peers, domains: &[Domain], csrf: &str, error: Option<&FormError>, allowed: &Allowed) -> String {
     let cards: Vec<&Card> = peers.connected.iter().chain(&peers.available).collect();
     let edges = crate::model::edges(&cards);
     let name = if this.cluster_name.is_empty() { String::new() } else { format!(" ({})", esc(&this.cluster_name)) };
@@ -275,15 +289,15 @@ pub fn home(this: &ThisCluster, peers: &Peers, domains: &[Domain], csrf: &str, e
         esc(&this.cluster_id),
         esc(&this.namespace),
         esc(&this.peering_policy),
-        switch("enableDiscovery", "Discovery", this.discovery, csrf),
-        switch("enableAdvertisement", "Advertisement", this.advertisement, csrf),
-        switch("autojoin", "Autojoin", this.autojoin, csrf),
+        switch("enableDiscovery", "Discovery", this.discovery, csrf, &allowed.toggles),
+        switch("enableAdvertisement", "Advertisement", this.advertisement, csrf, &allowed.toggles),
+        switch("autojoin", "Autojoin", this.autojoin, csrf, &allowed.toggles),
         form_error(error, "toggle"),
         graph(this, &cards, &edges),
-        available_table(&peers.available, csrf),
-        connected_table(&peers.connected, csrf),
-        add_domain_form(csrf, error),
-        add_peer_form(csrf, error),
+        available_table(&peers.available, csrf, allowed),
+        connected_table(&peers.connected, csrf, allowed),
+        add_domain_form(csrf, error, &allowed.add_domain),
+        add_peer_form(csrf, error, &allowed.add_peer),
         domains_table(domains)
     );
     page("Liqo", &main)
@@ -291,7 +305,7 @@ pub fn home(this: &ThisCluster, peers: &Peers, domains: &[Domain], csrf: &str, e
 
 /// The peer view: spec, every phase with its hint, Events, the CA fingerprint, our request
 /// on the remote and its Advertisement, the raw object.
-pub fn peer(card: &Card, events: &[(String, String, String)], raw_yaml: &str, csrf: &str) -> String {
+pub fn peer(card: &Card, events: &[(String, String, String)], raw_yaml: &str, csrf: &str, allowed: &Allowed) -> String {
     let p = &card.peer;
     let mut phases = String::from(
         "<table><caption>Phases</caption><thead><tr><th scope=\"col\">Type</th><th scope=\"col\">Status</th><th scope=\"col\">Reason</th><th scope=\"col\">Message</th><th scope=\"col\">Since</th><th scope=\"col\">Hint</th></tr></thead><tbody>",
@@ -317,9 +331,9 @@ pub fn peer(card: &Card, events: &[(String, String, String)], raw_yaml: &str, cs
     }
     ev.push_str("</tbody></table>");
     let action = if p.join {
-        button_form("/actions/disconnect", &p.name, "Disconnect", csrf)
+        button_form("/actions/disconnect", &p.name, "Disconnect", csrf, &allowed.join)
     } else {
-        button_form("/actions/connect", &p.name, "Connect", csrf)
+        button_form("/actions/connect", &p.name, "Connect", csrf, &allowed.join)
     };
     let dash = |v: &Option<String>| esc(v.as_deref().unwrap_or("-"));
     let main = format!(
@@ -362,11 +376,12 @@ mod tests {
         }))
         .unwrap();
         let peers = crate::model::peers(&[fc], &[]);
-        let page = home(&ThisCluster::default(), &peers, &[], "token", None);
+        let page = home(&ThisCluster::default(), &peers, &[], "token", None, &Allowed::default());
         assert!(!page.contains("<script>alert"), "{page}");
         assert!(!page.contains("<svg onload"), "{page}");
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "the message is there, as text");
-        let view = peer(&peers.available[0], &[("Warning".into(), "X".into(), "<b>bold</b>".into())], "name: <i>", "token");
+        let view =
+            peer(&peers.available[0], &[("Warning".into(), "X".into(), "<b>bold</b>".into())], "name: <i>", "token", &Allowed::default());
         assert!(!view.contains("<b>bold") && !view.contains("<i>"), "{view}");
         // Only our own script, from our own origin.
         assert_eq!(page.matches("<script").count(), 1);
@@ -379,7 +394,7 @@ mod tests {
             "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "a"},
             "spec": {"clusterIdentity": {"clusterID": "x"}}}))
         .unwrap();
-        let page = home(&ThisCluster::default(), &crate::model::peers(&[fc], &[]), &[], "tok-123", None);
+        let page = home(&ThisCluster::default(), &crate::model::peers(&[fc], &[]), &[], "tok-123", None, &Allowed::default());
         let forms = page.matches("<form").count();
         assert!(forms >= 6, "switches, connect, two add forms: {forms}");
         assert_eq!(page.matches("name=\"csrf\" value=\"tok-123\"").count(), forms);
@@ -387,9 +402,21 @@ mod tests {
     }
 
     #[test]
+    fn what_rbac_refuses_is_disabled_with_the_reason() {
+        let fc: liqo_api::ForeignCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "a"},
+            "spec": {"clusterIdentity": {"clusterID": "x"}}}))
+        .unwrap();
+        let allowed = Allowed { join: Some("you may not patch foreignclusters".into()), ..Default::default() };
+        let page = home(&ThisCluster::default(), &crate::model::peers(&[fc], &[]), &[], "t", None, &allowed);
+        assert!(page.contains("aria-label=\"Connect a\" disabled title=\"you may not patch foreignclusters\""), "{page}");
+        assert_eq!(page.matches(" disabled").count(), 1, "only what is refused");
+    }
+
+    #[test]
     fn a_refusal_is_shown_at_the_field_it_names() {
         let e = FormError { form: "peer", field: Some("cluster_id"), message: "clusterID: not a DNS-1123 label".into() };
-        let page = home(&ThisCluster::default(), &Peers::default(), &[], "t", Some(&e));
+        let page = home(&ThisCluster::default(), &Peers::default(), &[], "t", Some(&e), &Allowed::default());
         let at = page.find("id=\"peer-cluster_id\"").unwrap();
         let err = page.find("id=\"peer-cluster_id-error\"").unwrap();
         assert!(err > at && page[at..err].find("<label").is_none(), "the error follows its field");

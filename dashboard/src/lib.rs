@@ -4,8 +4,10 @@
 //!
 //! - [`stores`]: one set of watches shared by every open page;
 //! - [`model`]: what the pages show (pure); [`html`]: the pages, escaped everywhere (pure);
-//! - [`actions`]: what the buttons and forms do; [`server`]: routes, CSRF, CSP, live updates.
+//! - [`actions`]: what the buttons and forms do; [`access`]: which of them RBAC allows (the
+//!   others are disabled, with the reason); [`server`]: routes, CSRF, CSP, live updates.
 
+pub mod access;
 pub mod actions;
 pub mod html;
 pub mod model;

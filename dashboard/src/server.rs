@@ -31,11 +31,14 @@ pub struct Dashboard {
     pub stores: Stores,
     /// The token every form carries (random per process).
     pub csrf: String,
+    /// What RBAC allows the user (asked every minute).
+    pub permissions: crate::access::Permissions,
 }
 
 impl Dashboard {
     pub fn new(client: Client, namespace: &str, stores: Stores) -> Arc<Self> {
-        Arc::new(Self { client, namespace: namespace.to_owned(), stores, csrf: uuid::Uuid::new_v4().simple().to_string() })
+        let permissions = crate::access::Permissions::default();
+        Arc::new(Self { client, namespace: namespace.to_owned(), stores, csrf: uuid::Uuid::new_v4().simple().to_string(), permissions })
     }
 
     fn this_cluster(&self) -> model::ThisCluster {
@@ -53,7 +56,7 @@ impl Dashboard {
     /// The home view, with `error` at its form.
     pub fn home(&self, error: Option<&FormError>) -> String {
         let domains: Vec<_> = self.stores.domains.state().iter().map(|d| (**d).clone()).collect();
-        html::home(&self.this_cluster(), &self.peers(), &model::domains(&domains), &self.csrf, error)
+        html::home(&self.this_cluster(), &self.peers(), &model::domains(&domains), &self.csrf, error, &self.permissions.now())
     }
 
     /// The view of peer `name`, if there is one.
@@ -73,7 +76,7 @@ impl Dashboard {
         events.truncate(20);
         let mut raw = (*fc).clone();
         raw.metadata.managed_fields = None;
-        Some(html::peer(&card, &events, &serde_yaml::to_string(&raw).unwrap_or_default(), &self.csrf))
+        Some(html::peer(&card, &events, &serde_yaml::to_string(&raw).unwrap_or_default(), &self.csrf, &self.permissions.now()))
     }
 }
 
