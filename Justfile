@@ -28,6 +28,7 @@ bench:
     cargo bench -p liqo-webhook --bench admission
     cargo bench -p liqo-reconciler --bench steady_state
     cargo bench -p liqo-reconciler --bench discovery
+    cargo bench -p liqo-dashboard --bench dashboard
 
 # Render the installable manifests.
 manifests:
