@@ -42,19 +42,19 @@ fn counting_api(requests: Arc<AtomicUsize>) -> Client {
 }
 
 fn foreign_cluster(i: usize) -> liqo_api::ForeignCluster {
-    let joined = i % 3 == 0;
+    let joined = i.is_multiple_of(3);
     serde_json::from_value(json!({
         "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
         "metadata": {"name": format!("peer-{i:04}"), "labels": {"discovery.liqo.io/searchdomain": "example.com"}},
-        "spec": {"clusterIdentity": {"clusterID": format!("{i:08x}-0000-4000-8000-000000000000")}, "join": i % 2 == 0,
-                 "discoveryType": if i % 2 == 0 { "LAN" } else { "WAN" }, "authUrl": format!("https://10.0.{}.{}:30443", i / 250, i % 250)},
+        "spec": {"clusterIdentity": {"clusterID": format!("{i:08x}-0000-4000-8000-000000000000")}, "join": i.is_multiple_of(2),
+                 "discoveryType": if i.is_multiple_of(2) { "LAN" } else { "WAN" }, "authUrl": format!("https://10.0.{}.{}:30443", i / 250, i % 250)},
         "status": {"conditions": [
             {"type": "Trusted", "status": "True", "reason": "Trusted", "message": "the auth service certificate verified", "lastTransitionTime": "2026-11-23T10:00:00Z"},
-            {"type": "Authenticated", "status": if i % 7 == 0 { "False" } else { "True" }, "reason": if i % 7 == 0 { "TokenRefused" } else { "IdentityIssued" },
+            {"type": "Authenticated", "status": if i.is_multiple_of(7) { "False" } else { "True" }, "reason": if i.is_multiple_of(7) { "TokenRefused" } else { "IdentityIssued" },
              "message": "m", "lastTransitionTime": "2026-11-23T10:00:00Z"},
             {"type": "Joined", "status": if joined { "True" } else { "False" }, "reason": if joined { "Joined" } else { "WaitingForAdvertisement" },
              "message": "m", "lastTransitionTime": "2026-11-23T10:00:00Z"}],
-            "outgoing": {"joined": joined}, "incoming": {"joined": i % 5 == 0}}
+            "outgoing": {"joined": joined}, "incoming": {"joined": i.is_multiple_of(5)}}
     }))
     .unwrap()
 }
