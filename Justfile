@@ -30,6 +30,14 @@ bench:
     cargo bench -p liqo-reconciler --bench discovery
     cargo bench -p liqo-dashboard --bench dashboard
 
+# Fuzz every untrusted input for SECONDS each (cargo-fuzz/libFuzzer; `cargo install
+# cargo-fuzz`; RUSTC_BOOTSTRAP=1 lets the stable toolchain build the sanitized targets). New
+# inputs go to fuzz/corpus/ (not committed); crashes to fuzz/artifacts/.
+fuzz seconds="60":
+    for t in admission records peer_answers auth_request certificates; do \
+      mkdir -p fuzz/corpus/$t && (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run -O $t corpus/$t seeds/$t -- -max_total_time={{seconds}} -rss_limit_mb=2048) || exit 1; \
+    done
+
 # Render the installable manifests.
 manifests:
     kubectl kustomize manifests/

@@ -112,6 +112,21 @@ fn one_pass_may_misread(body: &[u8]) -> bool {
     })
 }
 
+/// Both decodings of `body`, for the differential fuzz target (`fuzz/`): the one-pass answer
+/// when that path takes the body, and the step-by-step one (the answer, or why the body is not
+/// a review). They must agree wherever the one-pass path answers.
+#[doc(hidden)]
+pub fn both_ways(
+    endpoint: Endpoint,
+    body: &[u8],
+    view: &dyn ClusterView,
+) -> (Option<serde_json::Value>, Result<serde_json::Value, String>) {
+    let json = |d: Decision| serde_json::to_value(&d.review).expect("a review serializes");
+    let fast = Scratch::new(body.len()).decide(endpoint, body, view).map(json);
+    let careful = diagnose(body).map(|mut req| json(answer(endpoint, &mut req, view))).map_err(|e| e.message);
+    (fast, careful)
+}
+
 /// The review decoded in one pass (simd-json, in place), if that works.
 fn one_pass<'a>(body: &'a mut [u8], buffers: &mut simd_json::Buffers) -> Option<Request<'a>> {
     match simd_json::serde::from_slice_with_buffers::<ReviewFull<'_>>(body, buffers) {
