@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 
 use crate::broadcaster::Broadcasters;
 use crate::context::Shared;
-use crate::error::{Error, Result, is_conflict, is_not_found};
+use crate::error::{Error, Result, is_conflict};
 use crate::peer::Peers;
 
 /// PeeringRequest or FederationRequest.
@@ -111,24 +111,6 @@ async fn set_incoming(client: &Client, fc: &ForeignCluster, incoming: IncomingSt
     Ok(())
 }
 
-/// Adds or removes our finalizer with a JSON patch that tests the list it changes (no
-/// resourceVersion: a status write just before does not make it conflict).
-async fn set_finalizers<K: Request>(client: &Client, req: &K, finalizers: Vec<String>) -> Result<()> {
-    let ops = match &req.meta().finalizers {
-        Some(list) => serde_json::json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": list},
-            {"op": "replace", "path": "/metadata/finalizers", "value": finalizers},
-        ]),
-        None => serde_json::json!([{"op": "add", "path": "/metadata/finalizers", "value": finalizers}]),
-    };
-    let patch: json_patch::Patch = serde_json::from_value(ops).expect("a valid JSON patch");
-    match Api::<K>::all(client.clone()).patch(&req.name_any(), &PatchParams::default(), &Patch::Json::<()>(patch)).await {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// One reconcile of one request.
 pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> Result<Action> {
     let id = req.name_any();
@@ -156,17 +138,14 @@ pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> R
         if let Some(fc) = find_foreign(&ctx.shared.foreign, &id) {
             set_incoming(&ctx.shared.client, &fc, IncomingStatus { joined: false, peering_request: None }).await?;
         }
-        let rest = req.finalizers().iter().filter(|f| *f != FINALIZER_PEERED).cloned().collect();
-        set_finalizers(&ctx.shared.client, &*req, rest).await?;
+        crate::finalizer::remove(&Api::<K>::all(ctx.shared.client.clone()), &*req).await?;
         let note = format!("the {} of cluster {id} is gone: our Advertisement withdrawn from it", K::KIND);
         crate::events::publish(ctx.shared.recorder.as_ref(), &*req, false, "Peering", "PeeringEnded", note).await;
         return Ok(Action::await_change());
     }
 
     if !held {
-        let mut finalizers = req.finalizers().to_vec();
-        finalizers.push(FINALIZER_PEERED.to_owned());
-        set_finalizers(&ctx.shared.client, &*req, finalizers).await?;
+        crate::finalizer::add(&Api::<K>::all(ctx.shared.client.clone()), &*req).await?;
         let note = format!("accepted the {} of cluster {id}: it gets our Advertisement", K::KIND);
         crate::events::publish(ctx.shared.recorder.as_ref(), &*req, false, "Peering", "PeeringAccepted", note).await;
         return Ok(Action::await_change());

@@ -21,6 +21,7 @@ pub mod context;
 pub mod discovery;
 pub mod error;
 pub mod events;
+pub mod finalizer;
 pub mod foreign_cluster;
 pub mod grant;
 pub mod identity;

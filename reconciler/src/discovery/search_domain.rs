@@ -58,8 +58,8 @@ pub async fn reconcile<P: Peers>(sd: Arc<SearchDomain>, ctx: Arc<Ctx<P>>) -> Res
     }
     let name = sd.name_any();
     let generation = sd.metadata.generation;
-    let Some(own_id) = ctx.shared.cluster_id.borrow().clone() else { return Err(Error::NotReady("cluster ID")) };
-    let config = ctx.shared.config.borrow().clone().unwrap_or_default();
+    let Some(own_id) = ctx.shared.own_id() else { return Err(Error::NotReady("cluster ID")) };
+    let config = ctx.shared.settings();
 
     let mut status = sd.status.clone().unwrap_or_default();
     let now = Time(k8s_openapi::jiff::Timestamp::now());

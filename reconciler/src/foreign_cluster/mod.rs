@@ -37,7 +37,7 @@ use self::report::Report;
 use crate::access::advertisement_access;
 use crate::auth::service::{ApiServer, kubeconfig};
 use crate::context::Shared;
-use crate::error::{Result, is_conflict, is_not_found};
+use crate::error::{Result, is_conflict};
 use crate::grant;
 use crate::peer::{Peers, RemoteAccess};
 
@@ -241,38 +241,14 @@ async fn patch_spec(client: &Client, fc: &ForeignCluster, patch: serde_json::Val
     Ok(())
 }
 
-/// Adds the finalizer `discovery.liqo.io/peered` when missing (a JSON patch that tests the list
-/// it extends, so it never drops another's finalizer and needs no resourceVersion).
+/// Adds our finalizer to `fc` when missing.
 async fn add_finalizer(fc: &ForeignCluster, client: &Client) -> Result<()> {
-    if fc.finalizers().iter().any(|f| f == FINALIZER_PEERED) {
-        return Ok(());
-    }
-    let ops = match &fc.metadata.finalizers {
-        Some(list) => serde_json::json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": list},
-            {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER_PEERED},
-        ]),
-        None => serde_json::json!([{"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER_PEERED]}]),
-    };
-    let patch: json_patch::Patch = serde_json::from_value(ops).expect("a valid JSON patch");
-    Api::<ForeignCluster>::all(client.clone()).patch(&fc.name_any(), &PatchParams::default(), &Patch::Json::<()>(patch)).await?;
-    Ok(())
+    crate::finalizer::add(&Api::<ForeignCluster>::all(client.clone()), fc).await
 }
 
-/// Removes the finalizer `discovery.liqo.io/peered` (a JSON patch that tests it is still where
-/// it was: no resourceVersion, so a status write just before does not make it conflict).
+/// Removes our finalizer from `fc`.
 async fn remove_finalizer(fc: &ForeignCluster, client: &Client) -> Result<()> {
-    let Some(i) = fc.finalizers().iter().position(|f| f == FINALIZER_PEERED) else { return Ok(()) };
-    let ops = serde_json::json!([
-        {"op": "test", "path": format!("/metadata/finalizers/{i}"), "value": FINALIZER_PEERED},
-        {"op": "remove", "path": format!("/metadata/finalizers/{i}")},
-    ]);
-    let patch: json_patch::Patch = serde_json::from_value(ops).expect("a valid JSON patch");
-    match Api::<ForeignCluster>::all(client.clone()).patch(&fc.name_any(), &PatchParams::default(), &Patch::Json::<()>(patch)).await {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    crate::finalizer::remove(&Api::<ForeignCluster>::all(client.clone()), fc).await
 }
 
 /// The token for peer `remote_id`'s `/identity`: Secret `remote-token-<id>`, else empty.
@@ -289,8 +265,8 @@ async fn read_token(client: &Client, namespace: &str, remote_id: &str) -> Result
 
 /// One reconcile of one ForeignCluster: join or unjoin.
 pub async fn reconcile<P: Peers>(fc: Arc<ForeignCluster>, ctx: Arc<Ctx<P>>) -> Result<Action> {
-    let Some(own_id) = ctx.shared.cluster_id.borrow().clone() else { return Ok(Action::requeue(ctx.timing.retry)) };
-    let config = ctx.shared.config.borrow().clone().unwrap_or_default();
+    let Some(own_id) = ctx.shared.own_id() else { return Ok(Action::requeue(ctx.timing.retry)) };
+    let config = ctx.shared.settings();
     let peered = fc.finalizers().iter().any(|f| f == FINALIZER_PEERED);
     if fc.metadata.deletion_timestamp.is_some() || !fc.spec.join() {
         if peered {
