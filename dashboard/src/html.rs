@@ -34,6 +34,13 @@ pub struct FormError {
     pub message: String,
 }
 
+/// The start of a table: its caption (for screen readers only when `hidden`) and column heads.
+fn table_start(caption: &str, hidden: bool, heads: &[&str]) -> String {
+    let class = if hidden { " class=\"sr\"" } else { "" };
+    let heads: String = heads.iter().map(|h| format!("<th scope=\"col\">{h}</th>")).collect();
+    format!("<table><caption{class}>{caption}</caption><thead><tr>{heads}</tr></thead><tbody>")
+}
+
 fn page(title: &str, main: &str) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
@@ -96,9 +103,7 @@ fn available_table(cards: &[Card], csrf: &str, allowed: &Allowed) -> String {
     if cards.is_empty() {
         return "<p>None: add a domain or a remote peer below, or turn discovery on.</p>".into();
     }
-    let mut t = String::from(
-        "<table><caption class=\"sr\">Available peers</caption><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Cluster ID</th><th scope=\"col\">Type</th><th scope=\"col\">Found in</th><th scope=\"col\">Trust</th><th scope=\"col\">State</th><th scope=\"col\">Action</th></tr></thead><tbody>",
-    );
+    let mut t = table_start("Available peers", true, &["Name", "Cluster ID", "Type", "Found in", "Trust", "State", "Action"]);
     for c in cards {
         let p = &c.peer;
         let action =
@@ -122,9 +127,7 @@ fn connected_table(cards: &[Card], csrf: &str, allowed: &Allowed) -> String {
     if cards.is_empty() {
         return "<p>None yet.</p>".into();
     }
-    let mut t = String::from(
-        "<table><caption class=\"sr\">Connected peers</caption><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Cluster ID</th><th scope=\"col\">Type</th><th scope=\"col\">Direction</th><th scope=\"col\">Health</th><th scope=\"col\">Resources</th><th scope=\"col\">Action</th></tr></thead><tbody>",
-    );
+    let mut t = table_start("Connected peers", true, &["Name", "Cluster ID", "Type", "Direction", "Health", "Resources", "Action"]);
     for c in cards {
         let p = &c.peer;
         let action = if p.join { button_form("/actions/disconnect", &p.name, "Disconnect", csrf, &allowed.join) } else { "-".into() };
@@ -204,9 +207,7 @@ fn domains_table(domains: &[Domain]) -> String {
     if domains.is_empty() {
         return String::new();
     }
-    let mut t = String::from(
-        "<table><caption>Domains</caption><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Domain</th><th scope=\"col\">Ready</th><th scope=\"col\">Reason</th><th scope=\"col\">Found</th></tr></thead><tbody>",
-    );
+    let mut t = table_start("Domains", false, &["Name", "Domain", "Ready", "Reason", "Found"]);
     for d in domains {
         let _ = write!(
             t,
@@ -305,11 +306,16 @@ pub fn home(this: &ThisCluster, peers: &Peers, domains: &[Domain], csrf: &str, e
 
 /// The peer view: spec, every phase with its hint, Events, the CA fingerprint, our request
 /// on the remote and its Advertisement, the raw object.
-pub fn peer(card: &Card, events: &[(String, String, String)], raw_yaml: &str, csrf: &str, allowed: &Allowed) -> String {
+pub fn peer(
+    card: &Card,
+    incoming: Option<&str>,
+    events: &[(String, String, String)],
+    raw_yaml: &str,
+    csrf: &str,
+    allowed: &Allowed,
+) -> String {
     let p = &card.peer;
-    let mut phases = String::from(
-        "<table><caption>Phases</caption><thead><tr><th scope=\"col\">Type</th><th scope=\"col\">Status</th><th scope=\"col\">Reason</th><th scope=\"col\">Message</th><th scope=\"col\">Since</th><th scope=\"col\">Hint</th></tr></thead><tbody>",
-    );
+    let mut phases = table_start("Phases", false, &["Type", "Status", "Reason", "Message", "Since", "Hint"]);
     for ph in &p.phases {
         let _ = write!(
             phases,
@@ -323,9 +329,7 @@ pub fn peer(card: &Card, events: &[(String, String, String)], raw_yaml: &str, cs
         );
     }
     phases.push_str("</tbody></table>");
-    let mut ev = String::from(
-        "<table><caption>Events</caption><thead><tr><th scope=\"col\">Type</th><th scope=\"col\">Reason</th><th scope=\"col\">Message</th></tr></thead><tbody>",
-    );
+    let mut ev = table_start("Events", false, &["Type", "Reason", "Message"]);
     for (t, r, n) in events {
         let _ = write!(ev, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(t), esc(r), esc(n));
     }
@@ -340,7 +344,8 @@ pub fn peer(card: &Card, events: &[(String, String, String)], raw_yaml: &str, cs
         "<section id=\"peer-view\" data-live><h1>Peer {}</h1><p>{action}</p><dl>\
 <dt>Cluster ID</dt><dd><code>{}</code></dd><dt>Type</dt><dd>{}</dd><dt>State</dt><dd>{}</dd>\
 <dt>Auth URL</dt><dd>{}</dd><dt>API URL</dt><dd>{}</dd><dt>CA fingerprint</dt><dd><code>{}</code></dd>\
-<dt>Our PeeringRequest on the remote</dt><dd>{}</dd><dt>Its Advertisement here</dt><dd>{} {}</dd></dl>\
+<dt>Our PeeringRequest on the remote</dt><dd>{}</dd><dt>Its Advertisement here</dt><dd>{} {}</dd>\
+<dt>Its PeeringRequest here, and our Advertisement there</dt><dd>{}</dd></dl>\
 {phases}{ev}<details><summary>The object (YAML)</summary><pre>{}</pre></details></section>",
         esc(&p.name),
         esc(&p.cluster_id),
@@ -352,6 +357,7 @@ pub fn peer(card: &Card, events: &[(String, String, String)], raw_yaml: &str, cs
         dash(&p.remote_peering_request),
         dash(&p.advertisement),
         card.resources.as_deref().map(|r| format!("({})", esc(r))).unwrap_or_default(),
+        esc(incoming.unwrap_or("-")),
         esc(raw_yaml)
     );
     page(&format!("Liqo · {}", p.name), &main)
@@ -380,9 +386,15 @@ mod tests {
         assert!(!page.contains("<script>alert"), "{page}");
         assert!(!page.contains("<svg onload"), "{page}");
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "the message is there, as text");
-        let view =
-            peer(&peers.available[0], &[("Warning".into(), "X".into(), "<b>bold</b>".into())], "name: <i>", "token", &Allowed::default());
-        assert!(!view.contains("<b>bold") && !view.contains("<i>"), "{view}");
+        let view = peer(
+            &peers.available[0],
+            Some("<u>Created</u>"),
+            &[("Warning".into(), "X".into(), "<b>bold</b>".into())],
+            "name: <i>",
+            "token",
+            &Allowed::default(),
+        );
+        assert!(!view.contains("<b>bold") && !view.contains("<i>") && !view.contains("<u>"), "{view}");
         // Only our own script, from our own origin.
         assert_eq!(page.matches("<script").count(), 1);
         assert!(page.contains("<script src=\"/app.js\" defer></script>"));

@@ -76,7 +76,17 @@ impl Dashboard {
         events.truncate(20);
         let mut raw = (*fc).clone();
         raw.metadata.managed_fields = None;
-        Some(html::peer(&card, &events, &serde_yaml::to_string(&raw).unwrap_or_default(), &self.csrf, &self.permissions.now()))
+        // The request the peer sent us (named after its cluster ID) says how our Advertisement fares.
+        let incoming = self.stores.requests.get(&ObjectRef::new(&card.peer.cluster_id)).map(|pr| {
+            let state = pr.status.as_ref().and_then(|s| s.advertisement_status);
+            format!(
+                "{}: our Advertisement {}",
+                pr.metadata.name.clone().unwrap_or_default(),
+                state.map_or("not reported yet".into(), |s| format!("{s:?}"))
+            )
+        });
+        let yaml = serde_yaml::to_string(&raw).unwrap_or_default();
+        Some(html::peer(&card, incoming.as_deref(), &events, &yaml, &self.csrf, &self.permissions.now()))
     }
 }
 

@@ -53,6 +53,12 @@ fn dashboard(status: u16, answer: Value) -> Page {
     let (client, seen) = api(status, answer);
     let (stores, mut w) = Stores::detached();
     w.foreign.apply_watcher_event(&watcher::Event::Apply(fc("beta", "<script>alert(1)</script>")));
+    let pr: liqo_api::PeeringRequest = serde_json::from_value(json!({
+        "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "PeeringRequest", "metadata": {"name": "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9"},
+        "spec": {"clusterIdentity": {"clusterID": "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9"}}, "status": {"advertisementStatus": "Refused"}
+    }))
+    .unwrap();
+    w.requests.apply_watcher_event(&watcher::Event::Apply(pr));
     let dashboard = Dashboard::new(client, "liqo", stores);
     Page { dashboard, seen, _writers: w }
 }
@@ -89,6 +95,7 @@ async fn pages_are_served_from_the_stores_with_a_strict_policy() {
     let (status, _, body) = send(&p.dashboard, get("/peers/beta")).await;
     assert_eq!(status, StatusCode::OK);
     assert!(body.contains("Peer beta") && body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(body.contains("9a596a4b-591c-4ac6-8fd6-80258b4b3bf9: our Advertisement Refused"), "the peer's request here, from the stores");
     let (status, _, body) = send(&p.dashboard, get("/peers/%3Cb%3Enobody")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(body.contains("&lt;b&gt;nobody") && !body.contains("<b>nobody"));
