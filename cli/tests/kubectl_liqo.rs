@@ -147,13 +147,13 @@ async fn domain_add_finds_the_clusters_a_zone_lists() {
         ),
     );
     let dns = liqo_testenv::dns::ZoneServer::start("example.com.", &zone).await;
-    let rec = start_reconciler_with(
+    let mut rec = start_reconciler_with(
         &cp,
         "single",
         &reconciler_token(&admin).await,
         &[&format!("--dns-server={}", dns.addr), "--search-domain-period-seconds=2"],
     );
-    ready(&rec).await;
+    ready(&mut rec).await;
 
     let out = kubectl_liqo(&cp, &["domain", "add", "example.com", "--no-autojoin"]);
     assert!(out.status.success(), "{}", text(&out));

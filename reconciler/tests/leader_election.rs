@@ -24,10 +24,10 @@ async fn one_reconciler_leads_and_a_standby_takes_over() {
     let admin = cp.admin();
     install_liqo(&admin, "liqo").await;
     let token = reconciler_token(&admin).await;
-    let a = start_reconciler(&cp, "a", &token);
-    let b = start_reconciler(&cp, "b", &token);
-    ready(&a).await;
-    ready(&b).await;
+    let mut a = start_reconciler(&cp, "a", &token);
+    let mut b = start_reconciler(&cp, "b", &token);
+    ready(&mut a).await;
+    ready(&mut b).await;
 
     // Exactly one leads.
     let (a_leads, b_leads) = eventually("one reconciler leading", || async {

@@ -48,9 +48,25 @@ pub fn assets() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-/// A TCP port free on 127.0.0.1 right now.
+/// The ports [`free_port`] hands out: below Linux's ephemeral range (32768–60999 by default),
+/// so an outgoing connection of a busy API server never takes a port between the moment it is
+/// handed out and the moment its server binds it (a port from `bind(0)` was such a race).
+const PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// A TCP port free on 127.0.0.1 right now, never handed out before in this process.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    use std::sync::Mutex;
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    // Start somewhere different in each process so two test processes rarely try the same ports.
+    let seed = std::process::id() as usize * 7919 + given.len() * 104_729;
+    let span = PORTS.len();
+    let port = (0..span)
+        .map(|i| PORTS.start + ((seed + i) % span) as u16)
+        .find(|p| !given.contains(p) && TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .expect("a free port in 20000..32000");
+    given.push(port);
+    port
 }
 
 struct Process(Child);

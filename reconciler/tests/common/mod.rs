@@ -14,6 +14,8 @@ pub struct Reconciler {
     pub child: Child,
     pub auth_url: String,
     pub ops: u16,
+    /// Where its stdout and stderr go.
+    pub log: std::path::PathBuf,
 }
 
 impl Drop for Reconciler {
@@ -51,7 +53,8 @@ pub fn start_reconciler(cp: &ControlPlane, name: &str, token: &str) -> Reconcile
 pub fn start_reconciler_with(cp: &ControlPlane, name: &str, token: &str, extra: &[&str]) -> Reconciler {
     let (auth, ops) = (free_port(), free_port());
     let auth_url = format!("https://localhost:{auth}");
-    let log = std::fs::File::create(cp.path().join(format!("{name}-reconciler.log"))).unwrap();
+    let log_path = cp.path().join(format!("{name}-reconciler.log"));
+    let log = std::fs::File::create(&log_path).unwrap();
     let mut args = vec![
         "--namespace=liqo".to_owned(),
         format!("--auth-listen=127.0.0.1:{auth}"),
@@ -77,7 +80,7 @@ pub fn start_reconciler_with(cp: &ControlPlane, name: &str, token: &str, extra: 
         .stderr(Stdio::from(log))
         .spawn()
         .expect("starting liqo-reconciler");
-    Reconciler { child, auth_url, ops }
+    Reconciler { child, auth_url, ops, log: log_path }
 }
 
 /// `GET <path>` on the ops port: the status line and the body.
@@ -91,9 +94,27 @@ pub async fn ops_get(r: &Reconciler, path: &str) -> Option<(String, String)> {
     Some((head.lines().next()?.to_owned(), body.to_owned()))
 }
 
-/// `GET /readyz` on the ops port answers 200.
-pub async fn ready(r: &Reconciler) {
-    eventually("the reconciler ready", || async { ops_get(r, "/readyz").await.filter(|(s, _)| s.contains(" 200 ")) }).await;
+/// `GET /readyz` on the ops port answers 200 (within 90 s: a loaded machine starts two control
+/// planes per test). If the process exits or the deadline passes, panics with its log's tail.
+pub async fn ready(r: &mut Reconciler) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        if ops_get(r, "/readyz").await.is_some_and(|(s, _)| s.contains(" 200 ")) {
+            return;
+        }
+        if let Some(status) = r.child.try_wait().unwrap() {
+            panic!("the reconciler exited ({status}) before it was ready:\n{}", log_tail(r));
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the reconciler not ready after 90 s:\n{}", log_tail(r));
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// The last 20 lines of the reconciler's log.
+pub fn log_tail(r: &Reconciler) -> String {
+    let log = std::fs::read_to_string(&r.log).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
 }
 
 pub async fn cluster_id(client: &Client) -> String {
@@ -193,8 +214,9 @@ pub async fn two_clusters_flags(home_flags: &[&str], remote_flags: &[&str]) -> O
     // Each reconciler runs with the permissions of manifests/reconciler/rbac.yaml only.
     let home_rec = start_reconciler_with(&home_cp, "home", &reconciler_token(&home).await, home_flags);
     let remote_rec = start_reconciler_with(&remote_cp, "remote", &reconciler_token(&remote).await, remote_flags);
-    ready(&home_rec).await;
-    ready(&remote_rec).await;
+    let (mut home_rec, mut remote_rec) = (home_rec, remote_rec);
+    ready(&mut home_rec).await;
+    ready(&mut remote_rec).await;
     let (home_id, remote_id) = (cluster_id(&home).await, cluster_id(&remote).await);
     Some(Two { home_cp, remote_cp, home, remote, home_rec, remote_rec, home_id, remote_id })
 }
