@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# One image, three static binaries: /liqo-webhook, /liqo-reconciler, /liqo-certs.
+# One image, four static binaries: /liqo-webhook, /liqo-reconciler, /liqo-certs, /liqo-dashboard
+# (the in-cluster dashboard, manifests/dashboard).
 #   docker build -t liqo-discovery:latest .      (or: just image)
 # The manifests pick the binary with `command:`; the default entrypoint is the reconciler.
 
@@ -14,9 +15,9 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     set -eu; \
     target="$(uname -m)-unknown-linux-musl"; \
-    cargo build --release --locked --target "$target" -p liqo-webhook -p liqo-reconciler -p liqo-certs; \
+    cargo build --release --locked --target "$target" -p liqo-webhook -p liqo-reconciler -p liqo-certs -p liqo-dashboard; \
     mkdir /out; \
-    for bin in liqo-webhook liqo-reconciler liqo-certs; do cp "target/$target/release/$bin" /out/; done
+    for bin in liqo-webhook liqo-reconciler liqo-certs liqo-dashboard; do cp "target/$target/release/$bin" /out/; done
 
 # distroless static: no shell, no package manager; user 65532 (nonroot), as the manifests expect.
 FROM gcr.io/distroless/static-debian12:nonroot

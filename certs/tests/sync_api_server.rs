@@ -143,3 +143,41 @@ async fn sync_issues_keeps_and_respects_user_certificates() {
     assert!(!ok, "{out}");
     assert!(out.contains("secret/liqo-webhook-tls has no ca.crt"), "{out}");
 }
+
+/// The dashboard overlay's Job (`manifests/dashboard/certs.yaml`), run with the command it
+/// declares and the RBAC of both overlays: it writes Secret liqo-dashboard-tls (signed by the
+/// Liqo CA, for the Service and localhost) and nothing of the webhook's or the auth service's.
+#[tokio::test]
+async fn the_dashboard_jobs_sync_writes_only_the_dashboards_certificate() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.client(ADMIN_TOKEN).unwrap();
+    install_liqo(&admin, "liqo").await;
+    for file in ["certs/rbac.yaml", "dashboard/rbac.yaml"] {
+        create_manifest(&admin, &std::fs::read_to_string(format!("{MANIFESTS}/{file}")).unwrap(), "liqo").await;
+    }
+    let job: serde_yaml::Value = serde_yaml::from_str(
+        std::fs::read_to_string(format!("{MANIFESTS}/dashboard/certs.yaml")).unwrap().split("\n---\n").next().unwrap(),
+    )
+    .unwrap();
+    let command: Vec<String> = serde_yaml::from_value(job["spec"]["template"]["spec"]["containers"][0]["command"].clone()).unwrap();
+    assert_eq!(command[0], "/liqo-certs");
+    let out = Command::new(env!("CARGO_BIN_EXE_liqo-certs"))
+        .args(&command[1..])
+        .env("KUBECONFIG", cp.kubeconfig(&service_account_token(&admin, "liqo", "liqo-certs").await))
+        .env_remove("POD_NAMESPACE")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), "liqo");
+    let ca_pem = data(&secrets.get("liqo-ca").await.unwrap(), "ca.crt");
+    let dashboard = secrets.get("liqo-dashboard-tls").await.unwrap();
+    let mut sans = liqo_certs::service_dns_names("liqo-dashboard", "liqo");
+    sans.extend(["localhost".to_owned(), "127.0.0.1".to_owned()]);
+    let now = OffsetDateTime::now_utc();
+    assert_eq!(reissue_reason(&data(&dashboard, "tls.crt"), &ca_pem, &sans, now, Duration::days(30)), None);
+    for other in ["liqo-webhook-tls", "liqo-auth-tls"] {
+        assert!(secrets.get_opt(other).await.unwrap().is_none(), "{other} written: {text}");
+    }
+}

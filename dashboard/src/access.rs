@@ -35,15 +35,16 @@ impl Permissions {
         *self.0.write().expect("not poisoned") = allowed;
     }
 
-    /// Asks now and every `period` for as long as the process runs.
-    pub fn follow(&self, client: Client, period: Duration) {
+    /// Asks now and every `period`, until the returned task is aborted.
+    pub fn follow(&self, client: Client, period: Duration) -> tokio::task::AbortHandle {
         let this = self.clone();
         tokio::spawn(async move {
             loop {
                 this.set(ask(&client).await);
                 tokio::time::sleep(period).await;
             }
-        });
+        })
+        .abort_handle()
     }
 }
 

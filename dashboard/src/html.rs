@@ -41,13 +41,37 @@ fn table_start(caption: &str, hidden: bool, heads: &[&str]) -> String {
     format!("<table><caption{class}>{caption}</caption><thead><tr>{heads}</tr></thead><tbody>")
 }
 
+/// Every page's header.
+const HEADER: &str = "<header><a href=\"/\">Liqo</a></header>";
+
 fn page(title: &str, main: &str) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
 <title>{}</title><link rel=\"stylesheet\" href=\"/app.css\"><script src=\"/app.js\" defer></script></head>\
-<body><header><a href=\"/\">Liqo</a></header><main id=\"main\" aria-live=\"polite\">{main}</main></body></html>\n",
+<body>{HEADER}<main id=\"main\" aria-live=\"polite\">{main}</main></body></html>\n",
         esc(title)
     )
+}
+
+/// `page` with a Log out button in its header (the in-cluster form).
+pub fn signed_in(page: &str, csrf: &str) -> String {
+    let header = format!(
+        "<header><a href=\"/\">Liqo</a><form method=\"post\" action=\"/logout\" class=\"inline logout\">{}<button type=\"submit\">Log out</button></form></header>",
+        hidden_csrf(csrf)
+    );
+    page.replacen(HEADER, &header, 1)
+}
+
+/// The in-cluster form's login page, with why the last token was refused.
+pub fn login(error: Option<&str>) -> String {
+    let error = error.map_or(String::new(), |e| format!("<p class=\"error\" id=\"token-error\" role=\"alert\">{}</p>", esc(e)));
+    let main = format!(
+        "<section aria-labelledby=\"login\"><h1 id=\"login\">Log in</h1>\
+<p>Paste a bearer token of yours for this cluster (for example from <code>kubectl create token NAME</code>). Every page and action uses it, so your RBAC decides what you see and do. It is kept in a secure, HTTP-only cookie.</p>\
+<form method=\"post\" action=\"/login\"><label for=\"token\">Token</label> <input type=\"password\" id=\"token\" name=\"token\" autocomplete=\"off\" required aria-describedby=\"token-error\">\
+<button type=\"submit\">Log in</button></form>{error}</section>"
+    );
+    page("Liqo: log in", &main)
 }
 
 fn hidden_csrf(csrf: &str) -> String {
@@ -283,7 +307,7 @@ pub fn home(this: &ThisCluster, peers: &Peers, domains: &[Domain], csrf: &str, e
         "<section id=\"this-cluster\" data-live aria-labelledby=\"this\"><h1 id=\"this\">This cluster{name}</h1><p>Cluster ID <code>{}</code> · namespace <code>{}</code> · peering policy <strong>{}</strong></p>\
 <div class=\"switches\">{}{}{}</div>{}</section>\
 <section id=\"picture-section\" data-live aria-labelledby=\"picture\"><h2 id=\"picture\">Peers at a glance</h2>{}</section>\
-<section id=\"available-section\" data-live aria-labelledby=\"available\"><h2 id=\"available\">Available Peers</h2>{}</section>\
+<section id=\"available-section\" data-live aria-labelledby=\"available\"><h2 id=\"available\">Available Peers</h2>{}{}</section>\
 <section id=\"connected-section\" data-live aria-labelledby=\"connected\"><h2 id=\"connected\">Connected Peers</h2>{}</section>\
 <section aria-labelledby=\"add\" class=\"forms\"><h2 id=\"add\">Add</h2>{}{}</section>\
 <section id=\"domains-section\" data-live aria-label=\"Domains\">{}</section>",
@@ -295,6 +319,8 @@ pub fn home(this: &ThisCluster, peers: &Peers, domains: &[Domain], csrf: &str, e
         switch("autojoin", "Autojoin", this.autojoin, csrf, &allowed.toggles),
         form_error(error, "toggle"),
         graph(this, &cards, &edges),
+        // A refused Connect or Disconnect: here, where it shows even when the peer does not.
+        form_error(error, "peers"),
         available_table(&peers.available, csrf, allowed),
         connected_table(&peers.connected, csrf, allowed),
         add_domain_form(csrf, error, &allowed.add_domain),
@@ -433,5 +459,23 @@ mod tests {
         let err = page.find("id=\"peer-cluster_id-error\"").unwrap();
         assert!(err > at && page[at..err].find("<label").is_none(), "the error follows its field");
         assert!(page.contains("aria-invalid=\"true\" aria-describedby=\"peer-cluster_id-error\""));
+    }
+
+    #[test]
+    fn a_refused_connect_is_shown_even_without_its_peer() {
+        let e = FormError { form: "peers", field: None, message: "foreignclusters \"p\" is forbidden: <b>".into() };
+        let page = home(&ThisCluster::default(), &Peers::default(), &[], "t", Some(&e), &Allowed::default());
+        let section = &page[page.find("id=\"available-section\"").unwrap()..page.find("id=\"connected-section\"").unwrap()];
+        assert!(section.contains("role=\"alert\">foreignclusters &quot;p&quot; is forbidden: &lt;b&gt;</div>"), "{section}");
+    }
+
+    #[test]
+    fn the_login_page_asks_for_a_token_and_escapes_the_refusal() {
+        let page = login(Some("refused <script>"));
+        assert!(page.contains("type=\"password\" id=\"token\" name=\"token\""));
+        assert!(page.contains("refused &lt;script&gt;") && !page.contains("<script>"));
+        let signed = signed_in(&home(&ThisCluster::default(), &Peers::default(), &[], "csrf-1", None, &Allowed::default()), "csrf-1");
+        let header = &signed[signed.find("<header>").unwrap()..signed.find("</header>").unwrap()];
+        assert!(header.contains("action=\"/logout\"") && header.contains("value=\"csrf-1\""), "{header}");
     }
 }

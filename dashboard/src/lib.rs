@@ -5,13 +5,16 @@
 //! - [`stores`]: one set of watches shared by every open page;
 //! - [`model`]: what the pages show (pure); [`html`]: the pages, escaped everywhere (pure);
 //! - [`actions`]: what the buttons and forms do; [`access`]: which of them RBAC allows (the
-//!   others are disabled, with the reason); [`server`]: routes, CSRF, CSP, live updates.
+//!   others are disabled, with the reason); [`server`]: routes, CSRF, CSP, live updates;
+//! - [`sessions`]: the in-cluster form (`liqo-dashboard`), where each user logs in with a
+//!   bearer token and every request is made with it.
 
 pub mod access;
 pub mod actions;
 pub mod html;
 pub mod model;
 pub mod server;
+pub mod sessions;
 pub mod stores;
 
 pub use server::{Dashboard, router};

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Form, Path, State};
+use axum::extract::{Form, FromRequestParts, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -19,6 +19,7 @@ use serde::Deserialize;
 use crate::actions::{self, NewDomain, NewPeer, Refused};
 use crate::html::{self, FormError};
 use crate::model;
+use crate::sessions::{self, Sessions};
 use crate::stores::Stores;
 
 /// The page's policy: our own script and style only, no frames, forms to ourselves.
@@ -33,12 +34,26 @@ pub struct Dashboard {
     pub csrf: String,
     /// What RBAC allows the user (asked every minute).
     pub permissions: crate::access::Permissions,
+    /// The scheme pages are served with (`Origin` checks): `http` on loopback, `https` in a cluster.
+    pub scheme: &'static str,
+    /// One of the in-cluster form's per-user dashboards (the page offers Log out).
+    pub per_user: bool,
 }
 
 impl Dashboard {
+    /// The dashboard `kubectl liqo dashboard` serves on loopback with the user's kubeconfig.
     pub fn new(client: Client, namespace: &str, stores: Stores) -> Arc<Self> {
-        let permissions = crate::access::Permissions::default();
-        Arc::new(Self { client, namespace: namespace.to_owned(), stores, csrf: uuid::Uuid::new_v4().simple().to_string(), permissions })
+        Arc::new(Self::with(client, namespace, stores, "http", false))
+    }
+
+    /// A dashboard of the in-cluster form, for the user whose token `client` carries.
+    pub fn for_user(client: Client, namespace: &str, stores: Stores) -> Arc<Self> {
+        Arc::new(Self::with(client, namespace, stores, "https", true))
+    }
+
+    fn with(client: Client, namespace: &str, stores: Stores, scheme: &'static str, per_user: bool) -> Self {
+        let csrf = uuid::Uuid::new_v4().simple().to_string();
+        Self { client, namespace: namespace.to_owned(), stores, csrf, permissions: Default::default(), scheme, per_user }
     }
 
     fn this_cluster(&self) -> model::ThisCluster {
@@ -56,7 +71,13 @@ impl Dashboard {
     /// The home view, with `error` at its form.
     pub fn home(&self, error: Option<&FormError>) -> String {
         let domains: Vec<_> = self.stores.domains.state().iter().map(|d| (**d).clone()).collect();
-        html::home(&self.this_cluster(), &self.peers(), &model::domains(&domains), &self.csrf, error, &self.permissions.now())
+        let page = html::home(&self.this_cluster(), &self.peers(), &model::domains(&domains), &self.csrf, error, &self.permissions.now());
+        self.framed(page)
+    }
+
+    /// `page`, with Log out where the user logged in.
+    fn framed(&self, page: String) -> String {
+        if self.per_user { html::signed_in(&page, &self.csrf) } else { page }
     }
 
     /// The view of peer `name`, if there is one.
@@ -86,7 +107,7 @@ impl Dashboard {
             )
         });
         let yaml = serde_yaml::to_string(&raw).unwrap_or_default();
-        Some(html::peer(&card, incoming.as_deref(), &events, &yaml, &self.csrf, &self.permissions.now()))
+        Some(self.framed(html::peer(&card, incoming.as_deref(), &events, &yaml, &self.csrf, &self.permissions.now())))
     }
 }
 
@@ -108,17 +129,24 @@ fn html_page(status: StatusCode, body: String) -> Response {
 /// The request comes from our own page: the right token, and no other origin (by `Origin`,
 /// else by `Sec-Fetch-Site`, which browsers send and pages cannot forge).
 fn genuine(d: &Dashboard, headers: &HeaderMap, token: &str) -> bool {
+    same_origin(d.scheme, headers) && same_token(token, &d.csrf)
+}
+
+/// The request comes from a page of ours, judged by its headers alone (by `Origin`, else by
+/// `Sec-Fetch-Site`, which browsers send and pages cannot forge). Alone, it guards the login
+/// form, which no session's token protects yet.
+fn same_origin(scheme: &str, headers: &HeaderMap) -> bool {
     let fetch_site = headers.get("sec-fetch-site").and_then(|s| s.to_str().ok());
-    let same_origin =
-        match (headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()), headers.get(header::HOST).and_then(|h| h.to_str().ok())) {
-            (Some("null") | None, _) => fetch_site.is_none_or(|s| s == "same-origin" || s == "none"),
-            (Some(origin), Some(host)) => origin == format!("http://{host}") && fetch_site.is_none_or(|s| s == "same-origin"),
-            (Some(_), None) => false,
-        };
-    same_origin
-        && !token.is_empty()
-        && token.len() == d.csrf.len()
-        && token.bytes().zip(d.csrf.bytes()).fold(0, |acc, (a, b)| acc | (a ^ b)) == 0
+    match (headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()), headers.get(header::HOST).and_then(|h| h.to_str().ok())) {
+        (Some("null") | None, _) => fetch_site.is_none_or(|s| s == "same-origin" || s == "none"),
+        (Some(origin), Some(host)) => origin == format!("{scheme}://{host}") && fetch_site.is_none_or(|s| s == "same-origin"),
+        (Some(_), None) => false,
+    }
+}
+
+/// `token` is `csrf`, compared in constant time.
+fn same_token(token: &str, csrf: &str) -> bool {
+    !token.is_empty() && token.len() == csrf.len() && token.bytes().zip(csrf.bytes()).fold(0, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
 fn forbidden() -> Response {
@@ -148,21 +176,21 @@ struct ToggleForm {
     on: bool,
 }
 
-async fn connect(State(d): State<Arc<Dashboard>>, headers: HeaderMap, Form(f): Form<NamedForm>) -> Response {
+async fn connect(Viewer(d): Viewer, headers: HeaderMap, Form(f): Form<NamedForm>) -> Response {
     if !genuine(&d, &headers, &f.csrf) {
         return forbidden();
     }
     outcome(&d, actions::set_join(&d.client, &f.name, true).await)
 }
 
-async fn disconnect(State(d): State<Arc<Dashboard>>, headers: HeaderMap, Form(f): Form<NamedForm>) -> Response {
+async fn disconnect(Viewer(d): Viewer, headers: HeaderMap, Form(f): Form<NamedForm>) -> Response {
     if !genuine(&d, &headers, &f.csrf) {
         return forbidden();
     }
     outcome(&d, actions::set_join(&d.client, &f.name, false).await)
 }
 
-async fn toggle(State(d): State<Arc<Dashboard>>, headers: HeaderMap, Form(f): Form<ToggleForm>) -> Response {
+async fn toggle(Viewer(d): Viewer, headers: HeaderMap, Form(f): Form<ToggleForm>) -> Response {
     if !genuine(&d, &headers, &f.csrf) {
         return forbidden();
     }
@@ -172,48 +200,162 @@ async fn toggle(State(d): State<Arc<Dashboard>>, headers: HeaderMap, Form(f): Fo
     }
 }
 
-async fn add_domain(State(d): State<Arc<Dashboard>>, headers: HeaderMap, Form(f): Form<NewDomain>) -> Response {
+async fn add_domain(Viewer(d): Viewer, headers: HeaderMap, Form(f): Form<NewDomain>) -> Response {
     if !genuine(&d, &headers, &f.csrf) {
         return forbidden();
     }
     outcome(&d, actions::add_domain(&d.client, &f).await)
 }
 
-async fn add_peer(State(d): State<Arc<Dashboard>>, headers: HeaderMap, Form(f): Form<NewPeer>) -> Response {
+async fn add_peer(Viewer(d): Viewer, headers: HeaderMap, Form(f): Form<NewPeer>) -> Response {
     if !genuine(&d, &headers, &f.csrf) {
         return forbidden();
     }
     outcome(&d, actions::add_peer(&d.client, &f).await)
 }
 
-fn changes(d: &Dashboard) -> impl Stream<Item = Result<Event, std::convert::Infallible>> + use<> {
+/// The live channel: a `change` event whenever a store changes. The stream holds its
+/// dashboard, so an open page keeps its user's watches alive.
+fn changes(d: Arc<Dashboard>) -> impl Stream<Item = Result<Event, std::convert::Infallible>> + use<> {
     use futures::StreamExt;
-    tokio_stream::wrappers::WatchStream::from_changes(d.stores.changes.clone())
-        .map(|n| Ok(Event::default().event("change").data(n.to_string())))
+    tokio_stream::wrappers::WatchStream::from_changes(d.stores.changes.clone()).map(move |n| {
+        let _open = &d;
+        Ok(Event::default().event("change").data(n.to_string()))
+    })
 }
 
-/// The dashboard's routes.
-pub fn router(d: Arc<Dashboard>) -> Router {
+/// Whose dashboard a request sees.
+pub enum Access {
+    /// `kubectl liqo dashboard`: one user, the kubeconfig's.
+    Local(Arc<Dashboard>),
+    /// The in-cluster form: the user whose token the request's cookie holds.
+    PerUser(Arc<Sessions>),
+}
+
+/// The dashboard of the user making the request (in-cluster: from the token in the cookie;
+/// without a valid one, the request is sent to the login page).
+pub struct Viewer(pub Arc<Dashboard>);
+
+impl FromRequestParts<Arc<Access>> for Viewer {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, access: &Arc<Access>) -> Result<Self, Response> {
+        match &**access {
+            Access::Local(d) => Ok(Viewer(d.clone())),
+            Access::PerUser(sessions) => {
+                let Some(token) = sessions::token_in(&parts.headers) else { return Err(to_login()) };
+                sessions.dashboard_for(token).await.map(Viewer).map_err(|e| {
+                    tracing::info!(error = %e, "a dashboard session ended");
+                    let mut r = to_login();
+                    r.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&sessions::clear_cookie()).expect("ASCII"));
+                    r
+                })
+            }
+        }
+    }
+}
+
+fn to_login() -> Response {
+    secure(Redirect::to("/login").into_response())
+}
+
+fn routes(access: Arc<Access>) -> Router {
     Router::new()
-        .route("/", get(|State(d): State<Arc<Dashboard>>| async move { html_page(StatusCode::OK, d.home(None)) }))
+        .route("/", get(|Viewer(d): Viewer| async move { html_page(StatusCode::OK, d.home(None)) }))
         .route(
             "/peers/{name}",
-            get(|State(d): State<Arc<Dashboard>>, Path(name): Path<String>| async move {
+            get(|Viewer(d): Viewer, Path(name): Path<String>| async move {
                 match d.peer(&name) {
                     Some(page) => html_page(StatusCode::OK, page),
-                    None => html_page(StatusCode::NOT_FOUND, format!("<!doctype html><title>not found</title><p>No peer {}.</p>", html::esc(&name))),
+                    None => html_page(
+                        StatusCode::NOT_FOUND,
+                        format!("<!doctype html><title>not found</title><p>No peer {}.</p>", html::esc(&name)),
+                    ),
                 }
             }),
         )
-        .route("/events", get(|State(d): State<Arc<Dashboard>>| async move { secure(Sse::new(changes(&d)).keep_alive(KeepAlive::default()).into_response()) }))
-        .route("/app.js", get(|| async { secure(([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("../assets/app.js")).into_response()) }))
-        .route("/app.css", get(|| async { secure(([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("../assets/app.css")).into_response()) }))
+        .route(
+            "/events",
+            get(|Viewer(d): Viewer| async move { secure(Sse::new(changes(d)).keep_alive(KeepAlive::default()).into_response()) }),
+        )
+        .route(
+            "/app.js",
+            get(|| async {
+                secure(([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("../assets/app.js")).into_response())
+            }),
+        )
+        .route(
+            "/app.css",
+            get(|| async {
+                secure(([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("../assets/app.css")).into_response())
+            }),
+        )
         .route("/actions/connect", post(connect))
         .route("/actions/disconnect", post(disconnect))
         .route("/actions/toggle", post(toggle))
         .route("/actions/domains", post(add_domain))
         .route("/actions/peers", post(add_peer))
-        .with_state(d)
+        .with_state(access)
+}
+
+/// The routes of `kubectl liqo dashboard`: one user, `d`.
+pub fn router(d: Arc<Dashboard>) -> Router {
+    routes(Arc::new(Access::Local(d)))
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    #[serde(default)]
+    token: String,
+}
+
+async fn login_page() -> Response {
+    html_page(StatusCode::OK, html::login(None))
+}
+
+async fn login(State(sessions): State<Arc<Sessions>>, headers: HeaderMap, Form(f): Form<LoginForm>) -> Response {
+    if !same_origin("https", &headers) {
+        return forbidden();
+    }
+    let token = f.token.trim();
+    match sessions.dashboard_for(token).await {
+        Ok(_) => {
+            let mut r = secure(Redirect::to("/").into_response());
+            r.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&sessions::set_cookie(token)).expect("checked token"));
+            r
+        }
+        Err(e) => html_page(StatusCode::UNAUTHORIZED, html::login(Some(&e.to_string()))),
+    }
+}
+
+async fn logout(State(sessions): State<Arc<Sessions>>, headers: HeaderMap, Form(f): Form<CsrfForm>) -> Response {
+    let Some(token) = sessions::token_in(&headers) else { return to_login() };
+    match sessions.dashboard_for(token).await {
+        Ok(d) if genuine(&d, &headers, &f.csrf) => {}
+        Ok(_) => return forbidden(),
+        Err(_) => return to_login(),
+    }
+    sessions.logout(token);
+    let mut r = to_login();
+    r.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&sessions::clear_cookie()).expect("ASCII"));
+    r
+}
+
+#[derive(Deserialize)]
+struct CsrfForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// The routes of the in-cluster form: every page and action as the user whose token the
+/// cookie holds, plus the login and logout forms.
+pub fn in_cluster_router(sessions: Arc<Sessions>) -> Router {
+    let login = Router::new()
+        .route("/login", get(login_page).post(login))
+        .route("/logout", post(logout))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .with_state(sessions.clone());
+    routes(Arc::new(Access::PerUser(sessions))).merge(login)
 }
 
 /// Why an address is refused (pure): not loopback, unless the user insists.

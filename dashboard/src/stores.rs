@@ -5,6 +5,7 @@
 
 use std::fmt::Debug;
 use std::hash::Hash;
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -15,6 +16,7 @@ use kube::{Api, Client, Resource};
 use liqo_api::{Advertisement, ClusterConfig, ForeignCluster, PeeringRequest, SearchDomain};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
+use tokio::task::AbortHandle;
 
 /// The stores and the change counter.
 #[derive(Clone)]
@@ -28,19 +30,40 @@ pub struct Stores {
     pub events: Store<Event>,
     /// Bumped on every change of any store.
     pub changes: watch::Receiver<u64>,
+    /// The watches, stopped when the last clone of these stores is dropped.
+    tasks: Arc<Tasks>,
 }
 
-fn follow<K>(api: Api<K>, config: watcher::Config, changed: watch::Sender<u64>) -> Store<K>
+/// Tasks aborted when this is dropped.
+#[derive(Default)]
+pub struct Tasks(Mutex<Vec<AbortHandle>>);
+
+impl Tasks {
+    pub fn add(&self, task: AbortHandle) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(task);
+    }
+}
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for task in self.0.get_mut().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            task.abort();
+        }
+    }
+}
+
+fn follow<K>(api: Api<K>, config: watcher::Config, changed: watch::Sender<u64>, tasks: &Tasks) -> Store<K>
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
     let stream = reflector::reflector(writer, watcher(api, config).default_backoff()).touched_objects();
-    tokio::spawn(stream.for_each(move |_| {
+    let task = tokio::spawn(stream.for_each(move |_| {
         changed.send_modify(|n| *n += 1);
         async {}
     }));
+    tasks.add(task.abort_handle());
     reader
 }
 
@@ -48,18 +71,25 @@ impl Stores {
     /// Starts the watches, with the user's `client`, for Liqo namespace `namespace`.
     pub fn start(client: &Client, namespace: &str) -> Self {
         let (tx, changes) = watch::channel(0);
+        let tasks = Arc::new(Tasks::default());
         let any = || watcher::Config::default().any_semantic();
         Self {
-            foreign: follow(Api::all(client.clone()), any(), tx.clone()),
-            domains: follow(Api::all(client.clone()), any(), tx.clone()),
-            requests: follow(Api::all(client.clone()), any(), tx.clone()),
-            advertisements: follow(Api::all(client.clone()), any(), tx.clone()),
-            configs: follow(Api::all(client.clone()), any().fields("metadata.name=liqo-configuration"), tx.clone()),
-            cluster_id: follow(Api::namespaced(client.clone(), namespace), any().fields("metadata.name=cluster-id"), tx.clone()),
+            foreign: follow(Api::all(client.clone()), any(), tx.clone(), &tasks),
+            domains: follow(Api::all(client.clone()), any(), tx.clone(), &tasks),
+            requests: follow(Api::all(client.clone()), any(), tx.clone(), &tasks),
+            advertisements: follow(Api::all(client.clone()), any(), tx.clone(), &tasks),
+            configs: follow(Api::all(client.clone()), any().fields("metadata.name=liqo-configuration"), tx.clone(), &tasks),
+            cluster_id: follow(Api::namespaced(client.clone(), namespace), any().fields("metadata.name=cluster-id"), tx.clone(), &tasks),
             // Events about cluster-scoped objects are kept in `default`.
-            events: follow(Api::namespaced(client.clone(), "default"), any().fields("regarding.kind=ForeignCluster"), tx),
+            events: follow(Api::namespaced(client.clone(), "default"), any().fields("regarding.kind=ForeignCluster"), tx, &tasks),
             changes,
+            tasks,
         }
+    }
+
+    /// Runs `task` for as long as these stores live.
+    pub fn keep(&self, task: AbortHandle) {
+        self.tasks.add(task);
     }
 
     /// Stores filled by the caller (tests, benchmarks), with the counter's sender.
@@ -73,7 +103,7 @@ impl Stores {
         let (cluster_id, iw) = reflector::store();
         let (events, ew) = reflector::store();
         (
-            Self { foreign, domains, requests, advertisements, configs, cluster_id, events, changes },
+            Self { foreign, domains, requests, advertisements, configs, cluster_id, events, changes, tasks: Arc::default() },
             StoreWriters {
                 foreign: fw,
                 domains: dw,

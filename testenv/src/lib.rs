@@ -231,10 +231,16 @@ impl ControlPlane {
         }
     }
 
-    /// A client authenticating with a bearer `token` and verifying the server against our CA.
-    pub fn client(&self, token: &str) -> Result<Client, String> {
+    /// How to reach the API server, verifying it against our CA, with no credentials.
+    pub fn config(&self) -> Result<kube::Config, String> {
         let mut config = kube::Config::new(self.url.parse().map_err(|e| format!("{e}"))?);
         config.root_cert = Some(vec![pem_to_der(&self.ca_pem)?]);
+        Ok(config)
+    }
+
+    /// A client authenticating with a bearer `token` and verifying the server against our CA.
+    pub fn client(&self, token: &str) -> Result<Client, String> {
+        let mut config = self.config()?;
         config.auth_info.token = Some(secrecy::SecretString::from(token.to_owned()));
         Client::try_from(config).map_err(|e| e.to_string())
     }

@@ -1,0 +1,216 @@
+//! The dashboard's in-cluster form on a real API server (envtest convention:
+//! `KUBEBUILDER_ASSETS`; skips loudly without it), with the RBAC of `manifests/dashboard/`:
+//! users log in with their own tokens and see and act with them; the dashboard's own identity
+//! can only review tokens; the `liqo-dashboard` binary serves it over TLS.
+
+use std::path::Path;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use liqo_api::{ForeignCluster, ForeignClusterSpec};
+use liqo_dashboard::sessions::Sessions;
+use liqo_testenv::{ControlPlane, create_manifest, eventually, install_liqo, service_account_token};
+use tower::ServiceExt;
+
+const MANIFESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/dashboard");
+
+struct Answer {
+    status: StatusCode,
+    location: String,
+    cookie: String,
+    body: String,
+}
+
+async fn call(app: &Router, method: &str, path: &str, cookie: Option<&str>, form: Option<&str>) -> Answer {
+    let mut req = Request::builder().method(method).uri(path).header(header::HOST, "dashboard.example");
+    if let Some(token) = cookie {
+        req = req.header(header::COOKIE, format!("{}={token}", liqo_dashboard::sessions::COOKIE));
+    }
+    if form.is_some() {
+        req = req.header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    }
+    let res = app.clone().oneshot(req.body(Body::from(form.unwrap_or_default().to_owned())).unwrap()).await.unwrap();
+    let header = |name| res.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let (location, cookie) = (header(header::LOCATION), header(header::SET_COOKIE));
+    let status = res.status();
+    let body = String::from_utf8(res.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+    Answer { status, location, cookie, body }
+}
+
+/// The CSRF token in a page.
+fn csrf(page: &str) -> String {
+    let at = page.find("name=\"csrf\" value=\"").expect("a form with the CSRF token") + "name=\"csrf\" value=\"".len();
+    page[at..].split('"').next().unwrap().to_owned()
+}
+
+/// Installs the overlay's RBAC and two users: alice (bound to liqo-peering-operator) and
+/// mallory (bound to nothing).
+async fn users(admin: &Client) -> (String, String, String) {
+    for file in ["rbac.yaml", "user-role.yaml"] {
+        create_manifest(admin, &std::fs::read_to_string(Path::new(MANIFESTS).join(file)).unwrap(), "liqo").await;
+    }
+    create_manifest(
+        admin,
+        r#"apiVersion: v1
+kind: ServiceAccount
+metadata: {name: alice, namespace: liqo}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: mallory, namespace: liqo}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: alice-liqo}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: liqo-peering-operator}
+subjects: [{kind: ServiceAccount, name: alice, namespace: liqo}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: alice-cluster-id, namespace: liqo}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: liqo-cluster-id-reader}
+subjects: [{kind: ServiceAccount, name: alice, namespace: liqo}]
+"#,
+        "liqo",
+    )
+    .await;
+    (
+        service_account_token(admin, "liqo", "liqo-dashboard").await,
+        service_account_token(admin, "liqo", "alice").await,
+        service_account_token(admin, "liqo", "mallory").await,
+    )
+}
+
+async fn a_peer(admin: &Client, name: &str) {
+    let fc = ForeignCluster::new(
+        name,
+        ForeignClusterSpec { cluster_id: Some("b1c2d3e4-0000-4000-8000-00000000000b".into()), ..Default::default() },
+    );
+    Api::<ForeignCluster>::all(admin.clone()).create(&PostParams::default(), &fc).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_user_sees_and_acts_with_their_own_token() {
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    let (own, alice, mallory) = users(&admin).await;
+    a_peer(&admin, "peer-one").await;
+
+    // The dashboard's own identity reviews tokens and can read nothing of Liqo's.
+    let reviewer = cp.client(&own).unwrap();
+    let denied = Api::<ForeignCluster>::all(reviewer.clone()).list(&Default::default()).await.unwrap_err();
+    assert!(matches!(&denied, kube::Error::Api(s) if s.code == 403), "{denied:?}");
+    let sessions = Sessions::new(reviewer, cp.config().unwrap(), "liqo");
+    let app = liqo_dashboard::server::in_cluster_router(sessions.clone());
+
+    // No cookie, or a token the API server does not know: the login page.
+    let home = call(&app, "GET", "/", None, None).await;
+    assert_eq!((home.status, home.location.as_str()), (StatusCode::SEE_OTHER, "/login"));
+    assert!(call(&app, "GET", "/login", None, None).await.body.contains("type=\"password\""));
+    let refused = call(&app, "POST", "/login", None, Some("token=not-a-token")).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+    assert!(refused.body.contains("the API server refused this token"), "{}", refused.body);
+    assert!(refused.cookie.is_empty());
+    let stale = call(&app, "GET", "/", Some("not-a-token"), None).await;
+    assert_eq!(stale.location, "/login");
+    assert!(stale.cookie.contains("Max-Age=0"), "a refused cookie is cleared: {}", stale.cookie);
+
+    // Alice logs in: the token goes into a Secure, HttpOnly, SameSite=Strict cookie, never the page.
+    let login = call(&app, "POST", "/login", None, Some(&format!("token={alice}"))).await;
+    assert_eq!((login.status, login.location.as_str()), (StatusCode::SEE_OTHER, "/"));
+    for attr in ["Secure", "HttpOnly", "SameSite=Strict"] {
+        assert!(login.cookie.split("; ").any(|a| a == attr), "{attr} in {}", login.cookie);
+    }
+    let page = eventually("peer-one on alice's page", || {
+        let app = app.clone();
+        let alice = alice.clone();
+        async move { Some(call(&app, "GET", "/", Some(&alice), None).await.body).filter(|b| b.contains("peer-one")) }
+    })
+    .await;
+    assert!(!page.contains(&alice), "the token is never in the page");
+    assert!(page.contains("action=\"/logout\""), "Log out offered");
+
+    // Her Connect is done with her token: the object changes.
+    let connect = call(&app, "POST", "/actions/connect", Some(&alice), Some(&format!("csrf={}&name=peer-one", csrf(&page)))).await;
+    assert_eq!(connect.status, StatusCode::SEE_OTHER, "{}", connect.body);
+    let fcs = Api::<ForeignCluster>::all(admin.clone());
+    assert_eq!(fcs.get("peer-one").await.unwrap().spec.join, Some(true), "alice joined peer-one");
+
+    // Mallory is authenticated but RBAC lets him see nothing and do nothing.
+    let login = call(&app, "POST", "/login", None, Some(&format!("token={mallory}"))).await;
+    assert_eq!(login.status, StatusCode::SEE_OTHER);
+    let page =
+        eventually("mallory's permissions asked", || {
+            let app = app.clone();
+            let mallory = mallory.clone();
+            async move {
+                Some(call(&app, "GET", "/", Some(&mallory), None).await.body).filter(|b| b.contains("you may not create foreignclusters"))
+            }
+        })
+        .await;
+    assert!(!page.contains("peer-one"), "mallory's watches run with his token: {page}");
+    let disconnect = call(&app, "POST", "/actions/disconnect", Some(&mallory), Some(&format!("csrf={}&name=peer-one", csrf(&page)))).await;
+    assert_eq!(disconnect.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(disconnect.body.contains("forbidden"), "{}", disconnect.body);
+    assert_eq!(fcs.get("peer-one").await.unwrap().spec.join, Some(true), "mallory changed nothing");
+    // Alice's CSRF token is not mallory's.
+    let crossed = call(
+        &app,
+        "POST",
+        "/actions/disconnect",
+        Some(&mallory),
+        Some(&format!("csrf={}&name=peer-one", csrf(&call(&app, "GET", "/", Some(&alice), None).await.body))),
+    )
+    .await;
+    assert_eq!(crossed.status, StatusCode::FORBIDDEN);
+
+    // Log out: the cookie is cleared and the session's watches end.
+    assert_eq!(sessions.len(), 2);
+    let page = call(&app, "GET", "/", Some(&alice), None).await.body;
+    let out = call(&app, "POST", "/logout", Some(&alice), Some(&format!("csrf={}", csrf(&page)))).await;
+    assert_eq!((out.status, out.location.as_str()), (StatusCode::SEE_OTHER, "/login"));
+    assert!(out.cookie.contains("Max-Age=0"), "{}", out.cookie);
+    assert_eq!(sessions.len(), 1);
+}
+
+/// The `liqo-dashboard` binary: HTTPS with the certificate it was given, the login page, and
+/// TokenReviews made with its own (KUBECONFIG) identity.
+#[tokio::test]
+async fn the_binary_serves_the_login_over_tls() {
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    let (own, _, _) = users(&admin).await;
+    let port = liqo_testenv::free_port();
+    let certs = cp.path().join("dashboard-certs");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_liqo-dashboard"))
+        .env("KUBECONFIG", cp.kubeconfig(&own))
+        .args([format!("--listen=127.0.0.1:{port}"), format!("--generate-cert-dir={}", certs.display())])
+        .stderr(std::fs::File::create(cp.path().join("dashboard.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let addr = ([127, 0, 0, 1], port).into();
+    let ca = certs.join("ca.crt");
+    let healthy = eventually("the dashboard serving", || async {
+        if tokio::net::TcpStream::connect(addr).await.is_err() || !ca.exists() {
+            return None;
+        }
+        Some(liqo_testenv::https::request(addr, &ca, "GET", "/healthz", None).await)
+    })
+    .await;
+    assert_eq!(healthy.status, 200);
+    let login = liqo_testenv::https::request(addr, &ca, "GET", "/login", None).await;
+    assert!(login.text().contains("Log in"), "{}", login.text());
+    let mut conn = liqo_testenv::https::connect(addr, &ca).await;
+    let refused =
+        liqo_testenv::https::send(&mut conn, "POST", "/login", Some("application/x-www-form-urlencoded"), b"token=nope".to_vec()).await;
+    assert_eq!(refused.status, 401, "{}", refused.text());
+    assert!(refused.text().contains("the API server refused this token"), "{}", refused.text());
+    let _ = child.kill();
+    let _ = child.wait();
+}
