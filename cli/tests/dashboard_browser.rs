@@ -1,100 +1,45 @@
-//! The dashboard in a real browser (headless Chromium driven over WebDriver by chromedriver)
+//! The dashboard in real browsers (headless Chromium and Firefox, driven over WebDriver)
 //! against two real control planes with the reconcilers and our webhook running: a
 //! ForeignCluster created with the API appears in Available Peers, Connect moves it to
 //! Connected Peers once the peering completes, Disconnect moves it back, Add domain creates a
 //! SearchDomain, Add remote peer with a malformed cluster ID shows the webhook's words at the
 //! field, a condition message with `<script>` is shown as text, the picture shows the peer.
-//! Each step saves a screenshot under `target/dashboard-screenshots/`. Skips loudly without
-//! Chromium, chromedriver, the API server assets or the reconciler binary.
+//! Each step saves a screenshot under `target/dashboard-screenshots/` (Firefox's in `firefox/`).
+//! Skips loudly without the browser and its driver, the API server assets or the reconciler
+//! binary.
 
 #[path = "../../reconciler/tests/common/mod.rs"]
 mod common;
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Instant;
 
 use common::*;
-use fantoccini::{Client as Browser, ClientBuilder, Locator};
+
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use liqo_api::{ForeignCluster, SearchDomain};
+use liqo_testenv::browser::{self, Killed, Kind, Locator, shot, text_where};
 use liqo_testenv::{eventually, free_port, skip};
 use serde_json::json;
 
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn screenshots() -> std::path::PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/dashboard-screenshots");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-async fn shot(b: &Browser, name: &str) {
-    let png = b.screenshot().await.unwrap();
-    std::fs::write(screenshots().join(format!("{name}.png")), png).unwrap();
-}
-
-/// The text of the element `css`, once `pred` holds for it (30 s at most; a screenshot of
-/// the page when it never does).
-async fn text_where(b: &Browser, css: &str, what: &str, pred: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(el) = b.find(Locator::Css(css)).await
-            && let Ok(text) = el.text().await
-            && pred(&text)
-        {
-            return text;
-        }
-        if Instant::now() > deadline {
-            shot(b, &format!("failed-{}", what.replace(' ', "-"))).await;
-            let page = b.source().await.unwrap_or_default();
-            panic!("timed out waiting for {what}; the page:\n{page}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn start_browser() -> Option<(Killed, Browser, tempfile::TempDir)> {
-    for bin in ["chromium", "chromedriver"] {
-        if Command::new(bin).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
-            skip(&format!("{bin} not found (apt-get install chromium chromium-driver; .ci/run does)"));
-            return None;
-        }
-    }
-    let port = free_port();
-    let driver =
-        Killed(Command::new("chromedriver").arg(format!("--port={port}")).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
-    let profile = tempfile::tempdir().unwrap();
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({"binary": "/usr/bin/chromium", "args": [
-            "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run", "--window-size=1280,1700", format!("--user-data-dir={}", profile.path().display())]}),
-    );
-    let url = format!("http://127.0.0.1:{port}");
-    let browser = eventually("chromedriver answering", || async {
-        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new()).capabilities(caps.clone()).connect(&url).await.ok()
-    })
-    .await;
-    Some((driver, browser, profile))
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_in_chromium() {
+    the_dashboard_in(Kind::Chromium).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_dashboard_in_a_browser() {
+async fn the_dashboard_in_firefox() {
+    the_dashboard_in(Kind::Firefox).await;
+}
+
+async fn the_dashboard_in(kind: Kind) {
     if reconciler_binary().is_none() {
         skip("the liqo-reconciler binary is not built (cargo test --workspace builds it)");
         return;
     }
+    let Some(b) = browser::start(kind).await else { return };
     let Some(t) = two_clusters().await else { return };
-    let Some((_driver, b, _profile)) = start_browser().await else { return };
     let _webhooks = (start_webhook(&t.home).await, start_webhook(&t.remote).await);
 
     let port = free_port();
@@ -177,5 +122,5 @@ async fn the_dashboard_in_a_browser() {
     b.goto(&format!("{url}peers/remote")).await.unwrap();
     text_where(&b, "#peer-view", "the peer view", |s| s.contains("Phases") && s.contains("CA fingerprint")).await;
     shot(&b, "06-peer-view").await;
-    b.close().await.unwrap();
+    b.client.clone().close().await.unwrap();
 }

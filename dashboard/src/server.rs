@@ -126,21 +126,39 @@ fn html_page(status: StatusCode, body: String) -> Response {
     secure((status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response())
 }
 
-/// The request comes from our own page: the right token, and no other origin (by `Origin`,
-/// else by `Sec-Fetch-Site`, which browsers send and pages cannot forge).
-fn genuine(d: &Dashboard, headers: &HeaderMap, token: &str) -> bool {
-    same_origin(d.scheme, headers) && same_token(token, &d.csrf)
+/// Where a form post comes from, as the browser says: `Origin`, `Sec-Fetch-Site` (which pages
+/// cannot forge), and the host it was sent to (`Host` in HTTP/1.1, `:authority` in HTTP/2).
+pub struct Sender {
+    origin: Option<String>,
+    fetch_site: Option<String>,
+    host: Option<String>,
 }
 
-/// The request comes from a page of ours, judged by its headers alone (by `Origin`, else by
-/// `Sec-Fetch-Site`, which browsers send and pages cannot forge). Alone, it guards the login
-/// form, which no session's token protects yet.
-fn same_origin(scheme: &str, headers: &HeaderMap) -> bool {
-    let fetch_site = headers.get("sec-fetch-site").and_then(|s| s.to_str().ok());
-    match (headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()), headers.get(header::HOST).and_then(|h| h.to_str().ok())) {
-        (Some("null") | None, _) => fetch_site.is_none_or(|s| s == "same-origin" || s == "none"),
-        (Some(origin), Some(host)) => origin == format!("{scheme}://{host}") && fetch_site.is_none_or(|s| s == "same-origin"),
-        (Some(_), None) => false,
+impl<S: Send + Sync> FromRequestParts<S> for Sender {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let header = |name| parts.headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok()).map(str::to_owned);
+        let host = header(header::HOST.as_str()).or_else(|| parts.uri.authority().map(|a| a.to_string()));
+        Ok(Sender { origin: header(header::ORIGIN.as_str()), fetch_site: header("sec-fetch-site"), host })
+    }
+}
+
+impl Sender {
+    /// The request comes from a page of ours (by `Origin`, else by `Sec-Fetch-Site`). Alone, it
+    /// guards the login form, which no session's token protects yet.
+    fn same_origin(&self, scheme: &str) -> bool {
+        let fetch_site = self.fetch_site.as_deref();
+        match (self.origin.as_deref(), self.host.as_deref()) {
+            (Some("null") | None, _) => fetch_site.is_none_or(|s| s == "same-origin" || s == "none"),
+            (Some(origin), Some(host)) => origin == format!("{scheme}://{host}") && fetch_site.is_none_or(|s| s == "same-origin"),
+            (Some(_), None) => false,
+        }
+    }
+
+    /// The request comes from a page of `d`'s: the right token, and no other origin.
+    fn genuine(&self, d: &Dashboard, token: &str) -> bool {
+        self.same_origin(d.scheme) && same_token(token, &d.csrf)
     }
 }
 
@@ -176,22 +194,22 @@ struct ToggleForm {
     on: bool,
 }
 
-async fn connect(Viewer(d): Viewer, headers: HeaderMap, Form(f): Form<NamedForm>) -> Response {
-    if !genuine(&d, &headers, &f.csrf) {
+async fn connect(Viewer(d): Viewer, from: Sender, Form(f): Form<NamedForm>) -> Response {
+    if !from.genuine(&d, &f.csrf) {
         return forbidden();
     }
     outcome(&d, actions::set_join(&d.client, &f.name, true).await)
 }
 
-async fn disconnect(Viewer(d): Viewer, headers: HeaderMap, Form(f): Form<NamedForm>) -> Response {
-    if !genuine(&d, &headers, &f.csrf) {
+async fn disconnect(Viewer(d): Viewer, from: Sender, Form(f): Form<NamedForm>) -> Response {
+    if !from.genuine(&d, &f.csrf) {
         return forbidden();
     }
     outcome(&d, actions::set_join(&d.client, &f.name, false).await)
 }
 
-async fn toggle(Viewer(d): Viewer, headers: HeaderMap, Form(f): Form<ToggleForm>) -> Response {
-    if !genuine(&d, &headers, &f.csrf) {
+async fn toggle(Viewer(d): Viewer, from: Sender, Form(f): Form<ToggleForm>) -> Response {
+    if !from.genuine(&d, &f.csrf) {
         return forbidden();
     }
     match actions::toggle_field(&f.field) {
@@ -200,15 +218,15 @@ async fn toggle(Viewer(d): Viewer, headers: HeaderMap, Form(f): Form<ToggleForm>
     }
 }
 
-async fn add_domain(Viewer(d): Viewer, headers: HeaderMap, Form(f): Form<NewDomain>) -> Response {
-    if !genuine(&d, &headers, &f.csrf) {
+async fn add_domain(Viewer(d): Viewer, from: Sender, Form(f): Form<NewDomain>) -> Response {
+    if !from.genuine(&d, &f.csrf) {
         return forbidden();
     }
     outcome(&d, actions::add_domain(&d.client, &f).await)
 }
 
-async fn add_peer(Viewer(d): Viewer, headers: HeaderMap, Form(f): Form<NewPeer>) -> Response {
-    if !genuine(&d, &headers, &f.csrf) {
+async fn add_peer(Viewer(d): Viewer, from: Sender, Form(f): Form<NewPeer>) -> Response {
+    if !from.genuine(&d, &f.csrf) {
         return forbidden();
     }
     outcome(&d, actions::add_peer(&d.client, &f).await)
@@ -313,8 +331,8 @@ async fn login_page() -> Response {
     html_page(StatusCode::OK, html::login(None))
 }
 
-async fn login(State(sessions): State<Arc<Sessions>>, headers: HeaderMap, Form(f): Form<LoginForm>) -> Response {
-    if !same_origin("https", &headers) {
+async fn login(State(sessions): State<Arc<Sessions>>, from: Sender, Form(f): Form<LoginForm>) -> Response {
+    if !from.same_origin("https") {
         return forbidden();
     }
     let token = f.token.trim();
@@ -328,10 +346,10 @@ async fn login(State(sessions): State<Arc<Sessions>>, headers: HeaderMap, Form(f
     }
 }
 
-async fn logout(State(sessions): State<Arc<Sessions>>, headers: HeaderMap, Form(f): Form<CsrfForm>) -> Response {
+async fn logout(State(sessions): State<Arc<Sessions>>, headers: HeaderMap, from: Sender, Form(f): Form<CsrfForm>) -> Response {
     let Some(token) = sessions::token_in(&headers) else { return to_login() };
     match sessions.dashboard_for(token).await {
-        Ok(d) if genuine(&d, &headers, &f.csrf) => {}
+        Ok(d) if from.genuine(&d, &f.csrf) => {}
         Ok(_) => return forbidden(),
         Err(_) => return to_login(),
     }

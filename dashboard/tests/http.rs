@@ -129,6 +129,17 @@ async fn actions_need_the_token_and_our_origin() {
     cross.headers_mut().insert("sec-fetch-site", "cross-site".parse().unwrap());
     assert_eq!(send(&p.dashboard, cross).await.0, StatusCode::FORBIDDEN, "a cross-site post");
     assert!(p.seen.lock().unwrap().is_empty(), "nothing refused reached the API server");
+
+    // HTTP/2 carries the host as the URI's authority, with no Host header: still our origin.
+    let h2 = |origin: &str| {
+        Request::post("http://127.0.0.1:8090/actions/connect")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(header::ORIGIN, origin)
+            .body(Body::from(format!("name=beta&csrf={token}")))
+            .unwrap()
+    };
+    assert_eq!(send(&p.dashboard, h2("http://evil.example")).await.0, StatusCode::FORBIDDEN, "HTTP/2 from another origin");
+    assert_ne!(send(&p.dashboard, h2("http://127.0.0.1:8090")).await.0, StatusCode::FORBIDDEN, "HTTP/2 from our own page");
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! The dashboard's in-cluster form on a real API server (envtest convention:
 //! `KUBEBUILDER_ASSETS`; skips loudly without it), with the RBAC of `manifests/dashboard/`:
 //! users log in with their own tokens and see and act with them; the dashboard's own identity
-//! can only review tokens; the `liqo-dashboard` binary serves it over TLS.
+//! can only review tokens; the `liqo-dashboard` binary serves it over TLS; logging in and out
+//! works in real browsers (headless Chromium and Firefox; each skips loudly when missing).
 
 use std::path::Path;
 
@@ -13,6 +14,7 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use liqo_api::{ForeignCluster, ForeignClusterSpec};
 use liqo_dashboard::sessions::Sessions;
+use liqo_testenv::browser::{self, Killed, Kind, Locator, shot, text_where};
 use liqo_testenv::{ControlPlane, create_manifest, eventually, install_liqo, service_account_token};
 use tower::ServiceExt;
 
@@ -178,6 +180,66 @@ async fn each_user_sees_and_acts_with_their_own_token() {
     assert_eq!(sessions.len(), 1);
 }
 
+/// Starts the `liqo-dashboard` binary with a generated certificate, as the overlay's
+/// ServiceAccount (`own` is its token); its HTTPS address and CA file, once it serves.
+async fn start_binary(cp: &ControlPlane, own: &str) -> (Killed, std::net::SocketAddr, std::path::PathBuf) {
+    let port = liqo_testenv::free_port();
+    let certs = cp.path().join("dashboard-certs");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_liqo-dashboard"))
+        .env("KUBECONFIG", cp.kubeconfig(own))
+        .args([format!("--listen=127.0.0.1:{port}"), format!("--generate-cert-dir={}", certs.display())])
+        .stderr(std::fs::File::create(cp.path().join("dashboard.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let ca = certs.join("ca.crt");
+    eventually("the dashboard serving", || async { tokio::net::TcpStream::connect(addr).await.ok().filter(|_| ca.exists()) }).await;
+    (Killed(child), addr, ca)
+}
+
+/// In real browsers: the login page, the token typed in, the peers shown, the cookie out of
+/// the page's reach (HttpOnly), Log out.
+async fn login_in(kind: Kind) {
+    let Some(b) = browser::start(kind).await else { return };
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    let (own, alice, _) = users(&admin).await;
+    a_peer(&admin, "peer-one").await;
+    let (_dashboard, addr, _) = start_binary(&cp, &own).await;
+    let url = format!("https://localhost:{}/", addr.port());
+
+    b.goto(&url).await.unwrap();
+    text_where(&b, "#login", "the login page", |s| s.contains("Log in")).await;
+    shot(&b, "07-login").await;
+    b.find(Locator::Id("token")).await.unwrap().send_keys(&alice).await.unwrap();
+    b.find(Locator::Css("form[action='/login'] button[type=submit]")).await.unwrap().click().await.unwrap();
+    text_where(&b, "#available-section", "alice's peers", |s| s.contains("peer-one")).await;
+    shot(&b, "08-logged-in").await;
+    let cookies = b.get_all_cookies().await.unwrap();
+    let cookie = cookies.iter().find(|c| c.name() == liqo_dashboard::sessions::COOKIE).expect("the session cookie");
+    assert_eq!((cookie.secure(), cookie.http_only()), (Some(true), Some(true)), "{cookie:?}");
+    assert_eq!(format!("{:?}", cookie.same_site()), "Some(Strict)", "{cookie:?}");
+    let visible = b.execute("return document.cookie", vec![]).await.unwrap();
+    assert_eq!(visible, serde_json::json!(""), "the page's script cannot read the token");
+    assert!(!b.source().await.unwrap().contains(&alice), "the token is not in the page");
+
+    b.find(Locator::Css("form[action='/logout'] button[type=submit]")).await.unwrap().click().await.unwrap();
+    text_where(&b, "#login", "the login page after Log out", |s| s.contains("Log in")).await;
+    assert!(b.get_all_cookies().await.unwrap().iter().all(|c| c.name() != liqo_dashboard::sessions::COOKIE), "the cookie is gone");
+    b.client.clone().close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logging_in_with_chromium() {
+    login_in(Kind::Chromium).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logging_in_with_firefox() {
+    login_in(Kind::Firefox).await;
+}
+
 /// The `liqo-dashboard` binary: HTTPS with the certificate it was given, the login page, and
 /// TokenReviews made with its own (KUBECONFIG) identity.
 #[tokio::test]
@@ -186,23 +248,8 @@ async fn the_binary_serves_the_login_over_tls() {
     let admin = cp.admin();
     install_liqo(&admin, "liqo").await;
     let (own, _, _) = users(&admin).await;
-    let port = liqo_testenv::free_port();
-    let certs = cp.path().join("dashboard-certs");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_liqo-dashboard"))
-        .env("KUBECONFIG", cp.kubeconfig(&own))
-        .args([format!("--listen=127.0.0.1:{port}"), format!("--generate-cert-dir={}", certs.display())])
-        .stderr(std::fs::File::create(cp.path().join("dashboard.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let addr = ([127, 0, 0, 1], port).into();
-    let ca = certs.join("ca.crt");
-    let healthy = eventually("the dashboard serving", || async {
-        if tokio::net::TcpStream::connect(addr).await.is_err() || !ca.exists() {
-            return None;
-        }
-        Some(liqo_testenv::https::request(addr, &ca, "GET", "/healthz", None).await)
-    })
-    .await;
+    let (_dashboard, addr, ca) = start_binary(&cp, &own).await;
+    let healthy = liqo_testenv::https::request(addr, &ca, "GET", "/healthz", None).await;
     assert_eq!(healthy.status, 200);
     let login = liqo_testenv::https::request(addr, &ca, "GET", "/login", None).await;
     assert!(login.text().contains("Log in"), "{}", login.text());
@@ -211,6 +258,4 @@ async fn the_binary_serves_the_login_over_tls() {
         liqo_testenv::https::send(&mut conn, "POST", "/login", Some("application/x-www-form-urlencoded"), b"token=nope".to_vec()).await;
     assert_eq!(refused.status, 401, "{}", refused.text());
     assert!(refused.text().contains("the API server refused this token"), "{}", refused.text());
-    let _ = child.kill();
-    let _ = child.wait();
 }

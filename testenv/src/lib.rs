@@ -6,6 +6,7 @@
 //! `SKIPPED: <reason>` (visible in `cargo test` output) and pass without asserting anything else. There is no
 //! kube-controller-manager: no garbage collection, no namespace deletion, no token controller.
 
+pub mod browser;
 pub mod dns;
 pub mod https;
 pub mod netns;

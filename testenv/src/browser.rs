@@ -1,0 +1,155 @@
+//! Real browsers for the dashboard's tests, driven over WebDriver: headless Chromium
+//! (`chromium` + `chromedriver`, Debian packages) and headless Firefox (`firefox-esr` from
+//! Debian + `geckodriver` from crates.io). [`start`] says loudly why a browser is missing.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub use fantoccini::Locator;
+use fantoccini::{Client, ClientBuilder};
+use serde_json::json;
+
+use crate::{eventually, free_port, skip};
+
+/// Which browser.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Chromium,
+    Firefox,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Chromium => "chromium",
+            Kind::Firefox => "firefox",
+        }
+    }
+
+    /// The browser binary and its WebDriver, and how to install them.
+    fn programs(self) -> ([&'static str; 2], &'static str) {
+        match self {
+            Kind::Chromium => (["chromium", "chromedriver"], "apt-get install chromium chromium-driver; .ci/run does"),
+            Kind::Firefox => {
+                (["firefox-esr", "geckodriver"], "apt-get install firefox-esr and cargo install geckodriver --locked; .ci/run does")
+            }
+        }
+    }
+}
+
+/// A child process killed on drop.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A browser session, its WebDriver, and the profile folder; everything ends on drop.
+pub struct Browser {
+    pub client: Client,
+    pub kind: Kind,
+    _driver: Killed,
+    _profile: tempfile::TempDir,
+}
+
+impl std::ops::Deref for Browser {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        &self.client
+    }
+}
+
+/// Starts `kind` headless (accepting self-signed certificates: the tests serve their own), or
+/// says why it cannot and returns `None`.
+pub async fn start(kind: Kind) -> Option<Browser> {
+    let (programs, install) = kind.programs();
+    for bin in programs {
+        if Command::new(bin).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+            skip(&format!("{bin} not found ({install})"));
+            return None;
+        }
+    }
+    let port = free_port();
+    let profile = tempfile::tempdir().unwrap();
+    let mut driver = match kind {
+        Kind::Chromium => Command::new("chromedriver"),
+        Kind::Firefox => Command::new("geckodriver"),
+    };
+    match kind {
+        Kind::Chromium => driver.arg(format!("--port={port}")),
+        Kind::Firefox => driver.args(["--host", "127.0.0.1", "--port", &port.to_string()]).env("HOME", profile.path()),
+    };
+    let driver = Killed(driver.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+    let mut caps = serde_json::Map::new();
+    caps.insert("acceptInsecureCerts".into(), json!(true));
+    match kind {
+        Kind::Chromium => caps.insert(
+            "goog:chromeOptions".into(),
+            json!({"binary": "/usr/bin/chromium", "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--no-first-run", "--window-size=1280,1700", format!("--user-data-dir={}", profile.path().display())]}),
+        ),
+        Kind::Firefox => caps.insert(
+            "moz:firefoxOptions".into(),
+            json!({"binary": "/usr/bin/firefox-esr", "args": ["-headless", "--width=1280", "--height=1700"], "prefs": {
+                "app.update.disabledForTesting": true,
+                "browser.shell.checkDefaultBrowser": false,
+                "datareporting.policy.dataSubmissionEnabled": false,
+                "network.captive-portal-service.enabled": false,
+                "network.connectivity-service.enabled": false,
+                "extensions.update.enabled": false,
+                "browser.safebrowsing.malware.enabled": false,
+                "browser.safebrowsing.phishing.enabled": false,
+                "browser.safebrowsing.downloads.enabled": false,
+                "toolkit.telemetry.enabled": false
+            }}),
+        ),
+    };
+    let url = format!("http://127.0.0.1:{port}");
+    let client = eventually(&format!("{} answering", kind.programs().0[1]), || async {
+        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new()).capabilities(caps.clone()).connect(&url).await.ok()
+    })
+    .await;
+    Some(Browser { client, kind, _driver: driver, _profile: profile })
+}
+
+/// Where a test's screenshots go: `target/dashboard-screenshots/` for Chromium (the set the
+/// README shows), a `firefox/` folder inside it for Firefox.
+pub fn screenshots(kind: Kind) -> PathBuf {
+    let mut dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/dashboard-screenshots");
+    if kind == Kind::Firefox {
+        dir = dir.join("firefox");
+    }
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Saves a screenshot named `name`.
+pub async fn shot(b: &Browser, name: &str) {
+    let png = b.screenshot().await.unwrap();
+    std::fs::write(screenshots(b.kind).join(format!("{name}.png")), png).unwrap();
+}
+
+/// The text of the element `css`, once `pred` holds for it (30 s at most; a screenshot of
+/// the page when it never does).
+pub async fn text_where(b: &Browser, css: &str, what: &str, pred: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(el) = b.find(Locator::Css(css)).await
+            && let Ok(text) = el.text().await
+            && pred(&text)
+        {
+            return text;
+        }
+        if Instant::now() > deadline {
+            shot(b, &format!("failed-{}", what.replace(' ', "-"))).await;
+            let page = b.source().await.unwrap_or_default();
+            panic!("{}: timed out waiting for {what}; the page:\n{page}", b.kind.name());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
