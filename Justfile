@@ -28,6 +28,7 @@ bench:
     cargo bench -p liqo-webhook --bench admission
     cargo bench -p liqo-reconciler --bench steady_state
     cargo bench -p liqo-reconciler --bench discovery
+    cargo bench -p liqo-reconciler --bench auth_abuse
     cargo bench -p liqo-dashboard --bench dashboard
 
 # Fuzz every untrusted input for SECONDS each (cargo-fuzz/libFuzzer; `cargo install

@@ -16,6 +16,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 use liqo_api::{Advertisement, FederationRequest, ForeignCluster, PeeringRequest};
 use liqo_reconciler::auth::client::Verify;
+use liqo_reconciler::auth::rate::{Limiter, Rate};
 use liqo_reconciler::auth::service::{ApiServer, AuthService, ensure_token_secret};
 use liqo_reconciler::broadcaster::Broadcasters;
 use liqo_reconciler::config::ClusterConfigKeeper;
@@ -30,7 +31,7 @@ use liqo_reconciler::singleton::keep;
 use liqo_reconciler::stores::reflect;
 use liqo_reconciler::{foreign_cluster, incoming};
 use liqo_serve::logging::LogFormat;
-use liqo_serve::{CertFiles, ReloadingCert, serve_https, server_config, shutdown_signal};
+use liqo_serve::{CertFiles, Limits, ReloadingCert, serve_https_limited, server_config, shutdown_signal};
 use tokio::sync::watch;
 
 /// Liqo reconciler: keeps the cluster ID and the ClusterConfig, serves the auth service
@@ -90,6 +91,15 @@ struct Args {
     /// Lifetime requested for tokens issued to peers, in hours.
     #[arg(long, default_value_t = 24 * 365)]
     token_lifetime_hours: u64,
+    /// POST /identity requests one client address (an IPv6 /64) may make at once…
+    #[arg(long, default_value_t = 5)]
+    auth_identity_burst: u32,
+    /// …and regains per minute; beyond that it gets 429 with Retry-After.
+    #[arg(long, default_value_t = 10)]
+    auth_identity_per_minute: u32,
+    /// Connections the auth service keeps open at once; more are closed as they arrive.
+    #[arg(long, default_value_t = 512)]
+    auth_max_connections: usize,
     /// Interfaces mDNS uses (repeatable; default: every interface that is up and
     /// multicast-capable, loopback excluded).
     #[arg(long = "mdns-interface", env = "LIQO_MDNS_INTERFACES", value_delimiter = ',')]
@@ -173,6 +183,7 @@ async fn main() -> anyhow::Result<()> {
     let cert = ReloadingCert::load(files).context("loading the auth service certificate")?;
     cert.clone().spawn_reloader(Duration::from_secs(5), |result| tracing::debug!(result, "auth certificate poll"));
 
+    let metrics = Arc::new(Metrics::default());
     let auth = Arc::new(AuthService {
         client: client.clone(),
         namespace: args.namespace.clone(),
@@ -180,10 +191,14 @@ async fn main() -> anyhow::Result<()> {
         config: cfg_rx.clone(),
         api_server,
         token_lifetime: Duration::from_secs(args.token_lifetime_hours * 3600),
+        limiter: Limiter::new(Rate { burst: args.auth_identity_burst, per_minute: args.auth_identity_per_minute }),
+        outcomes: metrics.auth_identity.clone(),
     });
     let listener = std::net::TcpListener::bind(args.auth_listen).with_context(|| format!("binding {}", args.auth_listen))?;
     let handle = axum_server::Handle::new();
-    let https = tokio::spawn(serve_https(listener, server_config(cert), auth.clone().router(), handle.clone()));
+    let limits = Limits { max_connections: args.auth_max_connections, ..Limits::default() };
+    let refused = metrics.auth_connections_refused.clone();
+    let https = tokio::spawn(serve_https_limited(listener, server_config(cert), auth.clone().router(), handle.clone(), limits, refused));
 
     // The peering controllers, on watch-fed stores.
     let ns = args.namespace.clone();
@@ -252,7 +267,6 @@ async fn main() -> anyhow::Result<()> {
     };
     let lan_ctx = Arc::new(lan::Ctx::new(shared.clone(), lan));
     let in_ctx = Arc::new(incoming::Ctx::new(shared, broadcasters, Duration::from_secs(args.unjoin_grace_seconds)));
-    let metrics = Arc::new(Metrics::default());
     let no_mdns = args.no_mdns;
     let (m1, m2, m3, m4) = (metrics.clone(), metrics.clone(), metrics.clone(), metrics.clone());
     let scraped = broadcasters_view.clone();

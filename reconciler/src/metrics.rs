@@ -9,6 +9,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::auth::service::IdentityLabels;
 use crate::error::Error;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -41,6 +42,10 @@ pub struct Metrics {
     pub broadcasters: Gauge,
     /// 1 while this process holds the Lease and runs the controllers, else 0.
     pub leader: Gauge,
+    /// The auth service's `POST /identity` answers, by result (`rate_limited`, `wrong_token`, …).
+    pub auth_identity: Family<IdentityLabels, Counter>,
+    /// Connections to the auth service closed because it was at its connection cap.
+    pub auth_connections_refused: liqo_serve::Refused,
 }
 
 impl Default for Metrics {
@@ -57,7 +62,15 @@ impl Default for Metrics {
         registry.register("foreign_clusters", "ForeignClusters by discovery type and outgoing peering", foreign_clusters.clone());
         let leader = Gauge::default();
         registry.register("leader", "1 while this process holds the Lease and runs the controllers", leader.clone());
-        Self { registry, foreign_clusters, reconciles, duration, broadcasters, leader }
+        let auth_identity = Family::<IdentityLabels, Counter>::default();
+        registry.register("auth_identity_requests", "POST /identity answers of the auth service, by result", auth_identity.clone());
+        let auth_connections_refused = liqo_serve::Refused::default();
+        registry.register(
+            "auth_connections_refused",
+            "Connections to the auth service closed at once because it was at its connection cap",
+            auth_connections_refused.clone(),
+        );
+        Self { registry, foreign_clusters, reconciles, duration, broadcasters, leader, auth_identity, auth_connections_refused }
     }
 }
 

@@ -133,6 +133,8 @@ async fn an_issued_identity_manages_only_its_own_peering_request() {
         config: cfg_rx,
         api_server: ApiServer { url: cp.url.clone(), ca_pem: cp.ca_pem.clone() },
         token_lifetime: Duration::from_secs(3600),
+        limiter: liqo_reconciler::auth::rate::Limiter::new(Default::default()),
+        outcomes: Default::default(),
     });
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();

@@ -9,10 +9,12 @@ use http::{Request, Response};
 use kube::Client;
 use kube::client::Body;
 use liqo_api::ClusterConfigSpec;
-use liqo_reconciler::auth::service::{ApiServer, AuthService};
+use liqo_reconciler::auth::service::{ApiServer, AuthService, IdentityLabels, MAX_IDENTITY_BODY};
 use liqo_reconciler::auth::wire::{IdentityResponse, Ids};
 use liqo_serve::{CertFiles, ReloadingCert, serve_https, server_config};
 use liqo_testenv::https::{Answer, request};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -63,6 +65,7 @@ struct Running {
     calls: Calls,
     config: watch::Sender<Option<ClusterConfigSpec>>,
     _cluster_id: watch::Sender<Option<String>>,
+    outcomes: Family<IdentityLabels, Counter>,
 }
 
 async fn start(cluster_id: Option<&str>) -> Running {
@@ -78,6 +81,7 @@ async fn start(cluster_id: Option<&str>) -> Running {
     let mut spec = ClusterConfigSpec::default();
     spec.discovery_config.cluster_name = Some("LiqoCluster0692".into());
     let (config, cfg_rx) = watch::channel(Some(spec));
+    let outcomes = Family::<IdentityLabels, Counter>::default();
     let service = Arc::new(AuthService {
         client,
         namespace: "liqo".into(),
@@ -85,13 +89,15 @@ async fn start(cluster_id: Option<&str>) -> Running {
         config: cfg_rx,
         api_server: ApiServer { url: "https://api.home.example:6443".into(), ca_pem: api_ca.clone() },
         token_lifetime: Duration::from_secs(3600),
+        limiter: liqo_reconciler::auth::rate::Limiter::new(Default::default()),
+        outcomes: outcomes.clone(),
     });
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let handle = axum_server::Handle::new();
     tokio::spawn(serve_https(listener, server_config(cert), service.router(), handle.clone()));
     handle.listening().await.unwrap();
-    Running { addr, api_ca, certs, calls, config, _cluster_id: cluster_id }
+    Running { addr, api_ca, certs, calls, config, _cluster_id: cluster_id, outcomes }
 }
 
 impl Running {
@@ -297,4 +303,38 @@ async fn a_peer_that_never_answers_is_unreachable_not_a_hang() {
     assert!(probe.to_string().contains("timed out"), "{probe}");
     let ids = client::ids(&url, &Verify::Nothing).await.unwrap_err();
     assert!(ids.to_string().contains("timed out"), "{ids}");
+}
+
+/// Token guessing is slow and visible: after the burst, a source gets 429 with Retry-After —
+/// before any API request — while `/ids` keeps answering.
+#[tokio::test]
+async fn guessing_tokens_is_rate_limited_per_source() {
+    let r = start(Some(OWN)).await;
+    let guess = || json!({"clusterID": PEER, "token": "guess"});
+    for _ in 0..5 {
+        assert_eq!(r.call("POST", "/identity", Some(guess())).await.status, 403);
+    }
+    let reads = r.calls.lock().unwrap().len();
+    let limited = r.call("POST", "/identity", Some(guess())).await;
+    assert_eq!(limited.status, 429, "{}", limited.text());
+    let retry: u64 = limited.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=6).contains(&retry), "one request every 6 s: {retry}");
+    assert!(limited.json()["message"].as_str().unwrap().contains("too many identity requests from 127.0.0.1"));
+    assert_eq!(r.calls.lock().unwrap().len(), reads, "a refused caller costs no API request");
+    // The right token from the same source waits too; honest reads do not.
+    assert_eq!(r.call("POST", "/identity", Some(json!({"clusterID": PEER, "token": "s3cret"}))).await.status, 429);
+    assert_eq!(r.call("GET", "/ids", None).await.status, 200);
+    let count = |result| r.outcomes.get_or_create(&IdentityLabels { result }).get();
+    assert_eq!((count("wrong_token"), count("rate_limited"), count("issued")), (5, 2, 0));
+}
+
+/// A body over the cap is refused before it is read whole or counted against the source.
+#[tokio::test]
+async fn an_oversized_identity_body_is_refused() {
+    let r = start(Some(OWN)).await;
+    let huge = json!({"clusterID": PEER, "token": "x".repeat(MAX_IDENTITY_BODY)});
+    let a = r.call("POST", "/identity", Some(huge)).await;
+    assert_eq!(a.status, 413, "{}", a.text());
+    assert!(r.calls.lock().unwrap().is_empty());
+    assert_eq!(r.call("POST", "/identity", Some(json!({"clusterID": PEER, "token": "s3cret"}))).await.status, 201);
 }

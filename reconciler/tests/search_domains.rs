@@ -175,6 +175,8 @@ async fn seed_002_zones_are_identified_through_the_auth_service() {
         config: cfg_rx,
         api_server: ApiServer { url: cp.url.clone(), ca_pem: cp.ca_pem.clone() },
         token_lifetime: Duration::from_secs(3600),
+        limiter: liqo_reconciler::auth::rate::Limiter::new(Default::default()),
+        outcomes: Default::default(),
     });
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();

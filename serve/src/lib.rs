@@ -1,15 +1,16 @@
 //! What the webhook and the reconciler share to serve: HTTPS with a certificate reloaded from
-//! its files ([`tls`]), the server loop, the shutdown signal, and one logging setup
-//! ([`logging`]).
+//! its files ([`tls`]), the server loop with its limits on what one client may hold
+//! ([`limits`]), the shutdown signal, and one logging setup ([`logging`]).
 
+pub mod limits;
 pub mod logging;
 pub mod tls;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use rustls::ServerConfig;
 
+pub use limits::{BodyBounds, ConnectionCap, Limits, Refused, bounded_body};
 pub use tls::{CertFiles, ReloadingCert, certified_key, server_config};
 
 /// Everything that can go wrong with a serving certificate.
@@ -34,21 +35,39 @@ impl ServeError {
     }
 }
 
-/// Serves `router` over TLS on `listener` until `handle` shuts it down. Accepted connections
-/// get `TCP_NODELAY` (keep-alive request/response traffic must not wait for delayed ACKs) and
-/// 10 s to send their request headers.
+/// Serves `router` over TLS on `listener` until `handle` shuts it down, with the default
+/// [`Limits`] (see [`serve_https_limited`]).
 pub async fn serve_https(
     listener: std::net::TcpListener,
     tls: Arc<ServerConfig>,
     router: axum::Router,
     handle: axum_server::Handle<std::net::SocketAddr>,
 ) -> std::io::Result<()> {
+    serve_https_limited(listener, tls, router, handle, Limits::default(), Refused::default()).await
+}
+
+/// Serves `router` over TLS on `listener` until `handle` shuts it down. At most
+/// `limits.max_connections` connections are open at once (the others are closed as they
+/// arrive and counted in `refused`); each gets `TCP_NODELAY` (keep-alive request/response
+/// traffic must not wait for delayed ACKs) and `limits.header_timeout` for its TLS handshake
+/// and for each request's headers. Handlers can read the client's address
+/// (`ConnectInfo<SocketAddr>`).
+pub async fn serve_https_limited(
+    listener: std::net::TcpListener,
+    tls: Arc<ServerConfig>,
+    router: axum::Router,
+    handle: axum_server::Handle<std::net::SocketAddr>,
+    limits: Limits,
+    refused: Refused,
+) -> std::io::Result<()> {
     listener.set_nonblocking(true)?;
     let config = axum_server::tls_rustls::RustlsConfig::from_config(tls);
-    let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(config).acceptor(axum_server::accept::NoDelayAcceptor::new());
+    let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(config)
+        .handshake_timeout(limits.header_timeout)
+        .acceptor(ConnectionCap::new(limits.max_connections, refused));
     let mut server = axum_server::from_tcp(listener)?.acceptor(acceptor).handle(handle);
-    server.http_builder().http1().timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(Duration::from_secs(10));
-    server.serve(router.into_make_service()).await
+    server.http_builder().http1().timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(limits.header_timeout);
+    server.serve(router.into_make_service_with_connect_info::<std::net::SocketAddr>()).await
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

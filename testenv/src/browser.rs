@@ -48,11 +48,23 @@ impl Drop for Killed {
     }
 }
 
+/// A WebDriver and the browser it started, in a process group of their own: killed together
+/// on drop, so a failed test leaves no browser behind.
+struct DriverGroup(Child);
+
+impl Drop for DriverGroup {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
+        let _ = self.0.wait();
+    }
+}
+
 /// A browser session, its WebDriver, and the profile folder; everything ends on drop.
 pub struct Browser {
     pub client: Client,
     pub kind: Kind,
-    _driver: Killed,
+    _driver: DriverGroup,
     _profile: tempfile::TempDir,
 }
 
@@ -81,9 +93,15 @@ pub async fn start(kind: Kind) -> Option<Browser> {
     };
     match kind {
         Kind::Chromium => driver.arg(format!("--port={port}")),
-        Kind::Firefox => driver.args(["--host", "127.0.0.1", "--port", &port.to_string()]).env("HOME", profile.path()),
+        // Firefox inherits this: without it, a release build looks up its remote-settings host
+        // at every start (the pref that points it elsewhere is ignored).
+        Kind::Firefox => driver
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .env("HOME", profile.path())
+            .env("MOZ_REMOTE_SETTINGS_DEVTOOLS", "1"),
     };
-    let driver = Killed(driver.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+    use std::os::unix::process::CommandExt;
+    let driver = DriverGroup(driver.process_group(0).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
     let mut caps = serde_json::Map::new();
     caps.insert("acceptInsecureCerts".into(), json!(true));
     match kind {
@@ -105,7 +123,8 @@ pub async fn start(kind: Kind) -> Option<Browser> {
                 "browser.safebrowsing.malware.enabled": false,
                 "browser.safebrowsing.phishing.enabled": false,
                 "browser.safebrowsing.downloads.enabled": false,
-                "toolkit.telemetry.enabled": false
+                "toolkit.telemetry.enabled": false,
+                "services.settings.server": "http://127.0.0.1:1/v1"
             }}),
         ),
     };

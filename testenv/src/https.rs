@@ -41,6 +41,7 @@ pub async fn connect(addr: SocketAddr, ca_path: &Path) -> Conn {
 
 pub struct Answer {
     pub status: u16,
+    pub headers: http::HeaderMap,
     pub body: Vec<u8>,
 }
 
@@ -60,8 +61,9 @@ pub async fn send(conn: &mut Conn, method: &str, path: &str, content_type: Optio
     }
     let resp = conn.sender.send_request(req.body(Full::new(Bytes::from(body))).unwrap()).await.unwrap();
     let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
     let body = resp.into_body().collect().await.unwrap().to_bytes().to_vec();
-    Answer { status, body }
+    Answer { status, headers, body }
 }
 
 /// One request on a new connection.

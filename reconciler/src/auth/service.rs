@@ -6,13 +6,14 @@
 //! and the RBAC of [`crate::access::peer_identity`], requests a token for it and answers with
 //! a kubeconfig for this cluster's API server.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -22,9 +23,14 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use kube::config::{AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
 use liqo_api::ClusterConfigSpec;
 use liqo_api::names::AUTH_TOKEN_SECRET;
+use liqo_serve::{BodyBounds, bounded_body};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use super::rate::{Limiter, retry_after_seconds};
 use super::wire::{ErrorBody, IdentityRequest, IdentityResponse, Ids};
 use crate::access::peer_identity;
 use crate::error::{Error, is_conflict};
@@ -60,6 +66,22 @@ pub struct AuthService {
     pub api_server: ApiServer,
     /// Lifetime requested for issued tokens (the API server may shorten it).
     pub token_lifetime: Duration,
+    /// The per-source limit on `POST /identity`.
+    pub limiter: Limiter,
+    /// `POST /identity` answers, by result.
+    pub outcomes: Family<IdentityLabels, Counter>,
+}
+
+/// The largest `POST /identity` body read (a real one is under 200 bytes).
+pub const MAX_IDENTITY_BODY: usize = 16 * 1024;
+/// Time a client has to send the whole `POST /identity` body.
+pub const IDENTITY_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The label of a `POST /identity` answer.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct IdentityLabels {
+    /// `issued`, `wrong_token`, `empty_token`, `rate_limited`, `bad_request`, `unavailable`, `error`.
+    pub result: &'static str,
 }
 
 /// Why a token was refused.
@@ -149,8 +171,13 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 impl AuthService {
+    /// The routes; `POST /identity` reads at most [`MAX_IDENTITY_BODY`] bytes, for at most
+    /// [`IDENTITY_BODY_TIMEOUT`]. Served by `liqo_serve::serve_https*` (the handlers need the
+    /// client's address).
     pub fn router(self: Arc<Self>) -> Router {
-        Router::new().route("/ids", get(ids)).route("/ca", get(ca)).route("/identity", post(identity)).with_state(self)
+        let bounds = BodyBounds { max_bytes: MAX_IDENTITY_BODY, timeout: IDENTITY_BODY_TIMEOUT };
+        let identity = post(identity).layer(axum::middleware::from_fn_with_state(bounds, bounded_body));
+        Router::new().route("/ids", get(ids)).route("/ca", get(ca)).route("/identity", identity).with_state(self)
     }
 
     fn ids(&self) -> Option<Ids> {
@@ -198,47 +225,71 @@ async fn ca(State(s): State<Arc<AuthService>>) -> Response {
     ([(header::CONTENT_TYPE, "application/x-pem-file")], s.api_server.ca_pem.clone()).into_response()
 }
 
-async fn identity(State(s): State<Arc<AuthService>>, body: Result<Json<IdentityRequest>, JsonRejection>) -> Response {
+async fn identity(
+    State(s): State<Arc<AuthService>>,
+    ConnectInfo(from): ConnectInfo<SocketAddr>,
+    body: Result<Json<IdentityRequest>, JsonRejection>,
+) -> Response {
+    let (result, response) = answer_identity(&s, from, body).await;
+    s.outcomes.get_or_create(&IdentityLabels { result }).inc();
+    response
+}
+
+/// The answer to `POST /identity` from `from`, with its metric label. The rate limit comes
+/// first: a refused caller costs no API request.
+async fn answer_identity(
+    s: &AuthService,
+    from: SocketAddr,
+    body: Result<Json<IdentityRequest>, JsonRejection>,
+) -> (&'static str, Response) {
+    if let Err(wait) = s.limiter.take(from.ip(), std::time::Instant::now()) {
+        tracing::info!(source = %from.ip(), "identity refused: too many requests from this source");
+        let seconds = retry_after_seconds(wait);
+        let mut r = error(StatusCode::TOO_MANY_REQUESTS, format!("too many identity requests from {}: retry in {seconds} s", from.ip()));
+        r.headers_mut().insert(header::RETRY_AFTER, seconds.into());
+        return ("rate_limited", r);
+    }
     let req = match body {
         Ok(Json(r)) => r,
-        Err(e) => return error(StatusCode::BAD_REQUEST, format!("body: {}", e.body_text())),
+        Err(e) => return ("bad_request", error(StatusCode::BAD_REQUEST, format!("body: {}", e.body_text()))),
     };
     if let Err(e) = liqo_api::validate_cluster_id(&req.cluster_id) {
-        return error(StatusCode::BAD_REQUEST, format!("clusterID: {e}"));
+        return ("bad_request", error(StatusCode::BAD_REQUEST, format!("clusterID: {e}")));
     }
     let Some(own_id) = s.cluster_id.borrow().clone() else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "the cluster ID is not known yet");
+        return ("unavailable", error(StatusCode::SERVICE_UNAVAILABLE, "the cluster ID is not known yet"));
     };
     if req.cluster_id == own_id {
-        return error(StatusCode::BAD_REQUEST, "clusterID: that is this cluster's own ID");
+        return ("bad_request", error(StatusCode::BAD_REQUEST, "clusterID: that is this cluster's own ID"));
     }
     let allow_empty = s.config.borrow().as_ref().is_none_or(|c| c.auth_config.allow_empty_token);
     let stored = match s.stored_token().await {
         Ok(t) => t,
         Err(e) => {
             tracing::warn!(error = %e, "reading the auth token failed");
-            return error(StatusCode::SERVICE_UNAVAILABLE, format!("reading the auth token failed: {}", e.label()));
+            return ("unavailable", error(StatusCode::SERVICE_UNAVAILABLE, format!("reading the auth token failed: {}", e.label())));
         }
     };
     match check_token(&req.token, stored.as_deref(), allow_empty) {
         Err(TokenRefusal::Empty) => {
             tracing::info!(peer = %req.cluster_id, "identity refused: empty token");
-            return error(StatusCode::FORBIDDEN, "an empty token is not accepted here (authConfig.allowEmptyToken is false)");
+            let message = "an empty token is not accepted here (authConfig.allowEmptyToken is false)";
+            return ("empty_token", error(StatusCode::FORBIDDEN, message));
         }
         Err(TokenRefusal::Wrong) => {
-            tracing::info!(peer = %req.cluster_id, "identity refused: wrong token");
-            return error(StatusCode::FORBIDDEN, "wrong token");
+            tracing::info!(peer = %req.cluster_id, source = %from.ip(), "identity refused: wrong token");
+            return ("wrong_token", error(StatusCode::FORBIDDEN, "wrong token"));
         }
         Ok(()) => {}
     }
     match s.issue(&req.cluster_id, &own_id).await {
         Ok(answer) => {
             tracing::info!(peer = %req.cluster_id, "identity issued");
-            (StatusCode::CREATED, Json(answer)).into_response()
+            ("issued", (StatusCode::CREATED, Json(answer)).into_response())
         }
         Err(e) => {
             tracing::warn!(peer = %req.cluster_id, error = %e, "issuing an identity failed");
-            error(StatusCode::INTERNAL_SERVER_ERROR, format!("issuing the identity failed: {}", e.label()))
+            ("error", error(StatusCode::INTERNAL_SERVER_ERROR, format!("issuing the identity failed: {}", e.label())))
         }
     }
 }

@@ -1,0 +1,124 @@
+//! What keeps a server reachable when a client misbehaves: a cap on open connections (a
+//! connection over the cap is closed at once and counted), a deadline for request headers
+//! (a slowloris client is cut off), and a middleware that caps a request body's size and the
+//! time it may take to arrive.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum_server::accept::Accept;
+use http_body_util::{BodyExt, Limited};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// How much a server lets one client hold.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Open connections at once; more are closed as they arrive.
+    pub max_connections: usize,
+    /// Time a client has to send a request's headers (also the TLS handshake's).
+    pub header_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { max_connections: 1024, header_timeout: Duration::from_secs(10) }
+    }
+}
+
+/// Counts the connections closed because the server was full (a Prometheus counter: register
+/// a clone to export it).
+pub type Refused = prometheus_client::metrics::counter::Counter;
+
+/// An acceptor that holds a permit per open connection and turns away the connection that
+/// finds none (`TCP_NODELAY` on the others).
+#[derive(Clone, Debug)]
+pub struct ConnectionCap {
+    permits: Arc<Semaphore>,
+    refused: Refused,
+}
+
+impl ConnectionCap {
+    pub fn new(max_connections: usize, refused: Refused) -> Self {
+        Self { permits: Arc::new(Semaphore::new(max_connections)), refused }
+    }
+}
+
+impl<S> Accept<TcpStream, S> for ConnectionCap {
+    type Stream = Permitted;
+    type Service = S;
+    type Future = std::future::Ready<io::Result<(Permitted, S)>>;
+
+    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
+        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+            self.refused.inc();
+            tracing::debug!("connection refused: the server is at its connection cap");
+            return std::future::ready(Err(io::Error::other("connection cap reached")));
+        };
+        std::future::ready(stream.set_nodelay(true).map(|()| (Permitted { stream, _permit: permit }, service)))
+    }
+}
+
+/// A connection and the permit it holds until it closes.
+#[derive(Debug)]
+pub struct Permitted {
+    stream: TcpStream,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl AsyncRead for Permitted {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Permitted {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+/// The bounds [`bounded_body`] applies.
+#[derive(Clone, Copy, Debug)]
+pub struct BodyBounds {
+    pub max_bytes: usize,
+    pub timeout: Duration,
+}
+
+/// Middleware (`axum::middleware::from_fn_with_state`): reads the whole body first, refusing
+/// one larger than `max_bytes` (413) or slower than `timeout` (408), so a handler never waits
+/// on a client.
+pub async fn bounded_body(axum::extract::State(bounds): axum::extract::State<BodyBounds>, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    let read = tokio::time::timeout(bounds.timeout, Limited::new(body, bounds.max_bytes).collect()).await;
+    let bytes = match read {
+        Err(_) => return (StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time\n").into_response(),
+        Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+            return (StatusCode::PAYLOAD_TOO_LARGE, format!("the request body exceeds {} bytes\n", bounds.max_bytes)).into_response();
+        }
+        Ok(Err(e)) => return (StatusCode::BAD_REQUEST, format!("reading the request body failed: {e}\n")).into_response(),
+        Ok(Ok(collected)) => collected.to_bytes(),
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes))).await
+}
