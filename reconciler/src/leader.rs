@@ -30,6 +30,11 @@ pub fn identity() -> String {
     })
 }
 
+/// The field manager a contender applies the Lease with: its own, naming its identity.
+pub fn field_manager(identity: &str) -> String {
+    format!("liqo-reconciler-{identity}")
+}
+
 /// Starts competing for the Lease.
 pub async fn compete(client: Client, namespace: &str, identity: &str) -> Result<Leadership, LeaseManagerError> {
     let manager = LeaseManagerBuilder::new(client, LEASE_NAME)
@@ -37,8 +42,9 @@ pub async fn compete(client: Client, namespace: &str, identity: &str) -> Result<
         .with_identity(identity)
         .with_duration(LEASE_SECONDS)
         .with_grace(5)
-        // The default field manager names the identity: server-side apply then reports a
-        // conflict when another process holds the Lease (one shared name would let both win).
+        // A field manager of its own per contender: server-side apply then reports a conflict
+        // when another process holds the Lease (one shared name would let both win).
+        .with_field_manager(field_manager(identity))
         .build()
         .await?;
     let (is_leader, task) = manager.watch().await;

@@ -8,9 +8,23 @@ mod common;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
+use liqo_reconciler::leader::field_manager;
 use liqo_testenv::{ControlPlane, eventually, install_liqo};
 
 use common::{Reconciler, exited, ops_get, ready, reconciler_token, start_reconciler, terminate};
+
+/// The field managers that own `spec.holderIdentity` of `lease` (by server-side apply).
+fn holder_managers(lease: &Lease) -> Vec<String> {
+    lease
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.operation.as_deref() == Some("Apply"))
+        .filter(|m| m.fields_v1.as_ref().is_some_and(|f| f.0["f:spec"].get("f:holderIdentity").is_some()))
+        .filter_map(|m| m.manager.clone())
+        .collect()
+}
 
 /// `liqo_reconciler_leader` as the process reports it.
 async fn leader_gauge(r: &Reconciler) -> Option<u8> {
@@ -36,8 +50,12 @@ async fn one_reconciler_leads_and_a_standby_takes_over() {
     })
     .await;
     let leases: Api<Lease> = Api::namespaced(admin.clone(), "liqo");
-    let holder = leases.get("liqo-reconciler").await.unwrap().spec.unwrap().holder_identity.unwrap();
+    let lease = leases.get("liqo-reconciler").await.unwrap();
+    let holder = lease.spec.clone().unwrap().holder_identity.unwrap();
     assert!(!holder.is_empty());
+    // Each contender applies under a field manager of its own, naming its identity: that is
+    // what makes the standby's apply conflict instead of silently taking the Lease.
+    assert_eq!(holder_managers(&lease), [field_manager(&holder)]);
     // Still one a few renewals later (no flapping).
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     assert_eq!((leader_gauge(&a).await == Some(1), leader_gauge(&b).await == Some(1)), (a_leads, b_leads));
@@ -47,8 +65,10 @@ async fn one_reconciler_leads_and_a_standby_takes_over() {
     let status = terminate(&mut leader).await;
     assert!(status.success(), "exit status {status}");
     eventually("the standby leading", || async { (leader_gauge(&standby).await? == 1).then_some(()) }).await;
-    let new_holder = leases.get("liqo-reconciler").await.unwrap().spec.unwrap().holder_identity.unwrap();
+    let lease = leases.get("liqo-reconciler").await.unwrap();
+    let new_holder = lease.spec.clone().unwrap().holder_identity.unwrap();
     assert_ne!(new_holder, holder, "the Lease changed hands");
+    assert_eq!(holder_managers(&lease), [field_manager(&new_holder)], "the new holder's own field manager");
 
     // Someone else takes the Lease: the holder that lost it exits (1) rather than run beside it.
     let mut standby = standby;
