@@ -1,0 +1,217 @@
+//! The identities we hand out are least-privilege, proved on a real API server
+//! (KUBEBUILDER_ASSETS; skips loudly without it): the API server's own list of what each may
+//! do (SelfSubjectRulesReview) is exactly the documented set, and what it must not do is
+//! refused — by RBAC, or by our webhook where RBAC cannot say it. The same for the
+//! anonymous-peering overlay and `system:unauthenticated`.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::authorization::v1::{SelfSubjectRulesReview, SelfSubjectRulesReviewSpec};
+use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use liqo_api::{Advertisement, ClusterConfig, ClusterIdentity, ForeignCluster, PeeringRequest, PeeringRequestSpec};
+use liqo_reconciler::access::{advertisement_access, peer_identity};
+use liqo_testenv::{ControlPlane, create_manifest, install_liqo, service_account_token};
+
+const PEER: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
+const OTHER: &str = "c1f0e2d3-4b5a-4c6d-8e7f-0a1b2c3d4e5f";
+
+/// (API group, resource, name or `*`, verb), one per verb.
+type Rule = (String, String, String, String);
+
+/// What `client` may do in `namespace`, by the API server's own answer, without the rules
+/// every authenticated user has (asking about itself: `selfsubject*reviews`).
+async fn rules(client: &Client, namespace: &str) -> BTreeSet<Rule> {
+    let review = SelfSubjectRulesReview { spec: SelfSubjectRulesReviewSpec { namespace: Some(namespace.into()) }, ..Default::default() };
+    let answer = Api::<SelfSubjectRulesReview>::all(client.clone()).create(&PostParams::default(), &review).await.unwrap();
+    let status = answer.status.unwrap();
+    assert!(!status.incomplete, "the API server's list is complete");
+    let mut set = BTreeSet::new();
+    for r in status.resource_rules {
+        let names = r.resource_names.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| vec!["*".into()]);
+        for (group, resource, name, verb) in
+            itertools(&r.api_groups.unwrap_or_default(), &r.resources.unwrap_or_default(), &names, &r.verbs)
+        {
+            if !resource.starts_with("selfsubject") {
+                set.insert((group, resource, name, verb));
+            }
+        }
+    }
+    set
+}
+
+fn itertools(groups: &[String], resources: &[String], names: &[String], verbs: &[String]) -> Vec<Rule> {
+    let mut out = Vec::new();
+    for g in groups {
+        for r in resources {
+            for n in names {
+                for v in verbs {
+                    out.push((g.clone(), r.clone(), n.clone(), v.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn rule_set(rows: &[(&str, &str, &str, &[&str])]) -> BTreeSet<Rule> {
+    rows.iter()
+        .flat_map(|(g, r, n, verbs)| verbs.iter().map(move |v| ((*g).to_owned(), (*r).to_owned(), (*n).to_owned(), (*v).to_owned())))
+        .collect()
+}
+
+fn forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) -> String {
+    match result {
+        Err(kube::Error::Api(s)) if s.code == 403 => s.message,
+        other => panic!("{what}: expected 403, got {other:?}"),
+    }
+}
+
+fn request(name: &str) -> PeeringRequest {
+    PeeringRequest::new(
+        name,
+        PeeringRequestSpec {
+            cluster_identity: Some(ClusterIdentity { cluster_id: name.into(), cluster_name: Some("x".into()) }),
+            namespace: Some("liqo".into()),
+            kube_config_ref: Some(k8s_openapi::api::core::v1::SecretReference {
+                name: Some(format!("pr-kubeconfig-{name}")),
+                namespace: Some("liqo".into()),
+            }),
+            ..Default::default()
+        },
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_identity_can_do_exactly_what_the_readme_says() {
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    // Our webhook, knowing this cluster's ID, as the reconciler would have written it.
+    let id = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cluster-id", "namespace": "liqo"},
+                                "data": {"cluster-id": "0558de48-097b-4b7d-ba04-6bd2a0f9d24f"}});
+    create_manifest(&admin, &serde_json::to_string(&id).unwrap(), "liqo").await;
+    let _webhook = common::start_webhook(&admin).await;
+    liqo_reconciler::grant::grant(&admin, "liqo", "test", &peer_identity(PEER, "liqo")).await.unwrap();
+    let peer = cp.client(&service_account_token(&admin, "liqo", &format!("remote-{PEER}")).await).unwrap();
+
+    let own_secret = format!("pr-kubeconfig-{PEER}");
+    let expected = rule_set(&[
+        ("discovery.liqo.io", "peeringrequests", "*", &["create"]),
+        ("discovery.liqo.io", "federationrequests", "*", &["create"]),
+        ("discovery.liqo.io", "peeringrequests", PEER, &["get", "update", "patch", "delete"]),
+        ("discovery.liqo.io", "federationrequests", PEER, &["get", "update", "patch", "delete"]),
+        ("", "secrets", "*", &["create"]),
+        ("", "secrets", &own_secret, &["get", "update", "patch", "delete"]),
+    ]);
+    assert_eq!(rules(&peer, "liqo").await, expected);
+    // Elsewhere, only the cluster-wide part.
+    let elsewhere: BTreeSet<_> = expected.iter().filter(|r| r.1 != "secrets").cloned().collect();
+    assert_eq!(rules(&peer, "default").await, elsewhere);
+
+    // Its own request: yes. Another cluster's: RBAC lets `create` through, our webhook does not.
+    let prs = Api::<PeeringRequest>::all(peer.clone());
+    liqo_testenv::eventually("our own request admitted", || async { prs.create(&PostParams::default(), &request(PEER)).await.ok() }).await;
+    let refused = prs.create(&PostParams::default(), &request(OTHER)).await.unwrap_err();
+    assert!(refused.to_string().contains("is not allowed for this requester"), "{refused}");
+    // Another peer's request, made by an admin: not readable, not deletable.
+    Api::<PeeringRequest>::all(admin.clone()).create(&PostParams::default(), &request(OTHER)).await.unwrap();
+    forbidden(prs.get(OTHER).await, "reading another peer's request");
+    forbidden(prs.delete(OTHER, &DeleteParams::default()).await, "deleting another peer's request");
+    forbidden(prs.list(&ListParams::default()).await, "listing requests");
+    // Secrets: not the auth token, not a list; ForeignClusters, the ClusterConfig, Advertisements: nothing.
+    let secrets = Api::<Secret>::namespaced(peer.clone(), "liqo");
+    forbidden(secrets.get("auth-token").await, "reading the auth token");
+    forbidden(secrets.list(&ListParams::default()).await, "listing Secrets");
+    forbidden(Api::<ForeignCluster>::all(peer.clone()).list(&ListParams::default()).await, "listing ForeignClusters");
+    forbidden(Api::<ClusterConfig>::all(peer.clone()).get("liqo-configuration").await, "reading the ClusterConfig");
+    forbidden(Api::<Advertisement>::all(peer.clone()).list(&ListParams::default()).await, "listing Advertisements");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_advertisement_access_we_grant_is_one_advertisement() {
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    liqo_reconciler::grant::grant(&admin, "liqo", "test", &advertisement_access(PEER, "liqo")).await.unwrap();
+    let peer = cp.client(&service_account_token(&admin, "liqo", PEER).await).unwrap();
+    let own = format!("advertisement-{PEER}");
+    let expected = rule_set(&[
+        ("sharing.liqo.io", "advertisements", "*", &["create"]),
+        ("sharing.liqo.io", "advertisements", &own, &["get", "update", "patch", "delete"]),
+        ("sharing.liqo.io", "advertisements/status", &own, &["get", "update", "patch", "delete"]),
+    ]);
+    assert_eq!(rules(&peer, "liqo").await, expected);
+    let ads = Api::<Advertisement>::all(peer.clone());
+    forbidden(ads.get(&format!("advertisement-{OTHER}")).await, "reading another peer's Advertisement");
+    forbidden(ads.list(&ListParams::default()).await, "listing Advertisements");
+    forbidden(Api::<PeeringRequest>::all(peer.clone()).list(&ListParams::default()).await, "listing requests");
+    forbidden(Api::<Secret>::namespaced(peer.clone(), "liqo").list(&ListParams::default()).await, "listing Secrets");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_anonymous_overlay_lets_strangers_create_requests_and_read_nothing() {
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    let overlay = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/anonymous-peering/anonymous-peering.yaml");
+    create_manifest(&admin, &std::fs::read_to_string(overlay).unwrap(), "liqo").await;
+    // No credentials at all: the API server calls it system:anonymous, in system:unauthenticated.
+    let anonymous = Client::try_from(cp.config().unwrap()).unwrap();
+
+    // What RBAC binds to system:unauthenticated, by the bindings themselves (an anonymous caller
+    // may not ask for its own rules): the overlay's create-only rules, nothing else of ours.
+    let review = k8s_openapi::api::authorization::v1::SubjectAccessReview {
+        spec: k8s_openapi::api::authorization::v1::SubjectAccessReviewSpec {
+            user: Some("system:anonymous".into()),
+            groups: Some(vec!["system:unauthenticated".into()]),
+            resource_attributes: None,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let may = |group: &str, resource: &str, verb: &str, namespace: Option<&str>| {
+        let mut r = review.clone();
+        r.spec.resource_attributes = Some(k8s_openapi::api::authorization::v1::ResourceAttributes {
+            group: Some(group.into()),
+            resource: Some(resource.into()),
+            verb: Some(verb.into()),
+            namespace: namespace.map(str::to_owned),
+            ..Default::default()
+        });
+        let admin = admin.clone();
+        async move {
+            let api = Api::<k8s_openapi::api::authorization::v1::SubjectAccessReview>::all(admin);
+            api.create(&PostParams::default(), &r).await.unwrap().status.unwrap().allowed
+        }
+    };
+    for (group, resource, namespace) in
+        [("discovery.liqo.io", "peeringrequests", None), ("discovery.liqo.io", "federationrequests", None), ("", "secrets", Some("liqo"))]
+    {
+        assert!(may(group, resource, "create", namespace).await, "create {resource}");
+        for verb in ["get", "list", "watch", "update", "patch", "delete"] {
+            assert!(!may(group, resource, verb, namespace).await, "{verb} {resource}");
+        }
+    }
+    for (group, resource) in [
+        ("discovery.liqo.io", "foreignclusters"),
+        ("discovery.liqo.io", "searchdomains"),
+        ("config.liqo.io", "clusterconfigs"),
+        ("sharing.liqo.io", "advertisements"),
+    ] {
+        for verb in ["create", "get", "list", "update", "delete"] {
+            assert!(!may(group, resource, verb, None).await, "{verb} {resource}");
+        }
+    }
+    assert!(!may("", "secrets", "create", Some("default")).await, "Secrets only in the Liqo namespace");
+
+    // And in practice: a request can be made, then not read back.
+    let prs = Api::<PeeringRequest>::all(anonymous.clone());
+    prs.create(&PostParams::default(), &request(PEER)).await.unwrap();
+    forbidden(prs.get(PEER).await, "reading the request back");
+    forbidden(Api::<Secret>::namespaced(anonymous.clone(), "liqo").get("auth-token").await, "reading the auth token");
+    forbidden(Api::<ForeignCluster>::all(anonymous).list(&ListParams::default()).await, "listing ForeignClusters");
+}
