@@ -137,6 +137,8 @@ reasons! {
     NoAuthUrl,
     /// The remote is this cluster.
     SelfPeering,
+    /// The remote's `/ids` claims a cluster ID another ForeignCluster already stands for.
+    ClusterIdTaken,
     /// A spec field is malformed.
     InvalidSpec,
     /// Unjoin waits for the remote to remove our PeeringRequest.
@@ -287,6 +289,13 @@ pub const TROUBLESHOOTING: &[Entry] = &[
     ),
     fc(C::Joined, S::False, &[R::NoAuthUrl], "neither `spec.authUrl` nor `spec.apiUrl` + cluster ID", "add the remote's auth address"),
     fc(C::Joined, S::False, &[R::SelfPeering], "the remote cluster ID is ours", "the URL points at this cluster"),
+    fc(
+        C::Joined,
+        S::False,
+        &[R::ClusterIdTaken],
+        "the remote's `/ids` claims the cluster ID of another ForeignCluster here (the message names it); nothing was written",
+        "check the URL: two addresses for one cluster, or a peer impersonating another; delete one of the two",
+    ),
     fc(C::Joined, S::False, &[R::InvalidSpec], "a field of the spec is malformed (the message names it)", "fix the field named"),
     fc(
         C::Joined,

@@ -104,6 +104,7 @@ pub fn pinned_kubeconfig(access: &RemoteAccess) -> Result<Kubeconfig> {
     if kubeconfig.clusters.is_empty() {
         return Err(Error::invalid("kubeconfig", "no cluster"));
     }
+    self_contained(&kubeconfig).map_err(|why| Error::invalid("kubeconfig", why))?;
     for named in &mut kubeconfig.clusters {
         let cluster = named.cluster.get_or_insert_with(Default::default);
         if let Some(url) = access.api_url.as_deref().filter(|u| !u.is_empty()) {
@@ -116,6 +117,43 @@ pub fn pinned_kubeconfig(access: &RemoteAccess) -> Result<Kubeconfig> {
         }
     }
     Ok(kubeconfig)
+}
+
+/// Why a kubeconfig a peer gave us may not be used (pure): it must carry its credentials
+/// inline. A command to run (`exec`, `auth-provider`), a local file to read (`tokenFile`,
+/// `client-certificate`, `client-key`, `certificate-authority` — e.g. our own ServiceAccount
+/// token, which would then be sent to the peer), a proxy, impersonation or a plain-HTTP server
+/// would let a peer act on this machine or through it.
+pub fn self_contained(kubeconfig: &Kubeconfig) -> std::result::Result<(), String> {
+    for named in &kubeconfig.auth_infos {
+        let Some(user) = &named.auth_info else { continue };
+        let refused = [
+            (user.exec.is_some(), "an exec credential plugin (never run)"),
+            (user.auth_provider.is_some(), "an auth-provider (never run)"),
+            (user.token_file.is_some(), "a tokenFile (a local file)"),
+            (user.client_certificate.is_some(), "a client-certificate path (a local file)"),
+            (user.client_key.is_some(), "a client-key path (a local file)"),
+            (user.impersonate.is_some() || user.impersonate_groups.is_some() || user.impersonate_uid.is_some(), "impersonation"),
+        ];
+        if let Some((_, what)) = refused.iter().find(|(present, _)| *present) {
+            return Err(format!("user {:?} has {what}: only inline credentials are accepted from a peer", named.name));
+        }
+    }
+    for named in &kubeconfig.clusters {
+        let Some(cluster) = &named.cluster else { continue };
+        if cluster.certificate_authority.is_some() {
+            return Err(format!("cluster {:?} names a certificate-authority file: only inline data is accepted from a peer", named.name));
+        }
+        if cluster.proxy_url.is_some() {
+            return Err(format!("cluster {:?} names a proxy-url: not accepted from a peer", named.name));
+        }
+        if let Some(server) = &cluster.server
+            && !server.starts_with("https://")
+        {
+            return Err(format!("cluster {:?} server {server:?} is not an https:// URL", named.name));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -154,6 +192,51 @@ mod tests {
         assert_eq!(c.certificate_authority_data.as_deref(), Some("UEVN"));
         let user = k.auth_infos[0].auth_info.clone().unwrap_or_default();
         assert!(user.token.is_none() && user.client_certificate_data.is_none() && user.username.is_none());
+    }
+
+    #[test]
+    fn a_peers_kubeconfig_may_not_run_commands_read_files_or_proxy() {
+        let with_user = |user: &str| ISSUED.replace("  user:\n    token: t\n", &format!("  user:\n{user}"));
+        let cases = [
+            (
+                with_user(
+                    "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/sh\n      args: [-c, 'touch /tmp/pwned']\n",
+                ),
+                "exec",
+            ),
+            (with_user("    auth-provider:\n      name: gcp\n      config: {cmd-path: /bin/sh}\n"), "auth-provider"),
+            (with_user("    tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token\n"), "tokenFile"),
+            (with_user("    client-certificate: /etc/ssl/private/c.crt\n    client-key: /etc/ssl/private/c.key\n"), "client-certificate"),
+            (with_user("    token: t\n    as: system:admin\n"), "impersonation"),
+            (ISSUED.replace("    certificate-authority-data: b2xk\n", "    certificate-authority: /etc/passwd\n"), "certificate-authority"),
+            (ISSUED.replace("    insecure-skip-tls-verify: true\n", "    proxy-url: http://10.0.0.9:3128\n"), "proxy-url"),
+            (ISSUED.replace("https://10.0.0.1:6443", "http://10.0.0.1:6443"), "https://"),
+        ];
+        for (kubeconfig, what) in cases {
+            let access = RemoteAccess { kubeconfig: kubeconfig.clone(), api_url: None, ca_pem: Some("PEM".into()) };
+            let err = pinned_kubeconfig(&access).unwrap_err().to_string();
+            assert!(err.contains(what), "{what}: {err}\n{kubeconfig}");
+        }
+        // Inline credentials are fine.
+        let inline = with_user("    client-certificate-data: Y2VydA==\n    client-key-data: a2V5\n");
+        assert!(pinned_kubeconfig(&RemoteAccess { kubeconfig: inline, api_url: None, ca_pem: None }).is_ok());
+    }
+
+    /// Through the real client path: the exec plugin a hostile Secret names is never run.
+    #[tokio::test]
+    async fn the_network_never_runs_a_peers_exec_plugin() {
+        let marker = std::env::temp_dir().join(format!("liqo-exec-ran-{}", std::process::id()));
+        let user = format!(
+            "  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/sh\n      args: [-c, 'touch {}']\n",
+            marker.display()
+        );
+        let kubeconfig = ISSUED.replace("  user:\n    token: t\n", &user);
+        let network = Network { roots: Verify::Nothing, api_timeout: Duration::from_secs(1) };
+        let Err(err) = network.api_client(&RemoteAccess { kubeconfig, api_url: None, ca_pem: None }).await else {
+            panic!("a client was made from a kubeconfig with an exec plugin");
+        };
+        assert!(err.to_string().contains("exec credential plugin (never run)"), "{err}");
+        assert!(!marker.exists(), "the command ran");
     }
 
     #[test]

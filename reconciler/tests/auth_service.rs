@@ -338,3 +338,24 @@ async fn an_oversized_identity_body_is_refused() {
     assert!(r.calls.lock().unwrap().is_empty());
     assert_eq!(r.call("POST", "/identity", Some(json!({"clusterID": PEER, "token": "s3cret"}))).await.status, 201);
 }
+
+/// A peer whose `/ids` answers 10 MB: refused once the answer passes the client's 1 MiB cap,
+/// never read whole.
+#[tokio::test]
+async fn a_peer_answering_ten_megabytes_is_refused() {
+    use liqo_reconciler::auth::client::{self, Verify};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let certs = tempfile::tempdir().unwrap();
+    let sans = ["localhost".to_owned(), "127.0.0.1".to_owned()];
+    liqo_certs::files::ensure(certs.path(), &sans, time::OffsetDateTime::now_utc(), &Default::default()).unwrap();
+    let cert = ReloadingCert::load(CertFiles { cert: certs.path().join("tls.crt"), key: certs.path().join("tls.key") }).unwrap();
+    let huge = format!("{{\"clusterId\":\"{}\"}}", "x".repeat(10 << 20));
+    let router = axum::Router::new().route("/ids", axum::routing::get(move || std::future::ready(huge.clone())));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let handle = axum_server::Handle::new();
+    tokio::spawn(serve_https(listener, server_config(cert), router, handle.clone()));
+    handle.listening().await.unwrap();
+    let err = client::ids(&url, &Verify::Nothing).await.unwrap_err();
+    assert!(err.to_string().contains("length limit"), "{err}");
+}

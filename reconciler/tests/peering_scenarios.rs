@@ -193,9 +193,19 @@ fn world(home: Vec<Call>, remote: Vec<Call>, trust: TrustMode) -> World {
 
 /// The context of a home cluster with our auth service at `https://home.example:8443`.
 fn context<P: Peers>(client: Client, peers: P, secrets: Store<Secret>, adverts: Store<Advertisement>) -> Ctx<P> {
+    context_knowing(client, peers, secrets, adverts, reflector::store().0)
+}
+
+/// [`context`], with the ForeignClusters the controller's store holds.
+fn context_knowing<P: Peers>(
+    client: Client,
+    peers: P,
+    secrets: Store<Secret>,
+    adverts: Store<Advertisement>,
+    foreign: Store<ForeignCluster>,
+) -> Ctx<P> {
     let (_, id_rx) = watch::channel(Some(HOME.to_owned()));
     let (_, cfg_rx) = watch::channel(Some(ClusterConfigSpec::default()));
-    let (foreign, _) = reflector::store();
     let shared = Shared::new(client, "liqo", id_rx, cfg_rx, Arc::new(peers), foreign);
     let api_server = ApiServer { url: "https://home.example:6443".into(), ca_pem: ca_pem("home-api-ca") };
     Ctx::new(shared, api_server, Some("https://home.example:8443".into()), secrets, adverts).with_token_lifetime(Duration::from_secs(3600))
@@ -973,4 +983,75 @@ async fn a_malformed_answer_is_not_called_unreachable() {
     let written = w.home.lock().unwrap()[0].2.clone();
     let (status, reason, _) = condition_of(&written["status"], "RemoteReachable");
     assert_eq!((status.as_str(), reason.as_str()), ("False", "RemoteInvalid"));
+}
+
+/// A peer whose `/ids` claims `.1` as its cluster ID.
+struct Claiming(Handle, &'static str);
+
+impl Peers for Claiming {
+    async fn probe_trust(&self, a: &str) -> Result<TrustMode, Error> {
+        self.0.probe_trust(a).await
+    }
+    async fn ids(&self, a: &str, t: TrustMode) -> Result<Ids, Error> {
+        Ok(Ids { cluster_id: self.1.into(), ..self.0.ids(a, t).await? })
+    }
+    async fn ca(&self, a: &str, t: TrustMode) -> Result<String, Error> {
+        self.0.ca(a, t).await
+    }
+    async fn identity(&self, a: &str, t: TrustMode, r: &IdentityRequest) -> Result<IdentityResponse, Error> {
+        self.0.identity(a, t, r).await
+    }
+    async fn api_client(&self, a: &RemoteAccess) -> Result<Client, Error> {
+        self.0.api_client(a).await
+    }
+    async fn cluster_info_ca(&self, a: &str, t: TrustMode) -> Result<String, Error> {
+        self.0.cluster_info_ca(a, t).await
+    }
+}
+
+/// A hostile peer's claim, judged with `known` in the store: the status written (the only call).
+async fn claimed(id: &'static str, known: Option<ForeignCluster>) -> (Value, Action) {
+    let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+    let w = world(home.clone(), vec![], TrustMode::Untrusted);
+    let (foreign, mut writer) = reflector::store();
+    if let Some(k) = known {
+        writer.apply_watcher_event(&watcher::Event::Apply(k));
+    }
+    let peers = Claiming(Handle(w.peer.clone()), id);
+    let ctx = Arc::new(context_knowing(w.ctx.shared.client.clone(), peers, w.ctx.secrets.clone(), w.ctx.advertisements.clone(), foreign));
+    let spec = json!({"join": true, "authUrl": AUTH, "discoveryType": "Manual", "allowUntrustedCA": true, "trustMode": "Untrusted"});
+    let fc: ForeignCluster = serde_json::from_value(fc(spec, json!({}), false)).unwrap();
+    let action = reconcile(Arc::new(fc), ctx).await.unwrap();
+    expect(&w.home, &home);
+    let written = w.home.lock().unwrap()[0].2.clone();
+    assert!(calls_of(&w.remote).is_empty(), "nothing asked of the remote");
+    (written, action)
+}
+
+#[tokio::test]
+async fn a_peer_claiming_our_own_id_is_refused_before_anything_is_written() {
+    let (written, action) = claimed(HOME, None).await;
+    let (status, reason, message) = condition_of(&written["status"], "Joined");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "SelfPeering"));
+    assert!(message.contains(&format!("{AUTH}/ids answers this cluster's own ID {HOME}")), "{message}");
+    assert_eq!(action, Action::await_change());
+}
+
+#[tokio::test]
+async fn a_peer_claiming_another_peers_id_is_refused_before_anything_is_written() {
+    let victim = ForeignCluster::new(
+        "the-real-one",
+        serde_json::from_value(json!({"clusterIdentity": {"clusterID": REMOTE}, "authUrl": "https://real.example:8443"})).unwrap(),
+    );
+    let (written, action) = claimed(REMOTE, Some(victim)).await;
+    let (status, reason, message) = condition_of(&written["status"], "Joined");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "ClusterIdTaken"));
+    assert!(message.contains("which ForeignCluster the-real-one already stands for"), "{message}");
+    assert_ne!(action, Action::await_change(), "looked at again later (the other may go away)");
+    // The same ID with no other holder is identified as usual (the spec patched).
+    let home = vec![call("PATCH", format!("{FCS}/{FC}"), 200, any_fc())];
+    let w = world(home.clone(), vec![], TrustMode::Untrusted);
+    let spec = json!({"join": true, "authUrl": AUTH, "discoveryType": "Manual", "allowUntrustedCA": true, "trustMode": "Untrusted"});
+    w.reconcile(fc(spec, json!({}), false)).await.unwrap();
+    expect(&w.home, &home);
 }

@@ -40,7 +40,15 @@ pub enum RecordError {
     },
     /// Neither a usable address nor an `auth` URL.
     NoAddress,
+    /// A Liqo key longer than one DNS character-string can be (255 bytes).
+    TooLong {
+        key: &'static str,
+        len: usize,
+    },
 }
+
+/// The longest value of a Liqo key: one TXT character-string holds at most 255 bytes.
+pub const MAX_VALUE: usize = 255;
 
 impl fmt::Display for RecordError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -49,6 +57,7 @@ impl fmt::Display for RecordError {
             Self::MalformedId(id, e) => write!(f, "{KEY_ID}={id:?} is not a cluster ID: {e}"),
             Self::BadUrl { key, value } => write!(f, "{key}={value:?} is not an https://host:port URL"),
             Self::NoAddress => write!(f, "no address to reach the cluster and no {KEY_AUTH}= key"),
+            Self::TooLong { key, len } => write!(f, "{key}= is {len} bytes long (at most {MAX_VALUE})"),
         }
     }
 }
@@ -87,6 +96,11 @@ pub struct LiqoTxt {
 
 impl LiqoTxt {
     pub fn parse(pairs: &BTreeMap<String, String>) -> Result<Self, RecordError> {
+        for key in [KEY_ID, KEY_NAMESPACE, KEY_NAME, KEY_AUTH, KEY_API] {
+            if let Some(len) = pairs.get(key).map(String::len).filter(|l| *l > MAX_VALUE) {
+                return Err(RecordError::TooLong { key, len });
+            }
+        }
         let get = |k: &str| pairs.get(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
         let id = get(KEY_ID);
         if let Some(id) = &id {
@@ -193,6 +207,26 @@ mod tests {
     use super::*;
 
     const ID: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
+
+    #[test]
+    fn a_hostile_record_is_refused_quickly_and_says_why() {
+        let addr = [IpAddr::from([10, 0, 0, 2])];
+        // 1,000 keys: the Liqo ones still read, the rest ignored.
+        let mut many: Vec<String> = (0..1000).map(|i| format!("k{i}=v{i}")).collect();
+        many.push(format!("id={ID}"));
+        let found = from_mdns(&many, &addr, 443).unwrap();
+        assert_eq!(found.cluster_id, ID);
+        // A 60 KB value of a Liqo key: refused, the error short.
+        for key in [KEY_NAME, KEY_NAMESPACE, KEY_AUTH, KEY_ID] {
+            let huge = [format!("id={ID}"), format!("{key}={}", "x".repeat(60 * 1024))];
+            let huge: Vec<&String> = if key == KEY_ID { vec![&huge[1]] } else { huge.iter().collect() };
+            let err = from_mdns(&huge, &addr, 443).unwrap_err();
+            assert_eq!(err, RecordError::TooLong { key, len: 60 * 1024 });
+            assert!(err.to_string().len() < 100, "{err}");
+        }
+        // The same through DNS-SD.
+        assert!(matches!(from_dns("h.example", 443, &[format!("name={}", "n".repeat(300))]), Err(RecordError::TooLong { .. })));
+    }
 
     #[test]
     fn txt_keys_are_case_insensitive_first_wins_and_attributes_are_empty() {

@@ -46,6 +46,27 @@ impl From<kube::Error> for Stop {
 
 type Step<T> = std::result::Result<T, Stop>;
 
+/// A cluster ID the remote's `/ids` claims is refused, before anything is written, when it is
+/// ours or another ForeignCluster's (a peer impersonating another would otherwise take over its
+/// Secrets, which are named by cluster ID).
+fn refuse_claim<P: Peers>(j: Join<'_, P>, claimed: &str, r: &mut Report) -> Step<()> {
+    let url = j.way.url();
+    if claimed == j.own_id {
+        r.set(Phase::Joined, Status::False, Reason::SelfPeering, format!("{url}/ids answers this cluster's own ID {claimed}"));
+        return Err(Stop::Report(Action::await_change()));
+    }
+    let me = j.fc.name_any();
+    let holder =
+        j.ctx.shared.foreign.state().into_iter().find(|other| other.name_any() != me && other.spec.remote_cluster_id() == Some(claimed));
+    if let Some(other) = holder {
+        let message =
+            format!("{url}/ids answers cluster ID {claimed}, which ForeignCluster {} already stands for: refused", other.name_any());
+        r.set(Phase::Joined, Status::False, Reason::ClusterIdTaken, message);
+        return Err(Stop::Report(Action::requeue(j.ctx.timing.health)));
+    }
+    Ok(())
+}
+
 /// The remote as identified.
 struct Remote {
     id: String,
@@ -151,6 +172,9 @@ async fn identify<P: Peers>(j: Join<'_, P>, r: &mut Report) -> Step<Remote> {
         }
         _ => None,
     };
+    if let Some(claimed) = ids.as_ref().map(|i| i.cluster_id.as_str()) {
+        refuse_claim(j, claimed, r)?;
+    }
     let answered = ids.as_ref().map(|i| (i.cluster_id.as_str(), i.cluster_name.as_str(), i.guest_namespace.as_str()));
     if let Some(patch) = decide::identification_patch(spec, probed, answered) {
         patch_spec(&ctx.shared.client, fc, patch).await?;
