@@ -125,6 +125,11 @@ pub struct ForeignClusterSpec {
     /// Whether the remote CA is trusted (default `Unknown`; set it to trust or distrust explicitly).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_mode: Option<TrustMode>,
+    /// Pairing by fingerprint: the SHA-256 (hex, colons optional) of a certificate the remote's
+    /// auth service presents, as its operator read it out. An untrusted remote that presents it
+    /// is trusted; one that does not is refused. The way to peer with a self-signed cluster.
+    #[serde(rename = "trustedCAFingerprint", default, skip_serializing_if = "Option::is_none")]
+    pub trusted_ca_fingerprint: Option<String>,
 }
 
 impl ForeignClusterSpec {
@@ -147,6 +152,11 @@ impl ForeignClusterSpec {
 
     pub fn allow_untrusted_ca(&self) -> bool {
         self.allow_untrusted_ca.unwrap_or(false)
+    }
+
+    /// `trustedCAFingerprint`, normalised (lowercase hex, no colons), when it is one.
+    pub fn approved_fingerprint(&self) -> Option<String> {
+        self.trusted_ca_fingerprint.as_deref().and_then(normalize_fingerprint)
     }
 
     pub fn trust_mode(&self) -> TrustMode {
@@ -214,4 +224,31 @@ pub struct ForeignClusterStatus {
     pub incoming: Option<IncomingStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_status: Option<AuthStatus>,
+}
+
+/// A SHA-256 fingerprint as 64 lowercase hex digits (pure): accepts upper case, colons and
+/// spaces between digits (`AB:CD:…`, as `openssl x509 -fingerprint -sha256` prints it); `None`
+/// for anything else.
+pub fn normalize_fingerprint(text: &str) -> Option<String> {
+    let text = text.trim();
+    let text = text.strip_prefix("sha256:").or_else(|| text.strip_prefix("SHA256:")).unwrap_or(text);
+    let hex: String = text.chars().filter(|c| *c != ':' && *c != ' ').collect::<String>().to_ascii_lowercase();
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(hex)
+}
+
+#[cfg(test)]
+mod fingerprint_tests {
+    use super::normalize_fingerprint;
+
+    #[test]
+    fn fingerprints_are_read_as_openssl_and_people_write_them() {
+        let hex = "ab".repeat(32);
+        let colons = vec!["AB"; 32].join(":");
+        assert_eq!(normalize_fingerprint(&hex).as_deref(), Some(&*hex));
+        assert_eq!(normalize_fingerprint(&colons).as_deref(), Some(&*hex));
+        assert_eq!(normalize_fingerprint(&format!("sha256:{hex}")).as_deref(), Some(&*hex));
+        for bad in ["", "ab", &"ab".repeat(31), &"zz".repeat(32), &"ab".repeat(33)] {
+            assert_eq!(normalize_fingerprint(bad), None, "{bad}");
+        }
+    }
 }

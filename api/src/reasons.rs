@@ -93,8 +93,13 @@ reasons! {
     Trusted,
     /// Unknown certificate authority, allowed (spec or autojoinUntrusted).
     UntrustedAllowed,
-    /// Unknown certificate authority, nothing allows it.
-    UntrustedNotAllowed,
+    /// Unknown certificate authority, nothing allows it: waits for the user to approve its
+    /// fingerprint.
+    AwaitingApproval,
+    /// Paired by fingerprint: a presented certificate has `spec.trustedCAFingerprint`.
+    FingerprintApproved,
+    /// `spec.trustedCAFingerprint` is set and no presented certificate has it.
+    FingerprintMismatch,
     /// The remote's certificate is invalid for another reason than its issuer.
     TlsError,
     // Authenticated
@@ -200,9 +205,23 @@ pub const TROUBLESHOOTING: &[Entry] = &[
     fc(
         C::Trusted,
         S::False,
-        &[R::UntrustedNotAllowed],
-        "the remote's certificate is not signed by a CA we trust",
-        "set `spec.allowUntrustedCA: true`, or `--trusted-ca-file` with the remote's CA (then `Trusted`)",
+        &[R::AwaitingApproval],
+        "the remote's certificate is not signed by a CA we trust; the message shows the SHA-256 fingerprint it presents",
+        "compare it with the remote operator's, then `kubectl liqo trust NAME --fingerprint …` (sets `spec.trustedCAFingerprint`); or `--trusted-ca-file` with the remote's CA",
+    ),
+    fc(
+        C::Trusted,
+        S::True,
+        &[R::FingerprintApproved],
+        "paired by fingerprint: the remote presents the certificate `spec.trustedCAFingerprint` names (checked on every connection)",
+        "",
+    ),
+    fc(
+        C::Trusted,
+        S::False,
+        &[R::FingerprintMismatch],
+        "the remote no longer presents the approved fingerprint (a renewed certificate, or someone else)",
+        "ask the remote's operator for the new fingerprint; approve it again only if it matches",
     ),
     fc(
         C::Trusted,
@@ -422,7 +441,7 @@ mod tests {
 
     #[test]
     fn hints_come_from_the_rows() {
-        assert!(Reason::UntrustedNotAllowed.hint().contains("allowUntrustedCA"));
+        assert!(Reason::AwaitingApproval.hint().contains("kubectl liqo trust"));
         assert_eq!(Reason::PeerRefused.entry_for(ConditionType::Advertised).kind, "PeeringRequest");
         assert_eq!(Reason::PeerRefused.entry_for(ConditionType::Joined).kind, "ForeignCluster");
         assert_eq!(Reason::Joined.hint(), "");

@@ -34,7 +34,9 @@ impl Phase {
             && matches!(
                 Reason::parse(&self.reason),
                 Some(
-                    Reason::UntrustedNotAllowed
+                    Reason::AwaitingApproval
+                        | Reason::FingerprintMismatch
+                        | Reason::ClusterIdTaken
                         | Reason::TokenRefused
                         | Reason::EmptyTokenRefused
                         | Reason::SelfPeering

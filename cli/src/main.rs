@@ -81,6 +81,17 @@ enum Command {
         #[arg(long, num_args = 0..=1, default_missing_value = "2m", value_parser = parse_duration)]
         wait: Option<Duration>,
     },
+    /// Trust PEER by the SHA-256 fingerprint of the certificate it presents (shown by
+    /// `kubectl liqo status PEER` while it awaits approval): compare it with the one the
+    /// remote's operator reads out first.
+    #[command(after_help = "Example:\n  kubectl liqo trust my-peer --fingerprint 3F:0A:…:9C")]
+    Trust {
+        /// A peer: its ForeignCluster's name or its cluster ID.
+        peer: String,
+        /// SHA-256, hex, colons allowed.
+        #[arg(long)]
+        fingerprint: String,
+    },
     /// Browse the LAN (mDNS) and/or DNS domains (DNS-SD) for Liqo clusters; no Kubernetes
     /// cluster needed. Exits 1 when a DNS domain does not resolve.
     #[command(
@@ -222,6 +233,11 @@ async fn run(cli: Cli) -> Result<()> {
                     if let Some(deadline) = wait {
                         peer::wait_unjoined(&client, &name, &id, delete, deadline, &mut stdout).await?;
                     }
+                    Ok(())
+                }
+                Command::Trust { peer, fingerprint } => {
+                    let (name, fingerprint) = peer::trust(&client, &peer, &fingerprint).await?;
+                    println!("ForeignCluster {name}: trusted by fingerprint {fingerprint}; checked on every connection to it");
                     Ok(())
                 }
                 Command::Domain(DomainCommand::Add { domain, name, autojoin, no_autojoin }) => {

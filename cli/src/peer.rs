@@ -187,6 +187,24 @@ pub async fn unpeer(client: &Client, peer: &str, delete: bool) -> Result<(String
     Ok((name, id))
 }
 
+/// Approves `fingerprint` for PEER (`spec.trustedCAFingerprint`); returns the ForeignCluster's
+/// name and the fingerprint as stored (normalised).
+pub async fn trust(client: &Client, peer: &str, fingerprint: &str) -> Result<(String, String)> {
+    let Some(normal) = liqo_api::normalize_fingerprint(fingerprint) else {
+        return Err(CliError::Usage(format!(
+            "--fingerprint {fingerprint:?} is not a SHA-256 fingerprint (64 hex digits, colons allowed, as `openssl x509 -fingerprint -sha256` prints it)"
+        )));
+    };
+    let fc = find(client, peer).await?;
+    let name = fc.name_any();
+    let patch = serde_json::json!({"spec": {"trustedCAFingerprint": normal}});
+    Api::<ForeignCluster>::all(client.clone())
+        .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(|e| CliError::api(format!("updating ForeignCluster {name}"), e))?;
+    Ok((name, normal))
+}
+
 /// Waits for the unjoin cascade and says what it saw.
 pub async fn wait_unjoined(client: &Client, name: &str, id: &str, delete: bool, deadline: Duration, out: &mut impl Write) -> Result<()> {
     let started = Instant::now();

@@ -101,6 +101,45 @@ async fn peer_status_and_unpeer_as_a_user_runs_them() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }
 
+/// Seed 003's "not possible to trust or not CAs" lifted: a self-signed remote waits for
+/// approval showing the fingerprint it presents; a wrong fingerprint is refused; the one its
+/// operator reads out (from the remote's own certificate) peers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pairing_by_fingerprint_as_a_user_does_it() {
+    if !ready_to_run() {
+        return;
+    }
+    let Some(t) = two_clusters_with(&["--leader-election=false"]).await else { return };
+    let _webhooks = (start_webhook(&t.home).await, start_webhook(&t.remote).await);
+    let out = kubectl_liqo(&t.home_cp, &["peer", &t.remote_rec.auth_url, "--name", "remote"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let waiting =
+        fc_where(&t.home, "remote", "awaiting approval", |f| phase(f, "Trusted").is_some_and(|p| p.1 == "AwaitingApproval")).await;
+    let message = phase(&waiting, "Trusted").unwrap().2;
+
+    // What the remote's operator reads out: the fingerprint of its auth service's certificate.
+    let pem = std::fs::read_to_string(t.remote_cp.path().join("remote-auth-certs/tls.crt")).unwrap();
+    let theirs = liqo_certs::inspect::fingerprint_sha256(&pem).unwrap();
+    assert!(message.contains(&format!("SHA-256 {theirs}")), "the page shows what the remote presents: {message}");
+    let said = text(&kubectl_liqo(&t.home_cp, &["status", "remote"]));
+    assert!(said.contains(&theirs) && said.contains("kubectl liqo trust remote --fingerprint"), "{said}");
+
+    // Not a fingerprint: a usage error. Another one: refused, nothing joined.
+    let out = kubectl_liqo(&t.home_cp, &["trust", "remote", "--fingerprint", "12:34"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let out = kubectl_liqo(&t.home_cp, &["trust", "remote", "--fingerprint", &"0".repeat(64)]);
+    assert!(out.status.success(), "{}", text(&out));
+    fc_where(&t.home, "remote", "a mismatch", |f| phase(f, "Trusted").is_some_and(|p| p.1 == "FingerprintMismatch")).await;
+
+    // The right one, written as openssl prints it.
+    let colons: Vec<String> = theirs.as_bytes().chunks(2).map(|c| String::from_utf8_lossy(c).to_uppercase()).collect();
+    let out = kubectl_liqo(&t.home_cp, &["trust", "remote", "--fingerprint", &colons.join(":")]);
+    assert!(text(&out).contains(&format!("trusted by fingerprint {theirs}")), "{}", text(&out));
+    let joined = fc_where(&t.home, "remote", "joined by fingerprint", outgoing_joined).await;
+    assert_eq!(phase(&joined, "Trusted").unwrap().1, "FingerprintApproved");
+    assert!(!joined.spec.allow_untrusted_ca(), "no allowUntrustedCA needed");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peer_wait_on_a_terminal_shows_live_progress() {
     if !ready_to_run() {

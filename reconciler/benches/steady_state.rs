@@ -21,7 +21,7 @@ use liqo_reconciler::auth::service::{ApiServer, kubeconfig};
 use liqo_reconciler::auth::wire::{IdentityRequest, IdentityResponse, Ids};
 use liqo_reconciler::context::Shared;
 use liqo_reconciler::foreign_cluster::{Ctx, MANAGED_BY, reconcile};
-use liqo_reconciler::peer::{Peers, RemoteAccess};
+use liqo_reconciler::peer::{Peers, RemoteAccess, Trust};
 use serde_json::json;
 use tokio::sync::watch;
 
@@ -74,19 +74,19 @@ impl Peers for OneRemote {
     async fn probe_trust(&self, _: &str) -> Result<TrustMode, Error> {
         Err(Error::NotReady("not in steady state"))
     }
-    async fn ids(&self, _: &str, _: TrustMode) -> Result<Ids, Error> {
+    async fn ids(&self, _: &str, _: Trust) -> Result<Ids, Error> {
         Err(Error::NotReady("not in steady state"))
     }
-    async fn ca(&self, _: &str, _: TrustMode) -> Result<String, Error> {
+    async fn ca(&self, _: &str, _: Trust) -> Result<String, Error> {
         Err(Error::NotReady("not in steady state"))
     }
-    async fn identity(&self, _: &str, _: TrustMode, _: &IdentityRequest) -> Result<IdentityResponse, Error> {
+    async fn identity(&self, _: &str, _: Trust, _: &IdentityRequest) -> Result<IdentityResponse, Error> {
         Err(Error::NotReady("not in steady state"))
     }
     async fn api_client(&self, _: &RemoteAccess) -> Result<Client, Error> {
         Ok(self.0.clone())
     }
-    async fn cluster_info_ca(&self, _: &str, _: TrustMode) -> Result<String, Error> {
+    async fn cluster_info_ca(&self, _: &str, _: Trust) -> Result<String, Error> {
         Err(Error::NotReady("not in steady state"))
     }
 }

@@ -24,27 +24,49 @@ pub struct RemoteAccess {
     pub ca_pem: Option<String>,
 }
 
+/// How a peer's certificate is checked on a call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Trust {
+    /// Against our roots.
+    Roots,
+    /// Not at all (an untrusted CA the operator allowed, or discovery's read-only `/ids`).
+    Anything,
+    /// One of the certificates presented must have this SHA-256 (lowercase hex): paired by
+    /// `spec.trustedCAFingerprint`.
+    Fingerprint(String),
+}
+
+impl From<TrustMode> for Trust {
+    fn from(mode: TrustMode) -> Self {
+        match mode {
+            TrustMode::Untrusted => Trust::Anything,
+            TrustMode::Trusted | TrustMode::Unknown => Trust::Roots,
+        }
+    }
+}
+
 /// Calls to another cluster.
 pub trait Peers: Send + Sync + 'static {
     /// Trusted when the auth service's certificate verifies against our roots, Untrusted when
     /// its issuer is unknown; any other failure is an error.
     fn probe_trust(&self, auth_url: &str) -> impl Future<Output = Result<TrustMode>> + Send;
     /// `GET /ids`, verified as `trust` says (Untrusted: not verified).
-    fn ids(&self, auth_url: &str, trust: TrustMode) -> impl Future<Output = Result<Ids>> + Send;
+    fn ids(&self, auth_url: &str, trust: Trust) -> impl Future<Output = Result<Ids>> + Send;
     /// `GET /ca`: the peer's API server CA (PEM).
-    fn ca(&self, auth_url: &str, trust: TrustMode) -> impl Future<Output = Result<String>> + Send;
+    fn ca(&self, auth_url: &str, trust: Trust) -> impl Future<Output = Result<String>> + Send;
     /// `POST /identity`.
-    fn identity(
-        &self,
-        auth_url: &str,
-        trust: TrustMode,
-        request: &IdentityRequest,
-    ) -> impl Future<Output = Result<IdentityResponse>> + Send;
+    fn identity(&self, auth_url: &str, trust: Trust, request: &IdentityRequest) -> impl Future<Output = Result<IdentityResponse>> + Send;
     /// A client for the peer's API server.
     fn api_client(&self, access: &RemoteAccess) -> impl Future<Output = Result<Client>> + Send;
     /// The peer's API server CA from its `kube-public/cluster-info` (for peers known by
     /// `apiUrl` only), verified as `trust` says.
-    fn cluster_info_ca(&self, api_url: &str, trust: TrustMode) -> impl Future<Output = Result<String>> + Send;
+    fn cluster_info_ca(&self, api_url: &str, trust: Trust) -> impl Future<Output = Result<String>> + Send;
+    /// The SHA-256 fingerprints (lowercase hex) of the certificates the auth service at
+    /// `auth_url` presents, leaf first: what a user compares when pairing by fingerprint.
+    fn presented_fingerprints(&self, auth_url: &str) -> impl Future<Output = Result<Vec<String>>> + Send {
+        let url = auth_url.to_owned();
+        async move { Err(Error::Tls(format!("{url}: reading fingerprints is not supported here"))) }
+    }
 }
 
 /// The real network.
@@ -57,10 +79,11 @@ pub struct Network {
 }
 
 impl Network {
-    fn verify(&self, trust: TrustMode) -> Verify {
+    fn verify(&self, trust: Trust) -> Verify {
         match trust {
-            TrustMode::Untrusted => Verify::Nothing,
-            _ => self.roots.clone(),
+            Trust::Anything => Verify::Nothing,
+            Trust::Fingerprint(fp) => Verify::Fingerprint(fp),
+            Trust::Roots => self.roots.clone(),
         }
     }
 }
@@ -69,17 +92,20 @@ impl Peers for Network {
     async fn probe_trust(&self, auth_url: &str) -> Result<TrustMode> {
         client::probe_trust(auth_url, &self.roots).await
     }
-    async fn ids(&self, auth_url: &str, trust: TrustMode) -> Result<Ids> {
+    async fn ids(&self, auth_url: &str, trust: Trust) -> Result<Ids> {
         client::ids(auth_url, &self.verify(trust)).await
     }
-    async fn ca(&self, auth_url: &str, trust: TrustMode) -> Result<String> {
+    async fn ca(&self, auth_url: &str, trust: Trust) -> Result<String> {
         client::ca(auth_url, &self.verify(trust)).await
     }
-    async fn identity(&self, auth_url: &str, trust: TrustMode, request: &IdentityRequest) -> Result<IdentityResponse> {
+    async fn identity(&self, auth_url: &str, trust: Trust, request: &IdentityRequest) -> Result<IdentityResponse> {
         client::identity(auth_url, &self.verify(trust), request).await
     }
-    async fn cluster_info_ca(&self, api_url: &str, trust: TrustMode) -> Result<String> {
+    async fn cluster_info_ca(&self, api_url: &str, trust: Trust) -> Result<String> {
         client::cluster_info_ca(api_url, &self.verify(trust)).await
+    }
+    async fn presented_fingerprints(&self, auth_url: &str) -> Result<Vec<String>> {
+        client::presented_fingerprints(auth_url).await
     }
     async fn api_client(&self, access: &RemoteAccess) -> Result<Client> {
         let kubeconfig = pinned_kubeconfig(access)?;

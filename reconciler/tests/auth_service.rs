@@ -359,3 +359,18 @@ async fn a_peer_answering_ten_megabytes_is_refused() {
     let err = client::ids(&url, &Verify::Nothing).await.unwrap_err();
     assert!(err.to_string().contains("length limit"), "{err}");
 }
+
+/// Pairing by fingerprint over real TLS: the fingerprint read is the certificate's, a call
+/// verified by it succeeds, and one expecting another fingerprint is refused at the handshake.
+#[tokio::test]
+async fn calls_are_verified_by_an_approved_fingerprint() {
+    use liqo_reconciler::auth::client::{self, Verify};
+    let r = start(Some(OWN)).await;
+    let url = format!("https://127.0.0.1:{}", r.addr.port());
+    let pem = std::fs::read_to_string(r.certs.path().join("tls.crt")).unwrap();
+    let leaf = liqo_certs::inspect::fingerprint_sha256(&pem).unwrap().replace(':', "").to_lowercase();
+    assert_eq!(client::presented_fingerprints(&url).await.unwrap(), std::slice::from_ref(&leaf));
+    assert_eq!(client::ids(&url, &Verify::Fingerprint(leaf)).await.unwrap().cluster_id, OWN);
+    let err = client::ids(&url, &Verify::Fingerprint("00".repeat(32))).await.unwrap_err();
+    assert!(err.to_string().contains("no certificate presented has the approved fingerprint"), "{err}");
+}

@@ -15,7 +15,7 @@ use liqo_api::TrustMode;
 use liqo_reconciler::Error;
 use liqo_reconciler::auth::wire::{IdentityRequest, IdentityResponse, Ids};
 use liqo_reconciler::broadcaster::Broadcasters;
-use liqo_reconciler::peer::{Peers, RemoteAccess};
+use liqo_reconciler::peer::{Peers, RemoteAccess, Trust};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -71,13 +71,13 @@ impl Peers for FakePeers {
     async fn probe_trust(&self, _: &str) -> Result<TrustMode, Error> {
         unreachable!("broadcasters do not probe")
     }
-    async fn ids(&self, _: &str, _: TrustMode) -> Result<Ids, Error> {
+    async fn ids(&self, _: &str, _: Trust) -> Result<Ids, Error> {
         unreachable!()
     }
-    async fn ca(&self, _: &str, _: TrustMode) -> Result<String, Error> {
+    async fn ca(&self, _: &str, _: Trust) -> Result<String, Error> {
         unreachable!()
     }
-    async fn identity(&self, _: &str, _: TrustMode, _: &IdentityRequest) -> Result<IdentityResponse, Error> {
+    async fn identity(&self, _: &str, _: Trust, _: &IdentityRequest) -> Result<IdentityResponse, Error> {
         unreachable!()
     }
     async fn api_client(&self, access: &RemoteAccess) -> Result<Client, Error> {
@@ -85,7 +85,7 @@ impl Peers for FakePeers {
         self.built.lock().unwrap().push(access.kubeconfig.clone());
         Ok(self.remote.clone())
     }
-    async fn cluster_info_ca(&self, _: &str, _: TrustMode) -> Result<String, Error> {
+    async fn cluster_info_ca(&self, _: &str, _: Trust) -> Result<String, Error> {
         unreachable!()
     }
 }

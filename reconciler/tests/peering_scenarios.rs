@@ -21,7 +21,7 @@ use liqo_reconciler::auth::wire::{IdentityRequest, IdentityResponse, Ids};
 use liqo_reconciler::context::Shared;
 use liqo_reconciler::error::Step;
 use liqo_reconciler::foreign_cluster::{self, Ctx, MANAGED_BY, Timing, reconcile};
-use liqo_reconciler::peer::{Peers, RemoteAccess};
+use liqo_reconciler::peer::{Peers, RemoteAccess, Trust};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -115,7 +115,12 @@ struct FakePeer {
     asked: Mutex<Vec<String>>,
     /// `api_url` of every API client asked for.
     api_urls: Mutex<Vec<Option<String>>>,
+    /// How each `/ids` call was to verify the peer.
+    trusts: Mutex<Vec<Trust>>,
 }
+
+/// The fingerprint of the certificate the scripted peer presents.
+const PRESENTED: &str = "abababababababababababababababababababababababababababababababab";
 
 impl FakePeer {
     fn check(&self, what: &str) -> Result<(), Error> {
@@ -139,15 +144,16 @@ impl Peers for Handle {
         self.check("probe")?;
         Ok(self.trust)
     }
-    async fn ids(&self, _: &str, _: TrustMode) -> Result<Ids, Error> {
+    async fn ids(&self, _: &str, trust: Trust) -> Result<Ids, Error> {
         self.check("ids")?;
+        self.trusts.lock().unwrap().push(trust);
         Ok(Ids { cluster_id: REMOTE.into(), cluster_name: "remote".into(), guest_namespace: "liqo-remote".into() })
     }
-    async fn ca(&self, _: &str, _: TrustMode) -> Result<String, Error> {
+    async fn ca(&self, _: &str, _: Trust) -> Result<String, Error> {
         self.check("ca")?;
         Ok(self.ca.lock().unwrap().clone())
     }
-    async fn identity(&self, _: &str, _: TrustMode, req: &IdentityRequest) -> Result<IdentityResponse, Error> {
+    async fn identity(&self, _: &str, _: Trust, req: &IdentityRequest) -> Result<IdentityResponse, Error> {
         self.check(&format!("identity:{}:{}", req.cluster_id, req.token))?;
         if let Some(m) = self.refuse {
             return Err(Error::Remote { step: Step::Identity, status: Some(403), message: format!("{AUTH}/identity: HTTP 403: {m}") });
@@ -159,9 +165,13 @@ impl Peers for Handle {
         self.api_urls.lock().unwrap().push(access.api_url.clone());
         Ok(self.remote.clone())
     }
-    async fn cluster_info_ca(&self, _: &str, _: TrustMode) -> Result<String, Error> {
+    async fn cluster_info_ca(&self, _: &str, _: Trust) -> Result<String, Error> {
         self.check("cluster-info")?;
         Ok(self.ca.lock().unwrap().clone())
+    }
+    async fn presented_fingerprints(&self, _: &str) -> Result<Vec<String>, Error> {
+        self.check("fingerprints")?;
+        Ok(vec![PRESENTED.into()])
     }
 }
 
@@ -187,6 +197,7 @@ fn world(home: Vec<Call>, remote: Vec<Call>, trust: TrustMode) -> World {
         remote: remote_client,
         asked: Default::default(),
         api_urls: Default::default(),
+        trusts: Default::default(),
     });
     world_with(home_client, home_seen, remote_seen, peer, pinned)
 }
@@ -333,10 +344,12 @@ async fn an_untrusted_remote_is_not_joined_without_permission() {
     let cond = &seen[1].2["status"]["conditions"][0];
     assert_eq!(
         (cond["type"].as_str(), cond["status"].as_str(), cond["reason"].as_str()),
-        (Some("Trusted"), Some("False"), Some("UntrustedNotAllowed"))
+        (Some("Trusted"), Some("False"), Some("AwaitingApproval"))
     );
-    assert!(cond["message"].as_str().unwrap().contains("allowUntrustedCA"));
-    assert_eq!(*w.peer.asked.lock().unwrap(), ["probe"], "no identity is asked of an untrusted remote");
+    let message = cond["message"].as_str().unwrap();
+    assert!(message.contains(&format!("SHA-256 {PRESENTED}; if the remote's operator reads out the same")), "{message}");
+    assert!(message.contains(&format!("kubectl liqo trust {FC} --fingerprint {PRESENTED}")), "{message}");
+    assert_eq!(*w.peer.asked.lock().unwrap(), ["probe", "fingerprints"], "no identity is asked of an untrusted remote");
 }
 
 #[tokio::test]
@@ -538,6 +551,7 @@ async fn a_refused_token_is_reported() {
         remote: remote_client,
         asked: Default::default(),
         api_urls: Default::default(),
+        trusts: Default::default(),
     });
     let w = world_with(home_client, home_seen, remote_seen, peer, pinned);
     w.reconcile(fc(joined_spec(), json!({}), true)).await.unwrap();
@@ -952,19 +966,19 @@ async fn a_malformed_answer_is_not_called_unreachable() {
         async fn probe_trust(&self, a: &str) -> Result<TrustMode, Error> {
             self.0.probe_trust(a).await
         }
-        async fn ids(&self, _: &str, _: TrustMode) -> Result<Ids, Error> {
+        async fn ids(&self, _: &str, _: Trust) -> Result<Ids, Error> {
             Err(Error::RemoteInvalid { step: Step::Ids, message: format!("{AUTH}/ids: expected value at line 1 column 1") })
         }
-        async fn ca(&self, a: &str, t: TrustMode) -> Result<String, Error> {
+        async fn ca(&self, a: &str, t: Trust) -> Result<String, Error> {
             self.0.ca(a, t).await
         }
-        async fn identity(&self, a: &str, t: TrustMode, r: &IdentityRequest) -> Result<IdentityResponse, Error> {
+        async fn identity(&self, a: &str, t: Trust, r: &IdentityRequest) -> Result<IdentityResponse, Error> {
             self.0.identity(a, t, r).await
         }
         async fn api_client(&self, a: &RemoteAccess) -> Result<Client, Error> {
             self.0.api_client(a).await
         }
-        async fn cluster_info_ca(&self, a: &str, t: TrustMode) -> Result<String, Error> {
+        async fn cluster_info_ca(&self, a: &str, t: Trust) -> Result<String, Error> {
             self.0.cluster_info_ca(a, t).await
         }
     }
@@ -992,19 +1006,19 @@ impl Peers for Claiming {
     async fn probe_trust(&self, a: &str) -> Result<TrustMode, Error> {
         self.0.probe_trust(a).await
     }
-    async fn ids(&self, a: &str, t: TrustMode) -> Result<Ids, Error> {
+    async fn ids(&self, a: &str, t: Trust) -> Result<Ids, Error> {
         Ok(Ids { cluster_id: self.1.into(), ..self.0.ids(a, t).await? })
     }
-    async fn ca(&self, a: &str, t: TrustMode) -> Result<String, Error> {
+    async fn ca(&self, a: &str, t: Trust) -> Result<String, Error> {
         self.0.ca(a, t).await
     }
-    async fn identity(&self, a: &str, t: TrustMode, r: &IdentityRequest) -> Result<IdentityResponse, Error> {
+    async fn identity(&self, a: &str, t: Trust, r: &IdentityRequest) -> Result<IdentityResponse, Error> {
         self.0.identity(a, t, r).await
     }
     async fn api_client(&self, a: &RemoteAccess) -> Result<Client, Error> {
         self.0.api_client(a).await
     }
-    async fn cluster_info_ca(&self, a: &str, t: TrustMode) -> Result<String, Error> {
+    async fn cluster_info_ca(&self, a: &str, t: Trust) -> Result<String, Error> {
         self.0.cluster_info_ca(a, t).await
     }
 }
@@ -1054,4 +1068,34 @@ async fn a_peer_claiming_another_peers_id_is_refused_before_anything_is_written(
     let spec = json!({"join": true, "authUrl": AUTH, "discoveryType": "Manual", "allowUntrustedCA": true, "trustMode": "Untrusted"});
     w.reconcile(fc(spec, json!({}), false)).await.unwrap();
     expect(&w.home, &home);
+}
+
+#[tokio::test]
+async fn a_peer_paired_by_fingerprint_is_trusted_and_verified_by_it_on_every_call() {
+    let home = vec![call("PATCH", format!("{FCS}/{FC}"), 200, any_fc())];
+    let w = world(home.clone(), vec![], TrustMode::Untrusted);
+    let colons: Vec<String> = PRESENTED.as_bytes().chunks(2).map(|c| String::from_utf8_lossy(c).to_uppercase()).collect();
+    let spec = json!({"join": true, "authUrl": AUTH, "discoveryType": "Manual", "trustMode": "Untrusted",
+                      "trustedCAFingerprint": colons.join(":")});
+    w.reconcile(fc(spec, json!({}), false)).await.unwrap();
+    expect(&w.home, &home); // identified: the spec patched, nothing refused
+    assert_eq!(*w.peer.asked.lock().unwrap(), ["fingerprints", "ids"]);
+    assert_eq!(*w.peer.trusts.lock().unwrap(), [Trust::Fingerprint(PRESENTED.into())], "the call itself checks the fingerprint");
+}
+
+#[tokio::test]
+async fn a_peer_presenting_another_fingerprint_is_refused() {
+    let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+    let w = world(home.clone(), vec![], TrustMode::Untrusted);
+    let approved = "cd".repeat(32);
+    let spec = json!({"join": true, "authUrl": AUTH, "discoveryType": "Manual", "trustMode": "Untrusted",
+                      "allowUntrustedCA": true, "trustedCAFingerprint": approved});
+    let action = w.reconcile(fc(spec, json!({}), false)).await.unwrap();
+    expect(&w.home, &home);
+    let written = w.home.lock().unwrap()[0].2.clone();
+    let (status, reason, message) = condition_of(&written["status"], "Trusted");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "FingerprintMismatch"), "a fingerprint wins over allowUntrustedCA");
+    assert!(message.contains(&format!("presents SHA-256 {PRESENTED}, not the approved {approved}")), "{message}");
+    assert_ne!(action, Action::await_change(), "looked at again later");
+    assert_eq!(*w.peer.asked.lock().unwrap(), ["fingerprints"]);
 }

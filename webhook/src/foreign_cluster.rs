@@ -80,6 +80,12 @@ pub fn check(spec: Option<&ForeignClusterSpec>, old: Option<&ForeignClusterSpec>
             normalize_url(field, v)?;
         }
     }
+    if let Some(fp) = spec.trusted_ca_fingerprint.as_deref().filter(|f| !f.is_empty())
+        && liqo_api::normalize_fingerprint(fp).is_none()
+    {
+        let message = format!("spec.trustedCAFingerprint {fp:?}: not a SHA-256 fingerprint (64 hex digits, colons allowed)");
+        return Err(Denial::new(Reason::InvalidObject, message));
+    }
     Ok(())
 }
 
@@ -253,6 +259,14 @@ mod tests {
             assert_eq!(err.reason, Reason::InvalidUrl);
             assert!(err.message.starts_with("spec.authUrl") && err.message.contains(why), "{raw}: {}", err.message);
         }
+    }
+
+    #[test]
+    fn a_fingerprint_must_be_a_sha256() {
+        let with = |fp: &str| ForeignClusterSpec { trusted_ca_fingerprint: Some(fp.into()), ..Default::default() };
+        assert!(check(Some(&with(&vec!["AB"; 32].join(":"))), None).is_ok());
+        let err = check(Some(&with("ab:cd")), None).unwrap_err();
+        assert!(err.message.contains("spec.trustedCAFingerprint"), "{}", err.message);
     }
 
     #[test]

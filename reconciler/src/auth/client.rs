@@ -34,6 +34,9 @@ pub enum Verify {
     Roots(Arc<RootCertStore>),
     /// Not at all: only for a peer whose untrusted CA the operator allowed.
     Nothing,
+    /// One of the presented certificates has this SHA-256 (lowercase hex): a peer paired by
+    /// fingerprint.
+    Fingerprint(String),
 }
 
 impl Verify {
@@ -67,6 +70,10 @@ impl Verify {
         let mut config = match self {
             Verify::Roots(roots) => builder.with_root_certificates(roots.clone()).with_no_client_auth(),
             Verify::Nothing => builder.dangerous().with_custom_certificate_verifier(Arc::new(AcceptAny(provider))).with_no_client_auth(),
+            Verify::Fingerprint(fp) => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(MatchFingerprint { expected: fp.clone(), any: AcceptAny(provider) }))
+                .with_no_client_auth(),
         };
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         config
@@ -109,6 +116,65 @@ impl ServerCertVerifier for AcceptAny {
     }
 }
 
+/// The SHA-256 of a certificate, lowercase hex.
+pub fn fingerprint(cert: &CertificateDer<'_>) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(cert.as_ref()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Accepts a chain in which one certificate has the approved fingerprint (the leaf, or the CA
+/// when the server sends it), still checking the handshake signatures.
+#[derive(Debug)]
+struct MatchFingerprint {
+    expected: String,
+    any: AcceptAny,
+}
+
+impl ServerCertVerifier for MatchFingerprint {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        if std::iter::once(end_entity).chain(intermediates).any(|c| fingerprint(c) == self.expected) {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::ApplicationVerificationFailure))
+        }
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.any.verify_tls12_signature(message, cert, dss)
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.any.verify_tls13_signature(message, cert, dss)
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.any.supported_verify_schemes()
+    }
+}
+
+/// The fingerprints of the certificates the auth service at `base` presents, leaf first.
+pub async fn presented_fingerprints(base: &str) -> Result<Vec<String>> {
+    let step = Step::TrustProbe;
+    let tls = tokio::time::timeout(TIMEOUT, connect(base, &Verify::Nothing, step))
+        .await
+        .map_err(|_| Error::unreachable(step, format!("{base}: timed out")))??;
+    Ok(tls.get_ref().1.peer_certificates().unwrap_or_default().iter().map(fingerprint).collect())
+}
+
 /// `https://host:port` split into what a connection needs.
 fn target(base: &str) -> Result<(String, u16, ServerName<'static>)> {
     let url = url::Url::parse(base).map_err(|e| Error::invalid("authUrl", format!("{base:?}: {e}")))?;
@@ -130,6 +196,11 @@ async fn connect(base: &str, verify: &Verify, step: Step) -> Result<tokio_rustls
         match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
             Some(rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer)) => {
                 Error::UntrustedRemote(format!("{base}: certificate signed by an unknown authority"))
+            }
+            Some(rustls::Error::InvalidCertificate(rustls::CertificateError::ApplicationVerificationFailure))
+                if matches!(verify, Verify::Fingerprint(_)) =>
+            {
+                Error::Tls(format!("{base}: no certificate presented has the approved fingerprint"))
             }
             Some(rustls::Error::InvalidCertificate(c)) => Error::Tls(format!("{base}: {c:?}")),
             _ => Error::unreachable(step, format!("{base}: {e}")),

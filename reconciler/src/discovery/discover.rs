@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use liqo_api::TrustMode;
 use serde::Serialize;
 
 use super::dnssd::DnsSd;
@@ -109,7 +108,7 @@ pub async fn discover<P: Peers>(opts: &Options, peers: &P) -> Result<Report> {
         };
         match dns.browse(domain).await {
             Ok(listed) => {
-                let ids = identify(listed, &own_id, &[], |url| async move { peers.ids(&url, TrustMode::Untrusted).await }).await;
+                let ids = identify(listed, &own_id, &[], |url| async move { peers.ids(&url, crate::peer::Trust::Anything).await }).await;
                 report.found.extend(ids.clusters.into_iter().map(|(_, c)| Found::new(c, format!("WAN {domain}"))));
                 report.problems.extend(ids.skipped.into_iter().map(|s| format!("{domain}: {s}")));
             }

@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use liqo_api::{ClusterConfigSpec, TrustMode};
+use liqo_api::ClusterConfigSpec;
 
 use super::expiry::{self, Strikes, Verdict};
 use super::mdns::{Advertised, Interfaces, Mdns, Sighting, sighting_of};
@@ -70,7 +70,7 @@ const REQUERY_AFTER_GOODBYE: Duration = Duration::from_millis(1500);
 /// Whether the auth service at `url` still answers as cluster `id`.
 async fn answers<P: Peers>(peers: &P, url: Option<&str>, id: &str) -> bool {
     let Some(url) = url else { return false };
-    matches!(tokio::time::timeout(Duration::from_secs(5), peers.ids(url, TrustMode::Untrusted)).await, Ok(Ok(ids)) if ids.cluster_id == id)
+    matches!(tokio::time::timeout(Duration::from_secs(5), peers.ids(url, crate::peer::Trust::Anything)).await, Ok(Ok(ids)) if ids.cluster_id == id)
 }
 
 impl State {

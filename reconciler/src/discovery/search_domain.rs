@@ -14,7 +14,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Client, ResourceExt};
-use liqo_api::{FoundCluster, SearchDomain, SearchDomainStatus, TrustMode};
+use liqo_api::{FoundCluster, SearchDomain, SearchDomainStatus};
 
 use super::dnssd::DnsSd;
 use super::identify::identify;
@@ -77,7 +77,8 @@ pub async fn reconcile<P: Peers>(sd: Arc<SearchDomain>, ctx: Arc<Ctx<P>>) -> Res
         }
     };
     let peers = &ctx.shared.peers;
-    let found = identify(listed, &own_id, &status.foreign_clusters, |url| async move { peers.ids(&url, TrustMode::Untrusted).await }).await;
+    let found =
+        identify(listed, &own_id, &status.foreign_clusters, |url| async move { peers.ids(&url, crate::peer::Trust::Anything).await }).await;
 
     let finder = Finder::Wan { search_domain: name.clone(), uid: sd.metadata.uid.clone().unwrap_or_default() };
     let join = sd.spec.autojoin.unwrap_or(config.discovery_config.autojoin);

@@ -19,7 +19,7 @@ use super::way::Way;
 use super::{CA_KEY, Ctx, KUBECONFIG_KEY, TOKEN_KEY, add_finalizer, identity_secret, patch_spec, read_token, token_secret};
 use crate::auth::wire::IdentityRequest;
 use crate::error::{Error, Result};
-use crate::peer::{ANONYMOUS_KUBECONFIG, Peers, RemoteAccess};
+use crate::peer::{ANONYMOUS_KUBECONFIG, Peers, RemoteAccess, Trust};
 
 /// Why the join stopped before finishing.
 pub(super) enum Stop {
@@ -71,7 +71,7 @@ fn refuse_claim<P: Peers>(j: Join<'_, P>, claimed: &str, r: &mut Report) -> Step
 struct Remote {
     id: String,
     namespace: String,
-    trust: TrustMode,
+    trust: Trust,
 }
 
 /// The remote API server's CA as pinned.
@@ -133,24 +133,46 @@ async fn pipeline<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, con
     Ok(finish(j, &remote, r))
 }
 
-/// Trust (probed once, recorded in `spec.trustMode`) and, on the auth way, the remote's cluster
-/// ID, name and namespace from `/ids` — written into the spec where the user left them empty.
-async fn identify<P: Peers>(j: Join<'_, P>, r: &mut Report) -> Step<Remote> {
+/// How calls to the remote are verified, or why we do not peer: its roots verify it; or the
+/// user paired it by fingerprint (checked now, and again on every later connection); or an
+/// untrusted CA is allowed; else it waits for approval, showing the fingerprint it presents.
+async fn settle_trust<P: Peers>(j: Join<'_, P>, mode: TrustMode, probed: Option<TrustMode>, r: &mut Report) -> Step<Trust> {
     let Join { fc, ctx, way, config, .. } = j;
-    let spec = &fc.spec;
-    let probed = match spec.trust_mode() {
-        TrustMode::Unknown => Some(ctx.shared.peers.probe_trust(way.url()).await.map_err(|e| remote_failed(ctx, r, e))?),
-        _ => None,
-    };
-    let trust = probed.unwrap_or(spec.trust_mode());
-    let verdict = decide::trust_verdict(spec, trust, &config.discovery_config);
-    if !verdict.allows_peering() {
-        if let Some(patch) = decide::identification_patch(spec, probed, None) {
-            patch_spec(&ctx.shared.client, fc, patch).await?;
+    let (spec, url) = (&fc.spec, way.url());
+    let record_probe = async {
+        match decide::identification_patch(spec, probed, None) {
+            Some(patch) => patch_spec(&ctx.shared.client, fc, patch).await,
+            None => Ok(()),
         }
-        let message =
-            format!("{} presents a certificate from an unknown authority; set spec.allowUntrustedCA: true to peer anyway", way.url());
-        r.set(Phase::Trusted, Status::False, Reason::UntrustedNotAllowed, message);
+    };
+    if mode == TrustMode::Untrusted
+        && let Some(approved) = spec.approved_fingerprint()
+    {
+        let presented = ctx.shared.peers.presented_fingerprints(url).await.map_err(|e| remote_failed(ctx, r, e))?;
+        if presented.contains(&approved) {
+            let message = format!("{url} presents the certificate with the approved fingerprint (spec.trustedCAFingerprint)");
+            r.set(Phase::Trusted, Status::True, Reason::FingerprintApproved, message);
+            return Ok(Trust::Fingerprint(approved));
+        }
+        record_probe.await?;
+        let shown = presented.last().map_or("no certificate".to_owned(), |f| format!("SHA-256 {f}"));
+        let message = format!("{url} presents {shown}, not the approved {approved}: refused (a new certificate, or someone else)");
+        r.set(Phase::Trusted, Status::False, Reason::FingerprintMismatch, message);
+        return Err(Stop::Report(Action::requeue(ctx.timing.health)));
+    }
+    let verdict = decide::trust_verdict(spec, mode, &config.discovery_config);
+    if !verdict.allows_peering() {
+        record_probe.await?;
+        let message = match ctx.shared.peers.presented_fingerprints(url).await.ok().and_then(|f| f.last().cloned()) {
+            Some(fp) => format!(
+                "{url} presents a certificate from an unknown authority, SHA-256 {fp}; if the remote's operator reads out the same, approve it: kubectl liqo trust {} --fingerprint {fp}",
+                fc.name_any()
+            ),
+            None => format!(
+                "{url} presents a certificate from an unknown authority; approve it with spec.trustedCAFingerprint, or set spec.allowUntrustedCA"
+            ),
+        };
+        r.set(Phase::Trusted, Status::False, Reason::AwaitingApproval, message);
         return Err(Stop::Report(Action::await_change()));
     }
     let (status, reason, message) = match verdict {
@@ -165,10 +187,22 @@ async fn identify<P: Peers>(j: Join<'_, P>, r: &mut Report) -> Step<Remote> {
         ),
     };
     r.set(Phase::Trusted, status, reason, message);
+    Ok(Trust::from(mode))
+}
 
+/// Trust (probed once, recorded in `spec.trustMode`) and, on the auth way, the remote's cluster
+/// ID, name and namespace from `/ids` — written into the spec where the user left them empty.
+async fn identify<P: Peers>(j: Join<'_, P>, r: &mut Report) -> Step<Remote> {
+    let Join { fc, ctx, way, .. } = j;
+    let spec = &fc.spec;
+    let probed = match spec.trust_mode() {
+        TrustMode::Unknown => Some(ctx.shared.peers.probe_trust(way.url()).await.map_err(|e| remote_failed(ctx, r, e))?),
+        _ => None,
+    };
+    let trust = settle_trust(j, probed.unwrap_or(spec.trust_mode()), probed, r).await?;
     let ids = match way {
         Way::AuthService { auth_url } if decide::needs_identification(spec) => {
-            Some(ctx.shared.peers.ids(auth_url, trust).await.map_err(|e| remote_failed(ctx, r, e))?)
+            Some(ctx.shared.peers.ids(auth_url, trust.clone()).await.map_err(|e| remote_failed(ctx, r, e))?)
         }
         _ => None,
     };
@@ -191,7 +225,7 @@ async fn pin_ca<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> St
     let secret = ca_data_secret(&fc.name_any());
     let pem = match ctx.secret_value(&secret, CA_KEY) {
         Some(pem) => pem,
-        None => match way.fetch_ca(&*ctx.shared.peers, remote.trust).await {
+        None => match way.fetch_ca(&*ctx.shared.peers, remote.trust.clone()).await {
             Ok(pem) => {
                 ctx.store_owned(fc, &secret, &remote.id, CA_KEY, &pem).await?;
                 let note = format!("stored the remote API server CA (from {}) in Secret {secret}", way.ca_source());
@@ -229,7 +263,7 @@ async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report)
         None => {
             let token = read_token(&ctx.shared.client, &ctx.shared.namespace, &remote.id).await?;
             let request = IdentityRequest { cluster_id: own_id.to_owned(), token: token.clone() };
-            match ctx.shared.peers.identity(auth_url, remote.trust, &request).await {
+            match ctx.shared.peers.identity(auth_url, remote.trust.clone(), &request).await {
                 Ok(answer) => {
                     ctx.store_owned(fc, &secret, &remote.id, KUBECONFIG_KEY, &answer.kubeconfig).await?;
                     ctx.event(fc, false, "IdentityAccepted", format!("the remote issued our identity; stored in Secret {secret}")).await;
@@ -276,7 +310,7 @@ async fn reach<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
         return Err(Stop::Report(Action::requeue(ctx.timing.retry)));
     }
     if e.answered().is_none()
-        && let Some(presented) = way.presented_ca(&*ctx.shared.peers, remote.trust).await
+        && let Some(presented) = way.presented_ca(&*ctx.shared.peers, remote.trust.clone()).await
         && let Ok(presented) = liqo_certs::inspect::fingerprint_sha256(&presented)
         && presented != pinned.fingerprint
     {

@@ -16,12 +16,12 @@
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
-use liqo_api::{ForeignCluster, PeeringRequest, TrustMode};
+use liqo_api::{ForeignCluster, PeeringRequest};
 
 use super::FIELD_MANAGER;
 use crate::error::{Error, Result, Step, is_conflict};
 use crate::grant;
-use crate::peer::Peers;
+use crate::peer::{Peers, Trust};
 
 /// How a ForeignCluster reaches its remote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,7 +71,7 @@ impl<'a> Way<'a> {
     }
 
     /// The remote API server's CA, verified as `trust` says.
-    pub async fn fetch_ca<P: Peers>(self, peers: &P, trust: TrustMode) -> Result<String> {
+    pub async fn fetch_ca<P: Peers>(self, peers: &P, trust: Trust) -> Result<String> {
         match self {
             Way::AuthService { auth_url } => peers.ca(auth_url, trust).await,
             Way::Anonymous { api_url } => peers.cluster_info_ca(api_url, trust).await,
@@ -79,10 +79,10 @@ impl<'a> Way<'a> {
     }
 
     /// The CA the remote presents now, only to compare it with the pinned one (never accepted).
-    pub async fn presented_ca<P: Peers>(self, peers: &P, trust: TrustMode) -> Option<String> {
+    pub async fn presented_ca<P: Peers>(self, peers: &P, trust: Trust) -> Option<String> {
         match self {
             Way::AuthService { auth_url } => peers.ca(auth_url, trust).await.ok(),
-            Way::Anonymous { api_url } => peers.cluster_info_ca(api_url, TrustMode::Untrusted).await.ok(),
+            Way::Anonymous { api_url } => peers.cluster_info_ca(api_url, Trust::Anything).await.ok(),
         }
     }
 
