@@ -92,6 +92,14 @@ enum Command {
         #[arg(long)]
         fingerprint: String,
     },
+    /// Forget the remembered choice (join or not) about a discovered cluster: the next time
+    /// discovery finds it, autojoin decides again. Choices are kept in ConfigMap
+    /// liqo-known-peers.
+    #[command(after_help = "Example:\n  kubectl liqo forget 9a596a4b-591c-4ac6-8fd6-80258b4b3bf9")]
+    Forget {
+        /// The cluster ID.
+        cluster_id: String,
+    },
     /// Browse the LAN (mDNS) and/or DNS domains (DNS-SD) for Liqo clusters; no Kubernetes
     /// cluster needed. Exits 1 when a DNS domain does not resolve.
     #[command(
@@ -232,6 +240,17 @@ async fn run(cli: Cli) -> Result<()> {
                     println!("ForeignCluster {name}: {}", if delete { "deletion requested" } else { "join: false" });
                     if let Some(deadline) = wait {
                         peer::wait_unjoined(&client, &name, &id, delete, deadline, &mut stdout).await?;
+                    }
+                    Ok(())
+                }
+                Command::Forget { cluster_id } => {
+                    let had = liqo_reconciler::discovery::memory::forget(&client, ns, &cluster_id)
+                        .await
+                        .map_err(|e| CliError::Failed(format!("forgetting {cluster_id}: {e}")))?;
+                    if had {
+                        println!("forgot the choice about {cluster_id}: autojoin decides when it is found again");
+                    } else {
+                        println!("no choice about {cluster_id} was remembered");
                     }
                     Ok(())
                 }

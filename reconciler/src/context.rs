@@ -1,6 +1,7 @@
 //! What every controller shares, built once by `main` ([`Shared`]); each controller's context
 //! is made from it with what only that controller needs (`Ctx::new` in each controller).
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +30,9 @@ pub struct Shared<P> {
     pub peers: Arc<P>,
     /// Every ForeignCluster, from one shared watch.
     pub foreign: Store<ForeignCluster>,
+    /// The remembered choices about discovered peers (ConfigMap `liqo-known-peers`; empty
+    /// unless [`Shared::with_memory`] gives its watch).
+    pub memory: Store<ConfigMap>,
     /// Events (none in unit tests).
     pub recorder: Option<Recorder>,
     /// Time before a failed reconcile is tried again.
@@ -44,6 +48,7 @@ impl<P> Clone for Shared<P> {
             config: self.config.clone(),
             peers: self.peers.clone(),
             foreign: self.foreign.clone(),
+            memory: self.memory.clone(),
             recorder: self.recorder.clone(),
             retry: self.retry,
         }
@@ -59,7 +64,19 @@ impl<P: Peers> Shared<P> {
         peers: Arc<P>,
         foreign: Store<ForeignCluster>,
     ) -> Self {
-        Self { client, namespace: namespace.to_owned(), cluster_id, config, peers, foreign, recorder: None, retry: RETRY }
+        let memory = kube::runtime::reflector::store().0;
+        Self { client, namespace: namespace.to_owned(), cluster_id, config, peers, foreign, memory, recorder: None, retry: RETRY }
+    }
+
+    pub fn with_memory(mut self, memory: Store<ConfigMap>) -> Self {
+        self.memory = memory;
+        self
+    }
+
+    /// Whether a newly discovered `cluster_id` is joined: the user's remembered choice, else
+    /// the autojoin rule's `autojoin`.
+    pub fn join_found(&self, cluster_id: &str, autojoin: bool) -> bool {
+        crate::discovery::memory::recall(&self.memory, &self.namespace, cluster_id).unwrap_or(autojoin)
     }
 
     pub fn with_recorder(mut self, recorder: Recorder) -> Self {

@@ -23,7 +23,7 @@ use liqo_reconciler::config::ClusterConfigKeeper;
 use liqo_reconciler::context::Shared;
 use liqo_reconciler::discovery::dnssd::DnsSd;
 use liqo_reconciler::discovery::mdns::{Interfaces, MDNS_PORT};
-use liqo_reconciler::discovery::{lan, search_domain};
+use liqo_reconciler::discovery::{lan, memory, search_domain};
 use liqo_reconciler::identity::ClusterIdentity;
 use liqo_reconciler::metrics::Metrics;
 use liqo_reconciler::peer::Network;
@@ -227,7 +227,14 @@ async fn main() -> anyhow::Result<()> {
                 && f.wait_until_ready().await.is_ok()
         }
     };
-    let shared = Shared::new(client.clone(), &ns, id_rx.clone(), cfg_rx.clone(), peers.clone(), foreign.clone()).with_recorder(recorder);
+    let memory = reflect(
+        Api::<ConfigMap>::namespaced(client.clone(), &ns),
+        watcher::Config::default().fields(&format!("metadata.name={}", memory::KNOWN_PEERS)).any_semantic(),
+    );
+    let shared = Shared::new(client.clone(), &ns, id_rx.clone(), cfg_rx.clone(), peers.clone(), foreign.clone())
+        .with_recorder(recorder)
+        .with_memory(memory.clone());
+    let remember = memory::keep(client.clone(), ns.clone(), foreign.clone(), memory, Duration::from_secs(2));
     let timing = foreign_cluster::Timing {
         health: Duration::from_secs(args.health_period_seconds),
         unjoin_grace: Duration::from_secs(args.unjoin_grace_seconds),
@@ -301,6 +308,12 @@ async fn main() -> anyhow::Result<()> {
             incoming::run::<PeeringRequest, _>(in_ctx.clone(), m2, shutdown_signal()),
             incoming::run::<FederationRequest, _>(in_ctx, m3, shutdown_signal()),
             search_domain::run(sd_ctx, m4, shutdown_signal()),
+            async move {
+                tokio::select! {
+                    _ = remember => {}
+                    _ = shutdown_signal() => {}
+                }
+            },
             async move {
                 if no_mdns {
                     tracing::info!("mDNS disabled by --no-mdns: no LAN discovery or advertisement");

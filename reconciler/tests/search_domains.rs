@@ -216,3 +216,60 @@ async fn seed_002_zones_are_identified_through_the_auth_service() {
     assert_eq!((st.as_str(), reason.as_str()), ("True", "LookupPartial"));
     assert!(message.contains("liqo-cluster-2.example.com.") && message.contains("/ids"), "{message}");
 }
+
+/// Wi-Fi-like memory: a user's "don't join" on a discovered peer is remembered; when its
+/// ForeignCluster is gone and discovery finds the cluster again, the choice wins over autojoin;
+/// once forgotten, autojoin decides again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_choice_outlives_the_foreign_cluster() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{DeleteParams, Patch, PatchParams};
+    use liqo_reconciler::discovery::memory;
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    let fcs: Api<ForeignCluster> = Api::all(admin.clone());
+    let dns_server = ZoneServer::start("example.com.", &api_zone(&[ID])).await;
+
+    let (_id, id_rx) = watch::channel(Some(OWN.to_owned()));
+    let (_cfg, cfg_rx) = watch::channel(Some(ClusterConfigSpec::default()));
+    let foreign = reflect(Api::<ForeignCluster>::all(admin.clone()), Default::default());
+    let known = reflect(
+        Api::<ConfigMap>::namespaced(admin.clone(), "liqo"),
+        kube::runtime::watcher::Config::default().fields(&format!("metadata.name={}", memory::KNOWN_PEERS)),
+    );
+    let peers = Arc::new(Network { roots: Verify::Nothing, api_timeout: Duration::from_secs(5) });
+    let shared = Shared::new(admin.clone(), "liqo", id_rx, cfg_rx, peers, foreign.clone()).with_memory(known.clone());
+    let ctx = Arc::new(Ctx::new(shared, DnsSd::with_nameserver(dns_server.addr).unwrap(), Duration::from_secs(1)));
+    tokio::spawn(search_domain::run(ctx, Arc::new(Metrics::default()), std::future::pending()));
+    tokio::spawn(memory::keep(admin.clone(), "liqo".into(), foreign, known.clone(), Duration::from_millis(200)));
+    let sd = SearchDomain::new("example.com", SearchDomainSpec { domain: "example.com".into(), autojoin: Some(true) });
+    Api::<SearchDomain>::all(admin.clone()).create(&PostParams::default(), &sd).await.unwrap();
+    let found = eventually("the autojoined ForeignCluster", || async { fc(&admin, ID).await }).await;
+    assert_eq!(found.spec.join, Some(true));
+
+    // The user says no.
+    let by_user = PatchParams { field_manager: Some("kubectl-edit".into()), ..Default::default() };
+    fcs.patch(ID, &by_user, &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), "liqo");
+    eventually("the choice remembered", || async {
+        cms.get_opt(memory::KNOWN_PEERS).await.ok()??.data?.get(ID).filter(|v| *v == "no-join").map(drop)
+    })
+    .await;
+
+    // Gone, then found again: the remembered choice wins over the SearchDomain's autojoin.
+    let old_uid = fcs.get(ID).await.unwrap().uid();
+    fcs.delete(ID, &DeleteParams::default()).await.unwrap();
+    let again = eventually("found again", || async { fc(&admin, ID).await.filter(|f| f.uid() != old_uid) }).await;
+    assert_eq!(again.spec.join, Some(false), "the user's choice, not autojoin's");
+
+    // Forgotten: autojoin decides again.
+    assert!(memory::forget(&admin, "liqo", ID).await.unwrap());
+    eventually("the controller's view of the memory emptied", || async { memory::recall(&known, "liqo", ID).is_none().then_some(()) })
+        .await;
+    let old_uid = again.uid();
+    fcs.delete(ID, &DeleteParams::default()).await.unwrap();
+    let third = eventually("found a third time", || async { fc(&admin, ID).await.filter(|f| f.uid() != old_uid) }).await;
+    assert_eq!(third.spec.join, Some(true));
+    assert!(!memory::forget(&admin, "liqo", ID).await.unwrap(), "nothing left to forget");
+}

@@ -159,7 +159,8 @@ impl State {
                     return Ok(());
                 }
                 self.strikes.seen(&cluster.cluster_id, Instant::now());
-                let change = merge::merge(existing, &cluster, &Finder::Lan, config.discovery_config.autojoin);
+                let join = ctx.shared.join_found(&cluster.cluster_id, config.discovery_config.autojoin);
+                let change = merge::merge(existing, &cluster, &Finder::Lan, join);
                 apply(&ctx.shared.client, change, ctx.shared.recorder.as_ref(), "on the LAN (mDNS)").await
             }
             Sighting::Unusable { fullname, why } => {

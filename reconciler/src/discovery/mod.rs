@@ -14,6 +14,7 @@ pub mod expiry;
 pub mod identify;
 pub mod lan;
 pub mod mdns;
+pub mod memory;
 pub mod merge;
 pub mod records;
 pub mod search_domain;
