@@ -21,14 +21,18 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Secret, SecretReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::Store;
-use liqo_api::names::{LABEL_CLUSTER_ID, advertisement_name};
-use liqo_api::{Advertisement, AdvertisementSpec, AdvertisementState, ClusterConfigSpec, FederationRequest, PeeringRequest};
+use liqo_api::names::{LABEL_CLUSTER_ID, advertisement_name, ca_data_secret};
+use liqo_api::{
+    Advertisement, AdvertisementSpec, AdvertisementState, ClusterConfigSpec, FederationRequest, ForeignCluster, PeeringRequest,
+};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result, Step, is_not_found};
+use crate::foreign_cluster::CA_KEY as CA_DATA_KEY;
 use crate::peer::{Peers, RemoteAccess};
 use crate::resources::summarize;
 use liqo_api::reasons::Reason;
@@ -151,7 +155,7 @@ impl<P: Peers> Broadcasters<P> {
             }
             None => match source {
                 Some(source) => {
-                    let client = self.peer_client(&source).await?;
+                    let client = self.peer_client(peer, &source).await?;
                     self.withdraw(&client).await
                 }
                 None => Ok(()),
@@ -159,7 +163,10 @@ impl<P: Peers> Broadcasters<P> {
         }
     }
 
-    async fn peer_client(&self, source: &SecretReference) -> Result<Client> {
+    /// A client for `peer`'s API server from the kubeconfig it gave us in `source`. When we
+    /// joined that peer ourselves, its API server's CA is pinned too: a kubeconfig that points
+    /// at a third cluster then fails the TLS handshake instead of receiving our Advertisement.
+    async fn peer_client(&self, peer: &str, source: &SecretReference) -> Result<Client> {
         let ns = source.namespace.clone().unwrap_or_default();
         let name = source.name.clone().unwrap_or_default();
         let secret = Api::<Secret>::namespaced(self.client.clone(), &ns).get(&name).await?;
@@ -168,7 +175,23 @@ impl<P: Peers> Broadcasters<P> {
             .and_then(|d| d.get(KUBECONFIG_KEY).cloned())
             .and_then(|b| String::from_utf8(b.0).ok())
             .ok_or_else(|| Error::invalid("kubeConfigRef", format!("Secret {ns}/{name} has no {KUBECONFIG_KEY}")))?;
-        self.peers.api_client(&RemoteAccess { kubeconfig, api_url: None, ca_pem: None }).await
+        let ca_pem = self.pinned_ca(peer, &ns).await?;
+        self.peers.api_client(&RemoteAccess { kubeconfig, api_url: None, ca_pem }).await
+    }
+
+    /// The API server CA we pinned for `peer` when we joined it (Secret `<name>-ca-data` of the
+    /// ForeignCluster standing for it, in `namespace`), if any.
+    async fn pinned_ca(&self, peer: &str, namespace: &str) -> Result<Option<String>> {
+        let selector = format!("{LABEL_CLUSTER_ID}={peer}");
+        let fcs = Api::<ForeignCluster>::all(self.client.clone()).list(&ListParams::default().labels(&selector)).await?;
+        let secrets = Api::<Secret>::namespaced(self.client.clone(), namespace);
+        for fc in fcs.items.iter().filter(|f| f.spec.remote_cluster_id() == Some(peer)) {
+            let Some(secret) = secrets.get_opt(&ca_data_secret(&fc.name_any())).await? else { continue };
+            if let Some(pem) = secret.data.and_then(|d| d.get(CA_DATA_KEY).cloned()).and_then(|b| String::from_utf8(b.0).ok()) {
+                return Ok(Some(pem));
+            }
+        }
+        Ok(None)
     }
 
     fn own_id(&self) -> Result<String> {
@@ -279,7 +302,7 @@ impl<P: Peers> Broadcasters<P> {
                 let c = match &client {
                     Some(c) => c.clone(),
                     None => {
-                        let c = self.peer_client(&source).await?;
+                        let c = self.peer_client(&peer, &source).await?;
                         client = Some(c.clone());
                         c
                     }
@@ -316,7 +339,7 @@ impl<P: Peers> Broadcasters<P> {
                 Some(Signal::Withdraw) => {
                     let c = match client {
                         Some(c) => c,
-                        None => self.peer_client(&source).await?,
+                        None => self.peer_client(&peer, &source).await?,
                     };
                     return self.withdraw(&c).await;
                 }

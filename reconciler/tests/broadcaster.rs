@@ -27,6 +27,12 @@ type Log = Arc<Mutex<Vec<(String, String)>>>;
 /// A mock API server keeping one Advertisement (the peer's side) and answering the Secret
 /// with the peer's kubeconfig (our side).
 fn api(log: Log) -> Client {
+    api_knowing(log, None)
+}
+
+/// [`api`], where ForeignCluster `known-peer` stands for PEER with `pinned` as the API server
+/// CA we pinned when we joined it.
+fn api_knowing(log: Log, pinned: Option<&'static str>) -> Client {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     tokio::spawn(async move {
         let mut adv: Option<Value> = None;
@@ -37,6 +43,24 @@ fn api(log: Log) -> Client {
             log.lock().unwrap().push((method.clone(), path.clone()));
             let not_found = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404});
             let (status, answer) = match (method.as_str(), path.as_str()) {
+                ("GET", "/apis/discovery.liqo.io/v1alpha1/foreignclusters") => {
+                    let items: Vec<Value> = pinned
+                        .map(|_| {
+                            json!({"metadata": {"name": "known-peer", "labels": {"discovery.liqo.io/cluster-id": PEER}},
+                                        "spec": {"clusterIdentity": {"clusterID": PEER}}})
+                        })
+                        .into_iter()
+                        .collect();
+                    (200, json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignClusterList", "metadata": {}, "items": items}))
+                }
+                ("GET", p) if p.ends_with("/secrets/known-peer-ca-data") && pinned.is_some() => {
+                    use base64::Engine;
+                    let pem = base64::engine::general_purpose::STANDARD.encode(pinned.unwrap_or_default());
+                    (
+                        200,
+                        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "known-peer-ca-data"}, "data": {"ca.crt": pem}}),
+                    )
+                }
                 ("GET", p) if p.ends_with("/secrets/pr-kubeconfig-peer") => (
                     200,
                     json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pr-kubeconfig-peer", "namespace": "liqo"},
@@ -65,6 +89,8 @@ fn api(log: Log) -> Client {
 struct FakePeers {
     remote: Client,
     built: Mutex<Vec<String>>,
+    /// The CA each client was pinned to (`None`: the kubeconfig's own).
+    pinned: Mutex<Vec<Option<String>>>,
 }
 
 impl Peers for FakePeers {
@@ -81,8 +107,8 @@ impl Peers for FakePeers {
         unreachable!()
     }
     async fn api_client(&self, access: &RemoteAccess) -> Result<Client, Error> {
-        assert_eq!(access.ca_pem, None, "the peer's kubeconfig carries its own CA");
         self.built.lock().unwrap().push(access.kubeconfig.clone());
+        self.pinned.lock().unwrap().push(access.ca_pem.clone());
         Ok(self.remote.clone())
     }
     async fn cluster_info_ca(&self, _: &str, _: Trust) -> Result<String, Error> {
@@ -97,7 +123,7 @@ fn count(log: &Log, method: &str, needle: &str) -> usize {
 #[tokio::test]
 async fn one_broadcaster_per_peer_even_under_concurrent_events() {
     let (local_log, remote_log): (Log, Log) = Default::default();
-    let peers = Arc::new(FakePeers { remote: api(remote_log.clone()), built: Default::default() });
+    let peers = Arc::new(FakePeers { remote: api(remote_log.clone()), built: Default::default(), pinned: Default::default() });
     let (nodes, mut writer) = reflector::store::<Node>();
     writer.apply_watcher_event(&watcher::Event::Apply(
         serde_json::from_value(
@@ -124,6 +150,7 @@ async fn one_broadcaster_per_peer_even_under_concurrent_events() {
     // Let it run several periods.
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(*peers.built.lock().unwrap(), ["peer-kubeconfig"], "one client, built once");
+    assert_eq!(*peers.pinned.lock().unwrap(), [None], "a peer we never joined: the kubeconfig's own CA");
     assert_eq!(count(&remote_log, "POST", "/advertisements"), 1, "created once");
     assert!(count(&remote_log, "GET", &format!("advertisement-{OWN}")) >= 3, "checked every period");
     assert_eq!(count(&remote_log, "PATCH", ""), 0, "nothing changed, nothing written");
@@ -171,4 +198,21 @@ async fn one_broadcaster_per_peer_even_under_concurrent_events() {
     );
     fresh.release(PEER, "PeeringRequest", Some(source)).await.unwrap();
     assert_eq!(count(&remote_log, "DELETE", &format!("advertisement-{OWN}")), 3);
+}
+
+/// A peer we joined ourselves: its kubeconfig is used with the API server CA we pinned then,
+/// so one pointing at a third cluster fails the handshake instead of getting our Advertisement.
+#[tokio::test]
+async fn a_peer_we_joined_is_reached_with_its_pinned_ca_only() {
+    let (local_log, remote_log): (Log, Log) = Default::default();
+    let peers = Arc::new(FakePeers { remote: api(remote_log.clone()), built: Default::default(), pinned: Default::default() });
+    let (nodes, _writer) = reflector::store::<Node>();
+    let (_, id) = watch::channel(Some(OWN.to_owned()));
+    let (_config, config_rx) = watch::channel(Some(liqo_api::ClusterConfigSpec::default()));
+    let local = api_knowing(local_log.clone(), Some("PINNED-PEM"));
+    let b = Broadcasters::new(local, id, config_rx, nodes, peers.clone(), Duration::from_millis(50));
+    b.ensure(PEER, "PeeringRequest", SecretReference { name: Some("pr-kubeconfig-peer".into()), namespace: Some("liqo".into()) });
+    liqo_testenv::eventually("the client built", || async { (!peers.pinned.lock().unwrap().is_empty()).then_some(()) }).await;
+    assert_eq!(*peers.pinned.lock().unwrap(), [Some("PINNED-PEM".to_owned())]);
+    assert_eq!(count(&local_log, "GET", "/secrets/known-peer-ca-data"), 1);
 }
