@@ -960,33 +960,12 @@ async fn after_unjoin_no_phase_claims_anything() {
 
 #[tokio::test]
 async fn a_malformed_answer_is_not_called_unreachable() {
-    struct Garbled(Handle);
     // Only /ids is asked (identification): it answers something malformed.
-    impl Peers for Garbled {
-        async fn probe_trust(&self, a: &str) -> Result<TrustMode, Error> {
-            self.0.probe_trust(a).await
-        }
-        async fn ids(&self, _: &str, _: Trust) -> Result<Ids, Error> {
-            Err(Error::RemoteInvalid { step: Step::Ids, message: format!("{AUTH}/ids: expected value at line 1 column 1") })
-        }
-        async fn ca(&self, a: &str, t: Trust) -> Result<String, Error> {
-            self.0.ca(a, t).await
-        }
-        async fn identity(&self, a: &str, t: Trust, r: &IdentityRequest) -> Result<IdentityResponse, Error> {
-            self.0.identity(a, t, r).await
-        }
-        async fn api_client(&self, a: &RemoteAccess) -> Result<Client, Error> {
-            self.0.api_client(a).await
-        }
-        async fn cluster_info_ca(&self, a: &str, t: Trust) -> Result<String, Error> {
-            self.0.cluster_info_ca(a, t).await
-        }
-    }
     let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
     let w = world(home.clone(), vec![], TrustMode::Untrusted);
     let ctx = Arc::new(context(
         w.ctx.shared.client.clone(),
-        Garbled(Handle(w.peer.clone())),
+        Answering(Handle(w.peer.clone()), IdsAnswer::Garbled),
         w.ctx.secrets.clone(),
         w.ctx.advertisements.clone(),
     ));
@@ -999,15 +978,28 @@ async fn a_malformed_answer_is_not_called_unreachable() {
     assert_eq!((status.as_str(), reason.as_str()), ("False", "RemoteInvalid"));
 }
 
-/// A peer whose `/ids` claims `.1` as its cluster ID.
-struct Claiming(Handle, &'static str);
+/// What a scripted peer's `/ids` answers instead of the truth.
+enum IdsAnswer {
+    /// Something that is not JSON.
+    Garbled,
+    /// This cluster ID.
+    Claims(&'static str),
+}
 
-impl Peers for Claiming {
+/// The scripted peer, but for its `/ids` answer.
+struct Answering(Handle, IdsAnswer);
+
+impl Peers for Answering {
     async fn probe_trust(&self, a: &str) -> Result<TrustMode, Error> {
         self.0.probe_trust(a).await
     }
     async fn ids(&self, a: &str, t: Trust) -> Result<Ids, Error> {
-        Ok(Ids { cluster_id: self.1.into(), ..self.0.ids(a, t).await? })
+        match self.1 {
+            IdsAnswer::Garbled => {
+                Err(Error::RemoteInvalid { step: Step::Ids, message: format!("{AUTH}/ids: expected value at line 1 column 1") })
+            }
+            IdsAnswer::Claims(id) => Ok(Ids { cluster_id: id.into(), ..self.0.ids(a, t).await? }),
+        }
     }
     async fn ca(&self, a: &str, t: Trust) -> Result<String, Error> {
         self.0.ca(a, t).await
@@ -1031,7 +1023,7 @@ async fn claimed(id: &'static str, known: Option<ForeignCluster>) -> (Value, Act
     if let Some(k) = known {
         writer.apply_watcher_event(&watcher::Event::Apply(k));
     }
-    let peers = Claiming(Handle(w.peer.clone()), id);
+    let peers = Answering(Handle(w.peer.clone()), IdsAnswer::Claims(id));
     let ctx = Arc::new(context_knowing(w.ctx.shared.client.clone(), peers, w.ctx.secrets.clone(), w.ctx.advertisements.clone(), foreign));
     let spec = json!({"join": true, "authUrl": AUTH, "discoveryType": "Manual", "allowUntrustedCA": true, "trustMode": "Untrusted"});
     let fc: ForeignCluster = serde_json::from_value(fc(spec, json!({}), false)).unwrap();

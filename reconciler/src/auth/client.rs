@@ -69,31 +69,39 @@ impl Verify {
             .expect("ring supports the default protocol versions");
         let mut config = match self {
             Verify::Roots(roots) => builder.with_root_certificates(roots.clone()).with_no_client_auth(),
-            Verify::Nothing => builder.dangerous().with_custom_certificate_verifier(Arc::new(AcceptAny(provider))).with_no_client_auth(),
-            Verify::Fingerprint(fp) => builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(MatchFingerprint { expected: fp.clone(), any: AcceptAny(provider) }))
-                .with_no_client_auth(),
+            Verify::Nothing => {
+                builder.dangerous().with_custom_certificate_verifier(Arc::new(NoRoots(provider, None))).with_no_client_auth()
+            }
+            Verify::Fingerprint(fp) => {
+                builder.dangerous().with_custom_certificate_verifier(Arc::new(NoRoots(provider, Some(fp.clone())))).with_no_client_auth()
+            }
         };
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         config
     }
 }
 
-/// Accepts any certificate, still checking the handshake signatures.
+/// Verifies no chain against roots, still checking the handshake signatures: accepts any
+/// certificate, or (with a fingerprint) a chain in which one certificate has that SHA-256 —
+/// the leaf, or the CA when the server sends it.
 #[derive(Debug)]
-struct AcceptAny(Arc<rustls::crypto::CryptoProvider>);
+struct NoRoots(Arc<rustls::crypto::CryptoProvider>, Option<String>);
 
-impl ServerCertVerifier for AcceptAny {
+impl ServerCertVerifier for NoRoots {
     fn verify_server_cert(
         &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
         _: &ServerName<'_>,
         _: &[u8],
         _: UnixTime,
     ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
+        match &self.1 {
+            Some(expected) if !std::iter::once(end_entity).chain(intermediates).any(|c| fingerprint(c) == *expected) => {
+                Err(rustls::Error::InvalidCertificate(rustls::CertificateError::ApplicationVerificationFailure))
+            }
+            _ => Ok(ServerCertVerified::assertion()),
+        }
     }
     fn verify_tls12_signature(
         &self,
@@ -120,50 +128,6 @@ impl ServerCertVerifier for AcceptAny {
 pub fn fingerprint(cert: &CertificateDer<'_>) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(cert.as_ref()).iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Accepts a chain in which one certificate has the approved fingerprint (the leaf, or the CA
-/// when the server sends it), still checking the handshake signatures.
-#[derive(Debug)]
-struct MatchFingerprint {
-    expected: String,
-    any: AcceptAny,
-}
-
-impl ServerCertVerifier for MatchFingerprint {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        if std::iter::once(end_entity).chain(intermediates).any(|c| fingerprint(c) == self.expected) {
-            Ok(ServerCertVerified::assertion())
-        } else {
-            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::ApplicationVerificationFailure))
-        }
-    }
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.any.verify_tls12_signature(message, cert, dss)
-    }
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.any.verify_tls13_signature(message, cert, dss)
-    }
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.any.supported_verify_schemes()
-    }
 }
 
 /// The fingerprints of the certificates the auth service at `base` presents, leaf first.
