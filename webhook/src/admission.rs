@@ -99,8 +99,9 @@ pub fn admit(endpoint: Endpoint, body: &[u8], view: &dyn ClusterView) -> Result<
 }
 
 /// What simd-json accepts although serde_json refuses it, and then reads differently: a NUL
-/// byte (after a literal), and a surrogate escape (`\uD800`–`\uDFFF`; simd-json decodes a lone
-/// one as U+0000). Such bodies — valid surrogate pairs included, which are rare in reviews — go
+/// byte (after a literal), a surrogate escape (`\uD800`–`\uDFFF`; simd-json decodes a lone
+/// one as U+0000), and a number of 19 or more digits with anything after it up to the next
+/// structural character (see [`long_digit_run`]). Such bodies — valid surrogate pairs included, which are rare in reviews — go
 /// to the step-by-step decoding, which refuses the invalid ones and reads the rest right.
 fn one_pass_may_misread(body: &[u8]) -> bool {
     // One SIMD scan for both bytes; an escaped backslash before `ud8..` only costs a detour.
@@ -109,7 +110,39 @@ fn one_pass_may_misread(body: &[u8]) -> bool {
             || (body.get(i + 1) == Some(&b'u')
                 && matches!(body.get(i + 2), Some(b'd' | b'D'))
                 && matches!(body.get(i + 3), Some(b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F')))
+    }) || long_digit_run(body)
+}
+
+/// The shortest run of digits and dots that may be a number simd-json reads on its slow path,
+/// where it takes the bytes after it (`1234567890123456789x`, `12345678901.23456789x`), which
+/// serde_json refuses: 19 significant digits.
+const LONG_DIGIT_RUN: usize = 19;
+
+/// A run of at least [`LONG_DIGIT_RUN`] bytes of `0-9` and `.` (pure). Such a run always holds
+/// a whole 8-byte block of the body, so blocks are tested eight bytes at a time first.
+fn long_digit_run(body: &[u8]) -> bool {
+    let numeric = |b: u8| b.is_ascii_digit() || b == b'.';
+    body.chunks_exact(8).enumerate().any(|(n, block)| {
+        if !all_numeric(u64::from_le_bytes(block.try_into().expect("8 bytes"))) {
+            return false;
+        }
+        let (start, end) = (n * 8, n * 8 + 8);
+        let before = body[..start].iter().rev().take_while(|b| numeric(**b)).count();
+        let after = body[end..].iter().take_while(|b| numeric(**b)).count();
+        before + 8 + after >= LONG_DIGIT_RUN
     })
+}
+
+/// Every byte of `w` is `0-9` or `.` (SWAR: ASCII, within `.`..=`9`, and no `/`).
+fn all_numeric(w: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let ascii = w & HIGH == 0;
+    let at_least_dot = w.wrapping_add(ONES * (0x80 - 0x2E)) & HIGH == HIGH;
+    let at_most_nine = w.wrapping_add(ONES * (0x7F - 0x39)) & HIGH == 0;
+    let v = w ^ (ONES * 0x2F);
+    let has_slash = v.wrapping_sub(ONES) & !v & HIGH != 0;
+    ascii && at_least_dot && at_most_nine && !has_slash
 }
 
 /// Both decodings of `body`, for the differential fuzz target (`fuzz/`): the one-pass answer
@@ -402,6 +435,28 @@ mod tests {
         // Why it is routed: simd-json alone takes it (and read the key as U+0000).
         assert!(one_pass(&mut lone.clone().into_bytes(), &mut simd_json::Buffers::default()).is_some());
         assert!(!one_pass_may_misread(PEER_SA_CREATE.as_bytes()), "the usual review keeps the fast path");
+    }
+
+    /// Found by the differential fuzz target: simd-json takes a number of 19 or more digits
+    /// followed by anything up to the next structural character, which serde_json refuses.
+    #[test]
+    fn a_long_number_takes_the_careful_path_and_is_refused() {
+        for number in
+            ["1234567890123456789x", "12345678901.23456789x", "1.234567890123456789e5apiVersion", "88888888888884444444.44444999999999"]
+        {
+            let body = PEER_SA_CREATE.replacen("\"dryRun\": false", &format!("\"dryRun\": false, \"n\": {number}"), 1);
+            assert_ne!(body, PEER_SA_CREATE);
+            assert!(one_pass_may_misread(body.as_bytes()), "{number}");
+            let valid = serde_json::from_str::<serde_json::Value>(&body).is_ok();
+            assert_eq!(admit(Endpoint::Validate, body.as_bytes(), &view()).is_ok(), valid, "{number}: answered as serde_json reads it");
+        }
+        // Why they are routed: simd-json alone takes the malformed one.
+        let bad = PEER_SA_CREATE.replacen("\"dryRun\": false", "\"dryRun\": false, \"n\": 1234567890123456789x", 1);
+        assert!(one_pass(&mut bad.into_bytes(), &mut simd_json::Buffers::default()).is_some());
+        // Short numbers, IPs and dotted names keep the fast path.
+        assert!(!long_digit_run(b"{\"a\": 123456789012345678, \"ip\": \"192.168.100.200\", \"v\": \"1.2.3.4.5.6.7.8\"}"));
+        assert!(long_digit_run(b"[1234567890123456789]") && long_digit_run(b"0.123456789012345678"));
+        assert!(!long_digit_run(b"12345678/12345678") && !all_numeric(u64::from_le_bytes(*b"1234567/")));
     }
 
     #[test]

@@ -36,11 +36,26 @@ async fn sigterm_finishes_the_admission_in_flight_then_exits() {
     let body = fixture("peeringrequest-create-by-peer-sa.json");
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let mut tls = connector(&dir.path().join("ca.crt")).connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
+    // `Expect: 100-continue`: the server says when its handler starts reading the body, so the
+    // signal below surely comes while the admission is in flight (not while the connection is
+    // still being accepted, which a loaded machine can make last).
     let head = format!(
-        "POST /validate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        "POST /validate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\nexpect: 100-continue\r\nconnection: close\r\n\r\n",
         body.len()
     );
     tls.write_all(head.as_bytes()).await.unwrap();
+    tls.flush().await.unwrap();
+    let mut interim = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let mut byte = [0u8; 1];
+        while !interim.ends_with(b"\r\n\r\n") {
+            assert_eq!(tls.read(&mut byte).await.unwrap(), 1, "the server closed before 100 Continue");
+            interim.push(byte[0]);
+        }
+    })
+    .await
+    .expect("100 Continue");
+    assert!(interim.starts_with(b"HTTP/1.1 100"), "{}", String::from_utf8_lossy(&interim));
     let half = body.len() / 2;
     tls.write_all(&body[..half]).await.unwrap();
     tls.flush().await.unwrap();
