@@ -96,9 +96,11 @@ reasons! {
     /// Unknown certificate authority, nothing allows it: waits for the user to approve its
     /// fingerprint.
     AwaitingApproval,
-    /// Paired by fingerprint: a presented certificate has `spec.trustedCAFingerprint`.
+    /// Paired by fingerprint: the remote's leaf, or the CA that signed it, has
+    /// `spec.trustedCAFingerprint`.
     FingerprintApproved,
-    /// `spec.trustedCAFingerprint` is set and no presented certificate has it.
+    /// `spec.trustedCAFingerprint` is set and neither the remote's leaf nor a CA that signed it
+    /// has it.
     FingerprintMismatch,
     /// The remote's certificate is invalid for another reason than its issuer.
     TlsError,
@@ -206,21 +208,21 @@ pub const TROUBLESHOOTING: &[Entry] = &[
         C::Trusted,
         S::False,
         &[R::AwaitingApproval],
-        "the remote's certificate is not signed by a CA we trust; the message shows the SHA-256 fingerprint it presents",
-        "compare it with the remote operator's, then `kubectl liqo trust NAME --fingerprint …` (sets `spec.trustedCAFingerprint`); or `--trusted-ca-file` with the remote's CA",
+        "the remote's certificate is not signed by a CA we trust; the message shows the SHA-256 fingerprint of its CA (of its certificate when it sends no CA)",
+        "compare it with the remote operator's (`AUTH-CA-FINGERPRINT` in their `kubectl liqo status`), then `kubectl liqo trust NAME --fingerprint …` (sets `spec.trustedCAFingerprint`); or `--trusted-ca-file` with the remote's CA",
     ),
     fc(
         C::Trusted,
         S::True,
         &[R::FingerprintApproved],
-        "paired by fingerprint: the remote presents the certificate `spec.trustedCAFingerprint` names (checked on every connection)",
+        "paired by fingerprint: the remote's certificate is the one `spec.trustedCAFingerprint` names or is signed by it (checked on every connection; a renewed leaf of the same CA stays approved)",
         "",
     ),
     fc(
         C::Trusted,
         S::False,
         &[R::FingerprintMismatch],
-        "the remote no longer presents the approved fingerprint (a renewed certificate, or someone else)",
+        "the remote's certificate is neither the approved one nor signed by it (a new CA, or someone else)",
         "ask the remote's operator for the new fingerprint; approve it again only if it matches",
     ),
     fc(

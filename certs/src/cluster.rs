@@ -4,7 +4,8 @@
 //!
 //! - Secret `liqo-ca` (Opaque: `ca.crt`, `ca.key`, and `previous-ca.crt` after a rotation)
 //!   holds the CA; it is made when missing and replaced before it expires.
-//! - Each serving Secret (`kubernetes.io/tls`: `tls.crt`, `tls.key`, `ca.crt`) is issued
+//! - Each serving Secret (`kubernetes.io/tls`: `tls.crt` — the leaf followed by the CA, so
+//!   that peers can pair by the CA's fingerprint —, `tls.key`, `ca.crt`) is issued
 //!   when missing, and again when it no longer covers its names, nears expiry or was signed
 //!   by another CA. A Secret that exists without our `managed-by` label was provided by the
 //!   user: it is never written, and its `ca.crt` is what goes into the caBundle.
@@ -28,7 +29,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use crate::inspect::inspect;
-use crate::issue::Pair;
+use crate::issue::{Pair, chain_pem};
 use crate::renew::{Lifetimes, renew_ca, renew_serving};
 use crate::{CertsError, Result};
 
@@ -201,7 +202,7 @@ pub async fn sync(client: &Client, s: &Sync, now: OffsetDateTime) -> Result<Vec<
         let stored = current.as_ref().and_then(|c| stored_pair(c, "tls.crt", "tls.key"));
         let (leaf, why) = renew_serving(&ca, stored, &target.sans, now, &s.life)?;
         let data = BTreeMap::from([
-            ("tls.crt".to_owned(), leaf.cert_pem),
+            ("tls.crt".to_owned(), chain_pem(&leaf.cert_pem, &ca.cert_pem)),
             ("tls.key".to_owned(), leaf.key_pem),
             ("ca.crt".to_owned(), ca.cert_pem.clone()),
         ]);

@@ -1,12 +1,12 @@
-//! A certificate directory (`ca.crt`, `ca.key`, `tls.crt`, `tls.key`) kept valid: created when
-//! missing, re-issued before expiry. Files are replaced atomically (write, then rename) so a
-//! server reloading them never reads half a certificate.
+//! A certificate directory (`ca.crt`, `ca.key`, `tls.crt` — the leaf followed by the CA —,
+//! `tls.key`) kept valid: created when missing, re-issued before expiry. Files are replaced
+//! atomically (write, then rename) so a server reloading them never reads half a certificate.
 
 use std::path::{Path, PathBuf};
 
 use time::OffsetDateTime;
 
-use crate::issue::Pair;
+use crate::issue::{Pair, chain_pem};
 pub use crate::renew::Lifetimes;
 use crate::renew::{renew_ca, renew_serving};
 use crate::{CertsError, Result};
@@ -63,11 +63,16 @@ pub fn ensure(dir: &Path, sans: &[String], now: OffsetDateTime, life: &Lifetimes
         write_atomically(&paths.ca_crt, &ca.cert_pem)?;
     }
     outcome.ca = why;
-    let (leaf, why) = renew_serving(&ca, pair(read(&paths.tls_crt)?, read(&paths.tls_key)?), sans, now, life)?;
+    let stored = read(&paths.tls_crt)?;
+    let (leaf, why) = renew_serving(&ca, pair(stored.clone(), read(&paths.tls_key)?), sans, now, life)?;
     if why.is_some() {
         // Key first: a reader that sees the new certificate must also find its key.
         write_atomically(&paths.tls_key, &leaf.key_pem)?;
-        write_atomically(&paths.tls_crt, &leaf.cert_pem)?;
+    }
+    // The leaf followed by its CA (a leaf alone, from an older version, is completed).
+    let chain = chain_pem(&leaf.cert_pem, &ca.cert_pem);
+    if stored.as_deref() != Some(chain.as_str()) {
+        write_atomically(&paths.tls_crt, &chain)?;
     }
     outcome.serving = why;
     Ok(outcome)
@@ -101,6 +106,24 @@ mod tests {
 
         let wider = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "webhook.example".to_owned()];
         assert_eq!(ensure(dir.path(), &wider, later, &life).unwrap().serving.as_deref(), Some("does not cover webhook.example"));
+    }
+
+    #[test]
+    fn the_serving_file_holds_the_leaf_then_the_ca_and_a_lone_leaf_is_completed() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = OffsetDateTime::now_utc();
+        let sans = vec!["localhost".to_owned()];
+        ensure(dir.path(), &sans, now, &Lifetimes::default()).unwrap();
+        let file = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+        let (chain, ca, key) = (file("tls.crt"), file("ca.crt"), file("tls.key"));
+        assert_eq!(chain.matches("BEGIN CERTIFICATE").count(), 2);
+        assert!(chain.ends_with(&ca), "the CA last");
+
+        // A directory written by an older version: the leaf alone. Completed, same key.
+        let leaf_only = &chain[..chain.find(&ca).unwrap()];
+        std::fs::write(dir.path().join("tls.crt"), leaf_only).unwrap();
+        assert_eq!(ensure(dir.path(), &sans, now, &Lifetimes::default()).unwrap(), Outcome::default(), "nothing re-issued");
+        assert_eq!((file("tls.crt"), file("tls.key")), (chain, key));
     }
 
     #[test]

@@ -62,6 +62,15 @@ pub fn issue_serving(ca: &Pair, sans: &[String], now: OffsetDateTime, valid_for:
     Ok(Pair { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
 }
 
+/// What a server presents: the leaf (the first certificate of `leaf_pem`, which may already
+/// be a chain) followed by the CA that signed it. Peers that pair by fingerprint can then
+/// approve the CA, which outlives every leaf it signs, instead of a leaf renewed each year.
+pub fn chain_pem(leaf_pem: &str, ca_pem: &str) -> String {
+    const END: &str = "-----END CERTIFICATE-----";
+    let leaf = leaf_pem.find(END).map_or(leaf_pem, |i| &leaf_pem[..i + END.len()]);
+    format!("{}\n{}\n", leaf.trim(), ca_pem.trim())
+}
+
 /// The DNS names under which a Service is reached from inside the cluster.
 pub fn service_dns_names(service: &str, namespace: &str) -> Vec<String> {
     vec![
@@ -70,4 +79,22 @@ pub fn service_dns_names(service: &str, namespace: &str) -> Vec<String> {
         format!("{service}.{namespace}.svc"),
         format!("{service}.{namespace}.svc.cluster.local"),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inspect::{fingerprint_sha256, inspect};
+
+    #[test]
+    fn the_chain_is_the_leaf_then_its_ca_and_making_it_again_changes_nothing() {
+        let now = OffsetDateTime::now_utc();
+        let ca = new_ca("liqo-ca", now, Duration::days(10)).unwrap();
+        let leaf = issue_serving(&ca, &["localhost".to_owned()], now, Duration::days(1)).unwrap();
+        let chain = chain_pem(&leaf.cert_pem, &ca.cert_pem);
+        assert_eq!(chain, format!("{}{}", leaf.cert_pem, ca.cert_pem));
+        assert_eq!(chain_pem(&chain, &ca.cert_pem), chain, "a chain already made is kept as it is");
+        assert_eq!(fingerprint_sha256(&chain).unwrap(), fingerprint_sha256(&leaf.cert_pem).unwrap(), "the leaf comes first");
+        assert!(!inspect(&chain).unwrap().is_ca);
+    }
 }

@@ -86,6 +86,10 @@ async fn sync_issues_keeps_and_respects_user_certificates() {
     auth_sans.extend(["auth.example.org".to_owned(), "172.18.0.2".to_owned()]);
     assert_eq!(reissue_reason(&data(&auth, "tls.crt"), &ca_pem, &auth_sans, now, Duration::days(30)), None);
     assert!(!inspect(&data(&auth, "tls.crt")).unwrap().sans.contains(&"n1".to_owned()), "Hostname addresses are not IPs to certify");
+    for served in [&webhook, &auth] {
+        let chain = data(served, "tls.crt");
+        assert!(chain.matches("BEGIN CERTIFICATE").count() == 2 && chain.ends_with(&ca_pem), "the leaf, then the CA: {chain}");
+    }
     let bundle = bundles(&admin).await;
     assert_eq!(bundle.len(), 3, "two validating webhooks and one mutating");
     for b in &bundle {

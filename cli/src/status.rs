@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
@@ -34,6 +34,10 @@ pub struct ThisCluster {
     /// The auth service and API server URLs peers are told (the reconciler's settings).
     pub auth_url: Option<String>,
     pub api_url: Option<String>,
+    /// SHA-256 of the CA the auth service's certificate chains to: what a peer's operator
+    /// approves when pairing by fingerprint (`kubectl liqo trust`), read from `ca.crt` of
+    /// Secret `liqo-auth-tls`; or why it could not be read.
+    pub auth_ca_fingerprint: String,
     pub reconciler: String,
     pub webhook: String,
     pub crds: String,
@@ -75,6 +79,7 @@ impl Overview {
                     ("PEERING-POLICY", policy),
                     ("AUTH-URL", dash(&c.auth_url)),
                     ("API-URL", dash(&c.api_url)),
+                    ("AUTH-CA-FINGERPRINT", c.auth_ca_fingerprint.clone()),
                     ("RECONCILER", c.reconciler.clone()),
                     ("WEBHOOK", c.webhook.clone()),
                     ("CRDS", c.crds.clone()),
@@ -210,6 +215,23 @@ async fn reconciler(client: &Client, ns: &str) -> (String, Option<String>, Optio
     (lease + &ready.unwrap_or_default(), env("LIQO_AUTH_URL"), env("LIQO_API_URL"))
 }
 
+/// The fingerprint peers approve: the auth service's CA, from Secret `liqo-auth-tls`.
+async fn auth_ca_fingerprint(client: &Client, ns: &str) -> String {
+    const SECRET: &str = "liqo-auth-tls";
+    match read(&Api::<Secret>::namespaced(client.clone(), ns), SECRET).await {
+        Ok(Some(secret)) => {
+            let ca = secret.data.as_ref().and_then(|d| d.get("ca.crt")).map(|b| String::from_utf8_lossy(&b.0).into_owned());
+            match ca.as_deref().map(liqo_certs::inspect::fingerprint_sha256) {
+                Some(Ok(fp)) => fp,
+                Some(Err(e)) => format!("unknown: Secret {SECRET}: ca.crt: {e}"),
+                None => format!("unknown: Secret {SECRET} has no ca.crt"),
+            }
+        }
+        Ok(None) => format!("unknown: no Secret {SECRET} (is the auth service installed?)"),
+        Err(e) => format!("unknown: Secret {SECRET} {e}"),
+    }
+}
+
 async fn webhook(client: &Client, ns: &str) -> String {
     match read(&Api::<Deployment>::namespaced(client.clone(), ns), "liqo-webhook").await {
         Ok(Some(d)) => {
@@ -269,6 +291,7 @@ pub async fn overview(client: &Client, ns: &str) -> Result<Overview> {
         deny: spec.peering_deny_list.clone(),
         auth_url,
         api_url,
+        auth_ca_fingerprint: auth_ca_fingerprint(client, ns).await,
         reconciler,
         webhook: webhook(client, ns).await,
         crds: crds(client).await,
@@ -400,6 +423,7 @@ mod tests {
                 deny: vec!["66666666-7777-8888-9999-000000000000".into()],
                 auth_url: Some("https://10.77.0.1:30443".into()),
                 api_url: Some("https://10.77.0.1:6443".into()),
+                auth_ca_fingerprint: "3f1c5e0a9b7d2c4e6f8a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e".into(),
                 reconciler: "running, leader liqo-reconciler-7d9f (renewed 2s ago); Deployment 1/1 ready".into(),
                 webhook: "Deployment 2/2 ready".into(),
                 crds: "installed".into(),

@@ -9,9 +9,11 @@ mod common;
 use std::process::{Command, Output};
 
 use common::*;
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams};
 use liqo_api::{ForeignCluster, PeeringRequest, SearchDomain};
 use liqo_testenv::{ControlPlane, eventually, skip};
+use serde_json::json;
 
 fn kubectl_liqo(cp: &ControlPlane, args: &[&str]) -> Output {
     let kubeconfig = cp.kubeconfig(liqo_testenv::ADMIN_TOKEN);
@@ -117,9 +119,17 @@ async fn pairing_by_fingerprint_as_a_user_does_it() {
         fc_where(&t.home, "remote", "awaiting approval", |f| phase(f, "Trusted").is_some_and(|p| p.1 == "AwaitingApproval")).await;
     let message = phase(&waiting, "Trusted").unwrap().2;
 
-    // What the remote's operator reads out: the fingerprint of its auth service's certificate.
-    let pem = std::fs::read_to_string(t.remote_cp.path().join("remote-auth-certs/tls.crt")).unwrap();
-    let theirs = liqo_certs::inspect::fingerprint_sha256(&pem).unwrap();
+    // What the remote's operator reads out: the fingerprint of the CA its auth service's
+    // certificate chains to, from Secret liqo-auth-tls as installed (`kubectl liqo status`).
+    let certs = t.remote_cp.path().join("remote-auth-certs");
+    let ca_pem = std::fs::read_to_string(certs.join("ca.crt")).unwrap();
+    let auth_tls = json!({"metadata": {"name": "liqo-auth-tls", "namespace": "liqo"}, "type": "kubernetes.io/tls",
+        "stringData": {"tls.crt": std::fs::read_to_string(certs.join("tls.crt")).unwrap(), "tls.key": std::fs::read_to_string(certs.join("tls.key")).unwrap(), "ca.crt": ca_pem}});
+    let secrets: Api<Secret> = Api::namespaced(t.remote.clone(), "liqo");
+    secrets.create(&Default::default(), &serde_json::from_value(auth_tls).unwrap()).await.unwrap();
+    let theirs = liqo_certs::inspect::fingerprint_sha256(&ca_pem).unwrap();
+    let read_out = text(&kubectl_liqo(&t.remote_cp, &["status"]));
+    assert!(read_out.contains(&format!("AUTH-CA-FINGERPRINT   {theirs}")), "{read_out}");
     assert!(message.contains(&format!("SHA-256 {theirs}")), "the page shows what the remote presents: {message}");
     let said = text(&kubectl_liqo(&t.home_cp, &["status", "remote"]));
     assert!(said.contains(&theirs) && said.contains("kubectl liqo trust remote --fingerprint"), "{said}");
@@ -138,6 +148,23 @@ async fn pairing_by_fingerprint_as_a_user_does_it() {
     let joined = fc_where(&t.home, "remote", "joined by fingerprint", outgoing_joined).await;
     assert_eq!(phase(&joined, "Trusted").unwrap().1, "FingerprintApproved");
     assert!(!joined.spec.allow_untrusted_ca(), "no allowUntrustedCA needed");
+
+    // The remote's leaf is renewed (same CA), as every year: the pairing holds.
+    use liqo_reconciler::auth::client::presented_fingerprints;
+    let before = presented_fingerprints(&t.remote_rec.auth_url).await.unwrap();
+    std::fs::remove_file(certs.join("tls.crt")).unwrap();
+    let sans = ["localhost".to_owned(), "127.0.0.1".to_owned()];
+    liqo_certs::files::ensure(&certs, &sans, time::OffsetDateTime::now_utc(), &Default::default()).unwrap();
+    let renewed = eventually("the remote serving its renewed leaf", || async {
+        let now = presented_fingerprints(&t.remote_rec.auth_url).await.ok()?;
+        (now[0] != before[0]).then_some(now)
+    })
+    .await;
+    assert_eq!(renewed, [renewed[0].clone(), theirs.clone()], "a new leaf, the same CA");
+    reconciles_later(&t.home_rec, 3.0).await;
+    let still = Api::<ForeignCluster>::all(t.home.clone()).get("remote").await.unwrap();
+    assert_eq!(phase(&still, "Trusted").unwrap().1, "FingerprintApproved", "{still:?}");
+    assert!(outgoing_joined(&still));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -31,8 +31,8 @@ pub enum Trust {
     Roots,
     /// Not at all (an untrusted CA the operator allowed, or discovery's read-only `/ids`).
     Anything,
-    /// One of the certificates presented must have this SHA-256 (lowercase hex): paired by
-    /// `spec.trustedCAFingerprint`.
+    /// The leaf presented, or the CA that signed it, must have this SHA-256 (lowercase hex):
+    /// paired by `spec.trustedCAFingerprint`.
     Fingerprint(String),
 }
 
@@ -61,8 +61,9 @@ pub trait Peers: Send + Sync + 'static {
     /// The peer's API server CA from its `kube-public/cluster-info` (for peers known by
     /// `apiUrl` only), verified as `trust` says.
     fn cluster_info_ca(&self, api_url: &str, trust: Trust) -> impl Future<Output = Result<String>> + Send;
-    /// The SHA-256 fingerprints (lowercase hex) of the certificates the auth service at
-    /// `auth_url` presents, leaf first: what a user compares when pairing by fingerprint.
+    /// The SHA-256 fingerprints (lowercase hex) the auth service at `auth_url` proves: its
+    /// leaf's, then its CA's when it presents it (a copied certificate it did not prove
+    /// is left out). What a user compares when pairing by fingerprint.
     fn presented_fingerprints(&self, auth_url: &str) -> impl Future<Output = Result<Vec<String>>> + Send {
         let url = auth_url.to_owned();
         async move { Err(Error::Tls(format!("{url}: reading fingerprints is not supported here"))) }

@@ -360,17 +360,70 @@ async fn a_peer_answering_ten_megabytes_is_refused() {
     assert!(err.to_string().contains("length limit"), "{err}");
 }
 
-/// Pairing by fingerprint over real TLS: the fingerprint read is the certificate's, a call
-/// verified by it succeeds, and one expecting another fingerprint is refused at the handshake.
+/// Pairing by fingerprint over real TLS: the fingerprints read are the certificates', a call
+/// verified by the leaf's or by the CA's succeeds, and one expecting another fingerprint is
+/// refused at the handshake.
 #[tokio::test]
 async fn calls_are_verified_by_an_approved_fingerprint() {
     use liqo_reconciler::auth::client::{self, Verify};
     let r = start(Some(OWN)).await;
     let url = format!("https://127.0.0.1:{}", r.addr.port());
-    let pem = std::fs::read_to_string(r.certs.path().join("tls.crt")).unwrap();
-    let leaf = liqo_certs::inspect::fingerprint_sha256(&pem).unwrap().replace(':', "").to_lowercase();
-    assert_eq!(client::presented_fingerprints(&url).await.unwrap(), std::slice::from_ref(&leaf));
+    let fp = |file: &str| {
+        let pem = std::fs::read_to_string(r.certs.path().join(file)).unwrap();
+        liqo_certs::inspect::fingerprint_sha256(&pem).unwrap()
+    };
+    let (leaf, ca) = (fp("tls.crt"), fp("ca.crt"));
+    assert_eq!(client::presented_fingerprints(&url).await.unwrap(), [leaf.clone(), ca.clone()], "the leaf, then its CA");
     assert_eq!(client::ids(&url, &Verify::Fingerprint(leaf)).await.unwrap().cluster_id, OWN);
+    assert_eq!(client::ids(&url, &Verify::Fingerprint(ca)).await.unwrap().cluster_id, OWN);
     let err = client::ids(&url, &Verify::Fingerprint("00".repeat(32))).await.unwrap_err();
-    assert!(err.to_string().contains("no certificate presented has the approved fingerprint"), "{err}");
+    assert!(err.to_string().contains("neither the approved one nor signed by it"), "{err}");
+}
+
+/// Serves `/ids` over TLS with the certificate chain `chain` (PEM) and `key`; returns the URL.
+async fn serve_chain(chain: &str, key: &str) -> (String, tempfile::TempDir) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tls.crt"), chain).unwrap();
+    std::fs::write(dir.path().join("tls.key"), key).unwrap();
+    let cert = ReloadingCert::load(CertFiles { cert: dir.path().join("tls.crt"), key: dir.path().join("tls.key") }).unwrap();
+    let ids = Ids { cluster_id: OWN.into(), cluster_name: "x".into(), guest_namespace: "liqo".into() };
+    let router = axum::Router::new().route("/ids", axum::routing::get(move || std::future::ready(axum::Json(ids.clone()))));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let handle = axum_server::Handle::new();
+    tokio::spawn(serve_https(listener, server_config(cert), router, handle.clone()));
+    handle.listening().await.unwrap();
+    (url, dir)
+}
+
+/// A peer paired by its CA's fingerprint stays verified across a renewal of its leaf; an
+/// impostor who sends its own leaf followed by a copy of that CA (a certificate is public) or
+/// of the approved leaf is refused: the approved certificate must be the one the server holds
+/// the key of, or have signed it.
+#[tokio::test]
+async fn an_approved_ca_survives_a_leaf_renewal_and_a_copied_certificate_proves_nothing() {
+    use liqo_certs::issue::{issue_serving, new_ca};
+    use liqo_reconciler::auth::client::{self, Verify};
+    let now = time::OffsetDateTime::now_utc();
+    let (year, sans) = (time::Duration::days(365), ["127.0.0.1".to_owned()]);
+    let fp = |pem: &str| liqo_certs::inspect::fingerprint_sha256(pem).unwrap();
+    let ca = new_ca("liqo-ca", now, year).unwrap();
+    let first = issue_serving(&ca, &sans, now, year).unwrap();
+    let renewed = issue_serving(&ca, &sans, now, year).unwrap();
+    let other_ca = new_ca("someone-else", now, year).unwrap();
+    let impostor = issue_serving(&other_ca, &sans, now, year).unwrap();
+    let approved_ca = Verify::Fingerprint(fp(&ca.cert_pem));
+
+    for genuine in [&first, &renewed] {
+        let (url, _dir) = serve_chain(&format!("{}{}", genuine.cert_pem, ca.cert_pem), &genuine.key_pem).await;
+        assert_eq!(client::ids(&url, &approved_ca).await.unwrap().cluster_id, OWN);
+    }
+    let (url, _dir) = serve_chain(&format!("{}{}", impostor.cert_pem, ca.cert_pem), &impostor.key_pem).await;
+    let err = client::ids(&url, &approved_ca).await.unwrap_err();
+    assert!(err.to_string().contains("neither the approved one nor signed by it"), "{err}");
+    assert_eq!(client::presented_fingerprints(&url).await.unwrap(), [fp(&impostor.cert_pem)], "the copied CA is not shown as proven");
+    let (url, _dir) = serve_chain(&format!("{}{}", impostor.cert_pem, first.cert_pem), &impostor.key_pem).await;
+    let err = client::ids(&url, &Verify::Fingerprint(fp(&first.cert_pem))).await.unwrap_err();
+    assert!(err.to_string().contains("neither the approved one nor signed by it"), "{err}");
 }

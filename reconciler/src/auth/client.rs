@@ -34,8 +34,8 @@ pub enum Verify {
     Roots(Arc<RootCertStore>),
     /// Not at all: only for a peer whose untrusted CA the operator allowed.
     Nothing,
-    /// One of the presented certificates has this SHA-256 (lowercase hex): a peer paired by
-    /// fingerprint.
+    /// The leaf presented, or the CA that signed it, has this SHA-256 (lowercase hex): a peer
+    /// paired by fingerprint.
     Fingerprint(String),
 }
 
@@ -82,8 +82,7 @@ impl Verify {
 }
 
 /// Verifies no chain against roots, still checking the handshake signatures: accepts any
-/// certificate, or (with a fingerprint) a chain in which one certificate has that SHA-256 —
-/// the leaf, or the CA when the server sends it.
+/// certificate, or (with a fingerprint) a peer paired by fingerprint — see [`approved`].
 #[derive(Debug)]
 struct NoRoots(Arc<rustls::crypto::CryptoProvider>, Option<String>);
 
@@ -94,10 +93,10 @@ impl ServerCertVerifier for NoRoots {
         intermediates: &[CertificateDer<'_>],
         _: &ServerName<'_>,
         _: &[u8],
-        _: UnixTime,
+        now: UnixTime,
     ) -> std::result::Result<ServerCertVerified, rustls::Error> {
         match &self.1 {
-            Some(expected) if !std::iter::once(end_entity).chain(intermediates).any(|c| fingerprint(c) == *expected) => {
+            Some(expected) if !approved(expected, end_entity, intermediates, now, &self.0) => {
                 Err(rustls::Error::InvalidCertificate(rustls::CertificateError::ApplicationVerificationFailure))
             }
             _ => Ok(ServerCertVerified::assertion()),
@@ -124,19 +123,67 @@ impl ServerCertVerifier for NoRoots {
     }
 }
 
+/// Whether the certificate the server proved it holds the key of (`end_entity`, whose
+/// signature over the handshake rustls checks) is the approved one, or is signed by it
+/// through the presented chain. Merely presenting a certificate with that fingerprint proves
+/// nothing: a certificate is public, anybody can send a copy of it after a leaf of their own.
+/// The name the peer is reached by is not checked: the approval names the peer's own CA, and
+/// peers are often reached by an address (a NodePort) that their certificate does not list.
+fn approved(
+    expected: &str,
+    end_entity: &CertificateDer<'_>,
+    intermediates: &[CertificateDer<'_>],
+    now: UnixTime,
+    provider: &rustls::crypto::CryptoProvider,
+) -> bool {
+    fingerprint(end_entity) == expected
+        || intermediates.iter().any(|c| fingerprint(c) == expected && chains_to(end_entity, intermediates, c, now, provider))
+}
+
+/// Whether `end_entity` is valid `now` and signed by `anchor`, through `intermediates`.
+fn chains_to(
+    end_entity: &CertificateDer<'_>,
+    intermediates: &[CertificateDer<'_>],
+    anchor: &CertificateDer<'_>,
+    now: UnixTime,
+    provider: &rustls::crypto::CryptoProvider,
+) -> bool {
+    let mut roots = RootCertStore::empty();
+    let Ok(leaf) = rustls::server::ParsedCertificate::try_from(end_entity) else { return false };
+    roots.add(anchor.clone().into_owned()).is_ok()
+        && rustls::client::verify_server_cert_signed_by_trust_anchor(
+            &leaf,
+            &roots,
+            intermediates,
+            now,
+            provider.signature_verification_algorithms.all,
+        )
+        .is_ok()
+}
+
+/// The fingerprints a server proves: its leaf's, then those of the presented certificates
+/// that signed it (its CA, when it sends it). A copy of someone else's CA is not listed.
+fn proven_fingerprints(certs: &[CertificateDer<'_>]) -> Vec<String> {
+    let Some((leaf, rest)) = certs.split_first() else { return Vec::new() };
+    let provider = rustls::crypto::ring::default_provider();
+    let now = UnixTime::now();
+    std::iter::once(fingerprint(leaf)).chain(rest.iter().filter(|c| chains_to(leaf, rest, c, now, &provider)).map(fingerprint)).collect()
+}
+
 /// The SHA-256 of a certificate, lowercase hex.
 pub fn fingerprint(cert: &CertificateDer<'_>) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(cert.as_ref()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The fingerprints of the certificates the auth service at `base` presents, leaf first.
+/// The fingerprints the auth service at `base` proves (see [`proven_fingerprints`]): its
+/// leaf's, then its CA's when it presents it.
 pub async fn presented_fingerprints(base: &str) -> Result<Vec<String>> {
     let step = Step::TrustProbe;
     let tls = tokio::time::timeout(TIMEOUT, connect(base, &Verify::Nothing, step))
         .await
         .map_err(|_| Error::unreachable(step, format!("{base}: timed out")))??;
-    Ok(tls.get_ref().1.peer_certificates().unwrap_or_default().iter().map(fingerprint).collect())
+    Ok(proven_fingerprints(tls.get_ref().1.peer_certificates().unwrap_or_default()))
 }
 
 /// `https://host:port` split into what a connection needs.
@@ -164,7 +211,7 @@ async fn connect(base: &str, verify: &Verify, step: Step) -> Result<tokio_rustls
             Some(rustls::Error::InvalidCertificate(rustls::CertificateError::ApplicationVerificationFailure))
                 if matches!(verify, Verify::Fingerprint(_)) =>
             {
-                Error::Tls(format!("{base}: no certificate presented has the approved fingerprint"))
+                Error::Tls(format!("{base}: the certificate presented is neither the approved one nor signed by it"))
             }
             Some(rustls::Error::InvalidCertificate(c)) => Error::Tls(format!("{base}: {c:?}")),
             _ => Error::unreachable(step, format!("{base}: {e}")),

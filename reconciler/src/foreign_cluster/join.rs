@@ -150,13 +150,14 @@ async fn settle_trust<P: Peers>(j: Join<'_, P>, mode: TrustMode, probed: Option<
     {
         let presented = ctx.shared.peers.presented_fingerprints(url).await.map_err(|e| remote_failed(ctx, r, e))?;
         if presented.contains(&approved) {
-            let message = format!("{url} presents the certificate with the approved fingerprint (spec.trustedCAFingerprint)");
+            let message = format!("{url} proves the certificate of the approved fingerprint (spec.trustedCAFingerprint), or one it signed");
             r.set(Phase::Trusted, Status::True, Reason::FingerprintApproved, message);
             return Ok(Trust::Fingerprint(approved));
         }
         record_probe.await?;
         let shown = presented.last().map_or("no certificate".to_owned(), |f| format!("SHA-256 {f}"));
-        let message = format!("{url} presents {shown}, not the approved {approved}: refused (a new certificate, or someone else)");
+        let message =
+            format!("{url} presents {shown}, neither the approved {approved} nor signed by it: refused (a new CA, or someone else)");
         r.set(Phase::Trusted, Status::False, Reason::FingerprintMismatch, message);
         return Err(Stop::Report(Action::requeue(ctx.timing.health)));
     }
