@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rustls::ServerConfig;
 
-pub use limits::{BodyBounds, ConnectionCap, Limits, Refused, bounded_body};
+pub use limits::{BodyBounds, ConnectionCap, Limits, Refused, SilenceCutoff, bounded_body};
 pub use tls::{CertFiles, ReloadingCert, certified_key, server_config};
 
 /// Everything that can go wrong with a serving certificate.
@@ -49,8 +49,9 @@ pub async fn serve_https(
 /// Serves `router` over TLS on `listener` until `handle` shuts it down. At most
 /// `limits.max_connections` connections are open at once (the others are closed as they
 /// arrive and counted in `refused`); each gets `TCP_NODELAY` (keep-alive request/response
-/// traffic must not wait for delayed ACKs) and `limits.header_timeout` for its TLS handshake
-/// and for each request's headers. Handlers can read the client's address
+/// traffic must not wait for delayed ACKs), `limits.header_timeout` for its TLS handshake,
+/// for its first bytes after it and for each request's headers, and is closed once it stays
+/// silent for `limits.idle_timeout`. Handlers can read the client's address
 /// (`ConnectInfo<SocketAddr>`).
 pub async fn serve_https_limited(
     listener: std::net::TcpListener,
@@ -62,9 +63,10 @@ pub async fn serve_https_limited(
 ) -> std::io::Result<()> {
     listener.set_nonblocking(true)?;
     let config = axum_server::tls_rustls::RustlsConfig::from_config(tls);
-    let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(config)
+    let tls = axum_server::tls_rustls::RustlsAcceptor::new(config)
         .handshake_timeout(limits.header_timeout)
         .acceptor(ConnectionCap::new(limits.max_connections, refused));
+    let acceptor = SilenceCutoff::new(tls, limits.header_timeout, limits.idle_timeout);
     let mut server = axum_server::from_tcp(listener)?.acceptor(acceptor).handle(handle);
     server.http_builder().http1().timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(limits.header_timeout);
     server.serve(router.into_make_service_with_connect_info::<std::net::SocketAddr>()).await

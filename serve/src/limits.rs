@@ -1,7 +1,8 @@
 //! What keeps a server reachable when a client misbehaves: a cap on open connections (a
 //! connection over the cap is closed at once and counted), a deadline for request headers
-//! (a slowloris client is cut off), and a middleware that caps a request body's size and the
-//! time it may take to arrive.
+//! (a slowloris client is cut off), a deadline for a connection's silence (one that sends
+//! nothing after its TLS handshake, or stays idle between requests, is closed), and a
+//! middleware that caps a request body's size and the time it may take to arrive.
 
 use std::io;
 use std::pin::Pin;
@@ -25,13 +26,19 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub struct Limits {
     /// Open connections at once; more are closed as they arrive.
     pub max_connections: usize,
-    /// Time a client has to send a request's headers (also the TLS handshake's).
+    /// Time a client has to send a request's headers (also the TLS handshake's, and the time
+    /// from the handshake to its first bytes).
     pub header_timeout: Duration,
+    /// Time a connection may go without reading or writing a byte once it has spoken (idle
+    /// between keep-alive requests, or an HTTP/2 client that stopped talking). Longer than the
+    /// 90 s after which Go's HTTP client (the API server calling a webhook) drops an idle
+    /// connection itself, so that the client, not the server, closes it.
+    pub idle_timeout: Duration,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_connections: 1024, header_timeout: Duration::from_secs(10) }
+        Self { max_connections: 1024, header_timeout: Duration::from_secs(10), idle_timeout: Duration::from_secs(120) }
     }
 }
 
@@ -96,6 +103,92 @@ impl AsyncWrite for Permitted {
     }
     fn is_write_vectored(&self) -> bool {
         self.stream.is_write_vectored()
+    }
+}
+
+/// An acceptor that closes a connection which stays silent: no byte within `first` of its
+/// TLS handshake, or no byte read or written for `idle` after that. Wraps the TLS acceptor,
+/// so the time counts from the end of the handshake.
+#[derive(Clone, Debug)]
+pub struct SilenceCutoff<A> {
+    inner: A,
+    first: Duration,
+    idle: Duration,
+}
+
+impl<A> SilenceCutoff<A> {
+    pub fn new(inner: A, first: Duration, idle: Duration) -> Self {
+        Self { inner, first, idle }
+    }
+}
+
+impl<A, I, S> Accept<I, S> for SilenceCutoff<A>
+where
+    A: Accept<I, S>,
+    A::Future: Send + 'static,
+    A::Stream: Send + 'static,
+    A::Service: Send + 'static,
+{
+    type Stream = Watched<A::Stream>;
+    type Service = A::Service;
+    type Future = Pin<Box<dyn std::future::Future<Output = io::Result<(Watched<A::Stream>, A::Service)>> + Send>>;
+
+    fn accept(&self, stream: I, service: S) -> Self::Future {
+        let (accepted, first, idle) = (self.inner.accept(stream, service), self.first, self.idle);
+        Box::pin(async move {
+            let (stream, service) = accepted.await?;
+            let deadline = Box::pin(tokio::time::sleep(first));
+            Ok((Watched { stream, deadline, idle }, service))
+        })
+    }
+}
+
+/// A connection that fails its next read once its deadline passes; every byte read or
+/// written moves the deadline `idle` ahead.
+#[derive(Debug)]
+pub struct Watched<S> {
+    stream: S,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    idle: Duration,
+}
+
+impl<S> Watched<S> {
+    fn heard(&mut self) {
+        let next = tokio::time::Instant::now() + self.idle;
+        self.deadline.as_mut().reset(next);
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.stream).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) if buf.filled().len() > before => {
+                self.heard();
+                Poll::Ready(Ok(()))
+            }
+            Poll::Pending if self.deadline.as_mut().poll(cx).is_ready() => {
+                tracing::debug!("connection closed: silent past its deadline");
+                Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "the connection stayed silent past its deadline")))
+            }
+            other => other,
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let written = Pin::new(&mut self.stream).poll_write(cx, buf);
+        if matches!(written, Poll::Ready(Ok(n)) if n > 0) {
+            self.heard();
+        }
+        written
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
 

@@ -1,6 +1,7 @@
 //! What one client may hold, over real TLS on loopback: a connection over the cap is closed at
-//! once and counted; a client that never finishes its headers (slowloris) or never starts its
-//! TLS handshake is cut off at the deadline; a body that stalls is answered 408.
+//! once and counted; a client that never finishes its headers (slowloris), never starts its
+//! TLS handshake, or stays silent after it or between requests is cut off at the deadline; a
+//! body that stalls is answered 408.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -58,7 +59,7 @@ async fn closed_after<S: AsyncReadExt + Unpin>(stream: &mut S) -> Duration {
 
 #[tokio::test]
 async fn a_connection_over_the_cap_is_closed_at_once_and_counted() {
-    let s = start(Limits { max_connections: 2, header_timeout: Duration::from_secs(30) }).await;
+    let s = start(Limits { max_connections: 2, header_timeout: Duration::from_secs(30), ..Limits::default() }).await;
     let mut first = connect(s.addr, &s.ca).await;
     let _second = connect(s.addr, &s.ca).await;
     let mut third = TcpStream::connect(s.addr).await.unwrap();
@@ -76,7 +77,7 @@ async fn a_connection_over_the_cap_is_closed_at_once_and_counted() {
 
 #[tokio::test]
 async fn a_client_that_never_finishes_its_headers_is_cut_off() {
-    let s = start(Limits { max_connections: 8, header_timeout: Duration::from_millis(500) }).await;
+    let s = start(Limits { max_connections: 8, header_timeout: Duration::from_millis(500), ..Limits::default() }).await;
     let tcp = TcpStream::connect(s.addr).await.unwrap();
     let mut tls = connector(&s.ca).connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
     tls.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Slow: ").await.unwrap();
@@ -86,6 +87,51 @@ async fn a_client_that_never_finishes_its_headers_is_cut_off() {
     // Nor one that never starts its TLS handshake.
     let mut silent = TcpStream::connect(s.addr).await.unwrap();
     closed_after(&mut silent).await;
+}
+
+/// A TLS client offering `alpn` (none when empty), trusting only the CA in `ca`.
+fn connector_offering(ca: &std::path::Path, alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+}
+
+/// A TLS connection to `s` offering `alpn`.
+async fn tls(s: &Server, alpn: &[&[u8]]) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let tcp = TcpStream::connect(s.addr).await.unwrap();
+    connector_offering(&s.ca, alpn).connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap()
+}
+
+/// A client that completes its TLS handshake and then says nothing, whichever protocol it
+/// chose, is cut off at the deadline too (a few hundred of them would otherwise fill the
+/// connection cap for good); so is a keep-alive connection left idle after its request, and
+/// an HTTP/2 client that sends its preface and then stops talking.
+#[tokio::test]
+async fn a_silent_connection_is_cut_off() {
+    let idle = Duration::from_millis(1500);
+    let s = start(Limits { max_connections: 8, header_timeout: Duration::from_millis(500), idle_timeout: idle }).await;
+    for alpn in [&[][..], &[&b"http/1.1"[..]][..], &[&b"h2"[..]][..]] {
+        let took = closed_after(&mut tls(&s, alpn).await).await;
+        assert!(took >= Duration::from_millis(400), "{alpn:?}: cut off at the deadline, not before: {took:?}");
+    }
+
+    // HTTP/1.1 keep-alive: answered, then closed by the next request's header deadline.
+    let mut kept_alive = tls(&s, &[b"http/1.1"]).await;
+    kept_alive.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n").await.unwrap();
+    closed_after(&mut kept_alive).await;
+
+    // HTTP/2 has no header deadline: the idle one closes it.
+    let mut h2 = tls(&s, &[b"h2"]).await;
+    // The client preface and an empty SETTINGS frame; then silence.
+    h2.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00").await.unwrap();
+    let took = closed_after(&mut h2).await;
+    assert!(took >= idle - Duration::from_millis(100), "closed once idle, not before: {took:?}");
 }
 
 #[tokio::test]
