@@ -1087,7 +1087,7 @@ async fn a_peer_presenting_another_fingerprint_is_refused() {
     let written = w.home.lock().unwrap()[0].2.clone();
     let (status, reason, message) = condition_of(&written["status"], "Trusted");
     assert_eq!((status.as_str(), reason.as_str()), ("False", "FingerprintMismatch"), "a fingerprint wins over allowUntrustedCA");
-    assert!(message.contains(&format!("presents SHA-256 {PRESENTED}, not the approved {approved}")), "{message}");
+    assert!(message.contains(&format!("presents SHA-256 {PRESENTED}, neither the approved {approved} nor signed by it")), "{message}");
     assert_ne!(action, Action::await_change(), "looked at again later");
     assert_eq!(*w.peer.asked.lock().unwrap(), ["fingerprints"]);
 }
