@@ -42,18 +42,73 @@ pub fn advertisement_name(sender_cluster_id: &str) -> String {
     format!("advertisement-{sender_cluster_id}")
 }
 
+/// Suffix of the Secret holding the CA of a ForeignCluster's remote: `<fc>-ca-data`.
+pub const CA_DATA_SECRET_SUFFIX: &str = "-ca-data";
+/// Suffix of the Secret holding the identity a remote issued us: `<fc>-identity`.
+pub const IDENTITY_SECRET_SUFFIX: &str = "-identity";
+/// Prefix of the Secret holding the token we present to a remote: `remote-token-<clusterID>`.
+pub const TOKEN_SECRET_PREFIX: &str = "remote-token-";
+/// Prefix of the Secret a requester hands over with its PeeringRequest.
+pub const PEERING_KUBECONFIG_PREFIX: &str = "pr-kubeconfig-";
+
 /// Name of the Secret holding the CA of the remote cluster of ForeignCluster `fc_name`.
 pub fn ca_data_secret(fc_name: &str) -> String {
-    format!("{fc_name}-ca-data")
+    format!("{fc_name}{CA_DATA_SECRET_SUFFIX}")
 }
 
 /// Name of the Secret, in the remote Liqo namespace, holding the kubeconfig that cluster
 /// `requester_cluster_id` hands the remote with its PeeringRequest.
 pub fn peering_kubeconfig_secret(requester_cluster_id: &str) -> String {
-    format!("pr-kubeconfig-{requester_cluster_id}")
+    format!("{PEERING_KUBECONFIG_PREFIX}{requester_cluster_id}")
+}
+
+/// Why cluster `requester_cluster_id` may not name Secret `name` as the kubeconfig of its
+/// PeeringRequest (`None`: it may). A requester can create Secrets of any name here but not
+/// read ours; naming one of them would have our broadcaster use it with our rights: our
+/// identity with another peer, a peer's CA, our tokens or certificates, or the kubeconfig
+/// another requester handed over (whose Advertisement we would then write, and withdraw).
+pub fn kept_secret(name: &str, requester_cluster_id: &str) -> Option<&'static str> {
+    match name {
+        AUTH_TOKEN_SECRET => Some("this cluster's auth tokens"),
+        "liqo-ca" => Some("this cluster's CA"),
+        n if n.starts_with("liqo-") && n.ends_with("-tls") => Some("a serving certificate of this cluster"),
+        n if n.starts_with(TOKEN_SECRET_PREFIX) => Some("a token this cluster presents to a peer"),
+        n if n.ends_with(IDENTITY_SECRET_SUFFIX) => Some("an identity a peer issued this cluster"),
+        n if n.ends_with(CA_DATA_SECRET_SUFFIX) => Some("a peer's CA kept by this cluster"),
+        n if n.strip_prefix(PEERING_KUBECONFIG_PREFIX).is_some_and(|id| id != requester_cluster_id) => {
+            Some("the kubeconfig another cluster handed over with its request")
+        }
+        _ => None,
+    }
 }
 
 /// Name of the ClusterRole (and its binding) a peer's identity gets on this cluster.
 pub fn peer_role(cluster_id: &str) -> String {
     format!("liqo-remote-{cluster_id}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_may_name_its_own_secret_and_none_this_cluster_keeps() {
+        const ID: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
+        for mine in [peering_kubeconfig_secret(ID), "pr-kubeconfig".into(), "fr-kubeconfig".into(), "my-kubeconfig".into()] {
+            assert_eq!(kept_secret(&mine, ID), None, "{mine}");
+        }
+        let kept = [
+            AUTH_TOKEN_SECRET.to_owned(),
+            "liqo-ca".into(),
+            "liqo-auth-tls".into(),
+            "liqo-webhook-tls".into(),
+            format!("{TOKEN_SECRET_PREFIX}{ID}"),
+            format!("beta{IDENTITY_SECRET_SUFFIX}"),
+            ca_data_secret("beta"),
+            peering_kubeconfig_secret("11111111-2222-3333-4444-555555555555"),
+        ];
+        for theirs in kept {
+            assert!(kept_secret(&theirs, ID).is_some(), "{theirs}");
+        }
+    }
 }

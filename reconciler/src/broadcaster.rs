@@ -37,6 +37,11 @@ use crate::peer::{Peers, RemoteAccess};
 use crate::resources::summarize;
 use liqo_api::reasons::Reason;
 
+/// Why `source` is a Secret this cluster keeps, which `peer` may not hand us as its kubeconfig.
+fn kept(peer: &str, source: &SecretReference) -> Option<&'static str> {
+    liqo_api::names::kept_secret(source.name.as_deref().unwrap_or_default(), peer)
+}
+
 /// Key of the kubeconfig in the Secret a PeeringRequest references.
 pub const KUBECONFIG_KEY: &str = "kubeconfig";
 /// Field manager of the Advertisements we write.
@@ -153,22 +158,28 @@ impl<P: Peers> Broadcasters<P> {
                     Err(e) => Err(Error::unreachable(Step::ApiServer, format!("broadcaster task: {e}"))),
                 }
             }
+            // (A Secret we keep was never used: nothing was published with it to withdraw.)
             None => match source {
-                Some(source) => {
+                Some(source) if kept(peer, &source).is_none() => {
                     let client = self.peer_client(peer, &source).await?;
                     self.withdraw(&client).await
                 }
-                None => Ok(()),
+                _ => Ok(()),
             },
         }
     }
 
-    /// A client for `peer`'s API server from the kubeconfig it gave us in `source`. When we
-    /// joined that peer ourselves, its API server's CA is pinned too: a kubeconfig that points
+    /// A client for `peer`'s API server from the kubeconfig it gave us in `source` (never from
+    /// a Secret this cluster keeps for itself or for another peer). When we joined that peer
+    /// ourselves, its API server's CA is pinned too: a kubeconfig that points
     /// at a third cluster then fails the TLS handshake instead of receiving our Advertisement.
     async fn peer_client(&self, peer: &str, source: &SecretReference) -> Result<Client> {
         let ns = source.namespace.clone().unwrap_or_default();
         let name = source.name.clone().unwrap_or_default();
+        // The webhook refuses such a request; a request stored before it did is refused here.
+        if let Some(what) = kept(peer, source) {
+            return Err(Error::invalid("kubeConfigRef", format!("Secret {ns}/{name} is {what}: not used")));
+        }
         let secret = Api::<Secret>::namespaced(self.client.clone(), &ns).get(&name).await?;
         let kubeconfig = secret
             .data
@@ -339,6 +350,7 @@ impl<P: Peers> Broadcasters<P> {
                 Some(Signal::Withdraw) => {
                     let c = match client {
                         Some(c) => c,
+                        None if kept(&peer, &source).is_some() => return Ok(()),
                         None => self.peer_client(&peer, &source).await?,
                     };
                     return self.withdraw(&c).await;

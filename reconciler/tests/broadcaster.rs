@@ -61,9 +61,9 @@ fn api_knowing(log: Log, pinned: Option<&'static str>) -> Client {
                         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "known-peer-ca-data"}, "data": {"ca.crt": pem}}),
                     )
                 }
-                ("GET", p) if p.ends_with("/secrets/pr-kubeconfig-peer") => (
+                ("GET", p) if p.ends_with("/secrets/pr-kubeconfig") => (
                     200,
-                    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pr-kubeconfig-peer", "namespace": "liqo"},
+                    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pr-kubeconfig", "namespace": "liqo"},
                            "data": {"kubeconfig": "cGVlci1rdWJlY29uZmln"}}),
                 ),
                 ("GET", p) if p.contains("/advertisements/") => match &adv {
@@ -134,7 +134,7 @@ async fn one_broadcaster_per_peer_even_under_concurrent_events() {
     let (_, id) = watch::channel(Some(OWN.to_owned()));
     let (config, config_rx) = watch::channel(Some(liqo_api::ClusterConfigSpec::default()));
     let b = Broadcasters::new(api(local_log.clone()), id, config_rx.clone(), nodes, peers.clone(), Duration::from_millis(50));
-    let source = SecretReference { name: Some("pr-kubeconfig-peer".into()), namespace: Some("liqo".into()) };
+    let source = SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some("liqo".into()) };
 
     // Many events at once, from a PeeringRequest and a FederationRequest of the same peer.
     let tasks: Vec<_> = (0..64)
@@ -154,7 +154,7 @@ async fn one_broadcaster_per_peer_even_under_concurrent_events() {
     assert_eq!(count(&remote_log, "POST", "/advertisements"), 1, "created once");
     assert!(count(&remote_log, "GET", &format!("advertisement-{OWN}")) >= 3, "checked every period");
     assert_eq!(count(&remote_log, "PATCH", ""), 0, "nothing changed, nothing written");
-    assert_eq!(count(&local_log, "GET", "/secrets/pr-kubeconfig-peer"), 1);
+    assert_eq!(count(&local_log, "GET", "/secrets/pr-kubeconfig"), 1);
 
     // The created Advertisement says who we are and what we offer.
     // (Read back through a GET the broadcaster does not make: the mock keeps the object.)
@@ -200,6 +200,33 @@ async fn one_broadcaster_per_peer_even_under_concurrent_events() {
     assert_eq!(count(&remote_log, "DELETE", &format!("advertisement-{OWN}")), 3);
 }
 
+/// A request naming a Secret this cluster keeps (our identity with another peer, another
+/// requester's kubeconfig, our tokens) never has it read: the broadcaster fails without a
+/// client, and releasing such a request withdraws nothing (nothing was published with it).
+#[tokio::test]
+async fn a_secret_this_cluster_keeps_is_never_used_as_a_peers_kubeconfig() {
+    let (local_log, remote_log): (Log, Log) = Default::default();
+    let peers = Arc::new(FakePeers { remote: api(remote_log.clone()), built: Default::default(), pinned: Default::default() });
+    let (_, id) = watch::channel(Some(OWN.to_owned()));
+    let (_config, config_rx) = watch::channel(Some(liqo_api::ClusterConfigSpec::default()));
+    let b =
+        Broadcasters::new(api(local_log.clone()), id, config_rx, reflector::store::<Node>().0, peers.clone(), Duration::from_millis(50));
+    for name in ["beta-identity", "pr-kubeconfig-11111111-2222-3333-4444-555555555555", "auth-token"] {
+        let source = SecretReference { name: Some(name.into()), namespace: Some("liqo".into()) };
+        b.release(PEER, "PeeringRequest", Some(source.clone())).await.unwrap();
+        let reports = count(&local_log, "PATCH", "/status");
+        b.ensure(PEER, "PeeringRequest", source.clone());
+        liqo_testenv::eventually("the broadcaster's round reported", || async {
+            (count(&local_log, "PATCH", "/status") > reports).then_some(())
+        })
+        .await;
+        b.release(PEER, "PeeringRequest", Some(source)).await.unwrap();
+    }
+    assert!(local_log.lock().unwrap().iter().all(|(_, p)| !p.contains("/secrets/")), "no Secret read: {:?}", local_log.lock().unwrap());
+    assert!(peers.built.lock().unwrap().is_empty(), "no client built");
+    assert!(remote_log.lock().unwrap().is_empty(), "nothing sent anywhere");
+}
+
 /// A peer we joined ourselves: its kubeconfig is used with the API server CA we pinned then,
 /// so one pointing at a third cluster fails the handshake instead of getting our Advertisement.
 #[tokio::test]
@@ -211,7 +238,7 @@ async fn a_peer_we_joined_is_reached_with_its_pinned_ca_only() {
     let (_config, config_rx) = watch::channel(Some(liqo_api::ClusterConfigSpec::default()));
     let local = api_knowing(local_log.clone(), Some("PINNED-PEM"));
     let b = Broadcasters::new(local, id, config_rx, nodes, peers.clone(), Duration::from_millis(50));
-    b.ensure(PEER, "PeeringRequest", SecretReference { name: Some("pr-kubeconfig-peer".into()), namespace: Some("liqo".into()) });
+    b.ensure(PEER, "PeeringRequest", SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some("liqo".into()) });
     liqo_testenv::eventually("the client built", || async { (!peers.pinned.lock().unwrap().is_empty()).then_some(()) }).await;
     assert_eq!(*peers.pinned.lock().unwrap(), [Some("PINNED-PEM".to_owned())]);
     assert_eq!(count(&local_log, "GET", "/secrets/known-peer-ca-data"), 1);

@@ -1,6 +1,6 @@
 //! The rules for PeeringRequest and FederationRequest CREATE/UPDATE (SPEC §6), pure.
 
-use liqo_api::names::PEER_SERVICE_ACCOUNT_PREFIX;
+use liqo_api::names::{PEER_SERVICE_ACCOUNT_PREFIX, kept_secret, peering_kubeconfig_secret};
 use liqo_api::{PeeringRequestSpec, validate_cluster_id};
 
 use crate::denial::{Denial, Reason};
@@ -58,7 +58,7 @@ fn is_dns1123_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(|label| validate_cluster_id(label).is_ok())
 }
 
-fn check_kubeconfig_ref(spec: &PeeringRequestSpec, namespace: &str) -> Result<(), Denial> {
+fn check_kubeconfig_ref(spec: &PeeringRequestSpec, namespace: &str, requester: &str) -> Result<(), Denial> {
     let bad = |m: String| Err(Denial::new(Reason::KubeConfigRef, m));
     let Some(r) = &spec.kube_config_ref else {
         return bad("spec.kubeConfigRef: required: the Secret with the kubeconfig for Advertisements".into());
@@ -68,7 +68,12 @@ fn check_kubeconfig_ref(spec: &PeeringRequestSpec, namespace: &str) -> Result<()
         Some(n) if !is_dns1123_subdomain(n) => {
             return bad(format!("spec.kubeConfigRef.name: {n:?} is not a valid Secret name"));
         }
-        _ => {}
+        Some(n) => {
+            if let Some(what) = kept_secret(n, requester) {
+                let yours = peering_kubeconfig_secret(requester);
+                return bad(format!("spec.kubeConfigRef.name: {n} is {what}, not yours to name; name the Secret you created ({yours})"));
+            }
+        }
     }
     match r.namespace.as_deref() {
         None | Some("") => bad(format!("spec.kubeConfigRef.namespace: required (the Liqo namespace, {namespace})")),
@@ -117,7 +122,7 @@ pub fn review(c: &Candidate<'_>, local: &Local<'_>) -> Result<(), Denial> {
             ));
         }
     }
-    check_kubeconfig_ref(c.spec, local.namespace)?;
+    check_kubeconfig_ref(c.spec, local.namespace, id)?;
     if c.operation == Operation::Create {
         let Some(own) = local.cluster_id else {
             return Err(Denial::new(
@@ -253,6 +258,30 @@ mod tests {
             assert_eq!(err.reason, Reason::KubeConfigRef);
             assert!(err.message.contains(expected), "{} lacks {expected}", err.message);
         }
+    }
+
+    /// A requester may create Secrets of any name here, but not name one this cluster keeps:
+    /// the broadcaster would use it with the reconciler's rights.
+    #[test]
+    fn kubeconfig_ref_may_not_name_a_secret_this_cluster_keeps() {
+        let other = "11111111-2222-3333-4444-555555555555";
+        for (name, what) in [
+            (format!("pr-kubeconfig-{other}"), "the kubeconfig another cluster handed over"),
+            ("beta-identity".to_owned(), "an identity a peer issued this cluster"),
+            ("auth-token".to_owned(), "this cluster's auth tokens"),
+            ("liqo-auth-tls".to_owned(), "a serving certificate"),
+        ] {
+            let mut s = spec(PEER);
+            s.kube_config_ref = Some(SecretReference { name: Some(name.clone()), namespace: Some("liqo".into()) });
+            for user in [peer_user(PEER), admin()] {
+                let err = create(&s, &user).unwrap_err();
+                assert_eq!(err.reason, Reason::KubeConfigRef);
+                assert!(err.message.contains(what) && err.message.contains(&format!("pr-kubeconfig-{PEER}")), "{}", err.message);
+            }
+        }
+        let mut own = spec(PEER);
+        own.kube_config_ref = Some(SecretReference { name: Some(format!("pr-kubeconfig-{PEER}")), namespace: Some("liqo".into()) });
+        assert_eq!(create(&own, &peer_user(PEER)), Ok(()));
     }
 
     #[test]

@@ -54,12 +54,12 @@ pub const TOKEN_KEY: &str = "token";
 
 /// Secret holding the identity (kubeconfig) a peer issued us.
 pub fn identity_secret(fc_name: &str) -> String {
-    format!("{fc_name}-identity")
+    format!("{fc_name}{}", liqo_api::names::IDENTITY_SECRET_SUFFIX)
 }
 
 /// Secret holding the token we present to peer `cluster_id`'s auth service.
 pub fn token_secret(cluster_id: &str) -> String {
-    format!("remote-token-{cluster_id}")
+    format!("{}{cluster_id}", liqo_api::names::TOKEN_SECRET_PREFIX)
 }
 
 /// How often things happen.
