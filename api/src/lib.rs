@@ -14,6 +14,7 @@ pub mod peering_request;
 pub mod reasons;
 pub mod search_domain;
 pub mod summary;
+pub mod terminal;
 
 pub use advertisement::{Advertisement, AdvertisementSpec, AdvertisementState, AdvertisementStatus, ResourceSummary};
 pub use cluster_config::{AuthConfig, ClusterConfig, ClusterConfigSpec, ClusterConfigStatus, DiscoveryConfig, PeeringPolicy};

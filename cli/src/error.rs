@@ -52,7 +52,7 @@ impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Usage(m) | Self::Failed(m) | Self::Connect(m) => write!(f, "{m}")?,
-            Self::Api { doing, message, .. } => write!(f, "{doing}: {message}")?,
+            Self::Api { doing, message, .. } => write!(f, "{doing}: {}", liqo_api::terminal::printable(message))?,
             Self::NotFound { what, .. } => write!(f, "{what} not found")?,
             Self::Reported => {}
         }

@@ -159,7 +159,7 @@ pub async fn wait_joined(client: &Client, name: &str, deadline: Duration, out: &
 }
 
 fn describe(p: &liqo_api::summary::Phase) -> String {
-    let mut s = format!("{} is {} ({}): {}", p.type_, p.status, p.reason, p.message);
+    let mut s = format!("{} is {} ({}): {}", p.type_, p.status, p.reason, liqo_api::terminal::printable(&p.message));
     if !p.hint.is_empty() {
         s.push_str(&format!("\n  hint: {}", p.hint));
     }
@@ -223,7 +223,7 @@ pub async fn wait_unjoined(client: &Client, name: &str, id: &str, delete: bool, 
             let _ = writeln!(out, "✓ the peer's Advertisement is gone from this cluster, and its access here");
             match joined {
                 Some(p) => {
-                    let _ = writeln!(out, "✓ {}", p.message);
+                    let _ = writeln!(out, "✓ {}", liqo_api::terminal::printable(&p.message));
                 }
                 None => {
                     let _ = writeln!(out, "✓ ForeignCluster {name} deleted");

@@ -3,6 +3,7 @@
 //! the phase in progress, piped one plain line per change.
 
 use liqo_api::summary::{Peer, Phase};
+use liqo_api::terminal::printable;
 
 /// One thing to tell the user.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,12 +47,12 @@ impl Progress {
 
 /// A completed phase as a line.
 pub fn done_line(p: &Phase) -> String {
-    format!("✓ {:<15} {}: {}", p.type_, p.reason, p.message)
+    format!("✓ {:<15} {}: {}", p.type_, p.reason, printable(&p.message))
 }
 
 /// The phase in progress as a line (behind a spinner on a terminal).
 pub fn waiting_line(phase: &str, reason: &str, message: &str) -> String {
-    format!("{phase:<15} {reason}: {message}")
+    format!("{phase:<15} {reason}: {}", printable(message))
 }
 
 /// Spinner frames, one per tick.

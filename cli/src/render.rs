@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use liqo_api::summary::{Peer, Phase};
+pub use liqo_api::terminal::printable;
 
 /// `-o`: how objects are printed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -16,10 +17,12 @@ pub enum Output {
     Yaml,
 }
 
-/// Aligned columns, three spaces apart, like `kubectl get`.
+/// Aligned columns, three spaces apart, like `kubectl get`. Every cell is made printable
+/// (what a peer wrote cannot drive the terminal, nor break a row).
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let n = header.len();
-    let all: Vec<Vec<String>> = std::iter::once(header.iter().map(|h| (*h).to_owned()).collect()).chain(rows.iter().cloned()).collect();
+    let cells = |r: &Vec<String>| r.iter().map(|c| printable(c).into_owned()).collect::<Vec<_>>();
+    let all: Vec<Vec<String>> = std::iter::once(header.iter().map(|h| (*h).to_owned()).collect()).chain(rows.iter().map(cells)).collect();
     let widths: Vec<usize> = (0..n).map(|i| all.iter().map(|r| r.get(i).map_or(0, |c| c.chars().count())).max().unwrap_or(0)).collect();
     all.iter()
         .map(|r| {
@@ -85,10 +88,10 @@ pub fn peers(peers: &[Peer], wide: bool) -> String {
     table(&header, &rows)
 }
 
-/// Key/value lines, the keys aligned.
+/// Key/value lines, the keys aligned, the values made printable.
 pub fn fields(pairs: &[(&str, String)]) -> String {
     let w = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    pairs.iter().map(|(k, v)| format!("{k:<w$}   {v}\n")).collect()
+    pairs.iter().map(|(k, v)| format!("{k:<w$}   {}\n", printable(v))).collect()
 }
 
 /// Every phase of a peer with its message and hint.
@@ -96,7 +99,7 @@ pub fn phases(phases: &[Phase]) -> String {
     let mut out = String::new();
     let w = phases.iter().map(|p| p.type_.len()).max().unwrap_or(0);
     for p in phases {
-        out.push_str(&format!("  {:<w$}   {:<7}   {}: {}\n", p.type_, p.status, p.reason, p.message));
+        out.push_str(&format!("  {:<w$}   {:<7}   {}: {}\n", p.type_, p.status, p.reason, printable(&p.message)));
         if !p.hint.is_empty() && p.status == "False" && !p.passed() {
             out.push_str(&format!("  {:<w$}   {:<7}   hint: {}\n", "", "", p.hint));
         }
@@ -107,6 +110,16 @@ pub fn phases(phases: &[Phase]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_peer_wrote_is_printed_not_obeyed() {
+        let hostile = "beta\x1b[2J\x1b]0;pwned\x07\nfake-row".to_owned();
+        let t = table(&["NAME", "ID"], &[vec![hostile.clone(), "1".into()]]);
+        assert!(!t.contains('\x1b') && !t.contains('\x07'), "{t:?}");
+        assert_eq!(t.lines().count(), 2, "no row of its own: {t}");
+        let f = fields(&[("CLUSTER-NAME", hostile)]);
+        assert_eq!(f, "CLUSTER-NAME   beta\\x1b[2J\\x1b]0;pwned\\x07\\x0afake-row\n");
+    }
 
     #[test]
     fn columns_align_on_the_widest_cell() {

@@ -142,15 +142,17 @@ pub async fn discover<P: Peers>(opts: &Options, peers: &P) -> Result<Report> {
     Ok(report)
 }
 
-/// The report as a table, like `kubectl get`.
+/// The report as a table, like `kubectl get`; what peers published is made printable (a
+/// hostile TXT record cannot drive the terminal).
 pub fn table(found: &[Found]) -> String {
     let rows: Vec<[String; 6]> = std::iter::once(["CLUSTER-ID", "NAME", "FOUND-BY", "AUTH-URL", "API-URL", "NAMESPACE"].map(str::to_owned))
         .chain(found.iter().map(|f| {
             let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
             [f.cluster_id.clone(), o(&f.cluster_name), f.found_by.clone(), o(&f.auth_url), o(&f.api_url), o(&f.namespace)]
+                .map(|c| liqo_api::terminal::printable(&c).into_owned())
         }))
         .collect();
-    let widths: Vec<usize> = (0..6).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..6).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
     rows.iter()
         .map(|r| {
             let line: Vec<String> = r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
@@ -267,5 +269,20 @@ mod tests {
              abc          home   LAN        https://10.0.0.1:8443   -         -\n"
         );
         assert_eq!(table(&[]).lines().count(), 1);
+    }
+
+    #[test]
+    fn a_hostile_name_is_printed_not_obeyed() {
+        let f = vec![Found {
+            cluster_id: "abc".into(),
+            cluster_name: Some("\x1b[2J\x1b]0;pwned\x07\nfake".into()),
+            namespace: None,
+            auth_url: None,
+            api_url: None,
+            found_by: "LAN".into(),
+        }];
+        let t = table(&f);
+        assert!(!t.contains('\x1b') && !t.contains('\x07') && t.lines().count() == 2, "{t:?}");
+        assert!(t.contains("\\x1b[2J\\x1b]0;pwned\\x07\\x0afake"), "{t}");
     }
 }
