@@ -137,10 +137,23 @@ impl Default for AuthConfig {
     }
 }
 
-/// Observed state of the ClusterConfig.
+/// Observed state of the ClusterConfig, and what the reconciler tells peers about this
+/// cluster (published by the reconciler that holds the Lease).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterConfigStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The auth service URL written into our PeeringRequests and advertised on the LAN (unset:
+    /// each interface's address is advertised).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_url: Option<String>,
+    /// The API server URL handed to peers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_url: Option<String>,
+    /// SHA-256 (lowercase hex) of the CA the auth service's certificate chains to (of that
+    /// certificate when it is served alone): what a peer's operator approves when pairing by
+    /// fingerprint (`kubectl liqo trust`).
+    #[serde(default, rename = "authCAFingerprint", skip_serializing_if = "Option::is_none")]
+    pub auth_ca_fingerprint: Option<String>,
 }

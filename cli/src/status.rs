@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
@@ -31,12 +31,13 @@ pub struct ThisCluster {
     pub allow: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub deny: Vec<String>,
-    /// The auth service and API server URLs peers are told (the reconciler's settings).
+    /// The auth service and API server URLs peers are told (published by the reconciler in the
+    /// ClusterConfig's status; else its Deployment's settings).
     pub auth_url: Option<String>,
     pub api_url: Option<String>,
     /// SHA-256 of the CA the auth service's certificate chains to: what a peer's operator
-    /// approves when pairing by fingerprint (`kubectl liqo trust`), read from `ca.crt` of
-    /// Secret `liqo-auth-tls`; or why it could not be read.
+    /// approves when pairing by fingerprint (`kubectl liqo trust`), as the reconciler
+    /// published it in the ClusterConfig's status; or why it is not known.
     pub auth_ca_fingerprint: String,
     pub reconciler: String,
     pub webhook: String,
@@ -215,23 +216,6 @@ async fn reconciler(client: &Client, ns: &str) -> (String, Option<String>, Optio
     (lease + &ready.unwrap_or_default(), env("LIQO_AUTH_URL"), env("LIQO_API_URL"))
 }
 
-/// The fingerprint peers approve: the auth service's CA, from Secret `liqo-auth-tls`.
-async fn auth_ca_fingerprint(client: &Client, ns: &str) -> String {
-    const SECRET: &str = "liqo-auth-tls";
-    match read(&Api::<Secret>::namespaced(client.clone(), ns), SECRET).await {
-        Ok(Some(secret)) => {
-            let ca = secret.data.as_ref().and_then(|d| d.get("ca.crt")).map(|b| String::from_utf8_lossy(&b.0).into_owned());
-            match ca.as_deref().map(liqo_certs::inspect::fingerprint_sha256) {
-                Some(Ok(fp)) => fp,
-                Some(Err(e)) => format!("unknown: Secret {SECRET}: ca.crt: {e}"),
-                None => format!("unknown: Secret {SECRET} has no ca.crt"),
-            }
-        }
-        Ok(None) => format!("unknown: no Secret {SECRET} (is the auth service installed?)"),
-        Err(e) => format!("unknown: Secret {SECRET} {e}"),
-    }
-}
-
 async fn webhook(client: &Client, ns: &str) -> String {
     match read(&Api::<Deployment>::namespaced(client.clone(), ns), "liqo-webhook").await {
         Ok(Some(d)) => {
@@ -275,6 +259,8 @@ pub async fn overview(client: &Client, ns: &str) -> Result<Overview> {
     let id = read(&Api::<ConfigMap>::namespaced(client.clone(), ns), "cluster-id").await.ok().flatten();
     let cluster_id = id.and_then(|c| c.data?.get("cluster-id").cloned());
     let config = read(&Api::<ClusterConfig>::all(client.clone()), "liqo-configuration").await.ok().flatten();
+    // What the running reconciler tells peers, as it published it; else its Deployment's settings.
+    let told = config.as_ref().and_then(|c| c.status.clone()).unwrap_or_default();
     let spec = config.map(|c| c.spec).unwrap_or_default();
     let d = &spec.discovery_config;
     let (reconciler, auth_url, api_url) = reconciler(client, ns).await;
@@ -289,9 +275,11 @@ pub async fn overview(client: &Client, ns: &str) -> Result<Overview> {
         peering_policy: spec.peering_policy.as_str().to_owned(),
         allow: spec.peering_allow_list.clone(),
         deny: spec.peering_deny_list.clone(),
-        auth_url,
-        api_url,
-        auth_ca_fingerprint: auth_ca_fingerprint(client, ns).await,
+        auth_url: told.auth_url.or(auth_url),
+        api_url: told.api_url.or(api_url),
+        auth_ca_fingerprint: told
+            .auth_ca_fingerprint
+            .unwrap_or_else(|| "unknown: not published in the ClusterConfig's status (is the reconciler running?)".into()),
         reconciler,
         webhook: webhook(client, ns).await,
         crds: crds(client).await,

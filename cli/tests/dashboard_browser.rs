@@ -58,6 +58,10 @@ async fn the_dashboard_in(kind: Kind) {
     eventually("the dashboard answering", || async { tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok() }).await;
     b.goto(&url).await.unwrap();
     text_where(&b, "#this-cluster", "this cluster's ID", |s| s.contains(&t.home_id)).await;
+    // What peers are told, as our reconciler published it: its auth URL, its CA's fingerprint.
+    let ca = std::fs::read_to_string(t.home_cp.path().join("home-auth-certs/ca.crt")).unwrap();
+    let fingerprint = liqo_certs::inspect::fingerprint_sha256(&ca).unwrap();
+    text_where(&b, "#this-cluster", "what peers are told", |s| s.contains(&t.home_rec.auth_url) && s.contains(&fingerprint)).await;
     shot(&b, "01-home").await;
 
     // A ForeignCluster created with the API appears in Available Peers, live.

@@ -9,11 +9,9 @@ mod common;
 use std::process::{Command, Output};
 
 use common::*;
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams};
 use liqo_api::{ForeignCluster, PeeringRequest, SearchDomain};
 use liqo_testenv::{ControlPlane, eventually, skip};
-use serde_json::json;
 
 fn kubectl_liqo(cp: &ControlPlane, args: &[&str]) -> Output {
     let kubeconfig = cp.kubeconfig(liqo_testenv::ADMIN_TOKEN);
@@ -119,17 +117,17 @@ async fn pairing_by_fingerprint_as_a_user_does_it() {
         fc_where(&t.home, "remote", "awaiting approval", |f| phase(f, "Trusted").is_some_and(|p| p.1 == "AwaitingApproval")).await;
     let message = phase(&waiting, "Trusted").unwrap().2;
 
-    // What the remote's operator reads out: the fingerprint of the CA its auth service's
-    // certificate chains to, from Secret liqo-auth-tls as installed (`kubectl liqo status`).
+    // What the remote's operator reads out (`kubectl liqo status`, as its reconciler published
+    // it): the fingerprint of the CA its auth service's certificate chains to.
     let certs = t.remote_cp.path().join("remote-auth-certs");
     let ca_pem = std::fs::read_to_string(certs.join("ca.crt")).unwrap();
-    let auth_tls = json!({"metadata": {"name": "liqo-auth-tls", "namespace": "liqo"}, "type": "kubernetes.io/tls",
-        "stringData": {"tls.crt": std::fs::read_to_string(certs.join("tls.crt")).unwrap(), "tls.key": std::fs::read_to_string(certs.join("tls.key")).unwrap(), "ca.crt": ca_pem}});
-    let secrets: Api<Secret> = Api::namespaced(t.remote.clone(), "liqo");
-    secrets.create(&Default::default(), &serde_json::from_value(auth_tls).unwrap()).await.unwrap();
     let theirs = liqo_certs::inspect::fingerprint_sha256(&ca_pem).unwrap();
-    let read_out = text(&kubectl_liqo(&t.remote_cp, &["status"]));
-    assert!(read_out.contains(&format!("AUTH-CA-FINGERPRINT   {theirs}")), "{read_out}");
+    let read_out = eventually("the remote's reconciler publishing it", || async {
+        let out = text(&kubectl_liqo(&t.remote_cp, &["status"]));
+        out.contains(&format!("AUTH-CA-FINGERPRINT   {theirs}")).then_some(out)
+    })
+    .await;
+    assert!(read_out.contains(&format!("AUTH-URL              {}", t.remote_rec.auth_url)), "{read_out}");
     assert!(message.contains(&format!("SHA-256 {theirs}")), "the page shows what the remote presents: {message}");
     let said = text(&kubectl_liqo(&t.home_cp, &["status", "remote"]));
     assert!(said.contains(&theirs) && said.contains("kubectl liqo trust remote --fingerprint"), "{said}");

@@ -298,13 +298,25 @@ pub fn graph(this: &ThisCluster, cards: &[&Card], edges: &[Edge]) -> String {
     svg
 }
 
+/// What peers are told about this cluster, when the reconciler has published it.
+fn told(this: &ThisCluster) -> String {
+    match (&this.auth_url, &this.auth_ca_fingerprint) {
+        (None, None) => String::new(),
+        (url, fp) => format!(
+            "<p class=\"told\">Peers reach it at <code>{}</code> · they approve the CA fingerprint <code class=\"fingerprint\">{}</code></p>",
+            esc(url.as_deref().unwrap_or("each interface's address")),
+            esc(fp.as_deref().unwrap_or("(not published)"))
+        ),
+    }
+}
+
 /// The home view.
 pub fn home(this: &ThisCluster, peers: &Peers, domains: &[Domain], csrf: &str, error: Option<&FormError>, allowed: &Allowed) -> String {
     let cards: Vec<&Card> = peers.connected.iter().chain(&peers.available).collect();
     let edges = crate::model::edges(&cards);
     let name = if this.cluster_name.is_empty() { String::new() } else { format!(" ({})", esc(&this.cluster_name)) };
     let main = format!(
-        "<section id=\"this-cluster\" data-live aria-labelledby=\"this\"><h1 id=\"this\">This cluster{name}</h1><p>Cluster ID <code>{}</code> · namespace <code>{}</code> · peering policy <strong>{}</strong></p>\
+        "<section id=\"this-cluster\" data-live aria-labelledby=\"this\"><h1 id=\"this\">This cluster{name}</h1><p>Cluster ID <code>{}</code> · namespace <code>{}</code> · peering policy <strong>{}</strong></p>{}\
 <div class=\"switches\">{}{}{}</div>{}</section>\
 <section id=\"picture-section\" data-live aria-labelledby=\"picture\"><h2 id=\"picture\">Peers at a glance</h2>{}</section>\
 <section id=\"available-section\" data-live aria-labelledby=\"available\"><h2 id=\"available\">Available Peers</h2>{}{}</section>\
@@ -314,6 +326,7 @@ pub fn home(this: &ThisCluster, peers: &Peers, domains: &[Domain], csrf: &str, e
         esc(&this.cluster_id),
         esc(&this.namespace),
         esc(&this.peering_policy),
+        told(this),
         switch("enableDiscovery", "Discovery", this.discovery, csrf, &allowed.toggles),
         switch("enableAdvertisement", "Advertisement", this.advertisement, csrf, &allowed.toggles),
         switch("autojoin", "Autojoin", this.autojoin, csrf, &allowed.toggles),
@@ -449,6 +462,20 @@ mod tests {
         let page = home(&ThisCluster::default(), &crate::model::peers(&[fc], &[]), &[], "t", None, &allowed);
         assert!(page.contains("aria-label=\"Connect a\" disabled title=\"you may not patch foreignclusters\""), "{page}");
         assert_eq!(page.matches(" disabled").count(), 1, "only what is refused");
+    }
+
+    #[test]
+    fn this_cluster_shows_what_peers_are_told_escaped() {
+        let this = ThisCluster {
+            auth_url: Some("https://10.0.0.1:30443/<x>".into()),
+            auth_ca_fingerprint: Some("ab".repeat(32)),
+            ..Default::default()
+        };
+        let page = home(&this, &Peers::default(), &[], "t", None, &Allowed::default());
+        assert!(page.contains("<code>https://10.0.0.1:30443/&lt;x&gt;</code>"), "{page}");
+        assert!(page.contains(&format!("<code class=\"fingerprint\">{}</code>", "ab".repeat(32))), "{page}");
+        let unpublished = home(&ThisCluster::default(), &Peers::default(), &[], "t", None, &Allowed::default());
+        assert!(!unpublished.contains("class=\"told\""), "nothing claimed before the reconciler published it");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use liqo_api::names::LABEL_SEARCHDOMAIN;
 use liqo_api::summary::Peer;
-use liqo_api::{Advertisement, ClusterConfigSpec, ForeignCluster, SearchDomain};
+use liqo_api::{Advertisement, ClusterConfigSpec, ClusterConfigStatus, ForeignCluster, SearchDomain};
 
 /// This cluster.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -16,10 +16,14 @@ pub struct ThisCluster {
     pub advertisement: bool,
     pub autojoin: bool,
     pub peering_policy: String,
+    /// What peers are told, as the reconciler published it: the auth service URL and the
+    /// fingerprint a peer's operator approves.
+    pub auth_url: Option<String>,
+    pub auth_ca_fingerprint: Option<String>,
 }
 
 impl ThisCluster {
-    pub fn of(cluster_id: Option<String>, namespace: &str, config: &ClusterConfigSpec) -> Self {
+    pub fn of(cluster_id: Option<String>, namespace: &str, config: &ClusterConfigSpec, told: Option<&ClusterConfigStatus>) -> Self {
         let d = &config.discovery_config;
         Self {
             cluster_id: cluster_id.unwrap_or_else(|| "(not known yet)".into()),
@@ -29,6 +33,8 @@ impl ThisCluster {
             advertisement: d.enable_advertisement,
             autojoin: d.autojoin,
             peering_policy: config.peering_policy.as_str().to_owned(),
+            auth_url: told.and_then(|t| t.auth_url.clone()),
+            auth_ca_fingerprint: told.and_then(|t| t.auth_ca_fingerprint.clone()),
         }
     }
 }

@@ -58,8 +58,9 @@ impl Dashboard {
 
     fn this_cluster(&self) -> model::ThisCluster {
         let id = self.stores.cluster_id.state().first().and_then(|c| c.data.as_ref()?.get("cluster-id").cloned());
-        let config = self.stores.configs.state().first().map(|c| c.spec.clone()).unwrap_or_default();
-        model::ThisCluster::of(id, &self.namespace, &config)
+        let config = self.stores.configs.state().first().cloned();
+        let spec = config.as_ref().map(|c| c.spec.clone()).unwrap_or_default();
+        model::ThisCluster::of(id, &self.namespace, &spec, config.as_ref().and_then(|c| c.status.as_ref()))
     }
 
     fn peers(&self) -> model::Peers {

@@ -29,6 +29,7 @@ pub mod incoming;
 pub mod leader;
 pub mod metrics;
 pub mod peer;
+pub mod published;
 pub mod resources;
 pub mod singleton;
 pub mod stores;

@@ -27,6 +27,7 @@ use liqo_reconciler::discovery::{lan, memory, search_domain};
 use liqo_reconciler::identity::ClusterIdentity;
 use liqo_reconciler::metrics::Metrics;
 use liqo_reconciler::peer::Network;
+use liqo_reconciler::published;
 use liqo_reconciler::singleton::keep;
 use liqo_reconciler::stores::reflect;
 use liqo_reconciler::{foreign_cluster, incoming};
@@ -181,7 +182,17 @@ async fn main() -> anyhow::Result<()> {
         None => CertFiles { cert: args.auth_tls_cert.clone(), key: args.auth_tls_key.clone() },
     };
     let cert = ReloadingCert::load(files).context("loading the auth service certificate")?;
-    cert.clone().spawn_reloader(Duration::from_secs(5), |result| tracing::debug!(result, "auth certificate poll"));
+    let told = published::Told {
+        auth_url: args.auth_url.clone().filter(|u| !u.is_empty()),
+        api_url: Some(api_server.url.clone()),
+        auth_ca_fingerprint: published::approved_fingerprint(&cert.chain()),
+    };
+    let (told_tx, told_rx) = watch::channel(told);
+    let served = cert.clone();
+    cert.clone().spawn_reloader(Duration::from_secs(5), move |result| {
+        tracing::debug!(result, "auth certificate poll");
+        told_tx.send_modify(|t| t.auth_ca_fingerprint = published::approved_fingerprint(&served.chain()));
+    });
 
     let metrics = Arc::new(Metrics::default());
     let auth = Arc::new(AuthService {
@@ -289,6 +300,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let mut held = leadership.as_ref().map(|l| l.is_leader.clone());
     let leader_gauge = metrics.clone();
+    let published_client = client.clone();
     let controllers = tokio::spawn(async move {
         if !stores_ready.await {
             tracing::error!("the watch-fed stores never became ready");
@@ -311,6 +323,12 @@ async fn main() -> anyhow::Result<()> {
             async move {
                 tokio::select! {
                     _ = remember => {}
+                    _ = shutdown_signal() => {}
+                }
+            },
+            async move {
+                tokio::select! {
+                    _ = published::keep(published_client, told_rx, liqo_reconciler::context::RETRY) => {}
                     _ = shutdown_signal() => {}
                 }
             },

@@ -106,6 +106,59 @@ async fn cluster_config_gets_the_defaults_and_changes_apply_at_runtime() {
     changed_to(&mut rx, "the defaults again", |s| s.discovery_config.enable_advertisement).await;
 }
 
+/// What peers are told is published in the ClusterConfig's status, under its own field
+/// manager; again when it changes (a new CA) and when the ClusterConfig is re-created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_peers_are_told_is_published_in_the_cluster_config_status() {
+    use liqo_reconciler::published::{self, Told};
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    let configs: Api<ClusterConfig> = Api::all(admin.clone());
+    let (config_tx, _config) = watch::channel(None);
+    tokio::spawn(keep(ClusterConfigKeeper, configs.clone(), config_tx));
+    let told =
+        Told { auth_url: Some("https://10.0.0.1:30443".into()), api_url: Some(cp.url.clone()), auth_ca_fingerprint: Some("ab".repeat(32)) };
+    let (tx, rx) = watch::channel(told.clone());
+    tokio::spawn(published::keep(admin.clone(), rx, Duration::from_millis(200)));
+
+    let says = |t: Told| {
+        let configs = configs.clone();
+        move || {
+            let (configs, t) = (configs.clone(), t.clone());
+            async move { configs.get("liqo-configuration").await.ok().filter(|c| t.is_in(c.status.as_ref())) }
+        }
+    };
+    let written = eventually("the status saying what peers are told", says(told.clone())).await;
+    let status = written.status.clone().unwrap();
+    assert_eq!(status.auth_ca_fingerprint.as_deref(), Some(&*"ab".repeat(32)));
+    let managers: Vec<_> = written.managed_fields().iter().filter_map(|m| m.manager.clone()).collect();
+    assert!(managers.contains(&published::FIELD_MANAGER.to_owned()), "{managers:?}");
+
+    // A change of the spec and the same told again, then a new CA: published, the spec kept.
+    // (Whether a write is needed is decided by `Told::is_in`, unit-tested: an apply of the
+    // same status would not even show here, the API server keeps the resourceVersion.)
+    let patch = json!({"spec": {"peeringPolicy": "AcceptKnown"}});
+    let patched = configs.patch("liqo-configuration", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+    tx.send_modify(|_| {});
+    let renewed = Told { auth_ca_fingerprint: Some("cd".repeat(32)), ..told.clone() };
+    tx.send(renewed.clone()).unwrap();
+    let republished = eventually("the new fingerprint published", says(renewed.clone())).await;
+    let version = |c: &ClusterConfig| c.resource_version().unwrap().parse::<u64>().unwrap();
+    assert_eq!(republished.spec.peering_policy, PeeringPolicy::AcceptKnown);
+    assert!(version(&republished) > version(&patched), "written after the patch");
+
+    // The ClusterConfig deleted and re-created with the defaults: published again.
+    let before = configs.get("liqo-configuration").await.unwrap().uid();
+    configs.delete("liqo-configuration", &DeleteParams::default()).await.unwrap();
+    let again = eventually("re-created and published again", || async {
+        let c = configs.get("liqo-configuration").await.ok()?;
+        (c.uid() != before && renewed.is_in(c.status.as_ref())).then_some(c)
+    })
+    .await;
+    assert_eq!(again.spec.peering_policy, PeeringPolicy::AcceptAll, "the defaults");
+}
+
 /// The identity `/identity` issues, used against the real API server: its own PeeringRequest
 /// and Secret only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

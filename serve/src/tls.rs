@@ -75,6 +75,11 @@ impl ReloadingCert {
         Ok(true)
     }
 
+    /// The certificate chain served now, leaf first.
+    pub fn chain(&self) -> Vec<CertificateDer<'static>> {
+        self.current.read().expect("lock never poisoned").0.cert.clone()
+    }
+
     /// Polls the files every `interval` for as long as the process runs; `observe` hears
     /// `"reloaded"` or `"error"` after every poll that found a change.
     pub fn spawn_reloader(
