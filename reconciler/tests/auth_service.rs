@@ -380,14 +380,37 @@ async fn calls_are_verified_by_an_approved_fingerprint() {
     assert!(err.to_string().contains("neither the approved one nor signed by it"), "{err}");
 }
 
+/// A name or namespace meant to drive a terminal (they end up in objects and on screens):
+/// the answer is `RemoteInvalid`, not used.
+#[tokio::test]
+async fn an_ids_answer_with_control_characters_is_invalid() {
+    use liqo_certs::issue::{issue_serving, new_ca};
+    use liqo_reconciler::auth::client::{self, Verify};
+    let now = time::OffsetDateTime::now_utc();
+    let ca = new_ca("liqo-ca", now, time::Duration::days(1)).unwrap();
+    let leaf = issue_serving(&ca, &["127.0.0.1".to_owned()], now, time::Duration::days(1)).unwrap();
+    for (name, namespace) in [("beta\x1b]0;pwned\x07", "liqo"), ("beta", "liqo\nfake")] {
+        let ids = Ids { cluster_id: OWN.into(), cluster_name: name.into(), guest_namespace: namespace.into() };
+        let (url, _dir) = serve_ids(&leaf.cert_pem, &leaf.key_pem, ids).await;
+        let err = client::ids(&url, &Verify::Nothing).await.unwrap_err();
+        assert!(matches!(err, liqo_reconciler::Error::RemoteInvalid { .. }), "{err}");
+        assert!(err.to_string().contains("control characters"), "{err}");
+    }
+}
+
 /// Serves `/ids` over TLS with the certificate chain `chain` (PEM) and `key`; returns the URL.
 async fn serve_chain(chain: &str, key: &str) -> (String, tempfile::TempDir) {
+    let ids = Ids { cluster_id: OWN.into(), cluster_name: "x".into(), guest_namespace: "liqo".into() };
+    serve_ids(chain, key, ids).await
+}
+
+/// Serves `ids` as `/ids` over TLS with the certificate chain `chain` (PEM) and `key`.
+async fn serve_ids(chain: &str, key: &str, ids: Ids) -> (String, tempfile::TempDir) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("tls.crt"), chain).unwrap();
     std::fs::write(dir.path().join("tls.key"), key).unwrap();
     let cert = ReloadingCert::load(CertFiles { cert: dir.path().join("tls.crt"), key: dir.path().join("tls.key") }).unwrap();
-    let ids = Ids { cluster_id: OWN.into(), cluster_name: "x".into(), guest_namespace: "liqo".into() };
     let router = axum::Router::new().route("/ids", axum::routing::get(move || std::future::ready(axum::Json(ids.clone()))));
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("https://127.0.0.1:{}", listener.local_addr().unwrap().port());

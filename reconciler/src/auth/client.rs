@@ -266,11 +266,17 @@ pub async fn probe_trust(base: &str, roots: &Verify) -> Result<TrustMode> {
     }
 }
 
-/// `GET /ids`; the answer's cluster ID must be well formed.
+/// `GET /ids`; the answer's cluster ID must be well formed, and its name and namespace free
+/// of control characters (they end up in objects and on users' terminals).
 pub async fn ids(base: &str, verify: &Verify) -> Result<Ids> {
     let ids: Ids = decode(base, "/ids", Step::Ids, 200, call(base, verify, Step::Ids, "GET", "/ids", None).await?)?;
-    liqo_api::validate_cluster_id(&ids.cluster_id)
-        .map_err(|e| Error::RemoteInvalid { step: Step::Ids, message: format!("{base}/ids: clusterId {:?}: {e}", ids.cluster_id) })?;
+    let invalid = |message: String| Error::RemoteInvalid { step: Step::Ids, message: format!("{base}/ids: {message}") };
+    liqo_api::validate_cluster_id(&ids.cluster_id).map_err(|e| invalid(format!("clusterId {:?}: {e}", ids.cluster_id)))?;
+    for (key, value) in [("clusterName", &ids.cluster_name), ("guestNamespace", &ids.guest_namespace)] {
+        if value.chars().any(char::is_control) {
+            return Err(invalid(format!("{key} {:?} holds control characters", value)));
+        }
+    }
     Ok(ids)
 }
 

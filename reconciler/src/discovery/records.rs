@@ -45,6 +45,11 @@ pub enum RecordError {
         key: &'static str,
         len: usize,
     },
+    /// A Liqo key whose value holds a control character (it would end up in objects and on
+    /// users' terminals).
+    ControlCharacter {
+        key: &'static str,
+    },
 }
 
 /// The longest value of a Liqo key: one TXT character-string holds at most 255 bytes.
@@ -58,6 +63,7 @@ impl fmt::Display for RecordError {
             Self::BadUrl { key, value } => write!(f, "{key}={value:?} is not an https://host:port URL"),
             Self::NoAddress => write!(f, "no address to reach the cluster and no {KEY_AUTH}= key"),
             Self::TooLong { key, len } => write!(f, "{key}= is {len} bytes long (at most {MAX_VALUE})"),
+            Self::ControlCharacter { key } => write!(f, "{key}= holds a control character"),
         }
     }
 }
@@ -99,6 +105,9 @@ impl LiqoTxt {
         for key in [KEY_ID, KEY_NAMESPACE, KEY_NAME, KEY_AUTH, KEY_API] {
             if let Some(len) = pairs.get(key).map(String::len).filter(|l| *l > MAX_VALUE) {
                 return Err(RecordError::TooLong { key, len });
+            }
+            if pairs.get(key).is_some_and(|v| v.chars().any(char::is_control)) {
+                return Err(RecordError::ControlCharacter { key });
             }
         }
         let get = |k: &str| pairs.get(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
@@ -226,6 +235,11 @@ mod tests {
         }
         // The same through DNS-SD.
         assert!(matches!(from_dns("h.example", 443, &[format!("name={}", "n".repeat(300))]), Err(RecordError::TooLong { .. })));
+        // A name meant to drive a terminal: refused.
+        let escape = [format!("id={ID}"), "name=beta\x1b]0;pwned\x07".to_owned()];
+        assert_eq!(from_mdns(&escape, &addr, 443).unwrap_err(), RecordError::ControlCharacter { key: KEY_NAME });
+        let newline = [format!("id={ID}"), "namespace=liqo\nfake".to_owned()];
+        assert_eq!(from_mdns(&newline, &addr, 443).unwrap_err(), RecordError::ControlCharacter { key: KEY_NAMESPACE });
     }
 
     #[test]
