@@ -116,8 +116,18 @@ impl Peers for Network {
         config.connect_timeout = Some(self.api_timeout);
         config.read_timeout = Some(self.api_timeout);
         config.write_timeout = Some(self.api_timeout);
-        Client::try_from(config).map_err(|e| Error::Tls(format!("a client for the remote API server: {e}")))
+        let builder =
+            kube::client::ClientBuilder::try_from(config).map_err(|e| Error::Tls(format!("a client for the remote API server: {e}")))?;
+        Ok(builder.with_layer(&tower::util::MapResponseLayer::new(capped)).build())
     }
+}
+
+/// Largest answer read from a peer's API server: every call there reads or writes one small
+/// object. A hostile server streaming without end fails the call instead of filling our memory.
+pub const MAX_API_ANSWER: usize = 4 << 20;
+
+fn capped<B>(response: http::Response<B>) -> http::Response<http_body_util::Limited<B>> {
+    response.map(|body| http_body_util::Limited::new(body, MAX_API_ANSWER))
 }
 
 /// A kubeconfig without credentials: requests are anonymous. Its server is a placeholder;

@@ -360,6 +360,41 @@ async fn a_peer_answering_ten_megabytes_is_refused() {
     assert!(err.to_string().contains("length limit"), "{err}");
 }
 
+/// A peer's API server that answers without end (here 64 MiB of JSON): the call fails at the
+/// client's 4 MiB cap instead of filling our memory.
+#[tokio::test]
+async fn a_peer_api_server_answering_without_end_is_cut_off() {
+    use base64::Engine;
+    use kube::api::Api;
+    use liqo_reconciler::peer::{Network, Peers, RemoteAccess};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let certs = tempfile::tempdir().unwrap();
+    let sans = ["localhost".to_owned(), "127.0.0.1".to_owned()];
+    liqo_certs::files::ensure(certs.path(), &sans, time::OffsetDateTime::now_utc(), &Default::default()).unwrap();
+    let cert = ReloadingCert::load(CertFiles { cert: certs.path().join("tls.crt"), key: certs.path().join("tls.key") }).unwrap();
+    let endless = || async {
+        let chunks = futures::stream::iter((0..1024).map(|_| Ok::<_, std::io::Error>(axum::body::Bytes::from(vec![b' '; 64 << 10]))));
+        let head = futures::stream::once(async { Ok(axum::body::Bytes::from_static(b"{\"kind\":\"ConfigMap\",\"x\":\"")) });
+        let body = futures::StreamExt::chain(head, chunks);
+        ([(http::header::CONTENT_TYPE, "application/json")], axum::body::Body::from_stream(body))
+    };
+    let router = axum::Router::new().route("/api/v1/namespaces/liqo/configmaps/x", axum::routing::get(endless));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let handle = axum_server::Handle::new();
+    tokio::spawn(serve_https(listener, server_config(cert), router, handle.clone()));
+    handle.listening().await.unwrap();
+
+    let ca = base64::engine::general_purpose::STANDARD.encode(std::fs::read(certs.path().join("ca.crt")).unwrap());
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: p\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: p\n  context:\n    cluster: p\n    user: u\ncurrent-context: p\n"
+    );
+    let network = Network { roots: liqo_reconciler::auth::client::Verify::system(), api_timeout: Duration::from_secs(10) };
+    let client = network.api_client(&RemoteAccess { kubeconfig, api_url: None, ca_pem: None }).await.unwrap();
+    let err = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client, "liqo").get("x").await.unwrap_err();
+    assert!(err.to_string().contains("length limit"), "{err}");
+}
+
 /// Pairing by fingerprint over real TLS: the fingerprints read are the certificates', a call
 /// verified by the leaf's or by the CA's succeeds, and one expecting another fingerprint is
 /// refused at the handshake.
