@@ -15,6 +15,8 @@ use crate::peer::Peers;
 
 /// Default time before a failed reconcile is tried again.
 pub const RETRY: Duration = Duration::from_secs(10);
+/// Default cap on the ForeignClusters discovery makes (LAN and WAN together).
+pub const MAX_DISCOVERED: usize = 256;
 
 /// The client, our identity and settings as they change, the peers, the ForeignClusters and
 /// the Event recorder.
@@ -37,6 +39,8 @@ pub struct Shared<P> {
     pub recorder: Option<Recorder>,
     /// Time before a failed reconcile is tried again.
     pub retry: Duration,
+    /// At most this many discovered ForeignClusters (see [`crate::discovery::merge::admits`]).
+    pub max_discovered: usize,
 }
 
 impl<P> Clone for Shared<P> {
@@ -51,6 +55,7 @@ impl<P> Clone for Shared<P> {
             memory: self.memory.clone(),
             recorder: self.recorder.clone(),
             retry: self.retry,
+            max_discovered: self.max_discovered,
         }
     }
 }
@@ -65,7 +70,13 @@ impl<P: Peers> Shared<P> {
         foreign: Store<ForeignCluster>,
     ) -> Self {
         let memory = kube::runtime::reflector::store().0;
-        Self { client, namespace: namespace.to_owned(), cluster_id, config, peers, foreign, memory, recorder: None, retry: RETRY }
+        let namespace = namespace.to_owned();
+        Self { client, namespace, cluster_id, config, peers, foreign, memory, recorder: None, retry: RETRY, max_discovered: MAX_DISCOVERED }
+    }
+
+    pub fn with_max_discovered(mut self, max: usize) -> Self {
+        self.max_discovered = max;
+        self
     }
 
     pub fn with_memory(mut self, memory: Store<ConfigMap>) -> Self {

@@ -101,6 +101,10 @@ struct Args {
     /// Connections the auth service keeps open at once; more are closed as they arrive.
     #[arg(long, default_value_t = 512)]
     auth_max_connections: usize,
+    /// At most this many ForeignClusters made by discovery (LAN and WAN together); clusters
+    /// found beyond it are not recorded (said in the SearchDomain's status, logged for the LAN).
+    #[arg(long, env = "LIQO_MAX_DISCOVERED_PEERS", default_value_t = liqo_reconciler::context::MAX_DISCOVERED)]
+    max_discovered_peers: usize,
     /// Interfaces mDNS uses (repeatable; default: every interface that is up and
     /// multicast-capable, loopback excluded).
     #[arg(long = "mdns-interface", env = "LIQO_MDNS_INTERFACES", value_delimiter = ',')]
@@ -244,7 +248,8 @@ async fn main() -> anyhow::Result<()> {
     );
     let shared = Shared::new(client.clone(), &ns, id_rx.clone(), cfg_rx.clone(), peers.clone(), foreign.clone())
         .with_recorder(recorder)
-        .with_memory(memory.clone());
+        .with_memory(memory.clone())
+        .with_max_discovered(args.max_discovered_peers);
     let remember = memory::keep(client.clone(), ns.clone(), foreign.clone(), memory, Duration::from_secs(2));
     let timing = foreign_cluster::Timing {
         health: Duration::from_secs(args.health_period_seconds),

@@ -49,16 +49,44 @@ fn api_zone(ids: &[&str]) -> String {
 }
 
 fn start_controller(client: &Client, dns: DnsSd, config: ClusterConfigSpec) -> watch::Sender<Option<ClusterConfigSpec>> {
+    start_controller_with(client, dns, config, liqo_reconciler::context::MAX_DISCOVERED)
+}
+
+fn start_controller_with(client: &Client, dns: DnsSd, config: ClusterConfigSpec, max: usize) -> watch::Sender<Option<ClusterConfigSpec>> {
     let (id_tx, id_rx) = watch::channel(Some(OWN.to_owned()));
     std::mem::forget(id_tx);
     let (cfg_tx, cfg_rx) = watch::channel(Some(config));
     let foreign = reflect(Api::<ForeignCluster>::all(client.clone()), Default::default());
     let peers = Arc::new(Network { roots: Verify::Nothing, api_timeout: Duration::from_secs(5) });
     let recorder = Recorder::new(client.clone(), Reporter { controller: "liqo-reconciler".into(), instance: None });
-    let shared = Shared::new(client.clone(), "liqo", id_rx, cfg_rx, peers, foreign).with_recorder(recorder);
+    let shared = Shared::new(client.clone(), "liqo", id_rx, cfg_rx, peers, foreign).with_recorder(recorder).with_max_discovered(max);
     let ctx = Arc::new(Ctx::new(shared, dns, Duration::from_secs(1)));
     tokio::spawn(search_domain::run(ctx, Arc::new(Metrics::default()), std::future::pending()));
     cfg_tx
+}
+
+/// A zone listing more clusters than `--max-discovered-peers` allows: only that many
+/// ForeignClusters, and the SearchDomain's status says which were not added.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zone_listing_too_many_clusters_fills_only_the_cap() {
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    let dns_server = ZoneServer::start("example.com.", &api_zone(&[ID, ID2, ID3])).await;
+    let _cfg = start_controller_with(&admin, DnsSd::with_nameserver(dns_server.addr).unwrap(), ClusterConfigSpec::default(), 2);
+    let sd = SearchDomain::new("example.com", SearchDomainSpec { domain: "example.com".into(), autojoin: Some(false) });
+    Api::<SearchDomain>::all(admin.clone()).create(&PostParams::default(), &sd).await.unwrap();
+
+    let (status, reason, message) = eventually("the status saying one was not added", || async {
+        ready(&sd_status(&admin, "example.com").await).filter(|(_, _, m)| m.contains("not added"))
+    })
+    .await;
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "LookupPartial"), "{message}");
+    assert!(message.contains(&format!("{ID3}: not added, 2 discovered peers already")), "{message}");
+    let fcs = Api::<ForeignCluster>::all(admin.clone()).list(&Default::default()).await.unwrap().items;
+    let mut names: Vec<String> = fcs.iter().map(|f| f.name_any()).collect();
+    names.sort();
+    assert_eq!(names, [ID.to_owned(), ID2.to_owned()], "two, the cap");
 }
 
 async fn fc(client: &Client, name: &str) -> Option<ForeignCluster> {

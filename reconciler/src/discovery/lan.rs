@@ -60,6 +60,8 @@ struct State {
     present: HashMap<String, String>,
     /// When to query the LAN afresh after a service said goodbye (see [`REQUERY_AFTER_GOODBYE`]).
     requery: Option<tokio::time::Instant>,
+    /// Whether new clusters were last turned away by the cap (logged once per time).
+    at_cap: bool,
 }
 
 /// A peer that restarts says goodbye and announces itself again at once; records that arrive
@@ -158,6 +160,15 @@ impl State {
                 if existing.is_some_and(|f| f.metadata.deletion_timestamp.is_some()) {
                     return Ok(());
                 }
+                let max = ctx.shared.max_discovered;
+                if !merge::admits(existing.is_some(), merge::discovered(fcs.iter().map(|f| &**f)), max) {
+                    if !self.at_cap {
+                        tracing::warn!(cluster = %cluster.cluster_id, max, "not recording LAN clusters: --max-discovered-peers reached");
+                        self.at_cap = true;
+                    }
+                    return Ok(());
+                }
+                self.at_cap = false;
                 self.strikes.seen(&cluster.cluster_id, Instant::now());
                 let join = ctx.shared.join_found(&cluster.cluster_id, config.discovery_config.autojoin);
                 let change = merge::merge(existing, &cluster, &Finder::Lan, join);

@@ -84,6 +84,19 @@ impl PartialEq for Change {
     }
 }
 
+/// How many of `fcs` discovery made (LAN or WAN): what [`admits`] counts.
+pub fn discovered<'a>(fcs: impl IntoIterator<Item = &'a ForeignCluster>) -> usize {
+    fcs.into_iter().filter(|fc| matches!(fc.spec.discovery_type(), DiscoveryType::Lan | DiscoveryType::Wan)).count()
+}
+
+/// Whether a found cluster may be recorded: one that has a ForeignCluster already always (it is
+/// updated), a new one only while fewer than `max` ForeignClusters were discovered — so a
+/// hostile LAN host or zone announcing thousands of cluster IDs cannot fill the API server
+/// with ForeignClusters, nor have us join each of them.
+pub fn admits(existing: bool, discovered: usize, max: usize) -> bool {
+    existing || discovered < max
+}
+
 /// The ForeignCluster that stands for `cluster_id` among `fcs`.
 pub fn find<'a>(fcs: impl IntoIterator<Item = &'a ForeignCluster>, cluster_id: &str) -> Option<&'a ForeignCluster> {
     let fcs: Vec<&ForeignCluster> = fcs.into_iter().collect();
@@ -254,6 +267,17 @@ mod tests {
         assert_eq!(fc.labels()[LABEL_SEARCHDOMAIN], "example.com");
         let owner = &fc.owner_references()[0];
         assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()), ("SearchDomain", "example.com", "uid-example.com"));
+    }
+
+    #[test]
+    fn discovery_fills_the_cap_and_keeps_updating_what_it_has() {
+        let Change::Create(lan) = merge(None, &found(), &Finder::Lan, true) else { panic!() };
+        let Change::Create(wan) = merge(None, &found(), &wan("example.com"), true) else { panic!() };
+        let manual =
+            ForeignCluster::new("manual", ForeignClusterSpec { discovery_type: Some(DiscoveryType::Manual), ..Default::default() });
+        assert_eq!(discovered([&*lan, &*wan, &manual]), 2, "a Manual one is not discovery's");
+        assert!(admits(false, 1, 2) && !admits(false, 2, 2), "a new one only below the cap");
+        assert!(admits(true, 2, 2), "a known one is updated at the cap");
     }
 
     #[test]

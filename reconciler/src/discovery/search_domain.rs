@@ -85,8 +85,16 @@ pub async fn reconcile<P: Peers>(sd: Arc<SearchDomain>, ctx: Arc<Ctx<P>>) -> Res
     let fcs = ctx.shared.foreign.state();
     let mut listed_ids: Vec<String> = found.kept.iter().map(|k| k.cluster_id.clone()).collect();
     let mut result: Vec<FoundCluster> = found.kept.clone();
+    let mut skipped = found.skipped.clone();
+    let mut discovered = merge::discovered(fcs.iter().map(|f| &**f));
     for (instance, cluster) in &found.clusters {
         let existing = merge::find(fcs.iter().map(|f| &**f), &cluster.cluster_id);
+        if !merge::admits(existing.is_some(), discovered, ctx.shared.max_discovered) {
+            let max = ctx.shared.max_discovered;
+            skipped.push(format!("{}: not added, {max} discovered peers already (--max-discovered-peers)", cluster.cluster_id));
+            continue;
+        }
+        discovered += usize::from(existing.is_none());
         let fc_name = existing.map(|f| f.name_any()).unwrap_or_else(|| cluster.cluster_id.clone());
         let how = format!("in DNS domain {} (SearchDomain {name})", sd.spec.domain);
         let join = ctx.shared.join_found(&cluster.cluster_id, join);
@@ -102,10 +110,10 @@ pub async fn reconcile<P: Peers>(sd: Arc<SearchDomain>, ctx: Arc<Ctx<P>>) -> Res
     result.sort_by(|a, b| a.cluster_id.cmp(&b.cluster_id));
     result.dedup_by(|a, b| a.cluster_id == b.cluster_id);
     let mut message = format!("{} lists {} cluster(s)", sd.spec.domain, result.len());
-    if !found.skipped.is_empty() {
-        message.push_str(&format!("; skipped: {}", found.skipped.join("; ")));
+    if !skipped.is_empty() {
+        message.push_str(&format!("; skipped: {}", skipped.join("; ")));
     }
-    let reason = if found.skipped.is_empty() { Reason::LookupSucceeded } else { Reason::LookupPartial };
+    let reason = if skipped.is_empty() { Reason::LookupSucceeded } else { Reason::LookupPartial };
     conditions::set(&mut status.conditions, Wanted::new(ConditionType::Ready, Status::True, reason, message), generation, now);
     status.foreign_clusters = result;
     write_status(&ctx.shared.client, &sd, status).await?;
