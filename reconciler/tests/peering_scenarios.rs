@@ -895,8 +895,10 @@ async fn a_refused_repair_says_not_joined_and_then_stays_quiet() {
     let mut home = offer_home();
     home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
     home.extend(offer_home());
+    home.extend(offer_home());
     let mut remote = round(0);
     remote.extend(round(1));
+    remote.extend(round(2));
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
     w.store_joined_secrets();
     let before = fc(joined_spec(), healthy_status(&w), true);
@@ -909,7 +911,20 @@ async fn a_refused_repair_says_not_joined_and_then_stays_quiet() {
     assert_eq!(written["status"]["outgoing"], json!({"joined": false}));
 
     // Next round, nothing changed: the same attempt, no status write.
-    w.reconcile(stored_after(before, &written)).await.unwrap();
+    let refused = stored_after(before, &written);
+    assert_eq!(w.reconcile(refused.clone()).await.unwrap(), Action::requeue(Timing::default().health));
+
+    // Refusing for 200 s by now: asked again after 100 s, not every health period.
+    let mut long_refused = refused;
+    let since = k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(200);
+    let conditions = long_refused["status"]["conditions"].as_array_mut().unwrap();
+    let joined = conditions.iter_mut().find(|c| c["type"] == "Joined").unwrap();
+    joined["lastTransitionTime"] = json!(since.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+    let after = w.reconcile(long_refused).await.unwrap();
+    assert!(
+        [Action::requeue(Duration::from_secs(100)), Action::requeue(Duration::from_secs(101))].contains(&after),
+        "half the refusal so far: {after:?}"
+    );
     expect(&w.remote, &remote);
     expect(&w.home, &home);
 }

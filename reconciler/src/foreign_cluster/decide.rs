@@ -130,6 +130,16 @@ pub fn give_up_on_remote(deletion: Option<&Time>, now: &Time, grace: Duration) -
     deletion.is_some_and(|d| now.0.as_second() - d.0.as_second() >= grace.as_secs() as i64)
 }
 
+/// When to offer our PeeringRequest again to a remote that refuses it, refusing since `since`
+/// (when the stored `Joined` condition turned `PeerRefused`; `None`: refused just now): after
+/// half as long as it has refused so far, at least `health` and at most `max`. A peer that
+/// keeps refusing is asked less and less often, and one that accepts again is joined within
+/// half the time it refused.
+pub fn offer_again_after(since: Option<&Time>, now: &Time, health: Duration, max: Duration) -> Duration {
+    let refused_for = since.map_or(0, |s| (now.0.as_second() - s.0.as_second()).max(0) as u64);
+    Duration::from_secs(refused_for / 2).clamp(health, max.max(health))
+}
+
 /// The answer of a refused `/identity`: which auth status and reason it means.
 pub fn refusal_status(token_was_empty: bool) -> (AuthStatus, Reason) {
     if token_was_empty { (AuthStatus::EmptyRefused, Reason::EmptyTokenRefused) } else { (AuthStatus::Refused, Reason::TokenRefused) }
@@ -282,6 +292,17 @@ mod tests {
         assert!(!give_up_on_remote(None, &t(10_000), grace));
         assert!(!give_up_on_remote(Some(&t(1000)), &t(1119), grace));
         assert!(give_up_on_remote(Some(&t(1000)), &t(1120), grace));
+    }
+
+    #[test]
+    fn a_refusing_peer_is_asked_less_and_less_often() {
+        let t = |s| Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
+        let (health, max) = (Duration::from_secs(30), Duration::from_secs(300));
+        assert_eq!(offer_again_after(None, &t(1000), health, max), health, "refused just now: one health period");
+        assert_eq!(offer_again_after(Some(&t(990)), &t(1000), health, max), health);
+        assert_eq!(offer_again_after(Some(&t(800)), &t(1000), health, max), Duration::from_secs(100), "half the refusal so far");
+        assert_eq!(offer_again_after(Some(&t(0)), &t(10_000), health, max), max);
+        assert_eq!(offer_again_after(Some(&t(2000)), &t(1000), health, max), health, "a clock step back");
     }
 
     #[test]

@@ -383,6 +383,12 @@ async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
                 );
                 (Reason::AnonymousPeeringRefused, message)
             };
+            let since = fc
+                .status
+                .as_ref()
+                .and_then(|s| crate::conditions::get(&s.conditions, Phase::Joined.as_str()))
+                .filter(|c| c.reason == reason.as_str())
+                .map(|c| c.last_transition_time.clone());
             r.set(Phase::Joined, Status::False, reason, message);
             let present = ctx.advertisement_present(&remote.id);
             r.outgoing = Some(OutgoingStatus {
@@ -390,7 +396,8 @@ async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
                 remote_peering_request_name: None,
                 advertisement: present.then(|| advertisement_name(&remote.id)),
             });
-            Err(Stop::Report(Action::requeue(ctx.timing.health)))
+            let after = decide::offer_again_after(since.as_ref(), &super::now(), ctx.timing.health, ctx.timing.refused);
+            Err(Stop::Report(Action::requeue(after)))
         }
         Err(e) => Err(remote_failed(ctx, r, e)),
     }

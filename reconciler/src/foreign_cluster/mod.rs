@@ -71,7 +71,8 @@ pub struct Timing {
     pub retry: Duration,
     /// Next look while something on the remote is about to change (a request being deleted).
     pub short: Duration,
-    /// Next attempt after the remote refused our token (the user must act).
+    /// Next attempt after the remote refused our token (the user must act); the longest wait
+    /// before offering again to a remote that refuses our PeeringRequest.
     pub refused: Duration,
     /// How long unjoin of a deleted ForeignCluster waits for an unreachable remote.
     pub unjoin_grace: Duration,
