@@ -138,24 +138,38 @@ where
         Box::pin(async move {
             let (stream, service) = accepted.await?;
             let deadline = Box::pin(tokio::time::sleep(first));
-            Ok((Watched { stream, deadline, idle }, service))
+            Ok((Watched { stream, deadline, idle, heard: None }, service))
         })
     }
 }
 
-/// A connection that fails its next read once its deadline passes; every byte read or
-/// written moves the deadline `idle` ahead.
+/// A connection that fails its next read once its deadline passes. A byte read or written
+/// only notes the time (the timer is touched when it fires: then it is moved to `idle` after
+/// the last byte, or the read fails).
 #[derive(Debug)]
 pub struct Watched<S> {
     stream: S,
     deadline: Pin<Box<tokio::time::Sleep>>,
     idle: Duration,
+    heard: Option<tokio::time::Instant>,
 }
 
 impl<S> Watched<S> {
     fn heard(&mut self) {
-        let next = tokio::time::Instant::now() + self.idle;
-        self.deadline.as_mut().reset(next);
+        self.heard = Some(tokio::time::Instant::now());
+    }
+
+    /// Ready once the connection has been silent past its deadline.
+    fn silent_too_long(&mut self, cx: &mut Context<'_>) -> bool {
+        loop {
+            if self.deadline.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+            match self.heard.map(|at| at + self.idle) {
+                Some(due) if due > tokio::time::Instant::now() => self.deadline.as_mut().reset(due),
+                _ => return true,
+            }
+        }
     }
 }
 
@@ -167,7 +181,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
                 self.heard();
                 Poll::Ready(Ok(()))
             }
-            Poll::Pending if self.deadline.as_mut().poll(cx).is_ready() => {
+            Poll::Pending if self.silent_too_long(cx) => {
                 tracing::debug!("connection closed: silent past its deadline");
                 Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "the connection stayed silent past its deadline")))
             }
