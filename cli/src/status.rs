@@ -38,6 +38,7 @@ pub struct ThisCluster {
     /// SHA-256 of the CA the auth service's certificate chains to: what a peer's operator
     /// approves when pairing by fingerprint (`kubectl liqo trust`), as the reconciler
     /// published it in the ClusterConfig's status; or why it is not known.
+    #[serde(rename = "authCAFingerprint")]
     pub auth_ca_fingerprint: String,
     pub reconciler: String,
     pub webhook: String,
