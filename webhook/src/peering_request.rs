@@ -58,7 +58,10 @@ fn is_dns1123_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(|label| validate_cluster_id(label).is_ok())
 }
 
-fn check_kubeconfig_ref(spec: &PeeringRequestSpec, namespace: &str, requester: &str) -> Result<(), Denial> {
+/// `requester`: whose Secret the reference must not leave for one this cluster keeps (`None`:
+/// not judged, for an UPDATE that keeps the reference — a request stored before the rule can
+/// still lose its finalizer and go).
+fn check_kubeconfig_ref(spec: &PeeringRequestSpec, namespace: &str, requester: Option<&str>) -> Result<(), Denial> {
     let bad = |m: String| Err(Denial::new(Reason::KubeConfigRef, m));
     let Some(r) = &spec.kube_config_ref else {
         return bad("spec.kubeConfigRef: required: the Secret with the kubeconfig for Advertisements".into());
@@ -69,7 +72,9 @@ fn check_kubeconfig_ref(spec: &PeeringRequestSpec, namespace: &str, requester: &
             return bad(format!("spec.kubeConfigRef.name: {n:?} is not a valid Secret name"));
         }
         Some(n) => {
-            if let Some(what) = kept_secret(n, requester) {
+            if let Some(requester) = requester
+                && let Some(what) = kept_secret(n, requester)
+            {
                 let yours = peering_kubeconfig_secret(requester);
                 return bad(format!("spec.kubeConfigRef.name: {n} is {what}, not yours to name; name the Secret you created ({yours})"));
             }
@@ -122,7 +127,8 @@ pub fn review(c: &Candidate<'_>, local: &Local<'_>) -> Result<(), Denial> {
             ));
         }
     }
-    check_kubeconfig_ref(c.spec, local.namespace, id)?;
+    let same_ref = c.operation == Operation::Update && c.old_spec.is_some_and(|o| o.kube_config_ref == c.spec.kube_config_ref);
+    check_kubeconfig_ref(c.spec, local.namespace, (!same_ref).then_some(id))?;
     if c.operation == Operation::Create {
         let Some(own) = local.cluster_id else {
             return Err(Denial::new(
@@ -282,6 +288,14 @@ mod tests {
         let mut own = spec(PEER);
         own.kube_config_ref = Some(SecretReference { name: Some(format!("pr-kubeconfig-{PEER}")), namespace: Some("liqo".into()) });
         assert_eq!(create(&own, &peer_user(PEER)), Ok(()));
+
+        // A request stored before the rule may still be updated (its finalizer removed) as it
+        // is, but not be made to name such a Secret.
+        let mut stored = spec(PEER);
+        stored.kube_config_ref = Some(SecretReference { name: Some("beta-identity".into()), namespace: Some("liqo".into()) });
+        let p = PolicyConfig::default();
+        assert_eq!(judge(Operation::Update, PEER, &stored, Some(&stored), &peer_user(PEER), &p), Ok(()));
+        assert_eq!(reason(judge(Operation::Update, PEER, &stored, Some(&own), &peer_user(PEER), &p)), Reason::KubeConfigRef);
     }
 
     #[test]
