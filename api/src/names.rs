@@ -56,6 +56,17 @@ pub fn ca_data_secret(fc_name: &str) -> String {
     format!("{fc_name}{CA_DATA_SECRET_SUFFIX}")
 }
 
+/// Name of the Secret holding the identity (kubeconfig) the remote of ForeignCluster
+/// `fc_name` issued us.
+pub fn identity_secret(fc_name: &str) -> String {
+    format!("{fc_name}{IDENTITY_SECRET_SUFFIX}")
+}
+
+/// Name of the Secret holding the token we present to peer `cluster_id`'s auth service.
+pub fn token_secret(cluster_id: &str) -> String {
+    format!("{TOKEN_SECRET_PREFIX}{cluster_id}")
+}
+
 /// Name of the Secret, in the remote Liqo namespace, holding the kubeconfig that cluster
 /// `requester_cluster_id` hands the remote with its PeeringRequest.
 pub fn peering_kubeconfig_secret(requester_cluster_id: &str) -> String {
@@ -102,8 +113,8 @@ mod tests {
             "liqo-ca".into(),
             "liqo-auth-tls".into(),
             "liqo-webhook-tls".into(),
-            format!("{TOKEN_SECRET_PREFIX}{ID}"),
-            format!("beta{IDENTITY_SECRET_SUFFIX}"),
+            token_secret(ID),
+            identity_secret("beta"),
             ca_data_secret("beta"),
             peering_kubeconfig_secret("11111111-2222-3333-4444-555555555555"),
         ];

@@ -5,10 +5,15 @@
 
 use std::borrow::Cow;
 
-/// `s` with every control character (C0 — ESC, BEL, CR, newline… —, DEL and C1) shown as a
-/// visible escape: `\x1b`, `\u{9b}`.
+/// Whether `s` holds no control character (C0 — ESC, BEL, CR, newline… —, DEL or C1): what a
+/// name from a peer must be before it goes into an object.
+pub fn is_printable(s: &str) -> bool {
+    !s.chars().any(char::is_control)
+}
+
+/// `s` with every control character shown as a visible escape: `\x1b`, `\u{9b}`.
 pub fn printable(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
+    if is_printable(s) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -29,6 +34,7 @@ mod tests {
     #[test]
     fn control_characters_are_shown_not_sent() {
         assert!(matches!(printable("beta ✓ 9a596a4b"), Cow::Borrowed(_)), "plain text is left alone");
+        assert!(is_printable("beta ✓") && !is_printable("beta\x1b[2J") && !is_printable("a\u{9b}"));
         assert_eq!(printable("\x1b]0;pwned\x07\x1b[2Jname"), "\\x1b]0;pwned\\x07\\x1b[2Jname");
         assert_eq!(printable("a\nb\rc\td\x7f"), "a\\x0ab\\x0dc\\x09d\\x7f");
         assert_eq!(printable("\u{9b}31m"), "\\u{9b}31m");

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use liqo_api::summary::{Peer, Phase};
-pub use liqo_api::terminal::printable;
+use liqo_api::terminal::printable;
 
 /// `-o`: how objects are printed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]

@@ -273,7 +273,7 @@ pub async fn ids(base: &str, verify: &Verify) -> Result<Ids> {
     let invalid = |message: String| Error::RemoteInvalid { step: Step::Ids, message: format!("{base}/ids: {message}") };
     liqo_api::validate_cluster_id(&ids.cluster_id).map_err(|e| invalid(format!("clusterId {:?}: {e}", ids.cluster_id)))?;
     for (key, value) in [("clusterName", &ids.cluster_name), ("guestNamespace", &ids.guest_namespace)] {
-        if value.chars().any(char::is_control) {
+        if !liqo_api::terminal::is_printable(value) {
             return Err(invalid(format!("{key} {:?} holds control characters", value)));
         }
     }

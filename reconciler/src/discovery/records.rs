@@ -106,7 +106,7 @@ impl LiqoTxt {
             if let Some(len) = pairs.get(key).map(String::len).filter(|l| *l > MAX_VALUE) {
                 return Err(RecordError::TooLong { key, len });
             }
-            if pairs.get(key).is_some_and(|v| v.chars().any(char::is_control)) {
+            if pairs.get(key).is_some_and(|v| !liqo_api::terminal::is_printable(v)) {
                 return Err(RecordError::ControlCharacter { key });
             }
         }

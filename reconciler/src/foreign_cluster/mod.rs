@@ -52,15 +52,7 @@ pub const KUBECONFIG_KEY: &str = "kubeconfig";
 /// Key of the token used with a peer's `/identity`, in Secret `remote-token-<clusterID>`.
 pub const TOKEN_KEY: &str = "token";
 
-/// Secret holding the identity (kubeconfig) a peer issued us.
-pub fn identity_secret(fc_name: &str) -> String {
-    format!("{fc_name}{}", liqo_api::names::IDENTITY_SECRET_SUFFIX)
-}
-
-/// Secret holding the token we present to peer `cluster_id`'s auth service.
-pub fn token_secret(cluster_id: &str) -> String {
-    format!("{}{cluster_id}", liqo_api::names::TOKEN_SECRET_PREFIX)
-}
+pub use liqo_api::names::{identity_secret, token_secret};
 
 /// How often things happen.
 #[derive(Clone, Debug)]
