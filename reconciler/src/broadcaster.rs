@@ -158,13 +158,9 @@ impl<P: Peers> Broadcasters<P> {
                     Err(e) => Err(Error::unreachable(Step::ApiServer, format!("broadcaster task: {e}"))),
                 }
             }
-            // (A Secret we keep was never used: nothing was published with it to withdraw.)
             None => match source {
-                Some(source) if kept(peer, &source).is_none() => {
-                    let client = self.peer_client(peer, &source).await?;
-                    self.withdraw(&client).await
-                }
-                _ => Ok(()),
+                Some(source) => self.withdraw_through(peer, &source, None).await,
+                None => Ok(()),
             },
         }
     }
@@ -249,6 +245,18 @@ impl<P: Peers> Broadcasters<P> {
 
     /// Deletes our Advertisement from the peer. A peer that refuses us has revoked the access
     /// it gave us when it unjoined, and removed our Advertisement itself: that is done too.
+    /// Withdraws our Advertisement from `peer` with `client`, or one made from `source`. A
+    /// Secret we keep was never used (see [`Self::peer_client`]): nothing was published with
+    /// it, nothing to withdraw.
+    async fn withdraw_through(&self, peer: &str, source: &SecretReference, client: Option<Client>) -> Result<()> {
+        let client = match client {
+            Some(c) => c,
+            None if kept(peer, source).is_some() => return Ok(()),
+            None => self.peer_client(peer, source).await?,
+        };
+        self.withdraw(&client).await
+    }
+
     async fn withdraw(&self, client: &Client) -> Result<()> {
         let name = advertisement_name(&self.own_id()?);
         let api: Api<Advertisement> = Api::all(client.clone());
@@ -347,14 +355,7 @@ impl<P: Peers> Broadcasters<P> {
             match signalled {
                 None | Some(Signal::Run) => continue,
                 Some(Signal::Stop) => return Ok(()),
-                Some(Signal::Withdraw) => {
-                    let c = match client {
-                        Some(c) => c,
-                        None if kept(&peer, &source).is_some() => return Ok(()),
-                        None => self.peer_client(&peer, &source).await?,
-                    };
-                    return self.withdraw(&c).await;
-                }
+                Some(Signal::Withdraw) => return self.withdraw_through(&peer, &source, client).await,
             }
         }
     }
