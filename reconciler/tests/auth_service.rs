@@ -344,18 +344,10 @@ async fn an_oversized_identity_body_is_refused() {
 #[tokio::test]
 async fn a_peer_answering_ten_megabytes_is_refused() {
     use liqo_reconciler::auth::client::{self, Verify};
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let certs = tempfile::tempdir().unwrap();
-    let sans = ["localhost".to_owned(), "127.0.0.1".to_owned()];
-    liqo_certs::files::ensure(certs.path(), &sans, time::OffsetDateTime::now_utc(), &Default::default()).unwrap();
-    let cert = ReloadingCert::load(CertFiles { cert: certs.path().join("tls.crt"), key: certs.path().join("tls.key") }).unwrap();
+    let certs = certificate_dir();
     let huge = format!("{{\"clusterId\":\"{}\"}}", "x".repeat(10 << 20));
     let router = axum::Router::new().route("/ids", axum::routing::get(move || std::future::ready(huge.clone())));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("https://127.0.0.1:{}", listener.local_addr().unwrap().port());
-    let handle = axum_server::Handle::new();
-    tokio::spawn(serve_https(listener, server_config(cert), router, handle.clone()));
-    handle.listening().await.unwrap();
+    let url = serve(router, certs.path()).await;
     let err = client::ids(&url, &Verify::Nothing).await.unwrap_err();
     assert!(err.to_string().contains("length limit"), "{err}");
 }
@@ -367,11 +359,7 @@ async fn a_peer_api_server_answering_without_end_is_cut_off() {
     use base64::Engine;
     use kube::api::Api;
     use liqo_reconciler::peer::{Network, Peers, RemoteAccess};
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let certs = tempfile::tempdir().unwrap();
-    let sans = ["localhost".to_owned(), "127.0.0.1".to_owned()];
-    liqo_certs::files::ensure(certs.path(), &sans, time::OffsetDateTime::now_utc(), &Default::default()).unwrap();
-    let cert = ReloadingCert::load(CertFiles { cert: certs.path().join("tls.crt"), key: certs.path().join("tls.key") }).unwrap();
+    let certs = certificate_dir();
     let endless = || async {
         let chunks = futures::stream::iter((0..1024).map(|_| Ok::<_, std::io::Error>(axum::body::Bytes::from(vec![b' '; 64 << 10]))));
         let head = futures::stream::once(async { Ok(axum::body::Bytes::from_static(b"{\"kind\":\"ConfigMap\",\"x\":\"")) });
@@ -379,11 +367,7 @@ async fn a_peer_api_server_answering_without_end_is_cut_off() {
         ([(http::header::CONTENT_TYPE, "application/json")], axum::body::Body::from_stream(body))
     };
     let router = axum::Router::new().route("/api/v1/namespaces/liqo/configmaps/x", axum::routing::get(endless));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("https://127.0.0.1:{}", listener.local_addr().unwrap().port());
-    let handle = axum_server::Handle::new();
-    tokio::spawn(serve_https(listener, server_config(cert), router, handle.clone()));
-    handle.listening().await.unwrap();
+    let url = serve(router, certs.path()).await;
 
     let ca = base64::engine::general_purpose::STANDARD.encode(std::fs::read(certs.path().join("ca.crt")).unwrap());
     let kubeconfig = format!(
@@ -441,18 +425,31 @@ async fn serve_chain(chain: &str, key: &str) -> (String, tempfile::TempDir) {
 
 /// Serves `ids` as `/ids` over TLS with the certificate chain `chain` (PEM) and `key`.
 async fn serve_ids(chain: &str, key: &str, ids: Ids) -> (String, tempfile::TempDir) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("tls.crt"), chain).unwrap();
     std::fs::write(dir.path().join("tls.key"), key).unwrap();
-    let cert = ReloadingCert::load(CertFiles { cert: dir.path().join("tls.crt"), key: dir.path().join("tls.key") }).unwrap();
     let router = axum::Router::new().route("/ids", axum::routing::get(move || std::future::ready(axum::Json(ids.clone()))));
+    (serve(router, dir.path()).await, dir)
+}
+
+/// A directory with a CA and a serving certificate for localhost and 127.0.0.1.
+fn certificate_dir() -> tempfile::TempDir {
+    let certs = tempfile::tempdir().unwrap();
+    let sans = ["localhost".to_owned(), "127.0.0.1".to_owned()];
+    liqo_certs::files::ensure(certs.path(), &sans, time::OffsetDateTime::now_utc(), &Default::default()).unwrap();
+    certs
+}
+
+/// Serves `router` over TLS on loopback with `tls.crt`/`tls.key` of `certs`; returns the URL.
+async fn serve(router: axum::Router, certs: &std::path::Path) -> String {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cert = ReloadingCert::load(CertFiles { cert: certs.join("tls.crt"), key: certs.join("tls.key") }).unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("https://127.0.0.1:{}", listener.local_addr().unwrap().port());
     let handle = axum_server::Handle::new();
     tokio::spawn(serve_https(listener, server_config(cert), router, handle.clone()));
     handle.listening().await.unwrap();
-    (url, dir)
+    url
 }
 
 /// A peer paired by its CA's fingerprint stays verified across a renewal of its leaf; an
