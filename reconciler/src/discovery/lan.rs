@@ -161,7 +161,7 @@ impl State {
                     return Ok(());
                 }
                 let max = ctx.shared.max_discovered;
-                if !merge::admits(existing.is_some(), merge::discovered(fcs.iter().map(|f| &**f)), max) {
+                if !merge::admits(existing.is_some(), || merge::discovered(fcs.iter().map(|f| &**f)), max) {
                     if !self.at_cap {
                         tracing::warn!(cluster = %cluster.cluster_id, max, "not recording LAN clusters: --max-discovered-peers reached");
                         self.at_cap = true;

@@ -89,7 +89,7 @@ pub async fn reconcile<P: Peers>(sd: Arc<SearchDomain>, ctx: Arc<Ctx<P>>) -> Res
     let mut discovered = merge::discovered(fcs.iter().map(|f| &**f));
     for (instance, cluster) in &found.clusters {
         let existing = merge::find(fcs.iter().map(|f| &**f), &cluster.cluster_id);
-        if !merge::admits(existing.is_some(), discovered, ctx.shared.max_discovered) {
+        if !merge::admits(existing.is_some(), || discovered, ctx.shared.max_discovered) {
             let max = ctx.shared.max_discovered;
             skipped.push(format!("{}: not added, {max} discovered peers already (--max-discovered-peers)", cluster.cluster_id));
             continue;
