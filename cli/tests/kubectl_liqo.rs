@@ -163,6 +163,24 @@ async fn pairing_by_fingerprint_as_a_user_does_it() {
     let still = Api::<ForeignCluster>::all(t.home.clone()).get("remote").await.unwrap();
     assert_eq!(phase(&still, "Trusted").unwrap().1, "FingerprintApproved", "{still:?}");
     assert!(outgoing_joined(&still));
+
+    // The remote's CA replaced: its reconciler publishes the new fingerprint, and ours refuses
+    // the remote until the new one is approved.
+    for f in ["ca.crt", "ca.key"] {
+        std::fs::remove_file(certs.join(f)).unwrap();
+    }
+    liqo_certs::files::ensure(&certs, &sans, time::OffsetDateTime::now_utc(), &Default::default()).unwrap();
+    let new_ca = liqo_certs::inspect::fingerprint_sha256(&std::fs::read_to_string(certs.join("ca.crt")).unwrap()).unwrap();
+    assert_ne!(new_ca, theirs);
+    eventually("the remote publishing its new CA's fingerprint", || async {
+        text(&kubectl_liqo(&t.remote_cp, &["status"])).contains(&format!("AUTH-CA-FINGERPRINT   {new_ca}")).then_some(())
+    })
+    .await;
+    let refused = fc_where(&t.home, "remote", "a mismatch after the CA change", |f| {
+        phase(f, "Trusted").is_some_and(|p| p.1 == "FingerprintMismatch")
+    })
+    .await;
+    assert!(phase(&refused, "Trusted").unwrap().2.contains(&new_ca), "the message shows the new CA: {refused:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
