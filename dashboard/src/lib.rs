@@ -11,6 +11,7 @@
 
 pub mod access;
 pub mod actions;
+pub mod command;
 pub mod html;
 pub mod model;
 pub mod server;

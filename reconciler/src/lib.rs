@@ -15,6 +15,7 @@
 pub mod access;
 pub mod auth;
 pub mod broadcaster;
+pub mod command;
 pub mod conditions;
 pub mod config;
 pub mod context;

@@ -1,6 +1,10 @@
-//! Prometheus metrics of the reconciler, served on the plain-HTTP operations port.
+//! Prometheus metrics of the reconciler, served on the plain-HTTP operations port. The alert
+//! rules (`manifests/monitoring/liqo-alerts.rules.yaml`) and the Grafana dashboard next to them
+//! use these names; `image/tests/monitoring.rs` checks that every name they use is exported.
 
-use std::time::Instant;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -9,8 +13,44 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use liqo_api::reasons::{ConditionType, Reason};
+use liqo_api::summary::Peer;
+
 use crate::auth::service::IdentityLabels;
 use crate::error::Error;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VersionLabels {
+    pub version: &'static str,
+}
+
+/// Where a peer asked to join stands: `state` is `joined`, `failing` (a phase that is False and
+/// in the way: `phase` and its `reason`) or `joining` (the first phase not passed yet, if any).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PeerStateLabels {
+    pub state: &'static str,
+    pub phase: &'static str,
+    pub reason: &'static str,
+}
+
+/// One peer: its ForeignCluster's name and the remote cluster ID.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PeerLabels {
+    pub foreign_cluster: String,
+    pub cluster_id: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// `ok`, or the error's stable label.
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseReasonLabels {
+    pub phase: &'static str,
+    pub reason: &'static str,
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReconcileLabels {
@@ -46,6 +86,20 @@ pub struct Metrics {
     pub auth_identity: Family<IdentityLabels, Counter>,
     /// Connections to the auth service closed because it was at its connection cap.
     pub auth_connections_refused: liqo_serve::Refused,
+    /// Peers asked to join, by where they stand (set when scraped).
+    pub peers: Family<PeerStateLabels, Gauge>,
+    /// Seconds each peer asked to join has not been joined, 0 while joined (set when scraped).
+    pub peer_unhealthy: Family<PeerLabels, Gauge>,
+    /// The health period, so that alerts count in periods whatever it is set to.
+    pub health_period: Gauge,
+    /// The health call to a joined peer (its API server), by result.
+    pub health_checks: Family<ResultLabels, Histogram>,
+    /// Joins that stopped at a failing phase, by phase and reason.
+    pub join_failures: Family<PhaseReasonLabels, Counter>,
+    /// When the auth service's serving certificate expires (Unix time; 0 when unknown).
+    pub auth_certificate_expiry: Gauge,
+    /// Since when each peer asked to join has been seen not joined.
+    unhealthy_since: Mutex<HashMap<PeerLabels, SystemTime>>,
 }
 
 impl Default for Metrics {
@@ -70,7 +124,73 @@ impl Default for Metrics {
             "Connections to the auth service closed at once because it was at its connection cap",
             auth_connections_refused.clone(),
         );
-        Self { registry, foreign_clusters, reconciles, duration, broadcasters, leader, auth_identity, auth_connections_refused }
+        let build = Family::<VersionLabels, Gauge>::default();
+        registry.register("build_info", "The version of this binary (always 1)", build.clone());
+        build.get_or_create(&VersionLabels { version: env!("CARGO_PKG_VERSION") }).set(1);
+        let peers = Family::<PeerStateLabels, Gauge>::default();
+        registry.register("peers", "ForeignClusters asked to join, by state and the phase that holds them up", peers.clone());
+        let peer_unhealthy = Family::<PeerLabels, Gauge>::default();
+        registry.register(
+            "peer_unhealthy_seconds",
+            "Seconds a peer asked to join has not been joined (0 while joined)",
+            peer_unhealthy.clone(),
+        );
+        let health_period = Gauge::default();
+        registry.register("health_period_seconds", "Seconds between health checks of a joined peer", health_period.clone());
+        let health_checks = Family::<ResultLabels, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.002, 2.0, 14)));
+        registry.register(
+            "peer_health_check_duration_seconds",
+            "Time of the health call to a joined peer, by result",
+            health_checks.clone(),
+        );
+        let join_failures = Family::<PhaseReasonLabels, Counter>::default();
+        registry.register("join_failures", "Joins that stopped at a failing phase, by phase and reason", join_failures.clone());
+        let auth_certificate_expiry = Gauge::default();
+        registry.register(
+            "auth_certificate_expiry_timestamp_seconds",
+            "When the auth service's serving certificate expires (Unix time)",
+            auth_certificate_expiry.clone(),
+        );
+        Self {
+            registry,
+            foreign_clusters,
+            reconciles,
+            duration,
+            broadcasters,
+            leader,
+            auth_identity,
+            auth_connections_refused,
+            peers,
+            peer_unhealthy,
+            health_period,
+            health_checks,
+            join_failures,
+            auth_certificate_expiry,
+            unhealthy_since: Mutex::default(),
+        }
+    }
+}
+
+/// Where a peer asked to join stands, as [`PeerStateLabels`]: label values only from the typed
+/// lists (a phase or reason this version does not know is `Unknown`), so the series stay few.
+pub fn peer_state(peer: &Peer) -> PeerStateLabels {
+    let typed = |type_: &str, reason: &str| {
+        let phase = ConditionType::PEERING.into_iter().find(|t| t.as_str() == type_).map_or("Unknown", ConditionType::as_str);
+        (phase, Reason::parse(reason).map_or("Unknown", Reason::as_str))
+    };
+    if peer.joined() {
+        return PeerStateLabels { state: "joined", phase: "", reason: "" };
+    }
+    if let Some(p) = peer.failing() {
+        let (phase, reason) = typed(&p.type_, &p.reason);
+        return PeerStateLabels { state: "failing", phase, reason };
+    }
+    match peer.phases.iter().find(|p| !p.passed()) {
+        Some(p) => {
+            let (phase, reason) = typed(&p.type_, &p.reason);
+            PeerStateLabels { state: "joining", phase, reason }
+        }
+        None => PeerStateLabels { state: "joining", phase: "", reason: "" },
     }
 }
 
@@ -102,6 +222,55 @@ impl Metrics {
         }
     }
 
+    /// Records one health call to a joined peer.
+    pub fn observe_health_check<T>(&self, result: &Result<T, Error>, took: Duration) {
+        let result = match result {
+            Ok(_) => "ok",
+            Err(e) => e.label(),
+        };
+        self.health_checks.get_or_create(&ResultLabels { result }).observe(took.as_secs_f64());
+    }
+
+    /// Counts a join that stopped at `phase` for `reason`.
+    pub fn join_failed(&self, phase: ConditionType, reason: Reason) {
+        self.join_failures.get_or_create(&PhaseReasonLabels { phase: phase.as_str(), reason: reason.as_str() }).inc();
+    }
+
+    /// Sets the peer gauges from the ForeignClusters known now, at `now`: every peer asked to
+    /// join by state, and how long each has not been joined (counted from the first time it was
+    /// seen so here, so from this process's start at most). Peers gone or no longer asked to
+    /// join leave no series.
+    pub fn count_peers<'a>(&self, fcs: impl IntoIterator<Item = &'a liqo_api::ForeignCluster>, now: SystemTime) {
+        let mut since = self.unhealthy_since.lock().expect("not poisoned");
+        let mut states: HashMap<PeerStateLabels, i64> = HashMap::new();
+        let mut unhealthy = Vec::new();
+        let mut still_unhealthy = HashMap::new();
+        for fc in fcs {
+            let peer = Peer::of(fc);
+            if !peer.join {
+                continue;
+            }
+            *states.entry(peer_state(&peer)).or_default() += 1;
+            let labels = PeerLabels { foreign_cluster: peer.name.clone(), cluster_id: peer.cluster_id.clone() };
+            let mut seconds = 0;
+            if !peer.joined() {
+                let first = *since.get(&labels).unwrap_or(&now);
+                seconds = now.duration_since(first).unwrap_or_default().as_secs() as i64;
+                still_unhealthy.insert(labels.clone(), first);
+            }
+            unhealthy.push((labels, seconds));
+        }
+        *since = still_unhealthy;
+        self.peers.clear();
+        for (labels, count) in states {
+            self.peers.get_or_create(&labels).set(count);
+        }
+        self.peer_unhealthy.clear();
+        for (labels, seconds) in unhealthy {
+            self.peer_unhealthy.get_or_create(&labels).set(seconds);
+        }
+    }
+
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -124,6 +293,89 @@ mod tests {
         assert!(text.contains(r#"liqo_reconciler_reconciles_total{controller="foreign_cluster",result="ok"} 1"#), "{text}");
         assert!(text.contains(r#"liqo_reconciler_reconciles_total{controller="foreign_cluster",result="RemoteUnreachable"} 1"#), "{text}");
         assert!(text.contains("liqo_reconciler_broadcasters 3"), "{text}");
+    }
+
+    fn peer(name: &str, join: bool, joined: bool, conditions: &[(&str, &str, &str)]) -> liqo_api::ForeignCluster {
+        let conditions: Vec<serde_json::Value> = conditions
+            .iter()
+            .map(|(t, s, r)| serde_json::json!({"type": t, "status": s, "reason": r, "message": "", "lastTransitionTime": "2026-11-23T10:00:00Z"}))
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": name},
+            "spec": {"clusterIdentity": {"clusterID": format!("id-{name}")}, "join": join, "authUrl": "https://10.0.0.2:8443"},
+            "status": {"conditions": conditions, "outgoing": {"joined": joined}}
+        }))
+        .unwrap()
+    }
+
+    fn series(text: &str, prefix: &str) -> Vec<String> {
+        text.lines().filter(|l| l.starts_with(prefix)).map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn peers_are_counted_by_state_with_labels_from_the_typed_lists() {
+        let joined = peer("a", true, true, &[("Trusted", "True", "Trusted"), ("Joined", "True", "Joined")]);
+        let failing =
+            peer("b", true, false, &[("Trusted", "False", "UntrustedAllowed"), ("RemoteReachable", "False", "RemoteUnreachable")]);
+        let joining = peer("c", true, false, &[("Trusted", "True", "Trusted"), ("Joined", "Unknown", "Waiting")]);
+        let odd = peer("d", true, false, &[("Trusted", "False", "SomethingNew")]);
+        let not_asked = peer("e", false, false, &[]);
+        let labels = |fc: &liqo_api::ForeignCluster| peer_state(&Peer::of(fc));
+        assert_eq!(labels(&joined), PeerStateLabels { state: "joined", phase: "", reason: "" });
+        assert_eq!(labels(&failing), PeerStateLabels { state: "failing", phase: "RemoteReachable", reason: "RemoteUnreachable" });
+        assert_eq!(labels(&joining), PeerStateLabels { state: "joining", phase: "Joined", reason: "Waiting" });
+        assert_eq!(
+            labels(&odd),
+            PeerStateLabels { state: "failing", phase: "Trusted", reason: "Unknown" },
+            "unknown reasons stay one series"
+        );
+
+        let m = Metrics::default();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        m.count_peers([&joined, &failing, &joining, &not_asked], t0);
+        let text = m.encode();
+        assert!(text.contains(r#"liqo_reconciler_peers{state="joined",phase="",reason=""} 1"#), "{text}");
+        assert!(text.contains(r#"liqo_reconciler_peers{state="failing",phase="RemoteReachable",reason="RemoteUnreachable"} 1"#), "{text}");
+        assert_eq!(series(&text, "liqo_reconciler_peer_unhealthy_seconds{").len(), 3, "one series per peer asked to join: {text}");
+        assert!(!text.contains(r#"foreign_cluster="e""#), "a peer not asked to join has no series: {text}");
+    }
+
+    #[test]
+    fn unhealthy_seconds_count_from_the_first_sighting_and_restart_after_a_join() {
+        let m = Metrics::default();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let down = peer("b", true, false, &[("RemoteReachable", "False", "RemoteUnreachable")]);
+        let up = peer("b", true, true, &[("Joined", "True", "Joined")]);
+        let line = |m: &Metrics| series(&m.encode(), "liqo_reconciler_peer_unhealthy_seconds{").join("\n");
+        m.count_peers([&down], t0);
+        assert_eq!(line(&m), r#"liqo_reconciler_peer_unhealthy_seconds{foreign_cluster="b",cluster_id="id-b"} 0"#);
+        m.count_peers([&down], t0 + Duration::from_secs(70));
+        assert!(line(&m).ends_with("} 70"), "{}", line(&m));
+        m.count_peers([&up], t0 + Duration::from_secs(80));
+        assert!(line(&m).ends_with("} 0"), "joined: {}", line(&m));
+        m.count_peers([&down], t0 + Duration::from_secs(90));
+        m.count_peers([&down], t0 + Duration::from_secs(95));
+        assert!(line(&m).ends_with("} 5"), "a new outage counts from its own start: {}", line(&m));
+        m.count_peers(std::iter::empty(), t0 + Duration::from_secs(100));
+        assert_eq!(line(&m), "", "a peer gone leaves no series");
+        m.count_peers([&down], t0 + Duration::from_secs(110));
+        assert!(line(&m).ends_with("} 0"), "and is forgotten: {}", line(&m));
+    }
+
+    #[test]
+    fn health_checks_join_failures_and_build_are_exported() {
+        let m = Metrics::default();
+        m.observe_health_check::<()>(&Ok(()), Duration::from_millis(3));
+        m.observe_health_check::<()>(&Err(Error::unreachable(crate::error::Step::ApiServer, "down")), Duration::from_secs(10));
+        m.join_failed(ConditionType::Joined, Reason::PeerRefused);
+        m.join_failed(ConditionType::Joined, Reason::PeerRefused);
+        m.health_period.set(30);
+        let text = m.encode();
+        assert!(text.contains(r#"liqo_reconciler_peer_health_check_duration_seconds_count{result="ok"} 1"#), "{text}");
+        assert!(text.contains(r#"liqo_reconciler_peer_health_check_duration_seconds_count{result="RemoteUnreachable"} 1"#), "{text}");
+        assert!(text.contains(r#"liqo_reconciler_join_failures_total{phase="Joined",reason="PeerRefused"} 2"#), "{text}");
+        assert!(text.contains("liqo_reconciler_health_period_seconds 30\n"), "{text}");
+        assert!(text.contains(&format!("liqo_reconciler_build_info{{version=\"{}\"}} 1\n", env!("CARGO_PKG_VERSION"))), "{text}");
     }
 
     #[test]

@@ -93,7 +93,7 @@ fn main() {
         liqo_certs::files::ensure(dir.path(), &sans, time::OffsetDateTime::now_utc(), &Default::default()).unwrap();
         let files = CertFiles { cert: dir.path().join("tls.crt"), key: dir.path().join("tls.key") };
         let cert = ReloadingCert::load(files).unwrap();
-        cert.clone().spawn_reloader(Duration::from_secs(5), metrics.tls_reload_observer());
+        cert.clone().spawn_reloader(Duration::from_secs(5), metrics.tls_reload_observer(cert.clone()));
         let app = App::new(Arc::new(view), metrics.clone());
         let router = admission_router(app).route(
             "/floor",

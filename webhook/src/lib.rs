@@ -1,7 +1,8 @@
 //! The Liqo admission webhook: validates PeeringRequest/FederationRequest and ForeignCluster
-//! changes and defaults ForeignClusters (SPEC §6). `main.rs` only wires these modules.
+//! changes and defaults ForeignClusters (SPEC §6). [`command`] wires these modules.
 
 pub mod admission;
+pub mod command;
 pub mod denial;
 pub mod foreign_cluster;
 pub mod metrics;

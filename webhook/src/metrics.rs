@@ -1,10 +1,13 @@
-//! Prometheus metrics of the webhook, served on the plain-HTTP operations port.
+//! Prometheus metrics of the webhook, served on the plain-HTTP operations port. The alert
+//! rules and the Grafana dashboard of `manifests/monitoring/` use these names
+//! (`image/tests/monitoring.rs` checks them).
 
 use std::sync::Arc;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -30,8 +33,15 @@ pub struct ReasonLabels {
     pub reason: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VersionLabels {
+    pub version: &'static str,
+}
+
 pub struct Metrics {
     registry: Registry,
+    /// When the serving certificate expires (Unix time; 0 when unknown).
+    pub certificate_expiry: Gauge,
     pub admissions: Family<AdmissionLabels, Counter>,
     pub duration: Family<EndpointLabels, Histogram>,
     pub bad_requests: Family<ReasonLabels, Counter>,
@@ -61,17 +71,36 @@ impl Default for Metrics {
         registry.register("tls_reloads", "Serving certificate reloads, by result", tls_reloads.clone());
         let duration_handles =
             [Endpoint::Validate, Endpoint::Mutate].map(|e| duration.get_or_create(&EndpointLabels { endpoint: e.as_str() }).clone());
-        Self { registry, admissions, duration, bad_requests, tls_reloads, duration_handles }
+        let build = Family::<VersionLabels, Gauge>::default();
+        registry.register("build_info", "The version of this binary (always 1)", build.clone());
+        build.get_or_create(&VersionLabels { version: env!("CARGO_PKG_VERSION") }).set(1);
+        let certificate_expiry = Gauge::default();
+        registry.register(
+            "certificate_expiry_timestamp_seconds",
+            "When the serving certificate expires (Unix time)",
+            certificate_expiry.clone(),
+        );
+        Self { registry, certificate_expiry, admissions, duration, bad_requests, tls_reloads, duration_handles }
     }
 }
 
 impl Metrics {
-    /// Counts certificate reloads by result (for [`crate::tls::ReloadingCert::spawn_reloader`]).
-    pub fn tls_reload_observer(self: &Arc<Self>) -> impl Fn(&'static str) + Send + Sync + 'static {
+    /// Counts certificate reloads by result and keeps the expiry of the certificate served
+    /// (for [`crate::tls::ReloadingCert::spawn_reloader`]).
+    pub fn tls_reload_observer(self: &Arc<Self>, cert: Arc<crate::tls::ReloadingCert>) -> impl Fn(&'static str) + Send + Sync + 'static {
         let metrics = self.clone();
+        metrics.served(&cert);
         move |reason| {
             metrics.tls_reloads.get_or_create(&ReasonLabels { reason }).inc();
+            metrics.served(&cert);
         }
+    }
+
+    /// Sets the certificate expiry from the leaf `cert` serves now.
+    pub fn served(&self, cert: &crate::tls::ReloadingCert) {
+        let leaf = cert.chain().into_iter().next();
+        let expiry = leaf.and_then(|der| liqo_certs::inspect::not_after_unix(&der).ok()).unwrap_or(0);
+        self.certificate_expiry.set(expiry);
     }
 
     /// Records one answered review: its decision time and its outcome.

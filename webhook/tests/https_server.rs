@@ -208,4 +208,9 @@ async fn operations_port_reports_health_readiness_and_metrics() {
     );
     assert!(metrics.contains(r#"decision="allowed",reason=""} 1"#), "{metrics}");
     assert!(metrics.contains("liqo_webhook_admission_duration_seconds_count{endpoint=\"validate\"} 2"), "{metrics}");
+    let served = liqo_certs::inspect(&std::fs::read_to_string(r.certs.path().join("tls.crt")).unwrap()).unwrap();
+    let expiry = format!("liqo_webhook_certificate_expiry_timestamp_seconds {}\n", served.not_after.unix_timestamp());
+    assert!(metrics.contains(&expiry), "the served certificate's expiry, {expiry}: {metrics}");
+    let build = format!("liqo_webhook_build_info{{version=\"{}\"}} 1\n", env!("CARGO_PKG_VERSION"));
+    assert!(metrics.contains(&build), "{metrics}");
 }

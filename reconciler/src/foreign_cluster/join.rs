@@ -84,7 +84,13 @@ struct Pinned {
 pub(super) async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config: &ClusterConfigSpec) -> Result<Action> {
     let mut report = Report::joining(fc.status.as_ref());
     let action = match pipeline(fc, ctx, own_id, config, &mut report).await {
-        Ok(action) | Err(Stop::Report(action)) => action,
+        Ok(action) => action,
+        Err(Stop::Report(action)) => {
+            if let Some(failed) = report.failing() {
+                ctx.metrics.join_failed(failed.type_, failed.reason);
+            }
+            action
+        }
         Err(Stop::SpecChanged) => return Ok(Action::await_change()),
         Err(Stop::Fail(e)) => return Err(e),
     };
@@ -291,7 +297,10 @@ async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report)
 async fn reach<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote, pinned: &Pinned, r: &mut Report) -> Step<Reached> {
     let Join { fc, ctx, way, own_id, .. } = j;
     let name = fc.name_any();
-    let e = match way.reach(client, own_id).await {
+    let started = std::time::Instant::now();
+    let reached = way.reach(client, own_id).await;
+    ctx.metrics.observe_health_check(&reached, started.elapsed());
+    let e = match reached {
         Ok(existing) => {
             r.set(Phase::RemoteReachable, Status::True, Reason::Reachable, "the remote API server answered");
             let message = format!("the remote API server certificate verified against CA {}", pinned.fingerprint);

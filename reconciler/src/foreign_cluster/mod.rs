@@ -97,6 +97,8 @@ pub struct Ctx<P: Peers> {
     pub token_lifetime: Duration,
     /// Remote clients by ForeignCluster name, rebuilt when their access changes.
     remotes: Mutex<HashMap<String, (RemoteAccess, Client)>>,
+    /// Health calls and join failures are counted here.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// Default lifetime of the tokens we hand peers (a year).
@@ -120,7 +122,13 @@ impl<P: Peers> Ctx<P> {
             timing: Timing::default(),
             token_lifetime: TOKEN_LIFETIME,
             remotes: Mutex::default(),
+            metrics: Arc::default(),
         }
+    }
+
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     pub fn with_timing(mut self, timing: Timing) -> Self {

@@ -53,6 +53,12 @@ impl Report {
         self.phases.iter().find(|w| w.type_ == type_)
     }
 
+    /// The first recorded phase that stops the join: False, and not one peering goes on with
+    /// (an untrusted CA allowed by the spec, the anonymous way).
+    pub fn failing(&self) -> Option<&Wanted> {
+        self.phases.iter().find(|w| w.status == Status::False && !matches!(w.reason, Reason::UntrustedAllowed | Reason::Anonymous))
+    }
+
     /// Every peering phase: the recorded one, else `Unknown` with what it waits for.
     fn wanted(&self, join: bool) -> Vec<Wanted> {
         let blocker = self.phases.iter().find(|w| w.status != Status::True);
@@ -176,6 +182,19 @@ mod tests {
         // With join false, what was not set says so.
         let s = Report::default().status(None, false, Some(3), &t(5));
         assert!(s.conditions.iter().all(|c| c.reason == "NotJoined" && c.status == "Unknown"));
+    }
+
+    #[test]
+    fn the_failing_phase_is_the_first_false_one_in_the_way() {
+        let mut r = Report::default();
+        assert!(r.failing().is_none());
+        r.set(ConditionType::Trusted, Status::False, Reason::UntrustedAllowed, "allowed by the spec");
+        r.set(ConditionType::Authenticated, Status::True, Reason::IdentityIssued, "ok");
+        assert!(r.failing().is_none(), "an allowed untrusted CA is not a failure");
+        r.set(ConditionType::RemoteReachable, Status::False, Reason::RemoteUnreachable, "down");
+        r.set(ConditionType::Joined, Status::False, Reason::PeerRefused, "refused");
+        let failed = r.failing().unwrap();
+        assert_eq!((failed.type_, failed.reason), (ConditionType::RemoteReachable, Reason::RemoteUnreachable));
     }
 
     #[test]

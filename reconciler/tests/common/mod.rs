@@ -283,10 +283,12 @@ pub async fn peer_by_auth_url(home: &Client, name: &str, remote: &Reconciler) {
 pub struct Webhook {
     _certs: tempfile::TempDir,
     _handle: axum_server::Handle<std::net::SocketAddr>,
+    /// Its operations port (/healthz, /readyz, /metrics) on 127.0.0.1.
+    pub ops: u16,
 }
 
 pub async fn start_webhook(admin: &Client) -> Webhook {
-    use liqo_webhook::server::{App, BODY_TIMEOUT, DEFAULT_MAX_BODY, admission_router, serve_https};
+    use liqo_webhook::server::{App, BODY_TIMEOUT, DEFAULT_MAX_BODY, admission_router, ops_router, serve_https};
     use liqo_webhook::tls::{CertFiles, ReloadingCert, server_config};
     let _ = rustls::crypto::ring::default_provider().install_default();
     let certs = tempfile::tempdir().unwrap();
@@ -299,12 +301,17 @@ pub async fn start_webhook(admin: &Client) -> Webhook {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let handle = axum_server::Handle::new();
-    tokio::spawn(serve_https(listener, server_config(cert), admission_router(app), handle.clone()));
+    let metrics = app.metrics.clone();
+    metrics.served(&cert);
+    tokio::spawn(serve_https(listener, server_config(cert), admission_router(app.clone()), handle.clone()));
     handle.listening().await.expect("webhook listening");
+    let ops_listener = tokio::net::TcpListener::bind(("127.0.0.1", free_port())).await.unwrap();
+    let ops = ops_listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(ops_listener, ops_router(app)).await });
     let manifest =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/webhook/webhook-configurations.yaml")).unwrap();
     let ca = std::fs::read_to_string(certs.path().join("ca.crt")).unwrap();
     let yaml = liqo_certs::inject_ca_bundle(&manifest, &ca, Some(&format!("https://127.0.0.1:{}", addr.port()))).unwrap();
     liqo_testenv::create_manifest(admin, &yaml, "liqo").await;
-    Webhook { _certs: certs, _handle: handle }
+    Webhook { _certs: certs, _handle: handle, ops }
 }

@@ -54,7 +54,7 @@ pub async fn start(view: impl liqo_webhook::state::ClusterView, body_timeout: Du
     let files = CertFiles { cert: certs.path().join("tls.crt"), key: certs.path().join("tls.key") };
     let cert = ReloadingCert::load(files).unwrap();
     let metrics = Arc::new(Metrics::default());
-    cert.clone().spawn_reloader(Duration::from_millis(50), metrics.tls_reload_observer());
+    cert.clone().spawn_reloader(Duration::from_millis(50), metrics.tls_reload_observer(cert.clone()));
     let app = Arc::new(App { view: Arc::new(view), metrics, max_body: liqo_webhook::server::DEFAULT_MAX_BODY, body_timeout });
 
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

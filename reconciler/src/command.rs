@@ -1,0 +1,433 @@
+//! The `liqo-reconciler` command: its flags and the wiring of the library modules (the binary,
+//! and the image's multi-call `liqo`, call [`main`]).
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::auth::client::Verify;
+use crate::auth::rate::{Limiter, Rate};
+use crate::auth::service::{ApiServer, AuthService, ensure_token_secret};
+use crate::broadcaster::Broadcasters;
+use crate::config::ClusterConfigKeeper;
+use crate::context::Shared;
+use crate::discovery::dnssd::DnsSd;
+use crate::discovery::mdns::{Interfaces, MDNS_PORT};
+use crate::discovery::{lan, memory, search_domain};
+use crate::identity::ClusterIdentity;
+use crate::metrics::Metrics;
+use crate::peer::Network;
+use crate::published;
+use crate::singleton::keep;
+use crate::stores::reflect;
+use crate::{foreign_cluster, incoming};
+use anyhow::Context;
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use clap::Parser;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
+use kube::Api;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::watcher;
+use liqo_api::{Advertisement, FederationRequest, ForeignCluster, PeeringRequest};
+use liqo_serve::logging::LogFormat;
+use liqo_serve::{CertFiles, Limits, ReloadingCert, serve_https_limited, server_config, shutdown_signal};
+use tokio::sync::watch;
+
+/// Liqo reconciler: keeps the cluster ID and the ClusterConfig, serves the auth service
+/// (/ids, /identity, /ca) to peers, joins the ForeignClusters with spec.join=true, serves
+/// incoming PeeringRequests/FederationRequests with one broadcaster per peer. Connects to the
+/// API server in-cluster or via KUBECONFIG.
+#[derive(Parser, Debug)]
+#[command(name = "liqo-reconciler", version, about, args_conflicts_with_subcommands = true)]
+struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// The Liqo namespace.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "liqo")]
+    namespace: String,
+    /// HTTPS address of the auth service.
+    #[arg(long, env = "AUTH_LISTEN", default_value = "0.0.0.0:8443")]
+    auth_listen: SocketAddr,
+    /// Plain-HTTP address for /healthz, /readyz and /metrics.
+    #[arg(long, env = "OPS_LISTEN", default_value = "0.0.0.0:8080")]
+    ops_listen: SocketAddr,
+    /// PEM certificate chain of the auth service (reloaded when it changes).
+    #[arg(long, env = "AUTH_TLS_CERT", default_value = "/etc/liqo/auth-tls/tls.crt")]
+    auth_tls_cert: PathBuf,
+    /// PEM private key of that certificate.
+    #[arg(long, env = "AUTH_TLS_KEY", default_value = "/etc/liqo/auth-tls/tls.key")]
+    auth_tls_key: PathBuf,
+    /// Create (or renew) a CA and a certificate for localhost/127.0.0.1 (plus --auth-host) in
+    /// this directory and serve it, instead of --auth-tls-cert/--auth-tls-key.
+    #[arg(long)]
+    generate_cert_dir: Option<PathBuf>,
+    /// Extra names or addresses for the generated certificate (repeatable).
+    #[arg(long = "auth-host")]
+    auth_hosts: Vec<String>,
+    /// URL peers use to reach this cluster's API server (default: the URL this process uses).
+    #[arg(long, env = "LIQO_API_URL")]
+    api_url: Option<String>,
+    /// PEM file of the API server's CA, handed to peers (default: the CA this process trusts).
+    #[arg(long, env = "LIQO_API_CA_FILE")]
+    api_ca_file: Option<PathBuf>,
+    /// URL of this cluster's auth service as peers reach it, written into our PeeringRequests
+    /// and advertised on the LAN (`--advertised-auth-url` is its older name).
+    #[arg(long, env = "LIQO_AUTH_URL", alias = "advertised-auth-url")]
+    auth_url: Option<String>,
+    /// PEM file of extra CAs that make peers' auth services Trusted (besides the system roots).
+    #[arg(long, env = "LIQO_TRUSTED_CA_FILE")]
+    trusted_ca_file: Option<PathBuf>,
+    /// Seconds between health checks of a joined peer.
+    #[arg(long, default_value_t = 30)]
+    health_period_seconds: u64,
+    /// Seconds the deletion of a ForeignCluster waits for an unreachable remote before it
+    /// completes locally.
+    #[arg(long, default_value_t = 120)]
+    unjoin_grace_seconds: u64,
+    /// Seconds between refreshes of the Advertisements we keep in peers.
+    #[arg(long, default_value_t = 30)]
+    advertise_period_seconds: u64,
+    /// Lifetime requested for tokens issued to peers, in hours.
+    #[arg(long, default_value_t = 24 * 365)]
+    token_lifetime_hours: u64,
+    /// POST /identity requests one client address (an IPv6 /64) may make at once…
+    #[arg(long, default_value_t = 5)]
+    auth_identity_burst: u32,
+    /// …and regains per minute; beyond that it gets 429 with Retry-After.
+    #[arg(long, default_value_t = 10)]
+    auth_identity_per_minute: u32,
+    /// Connections the auth service keeps open at once; more are closed as they arrive.
+    #[arg(long, default_value_t = 512)]
+    auth_max_connections: usize,
+    /// At most this many ForeignClusters made by discovery (LAN and WAN together); clusters
+    /// found beyond it are not recorded (said in the SearchDomain's status, logged for the LAN).
+    #[arg(long, env = "LIQO_MAX_DISCOVERED_PEERS", default_value_t = crate::context::MAX_DISCOVERED)]
+    max_discovered_peers: usize,
+    /// Interfaces mDNS uses (repeatable; default: every interface that is up and
+    /// multicast-capable, loopback excluded).
+    #[arg(long = "mdns-interface", env = "LIQO_MDNS_INTERFACES", value_delimiter = ',')]
+    mdns_interfaces: Vec<String>,
+    /// Also use loopback for mDNS (testing only: peers are never there).
+    #[arg(long)]
+    mdns_loopback: bool,
+    /// Never use mDNS in this process: LAN discovery and advertisement stay off whatever the
+    /// ClusterConfig says (for networks where multicast must not be sent).
+    #[arg(long, env = "LIQO_NO_MDNS")]
+    no_mdns: bool,
+    /// DNS server (ip:port) for SearchDomain lookups instead of /etc/resolv.conf's.
+    #[arg(long, env = "LIQO_DNS_SERVER")]
+    dns_server: Option<std::net::SocketAddr>,
+    /// Seconds between lookups of a SearchDomain.
+    #[arg(long, default_value_t = 30)]
+    search_domain_period_seconds: u64,
+    /// Run the controllers only while holding Lease `liqo-reconciler` in the namespace, so a
+    /// second replica or a copy run from a laptop waits as a standby (`false`: run them at once).
+    #[arg(long, env = "LIQO_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    leader_election: bool,
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Browse the LAN (mDNS) and/or DNS domains (DNS-SD) for Liqo clusters and print them; no
+    /// Kubernetes cluster needed.
+    Discover(crate::discovery::discover::Args),
+}
+
+/// Runs `liqo-reconciler` with `args` (the first is the program name), until SIGTERM.
+pub fn main(args: impl IntoIterator<Item = OsString>) -> anyhow::Result<()> {
+    let args = Args::parse_from(args);
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(run(args))
+}
+
+async fn run(mut args: Args) -> anyhow::Result<()> {
+    liqo_serve::logging::init(args.log_format);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    if let Some(Command::Discover(d)) = args.command.take() {
+        if !crate::discovery::discover::run(d).await? {
+            std::process::exit(1);
+        }
+        return Ok(());
+    }
+
+    let kube_config = kube::Config::infer().await.context("finding the API server (in-cluster or KUBECONFIG)")?;
+    let api_server = ApiServer {
+        url: args
+            .api_url
+            .clone()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| kube_config.cluster_url.to_string().trim_end_matches('/').to_owned()),
+        ca_pem: match &args.api_ca_file {
+            Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+            None => ApiServer::pem_of(kube_config.root_cert.as_deref().unwrap_or_default()),
+        },
+    };
+    if api_server.url.contains("kubernetes.default") {
+        tracing::warn!(url = %api_server.url, "peers will be told an in-cluster API server URL; set --api-url");
+    }
+    let client = kube::Client::try_from(kube_config).context("building the API client")?;
+
+    let (id_tx, id_rx) = watch::channel(None);
+    let (cfg_tx, cfg_rx) = watch::channel(None);
+    let identity = ClusterIdentity { nodes: Api::<Node>::all(client.clone()) };
+    tokio::spawn(keep(identity, Api::<ConfigMap>::namespaced(client.clone(), &args.namespace), id_tx));
+    tokio::spawn(keep(ClusterConfigKeeper, Api::all(client.clone()), cfg_tx));
+    if let Err(e) = ensure_token_secret(&client, &args.namespace).await {
+        tracing::warn!(error = %e, "cannot create the auth-token Secret; tokens other than empty ones will be refused");
+    }
+
+    let files = match &args.generate_cert_dir {
+        Some(dir) => {
+            let mut sans = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+            sans.extend(args.auth_hosts.iter().cloned());
+            liqo_certs::files::ensure(dir, &sans, time::OffsetDateTime::now_utc(), &Default::default())?;
+            CertFiles { cert: dir.join("tls.crt"), key: dir.join("tls.key") }
+        }
+        None => CertFiles { cert: args.auth_tls_cert.clone(), key: args.auth_tls_key.clone() },
+    };
+    let cert = ReloadingCert::load(files).context("loading the auth service certificate")?;
+    let told = published::Told {
+        auth_url: args.auth_url.clone().filter(|u| !u.is_empty()),
+        api_url: Some(api_server.url.clone()),
+        auth_ca_fingerprint: published::approved_fingerprint(&cert.chain()),
+    };
+    let (told_tx, told_rx) = watch::channel(told);
+    let metrics = Arc::new(Metrics::default());
+    let served = cert.clone();
+    let expiry = move |metrics: &Metrics| {
+        let leaf = served.chain().into_iter().next();
+        metrics.auth_certificate_expiry.set(leaf.and_then(|der| liqo_certs::inspect::not_after_unix(&der).ok()).unwrap_or(0));
+    };
+    expiry(&metrics);
+    let (served, reloaded) = (cert.clone(), metrics.clone());
+    cert.clone().spawn_reloader(Duration::from_secs(5), move |result| {
+        tracing::debug!(result, "auth certificate poll");
+        told_tx.send_modify(|t| t.auth_ca_fingerprint = published::approved_fingerprint(&served.chain()));
+        expiry(&reloaded);
+    });
+    let auth = Arc::new(AuthService {
+        client: client.clone(),
+        namespace: args.namespace.clone(),
+        cluster_id: id_rx.clone(),
+        config: cfg_rx.clone(),
+        api_server,
+        token_lifetime: Duration::from_secs(args.token_lifetime_hours * 3600),
+        limiter: Limiter::new(Rate { burst: args.auth_identity_burst, per_minute: args.auth_identity_per_minute }),
+        outcomes: metrics.auth_identity.clone(),
+    });
+    let listener = std::net::TcpListener::bind(args.auth_listen).with_context(|| format!("binding {}", args.auth_listen))?;
+    let handle = axum_server::Handle::new();
+    let limits = Limits { max_connections: args.auth_max_connections, ..Limits::default() };
+    let refused = metrics.auth_connections_refused.clone();
+    let https = tokio::spawn(serve_https_limited(listener, server_config(cert), auth.clone().router(), handle.clone(), limits, refused));
+
+    // The peering controllers, on watch-fed stores.
+    let ns = args.namespace.clone();
+    let managed = format!("{}={}", foreign_cluster::MANAGED_BY.0, foreign_cluster::MANAGED_BY.1);
+    let secrets = reflect(Api::<Secret>::namespaced(client.clone(), &ns), watcher::Config::default().labels(&managed).any_semantic());
+    let advertisements = reflect(Api::<Advertisement>::all(client.clone()), watcher::Config::default().any_semantic());
+    let nodes = reflect(Api::<Node>::all(client.clone()), watcher::Config::default().any_semantic());
+    let foreign = reflect(Api::<ForeignCluster>::all(client.clone()), watcher::Config::default().any_semantic());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    if let Some(file) = &args.trusted_ca_file {
+        let pem = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        if let Verify::Roots(extra) = Verify::pinned(&pem).context("--trusted-ca-file")? {
+            roots.roots.extend(extra.roots.iter().cloned());
+        }
+    }
+    let peers = Arc::new(Network { roots: Verify::Roots(Arc::new(roots)), api_timeout: Duration::from_secs(10) });
+    let recorder =
+        Recorder::new(client.clone(), Reporter { controller: "liqo-reconciler".into(), instance: std::env::var("POD_NAME").ok() });
+    let stores_ready = {
+        let (s, a, n, f) = (secrets.clone(), advertisements.clone(), nodes.clone(), foreign.clone());
+        async move {
+            s.wait_until_ready().await.is_ok()
+                && a.wait_until_ready().await.is_ok()
+                && n.wait_until_ready().await.is_ok()
+                && f.wait_until_ready().await.is_ok()
+        }
+    };
+    let memory = reflect(
+        Api::<ConfigMap>::namespaced(client.clone(), &ns),
+        watcher::Config::default().fields(&format!("metadata.name={}", memory::KNOWN_PEERS)).any_semantic(),
+    );
+    let shared = Shared::new(client.clone(), &ns, id_rx.clone(), cfg_rx.clone(), peers.clone(), foreign.clone())
+        .with_recorder(recorder)
+        .with_memory(memory.clone())
+        .with_max_discovered(args.max_discovered_peers);
+    let remember = memory::keep(client.clone(), ns.clone(), foreign.clone(), memory, Duration::from_secs(2));
+    let timing = foreign_cluster::Timing {
+        health: Duration::from_secs(args.health_period_seconds),
+        unjoin_grace: Duration::from_secs(args.unjoin_grace_seconds),
+        ..Default::default()
+    };
+    let auth_url = args.auth_url.clone().filter(|u| !u.is_empty());
+    metrics.health_period.set(timing.health.as_secs() as i64);
+    let fc_ctx = Arc::new(
+        foreign_cluster::Ctx::new(shared.clone(), auth.api_server.clone(), auth_url.clone(), secrets, advertisements)
+            .with_metrics(metrics.clone())
+            .with_timing(timing)
+            .with_token_lifetime(Duration::from_secs(args.token_lifetime_hours * 3600)),
+    );
+    let broadcasters = Broadcasters::new(
+        client.clone(),
+        id_rx.clone(),
+        cfg_rx.clone(),
+        nodes,
+        peers.clone(),
+        Duration::from_secs(args.advertise_period_seconds),
+    );
+    let broadcasters_view = broadcasters.clone();
+    let foreign_for_metrics = foreign.clone();
+    let dns = match args.dns_server {
+        Some(server) => DnsSd::with_nameserver(server)?,
+        None => DnsSd::system().context("the DNS resolver for SearchDomains (or set --dns-server)")?,
+    };
+    let sd_ctx = Arc::new(search_domain::Ctx::new(shared.clone(), dns, Duration::from_secs(args.search_domain_period_seconds.max(1))));
+    let lan = lan::Settings {
+        interfaces: Interfaces { allow: args.mdns_interfaces.clone(), loopback: args.mdns_loopback },
+        auth_port: auth_url
+            .as_deref()
+            .and_then(|u| url::Url::parse(u).ok())
+            .and_then(|u| u.port_or_known_default())
+            .unwrap_or(args.auth_listen.port()),
+        auth_url,
+        api_url: args.api_url.clone().filter(|u| !u.is_empty()),
+        mdns_port: MDNS_PORT,
+    };
+    let lan_ctx = Arc::new(lan::Ctx::new(shared.clone(), lan));
+    let in_ctx = Arc::new(incoming::Ctx::new(shared, broadcasters, Duration::from_secs(args.unjoin_grace_seconds)));
+    let no_mdns = args.no_mdns;
+    let (m1, m2, m3, m4) = (metrics.clone(), metrics.clone(), metrics.clone(), metrics.clone());
+    let scraped = broadcasters_view.clone();
+    let scraped_fcs = foreign_for_metrics;
+    let mut leadership = match args.leader_election {
+        true => {
+            let identity = crate::leader::identity();
+            let claim = crate::leader::compete(client.clone(), &ns, &identity).await.context("competing for the Lease")?;
+            tracing::info!(identity, lease = crate::leader::LEASE_NAME, "competing for the Lease");
+            Some(claim)
+        }
+        false => None,
+    };
+    let mut held = leadership.as_ref().map(|l| l.is_leader.clone());
+    let leader_gauge = metrics.clone();
+    let published_client = client.clone();
+    let controllers = tokio::spawn(async move {
+        if !stores_ready.await {
+            tracing::error!("the watch-fed stores never became ready");
+            return;
+        }
+        if let Some(rx) = held.as_mut() {
+            tracing::info!("stores ready; waiting for the Lease (standby)");
+            tokio::select! {
+                acquired = rx.wait_for(|held| *held) => if acquired.is_err() { return },
+                _ = shutdown_signal() => return,
+            }
+        }
+        leader_gauge.leader.set(1);
+        tracing::info!("controllers starting");
+        tokio::join!(
+            foreign_cluster::run(fc_ctx, m1, shutdown_signal()),
+            incoming::run::<PeeringRequest, _>(in_ctx.clone(), m2, shutdown_signal()),
+            incoming::run::<FederationRequest, _>(in_ctx, m3, shutdown_signal()),
+            search_domain::run(sd_ctx, m4, shutdown_signal()),
+            async move {
+                tokio::select! {
+                    _ = remember => {}
+                    _ = shutdown_signal() => {}
+                }
+            },
+            async move {
+                tokio::select! {
+                    _ = published::keep(published_client, told_rx, crate::context::RETRY) => {}
+                    _ = shutdown_signal() => {}
+                }
+            },
+            async move {
+                if no_mdns {
+                    tracing::info!("mDNS disabled by --no-mdns: no LAN discovery or advertisement");
+                } else {
+                    lan::run(lan_ctx, shutdown_signal()).await;
+                }
+            },
+        );
+    });
+
+    let ready = move || id_rx.borrow().is_some() && cfg_rx.borrow().is_some();
+    let ops = Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/metrics",
+            get(move || {
+                let (metrics, broadcasters, fcs) = (metrics.clone(), scraped.clone(), scraped_fcs.clone());
+                async move {
+                    metrics.broadcasters.set(broadcasters.peers().len() as i64);
+                    let fcs = fcs.state();
+                    metrics.count_foreign_clusters(fcs.iter().map(|f| &**f));
+                    // The peers are the leader's to tell: a standby's copy would double every alert.
+                    let leading = metrics.leader.get() == 1;
+                    metrics.count_peers(fcs.iter().filter(|_| leading).map(|f| &**f), std::time::SystemTime::now());
+                    ([(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], metrics.encode())
+                }
+            }),
+        )
+        .route(
+            "/readyz",
+            get(move || async move {
+                if ready() {
+                    (StatusCode::OK, "ready\n")
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, "cluster ID or ClusterConfig not known yet\n")
+                }
+            }),
+        );
+    let ops_listener = tokio::net::TcpListener::bind(args.ops_listen).await.with_context(|| format!("binding {}", args.ops_listen))?;
+    tracing::info!(namespace = %args.namespace, auth = %args.auth_listen, ops = %args.ops_listen, "liqo-reconciler starting");
+    let ops_server = tokio::spawn(async move { axum::serve(ops_listener, ops).with_graceful_shutdown(shutdown_signal()).await });
+
+    match leadership.as_mut() {
+        Some(claim) => {
+            tokio::select! {
+                _ = shutdown_signal() => {}
+                _ = claim.lost() => {
+                    tracing::error!("lost the Lease: exiting so that the new holder runs alone");
+                    std::process::exit(1);
+                }
+            }
+        }
+        None => shutdown_signal().await,
+    }
+    tracing::info!("shutting down");
+    handle.graceful_shutdown(Some(Duration::from_secs(10)));
+    https.await.context("auth server task")?.context("auth server")?;
+    ops_server.await.context("ops server task")?.context("ops server")?;
+    controllers.await.context("controllers task")?;
+    if let Some(claim) = leadership {
+        claim.release().await;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_auth_url_has_one_name_and_keeps_its_old_one() {
+        let a = Args::try_parse_from(["liqo-reconciler", "--auth-url", "https://a:1"]).unwrap();
+        assert_eq!(a.auth_url.as_deref(), Some("https://a:1"));
+        let old = Args::try_parse_from(["liqo-reconciler", "--advertised-auth-url", "https://b:2"]).unwrap();
+        assert_eq!(old.auth_url.as_deref(), Some("https://b:2"));
+        let json = Args::try_parse_from(["liqo-reconciler", "--log-format", "json"]).unwrap();
+        assert_eq!(json.log_format, LogFormat::Json);
+        assert!(Args::try_parse_from(["liqo-reconciler", "--log-format", "xml"]).is_err());
+    }
+}
