@@ -83,6 +83,20 @@ alerts:
     promtool check rules manifests/monitoring/liqo-alerts.rules.yaml
     cd manifests/monitoring/tests && promtool test rules alerts.test.yaml
 
-# Two-cluster end-to-end suite on kind (needs Docker and kind).
+# Two-cluster end-to-end suite on kind (needs Docker and kind); the checks are
+# kind-tests/checks.sh, the same the node tier runs.
 e2e:
     kind-tests/run.sh
+
+# A real single-node cluster NAME in a network namespace of its own (kubelet, containerd, our
+# image); prints KUBECONFIG=<path> last. Needs the Kubernetes binaries (see the README).
+node-up name image="":
+    kind-tests/node-up.sh {{name}} {{image}}
+
+# Removes node NAME and everything it made.
+node-down name:
+    kind-tests/node-down.sh {{name}}
+
+# The node tier: two such nodes, the suite's checks, upgrade in place, rolling update, failover.
+e2e-node:
+    kind-tests/e2e-node.sh

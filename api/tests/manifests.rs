@@ -237,16 +237,31 @@ async fn the_render_installs_on_a_real_api_server() {
     assert!(auth.spec.unwrap().ports.unwrap()[0].node_port.is_some(), "liqo-auth got a node port");
 }
 
-/// The kind suite cannot run here (no Docker); what can be checked is: it parses, shellcheck
-/// finds no warning, and without Docker and kind it skips saying what is missing.
+/// The kind suite cannot run here (no Docker); what can be checked is: it (and every other
+/// script) parses, shellcheck finds no warning, and without Docker and kind it skips saying what
+/// is missing.
 #[test]
 fn the_kind_suite_parses_and_skips_loudly_without_docker() {
     let script = Path::new(ROOT).join("kind-tests/run.sh");
-    let parsed = Command::new("bash").arg("-n").arg(&script).output().unwrap();
-    assert!(parsed.status.success(), "{}", String::from_utf8_lossy(&parsed.stderr));
-    match Command::new("shellcheck").args(["-S", "warning"]).arg(&script).output() {
-        Ok(out) => assert!(out.status.success(), "shellcheck:\n{}", String::from_utf8_lossy(&out.stdout)),
-        Err(_) => skip("shellcheck not found (apt-get install shellcheck; .ci/run does): kind-tests/run.sh only parsed"),
+    // Every script of the suites, the image and the release: it parses, and shellcheck finds no
+    // warning (following what each sources).
+    let mut scripts = Vec::new();
+    for dir in ["kind-tests", "image", "release"] {
+        for entry in std::fs::read_dir(Path::new(ROOT).join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "sh") {
+                scripts.push(path);
+            }
+        }
+    }
+    assert!(scripts.len() >= 9, "{scripts:?}");
+    for s in &scripts {
+        let parsed = Command::new("bash").arg("-n").arg(s).output().unwrap();
+        assert!(parsed.status.success(), "{}: {}", s.display(), String::from_utf8_lossy(&parsed.stderr));
+        match Command::new("shellcheck").args(["-S", "warning", "-s", "bash", "-x"]).arg(s).current_dir(ROOT).output() {
+            Ok(out) => assert!(out.status.success(), "shellcheck {}:\n{}", s.display(), String::from_utf8_lossy(&out.stdout)),
+            Err(_) => skip("shellcheck not found (apt-get install shellcheck; .ci/run does): the scripts were only parsed"),
+        }
     }
     // The system's PATH only: bash and coreutils, and here neither a Docker engine nor kind.
     let out = Command::new("bash").arg(&script).env("PATH", "/usr/bin:/bin").output().unwrap();
