@@ -11,7 +11,8 @@
 #      `kubectl liqo status` is green (exit 0);
 #   3. a rolling update of the reconciler keeps the peering (no re-join, no write to the peer);
 #   4. leader failover: a second reconciler (a standby on other ports), the leader's process
-#      killed (SIGKILL, no Lease release): the standby leads within the Lease's duration;
+#      frozen (SIGSTOP, no Lease release): the standby leads within the Lease's duration; woken,
+#      the old leader exits;
 #   5. the shared checks: a forged PeeringRequest refused, unjoin cascade, LAN discovery between
 #      the nodes (mDNS across their bridge) and autojoin both ways, `kubectl get
 #      foreignclusters`, a ForeignCluster deleted while the other cluster is unreachable;
@@ -149,7 +150,7 @@ kept "$before" "rolling update"
 took "rolling update"
 
 # --- 4. leader failover ---
-say "leader failover: a standby reconciler, the leader killed"
+say "leader failover: a standby reconciler, the leader frozen"
 ka -n liqo get deployment liqo-reconciler -o json | python3 kind-tests/standby.py | ka apply -f - >/dev/null
 wait_for 120 "the standby reconciler ready" bash -c "[ \"\$(kubectl --kubeconfig '$KA' -n liqo get deployment liqo-reconciler-standby -o jsonpath='{.status.readyReplicas}')\" = 1 ]"
 leader="$(holder A)"
@@ -160,11 +161,19 @@ for p in /proc/[0-9]*; do
   if grep -qxz "POD_NAME=$leader" "$p/environ" 2>/dev/null; then pid="${p#/proc/}"; break; fi
 done
 [ -n "$pid" ] || fail "no process of the leader $leader"
-kill -9 "$pid"
-killed=$SECONDS
+# Frozen, not killed: a killed container restarts at once under the same name and renews its
+# own Lease; a frozen leader stops renewing without letting go, as a hung or cut-off node does.
+restarts() { ka -n liqo get pod "$leader" -o jsonpath='{.status.containerStatuses[0].restartCount}'; }
+before_restarts="$(restarts)"
+kill -STOP "$pid"
+frozen=$SECONDS
 wait_for 45 "the standby $standby leading" bash -c "[ \"\$(kubectl --kubeconfig '$KA' -n liqo get lease liqo-reconciler -o jsonpath='{.spec.holderIdentity}')\" = '$standby' ]"
-echo "ok: the standby led $((SECONDS - killed)) s after the leader's process was killed (Lease duration 15 s)" >&2
-[ $((SECONDS - killed)) -le 30 ] || fail "the standby took longer than the Lease's duration and a renewal"
+echo "ok: the standby led $((SECONDS - frozen)) s after the leader froze (Lease duration 15 s)" >&2
+[ $((SECONDS - frozen)) -le 30 ] || fail "the standby took longer than the Lease's duration and a renewal"
+# Woken, the old leader finds its Lease taken and exits (its container restarts as a standby).
+kill -CONT "$pid"
+wait_for 60 "the old leader exited on waking (container restarted)" bash -c "[ \"\$(kubectl --kubeconfig '$KA' -n liqo get pod '$leader' -o jsonpath='{.status.containerStatuses[0].restartCount}')\" != '$before_restarts' ]"
+[ "$(holder A)" = "$standby" ] || fail "the woken old leader took the Lease back: $(holder A)"
 ka -n liqo delete deployment liqo-reconciler-standby --wait --timeout=60s >/dev/null
 wait_for 120 "A's reconciler leading again" leading A
 wait_for 120 "cluster-b joined after the failover" fc_joined A cluster-b

@@ -56,7 +56,11 @@ if [ -d "$dir" ]; then
 fi
 for cg in $(cgroups); do find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null; done
 ip netns delete "$ns" 2>/dev/null
+# The CNI results cached for its pods (its bridge network, and containerd's loopback by sandbox).
 rm -f /var/lib/cni/results/"liqo-node-$name"-* 2>/dev/null
+for sandbox in "$dir"/containerd/*/io.containerd.grpc.v1.cri/sandboxes/*; do
+  [ -e "$sandbox" ] && rm -f /var/lib/cni/results/cni-loopback-"$(basename "$sandbox")"-* 2>/dev/null
+done
 rm -rf "$dir"
 
 if ! ls "$LIQO_NODES_DIR"/*/index >/dev/null 2>&1; then

@@ -48,7 +48,9 @@ say "node $name: index $index, address $ip, pods $pods, Services $services"
 
 # --- network: the bridge here, a namespace with the node's end of a veth ---
 node_sysctls_save
-if ! ip link show liqo-nodes >/dev/null 2>&1; then
+ip() { command ip "$@" || die "node $name: ip $* failed"; }
+nsrun() { local n=$1; shift; nsenter --net="/run/netns/$n" -- "$@" || die "node $name: $* (in $n) failed"; }
+if ! command ip link show liqo-nodes >/dev/null 2>&1; then
   ip link add liqo-nodes type bridge
   ip addr add 10.213.0.1/24 dev liqo-nodes
   # The nodes' mDNS (LAN discovery between them) crosses the bridge; this machine's end of it
@@ -71,7 +73,7 @@ nsrun "$ns" ip link set cni0 up
 nsrun "$ns" ip route add "$services" dev cni0
 nsrun "$ns" sysctl -qw net.ipv4.ip_forward=1
 # Nothing beyond the node bridge is routed from the node: an address out there is unreachable.
-route="$(nsrun "$ns" ip route get 192.0.2.1 2>&1 || true)"
+route="$(nsenter --net="/run/netns/$ns" -- ip route get 192.0.2.1 2>&1 || true)"
 case "$route" in *unreachable*) ;; *) die "node $name's namespace routes an outside address: $route" ;; esac
 
 # --- certificates and identities ---
