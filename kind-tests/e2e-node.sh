@@ -58,8 +58,9 @@ previous_tree=""
 if git rev-parse --verify -q "$previous_ref^{commit}" >/dev/null && git cat-file -e "$previous_ref:image/build.sh" 2>/dev/null; then
   previous_tree="$(mktemp -d)/previous"
   git worktree add --detach -q "$previous_tree" "$previous_ref"
-  if ! podman image exists liqo-discovery:previous; then
-    CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}" "$previous_tree/image/build.sh" liqo-discovery:previous >/dev/null
+  PREVIOUS="liqo-discovery:previous-$(git rev-parse --short "$previous_ref")"
+  if ! podman image exists "$PREVIOUS"; then
+    CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}" "$previous_tree/image/build.sh" "$PREVIOUS" >/dev/null
   fi
 else
   echo "SKIPPED: upgrade in place: $previous_ref has no image recipe (image/build.sh); installing this commit only" >&2
@@ -92,8 +93,8 @@ kept() { # STATE WHAT: the peering is still joined and nothing about it changed
 }
 
 if [ -n "$previous_tree" ]; then
-  for n in "$NODE_A" "$NODE_B"; do import_image "$n" liqo-discovery:previous docker.io/library/liqo-discovery:previous; done
-  IMAGE=liqo-discovery:previous
+  for n in "$NODE_A" "$NODE_B"; do import_image "$n" "$PREVIOUS" "docker.io/library/$PREVIOUS"; done
+  IMAGE=$PREVIOUS
   install A "$previous_tree/manifests"
   install B "$previous_tree/manifests"
 else
