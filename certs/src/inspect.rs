@@ -63,6 +63,12 @@ pub fn not_after_unix(der: &[u8]) -> Result<i64> {
     Ok(cert.validity().not_after.timestamp())
 }
 
+/// When the leaf (the first) of a served chain expires, as Unix time; 0 when the chain is empty
+/// or its leaf cannot be read (the certificate-expiry metrics).
+pub fn leaf_not_after_unix<C: AsRef<[u8]>>(chain: &[C]) -> i64 {
+    chain.first().and_then(|der| not_after_unix(der.as_ref()).ok()).unwrap_or(0)
+}
+
 /// Lowercase hex SHA-256 of the DER of the first certificate in `cert_pem`.
 pub fn fingerprint_sha256(cert_pem: &str) -> Result<String> {
     let pem = first_pem(cert_pem)?;
@@ -126,6 +132,9 @@ mod tests {
         let der = first_pem(&leaf.cert_pem).unwrap().contents;
         assert_eq!(not_after_unix(&der).unwrap(), (now() + Duration::days(365)).unix_timestamp());
         assert!(not_after_unix(b"not a certificate").is_err());
+        let ca_der = first_pem(&ca.cert_pem).unwrap().contents;
+        assert_eq!(leaf_not_after_unix(&[der.clone(), ca_der]), (now() + Duration::days(365)).unix_timestamp(), "the leaf's, not the CA's");
+        assert_eq!(leaf_not_after_unix::<Vec<u8>>(&[]), 0);
     }
 
     #[test]

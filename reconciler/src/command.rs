@@ -199,17 +199,13 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     };
     let (told_tx, told_rx) = watch::channel(told);
     let metrics = Arc::new(Metrics::default());
-    let served = cert.clone();
-    let expiry = move |metrics: &Metrics| {
-        let leaf = served.chain().into_iter().next();
-        metrics.auth_certificate_expiry.set(leaf.and_then(|der| liqo_certs::inspect::not_after_unix(&der).ok()).unwrap_or(0));
-    };
-    expiry(&metrics);
+    metrics.auth_certificate_expiry.set(liqo_certs::inspect::leaf_not_after_unix(&cert.chain()));
     let (served, reloaded) = (cert.clone(), metrics.clone());
     cert.clone().spawn_reloader(Duration::from_secs(5), move |result| {
         tracing::debug!(result, "auth certificate poll");
-        told_tx.send_modify(|t| t.auth_ca_fingerprint = published::approved_fingerprint(&served.chain()));
-        expiry(&reloaded);
+        let chain = served.chain();
+        told_tx.send_modify(|t| t.auth_ca_fingerprint = published::approved_fingerprint(&chain));
+        reloaded.auth_certificate_expiry.set(liqo_certs::inspect::leaf_not_after_unix(&chain));
     });
     let auth = Arc::new(AuthService {
         client: client.clone(),

@@ -19,11 +19,6 @@ use liqo_api::summary::Peer;
 use crate::auth::service::IdentityLabels;
 use crate::error::Error;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct VersionLabels {
-    pub version: &'static str,
-}
-
 /// Where a peer asked to join stands: `state` is `joined`, `failing` (a phase that is False and
 /// in the way: `phase` and its `reason`) or `joining` (the first phase not passed yet, if any).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -124,9 +119,7 @@ impl Default for Metrics {
             "Connections to the auth service closed at once because it was at its connection cap",
             auth_connections_refused.clone(),
         );
-        let build = Family::<VersionLabels, Gauge>::default();
-        registry.register("build_info", "The version of this binary (always 1)", build.clone());
-        build.get_or_create(&VersionLabels { version: env!("CARGO_PKG_VERSION") }).set(1);
+        liqo_serve::register_build_info(&mut registry);
         let peers = Family::<PeerStateLabels, Gauge>::default();
         registry.register("peers", "ForeignClusters asked to join, by state and the phase that holds them up", peers.clone());
         let peer_unhealthy = Family::<PeerLabels, Gauge>::default();

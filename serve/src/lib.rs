@@ -2,6 +2,7 @@
 //! its files ([`tls`]), the server loop with its limits on what one client may hold
 //! ([`limits`]), the shutdown signal, and one logging setup ([`logging`]).
 
+pub mod build_info;
 pub mod limits;
 pub mod logging;
 pub mod tls;
@@ -10,6 +11,7 @@ use std::sync::Arc;
 
 use rustls::ServerConfig;
 
+pub use build_info::register_build_info;
 pub use limits::{BodyBounds, ConnectionCap, Limits, Refused, SilenceCutoff, bounded_body};
 pub use tls::{CertFiles, ReloadingCert, certified_key, server_config};
 

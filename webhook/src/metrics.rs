@@ -33,11 +33,6 @@ pub struct ReasonLabels {
     pub reason: &'static str,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct VersionLabels {
-    pub version: &'static str,
-}
-
 pub struct Metrics {
     registry: Registry,
     /// When the serving certificate expires (Unix time; 0 when unknown).
@@ -71,9 +66,7 @@ impl Default for Metrics {
         registry.register("tls_reloads", "Serving certificate reloads, by result", tls_reloads.clone());
         let duration_handles =
             [Endpoint::Validate, Endpoint::Mutate].map(|e| duration.get_or_create(&EndpointLabels { endpoint: e.as_str() }).clone());
-        let build = Family::<VersionLabels, Gauge>::default();
-        registry.register("build_info", "The version of this binary (always 1)", build.clone());
-        build.get_or_create(&VersionLabels { version: env!("CARGO_PKG_VERSION") }).set(1);
+        liqo_serve::register_build_info(&mut registry);
         let certificate_expiry = Gauge::default();
         registry.register(
             "certificate_expiry_timestamp_seconds",
@@ -98,9 +91,7 @@ impl Metrics {
 
     /// Sets the certificate expiry from the leaf `cert` serves now.
     pub fn served(&self, cert: &crate::tls::ReloadingCert) {
-        let leaf = cert.chain().into_iter().next();
-        let expiry = leaf.and_then(|der| liqo_certs::inspect::not_after_unix(&der).ok()).unwrap_or(0);
-        self.certificate_expiry.set(expiry);
+        self.certificate_expiry.set(liqo_certs::inspect::leaf_not_after_unix(&cert.chain()));
     }
 
     /// Records one answered review: its decision time and its outcome.
