@@ -5,23 +5,8 @@
 #   partition, heal   make B unreachable from A, and reachable again
 #   IMAGE             the image the manifests should run (replaces liqo-discovery:<version>)
 # and then calls install A; install B; check_peering; check_lan; check_delete_while_unreachable.
-# Every wait is on a condition, with a deadline.
 
-say() { printf '\n=== %s\n' "$*" >&2; }
-fail() { echo "FAILED: $*" >&2; exit 1; }
-has() { "$@" >/dev/null 2>&1; }
-hasnt() { ! "$@" >/dev/null 2>&1; }
-
-# wait_for SECONDS DESCRIPTION COMMAND...: run COMMAND every 2 s until it succeeds.
-wait_for() {
-  local deadline=$((SECONDS + $1)) what=$2 started=$SECONDS
-  shift 2
-  until "$@" >/dev/null 2>&1; do
-    [ $SECONDS -lt $deadline ] || fail "timed out waiting for $what"
-    sleep 2
-  done
-  echo "ok: $what ($((SECONDS - started)) s)" >&2
-}
+. kind-tests/lib.sh
 
 k_of() { case "$1" in A) echo ka ;; B) echo kb ;; *) fail "no cluster $1" ;; esac; }
 

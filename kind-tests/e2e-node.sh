@@ -12,7 +12,7 @@
 #   3. a rolling update of the reconciler keeps the peering (no re-join, no write to the peer);
 #   4. leader failover: a second reconciler (a standby on other ports), the leader's process
 #      frozen (SIGSTOP, no Lease release): the standby leads within the Lease's duration; woken,
-#      the old leader exits;
+#      the old leader exits; then the leading pod killed: another leads within that duration;
 #   5. the shared checks: a forged PeeringRequest refused, unjoin cascade, LAN discovery between
 #      the nodes (mDNS across their bridge) and autojoin both ways, `kubectl get
 #      foreignclusters`, a ForeignCluster deleted while the other cluster is unreachable;
@@ -84,6 +84,8 @@ joined_since() { ka get foreigncluster cluster-b -o jsonpath='{.status.condition
 request_written() { kb get peeringrequest "$(cluster_id A)" --show-managed-fields -o jsonpath='{.metadata.managedFields[?(@.manager=="liqo-peering")].time}'; }
 secret_version() { kb -n liqo get secret "pr-kubeconfig-$(cluster_id A)" -o jsonpath='{.metadata.resourceVersion}'; }
 holder() { "$(k_of "$1")" -n liqo get lease liqo-reconciler -o jsonpath='{.spec.holderIdentity}'; }
+held_by() { [ "$(holder "$1")" = "$2" ]; }
+held_by_other_than() { local h; h="$(holder "$1")"; [ -n "$h" ] && [ "$h" != "$2" ]; }
 # The peering as it stands: joined since when, and the objects on B at which versions.
 peering_state() { echo "joined-since=$(joined_since) request-written=$(request_written) secret=$(secret_version)"; }
 kept() { # STATE WHAT: the peering is still joined and nothing about it changed
@@ -114,7 +116,7 @@ if [ -n "$previous_tree" ]; then
   IMAGE=$CURRENT
   install A
   install B
-  wait_for 60 "A's Lease handed over from $old_leader" bash -c "[ \"\$(kubectl --kubeconfig '$KA' -n liqo get lease liqo-reconciler -o jsonpath='{.spec.holderIdentity}')\" != '$old_leader' ]"
+  wait_for 60 "A's Lease handed over from $old_leader" held_by_other_than A "$old_leader"
   [ "$(ka -n liqo get pod "$(holder A)" -o jsonpath='{.spec.containers[0].image}')" = "$CURRENT" ] || fail "the new leader does not run $CURRENT"
   wait_for 120 "a health round of A's new leader" health_round A
   kept "$before" "upgrade in place"
@@ -145,7 +147,7 @@ before="$(peering_state)"
 old_leader="$(holder A)"
 ka -n liqo rollout restart deployment/liqo-reconciler >/dev/null
 ka -n liqo rollout status deployment/liqo-reconciler --timeout=180s >/dev/null || fail "the rollout did not finish"
-wait_for 60 "A's Lease held by the new pod" bash -c "h=\$(kubectl --kubeconfig '$KA' -n liqo get lease liqo-reconciler -o jsonpath='{.spec.holderIdentity}'); [ -n \"\$h\" ] && [ \"\$h\" != '$old_leader' ]"
+wait_for 60 "A's Lease held by the new pod" held_by_other_than A "$old_leader"
 wait_for 120 "a health round of A's new leader" health_round A
 kept "$before" "rolling update"
 took "rolling update"
@@ -153,7 +155,8 @@ took "rolling update"
 # --- 4. leader failover ---
 say "leader failover: a standby reconciler, the leader frozen"
 ka -n liqo get deployment liqo-reconciler -o json | python3 kind-tests/standby.py | ka apply -f - >/dev/null
-wait_for 120 "the standby reconciler ready" bash -c "[ \"\$(kubectl --kubeconfig '$KA' -n liqo get deployment liqo-reconciler-standby -o jsonpath='{.status.readyReplicas}')\" = 1 ]"
+standby_ready() { [ "$(ka -n liqo get deployment liqo-reconciler-standby -o jsonpath='{.status.readyReplicas}')" = 1 ]; }
+wait_for 120 "the standby reconciler ready" standby_ready
 leader="$(holder A)"
 standby="$(ka -n liqo get pods -l liqo.io/role=standby -o jsonpath='{.items[0].metadata.name}')"
 [ -n "$leader" ] && [ "$leader" != "$standby" ] || fail "the standby ($standby) leads before the failover: $leader"
@@ -165,16 +168,23 @@ done
 # Frozen, not killed: a killed container restarts at once under the same name and renews its
 # own Lease; a frozen leader stops renewing without letting go, as a hung or cut-off node does.
 restarts() { ka -n liqo get pod "$leader" -o jsonpath='{.status.containerStatuses[0].restartCount}'; }
+restarted_since() { [ "$(restarts)" != "$1" ]; }
 before_restarts="$(restarts)"
 kill -STOP "$pid"
 frozen=$SECONDS
-wait_for 45 "the standby $standby leading" bash -c "[ \"\$(kubectl --kubeconfig '$KA' -n liqo get lease liqo-reconciler -o jsonpath='{.spec.holderIdentity}')\" = '$standby' ]"
+wait_for 45 "the standby $standby leading" held_by A "$standby"
 echo "ok: the standby led $((SECONDS - frozen)) s after the leader froze (Lease duration 15 s)" >&2
 [ $((SECONDS - frozen)) -le 30 ] || fail "the standby took longer than the Lease's duration and a renewal"
 # Woken, the old leader finds its Lease taken and exits (its container restarts as a standby).
 kill -CONT "$pid"
-wait_for 60 "the old leader exited on waking (container restarted)" bash -c "[ \"\$(kubectl --kubeconfig '$KA' -n liqo get pod '$leader' -o jsonpath='{.status.containerStatuses[0].restartCount}')\" != '$before_restarts' ]"
+wait_for 60 "the old leader exited on waking (container restarted)" restarted_since "$before_restarts"
 [ "$(holder A)" = "$standby" ] || fail "the woken old leader took the Lease back: $(holder A)"
+# The leading pod killed (deleted at once): another reconciler leads within the Lease's duration.
+ka -n liqo delete pod "$standby" --grace-period=0 --force >/dev/null 2>&1
+killed=$SECONDS
+wait_for 45 "another reconciler leading after the leader's pod was killed" held_by_other_than A "$standby"
+echo "ok: $(holder A) led $((SECONDS - killed)) s after the leading pod $standby was killed" >&2
+[ $((SECONDS - killed)) -le 30 ] || fail "the takeover took longer than the Lease's duration and a renewal"
 ka -n liqo delete deployment liqo-reconciler-standby --wait --timeout=60s >/dev/null
 wait_for 120 "A's reconciler leading again" leading A
 wait_for 120 "cluster-b joined after the failover" fc_joined A cluster-b

@@ -8,19 +8,7 @@ LIQO_CNI_BIN="${LIQO_CNI_BIN:-/usr/lib/cni}"
 # Host-wide settings kubelet rewrites at start; saved by the first node, put back by the last.
 NODE_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
 
-say() { printf '=== %s\n' "$*" >&2; }
-die() { echo "FAILED: $*" >&2; exit 1; }
-
-# wait_until SECONDS DESCRIPTION COMMAND...: runs COMMAND every second until it succeeds.
-wait_until() {
-  local deadline=$((SECONDS + $1)) limit=$1 what=$2
-  shift 2
-  until "$@" >/dev/null 2>&1; do
-    [ $SECONDS -lt $deadline ] || die "timed out after ${limit}s waiting for $what"
-    sleep 1
-  done
-  say "ok: $what"
-}
+. kind-tests/lib.sh
 
 node_dir() { echo "$LIQO_NODES_DIR/$1"; }
 
@@ -72,7 +60,7 @@ node_new_index() {
       return
     fi
   done
-  die "no free node index"
+  fail "no free node index"
 }
 
 node_sysctls_save() {
@@ -112,7 +100,7 @@ import_image() {
   ctr --address "$dir/containerd.sock" -n k8s.io images import --no-unpack=false "$archive" >/dev/null
   local imported
   imported="$(ctr --address "$dir/containerd.sock" -n k8s.io images ls -q | grep -F "${image#localhost/}" | head -n 1)"
-  [ -n "$imported" ] || die "$image not found in node $name's containerd after import"
+  [ -n "$imported" ] || fail "$image not found in node $name's containerd after import"
   if [ "$imported" != "$ref" ]; then
     ctr --address "$dir/containerd.sock" -n k8s.io images tag --force "$imported" "$ref" >/dev/null
   fi

@@ -48,8 +48,8 @@ say "node $name: index $index, address $ip, pods $pods, Services $services"
 
 # --- network: the bridge here, a namespace with the node's end of a veth ---
 node_sysctls_save
-ip() { command ip "$@" || die "node $name: ip $* failed"; }
-nsrun() { local n=$1; shift; nsenter --net="/run/netns/$n" -- "$@" || die "node $name: $* (in $n) failed"; }
+ip() { command ip "$@" || fail "node $name: ip $* failed"; }
+nsrun() { local n=$1; shift; nsenter --net="/run/netns/$n" -- "$@" || fail "node $name: $* (in $n) failed"; }
 if ! command ip link show liqo-nodes >/dev/null 2>&1; then
   ip link add liqo-nodes type bridge
   ip addr add 10.213.0.1/24 dev liqo-nodes
@@ -74,7 +74,7 @@ nsrun "$ns" ip route add "$services" dev cni0
 nsrun "$ns" sysctl -qw net.ipv4.ip_forward=1
 # Nothing beyond the node bridge is routed from the node: an address out there is unreachable.
 route="$(nsenter --net="/run/netns/$ns" -- ip route get 192.0.2.1 2>&1 || true)"
-case "$route" in *unreachable*) ;; *) die "node $name's namespace routes an outside address: $route" ;; esac
+case "$route" in *unreachable*) ;; *) fail "node $name's namespace routes an outside address: $route" ;; esac
 
 # --- certificates and identities ---
 pki="$dir/pki"
@@ -141,8 +141,8 @@ start "$name" kube-apiserver "$bin/kube-apiserver" --etcd-servers=http://127.0.0
   --service-account-signing-key-file="$pki/sa.key" \
   --kubelet-client-certificate="$pki/kubelet-client.crt" --kubelet-client-key="$pki/kubelet-client.key" \
   --kubelet-preferred-address-types=InternalIP
-wait_until 90 "the API server of $name ready" kubectl get --raw /readyz
-wait_until 60 "the API server of $name publishing its OpenAPI" kubectl get --raw /openapi/v2
+wait_for 90 "the API server of $name ready" kubectl get --raw /readyz
+wait_for 60 "the API server of $name publishing its OpenAPI" kubectl get --raw /openapi/v2
 start "$name" kube-controller-manager "$bin/kube-controller-manager" --kubeconfig="$dir/kcm.kubeconfig" \
   --authentication-kubeconfig="$dir/kcm.kubeconfig" --authorization-kubeconfig="$dir/kcm.kubeconfig" \
   --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
@@ -199,7 +199,7 @@ cat >"$dir/cni/net.d/10-liqo-node.conflist" <<EOF
 }
 EOF
 start "$name" containerd containerd --config "$dir/containerd/config.toml"
-wait_until 30 "containerd of $name answering" ctr --address "$dir/containerd.sock" version
+wait_for 30 "containerd of $name answering" ctr --address "$dir/containerd.sock" version
 import_image "$name" "$(pause_image)" localhost/liqo-pause:1
 if ! podman image exists "$image"; then
   say "building $image"
@@ -262,8 +262,8 @@ iptables: {localhostNodePorts: false}
 EOF
 start "$name" kube-proxy "$bin/kube-proxy" --config="$dir/proxy.yaml"
 
-wait_until 90 "node $name Ready" kubectl wait --for=condition=Ready "node/$name" --timeout=5s
-wait_until 60 "node $name without the not-ready taint" node_untainted "$name"
-wait_until 60 "ServiceAccount default in namespace default" kubectl get serviceaccount default
+wait_for 90 "node $name Ready" kubectl wait --for=condition=Ready "node/$name" --timeout=5s
+wait_for 60 "node $name without the not-ready taint" node_untainted "$name"
+wait_for 60 "ServiceAccount default in namespace default" kubectl get serviceaccount default
 say "node $name is up: kubectl --kubeconfig $dir/kubeconfig get nodes"
 echo "KUBECONFIG=$dir/kubeconfig"
