@@ -60,7 +60,9 @@ if git rev-parse --verify -q "$previous_ref^{commit}" >/dev/null && git cat-file
   git worktree add --detach -q "$previous_tree" "$previous_ref"
   PREVIOUS="liqo-discovery:previous-$(git rev-parse --short "$previous_ref")"
   if ! podman image exists "$PREVIOUS"; then
-    CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}" "$previous_tree/image/build.sh" "$PREVIOUS" >/dev/null
+    # A target folder of its own: the two trees' crates share names and hashes, so in one folder
+    # the previous build would leave its binary where this tree's next build finds it fresh.
+    CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}/previous-commit" "$previous_tree/image/build.sh" "$PREVIOUS" >/dev/null
   fi
 else
   echo "SKIPPED: upgrade in place: $previous_ref has no image recipe (image/build.sh); installing this commit only" >&2
