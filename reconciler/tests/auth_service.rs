@@ -339,6 +339,29 @@ async fn an_oversized_identity_body_is_refused() {
     assert_eq!(r.call("POST", "/identity", Some(json!({"clusterID": PEER, "token": "s3cret"}))).await.status, 201);
 }
 
+/// Every client sending an oversized body reads the 413, never a reset: 100 one after another,
+/// then 20 at once, each writing its whole body before it reads (100 KiB, and 256 KiB: more
+/// than loopback's buffers take in without the server reading).
+#[tokio::test]
+async fn oversized_bodies_always_read_413() {
+    let r = start(Some(OWN)).await;
+    let ca = r.certs.path().join("ca.crt");
+    for size in [100 * 1024, 256 * 1024] {
+        for (count, concurrent) in [(100, 1), (20, 20)] {
+            let answers =
+                liqo_testenv::https::oversized_requests(r.addr, &ca, "/identity", "application/json", size, count, concurrent).await;
+            let wrong: Vec<&String> = answers.iter().filter(|a| *a != "HTTP/1.1 413 Payload Too Large").collect();
+            assert!(
+                wrong.is_empty(),
+                "{size} bytes: {} of {count} ({concurrent} at a time) read no 413: {:?}",
+                wrong.len(),
+                &wrong[..wrong.len().min(3)]
+            );
+        }
+    }
+    assert!(r.calls.lock().unwrap().is_empty(), "no API request for any of them");
+}
+
 /// A peer whose `/ids` answers 10 MB: refused once the answer passes the client's 1 MiB cap,
 /// never read whole.
 #[tokio::test]

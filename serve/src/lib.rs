@@ -12,7 +12,7 @@ use std::sync::Arc;
 use rustls::ServerConfig;
 
 pub use build_info::register_build_info;
-pub use limits::{BodyBounds, ConnectionCap, Limits, Refused, SilenceCutoff, bounded_body};
+pub use limits::{BodyBounds, BodyRefusal, ConnectionCap, DRAIN_BEYOND, Limits, Refused, SilenceCutoff, bounded_body, read_bounded};
 pub use tls::{CertFiles, ReloadingCert, certified_key, server_config};
 
 /// Everything that can go wrong with a serving certificate.

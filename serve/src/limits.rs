@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::Request;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum_server::accept::Accept;
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -206,26 +206,116 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     }
 }
 
-/// The bounds [`bounded_body`] applies.
+/// The bounds [`bounded_body`] and [`read_bounded`] apply.
 #[derive(Clone, Copy, Debug)]
 pub struct BodyBounds {
     pub max_bytes: usize,
     pub timeout: Duration,
 }
 
-/// Middleware (`axum::middleware::from_fn_with_state`): reads the whole body first, refusing
-/// one larger than `max_bytes` (413) or slower than `timeout` (408), so a handler never waits
-/// on a client.
+/// How much of an oversized body is still read (and dropped) before the 413 goes out. A client
+/// that is still sending when the server closes would otherwise meet a reset (the kernel resets
+/// a socket closed with unread data), which can destroy the answer before the client reads it.
+pub const DRAIN_BEYOND: usize = 1024 * 1024;
+
+/// Why a body was not taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyRefusal {
+    /// Over `max_bytes` (413).
+    TooLarge { max_bytes: usize },
+    /// Not whole within the deadline (408).
+    TooSlow,
+    /// The connection failed while the body was read (400).
+    Broken(String),
+}
+
+impl BodyRefusal {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::TooSlow => StatusCode::REQUEST_TIMEOUT,
+            Self::Broken(_) => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    /// Stable label for metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::TooLarge { .. } => "too_large",
+            Self::TooSlow => "body_timeout",
+            Self::Broken(_) => "body_error",
+        }
+    }
+
+    /// The answer: status, a line saying why, and `Connection: close` (the connection's
+    /// framing can no longer be trusted, or the client is one to be rid of).
+    pub fn response(&self) -> Response {
+        let headers = [(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::CONNECTION, "close")];
+        (self.status(), headers, format!("{self}\n")).into_response()
+    }
+}
+
+impl std::fmt::Display for BodyRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::TooLarge { max_bytes } => write!(f, "the request body exceeds {max_bytes} bytes"),
+            Self::TooSlow => write!(f, "the request body did not arrive in time"),
+            Self::Broken(e) => write!(f, "reading the request body failed: {e}"),
+        }
+    }
+}
+
+/// Reads `body` whole, at most `bounds.max_bytes` of it within `bounds.timeout`. A larger one
+/// is read on and dropped, up to [`DRAIN_BEYOND`] more within the same deadline, so that the
+/// client reads the 413 instead of a reset. The usual small body has arrived with the headers:
+/// it is read without arming a timer.
+pub async fn read_bounded<B>(body: B, bounds: BodyBounds) -> Result<Bytes, BodyRefusal>
+where
+    B: axum::body::HttpBody<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let mut seen = 0usize;
+    let outcome = {
+        let read = read_all(body, bounds.max_bytes, &mut seen);
+        let mut read = std::pin::pin!(read);
+        match std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await {
+            Poll::Ready(done) => Some(done),
+            Poll::Pending => tokio::time::timeout(bounds.timeout, read).await.ok(),
+        }
+    };
+    match outcome {
+        Some(done) => done,
+        None if seen > bounds.max_bytes => Err(BodyRefusal::TooLarge { max_bytes: bounds.max_bytes }),
+        None => Err(BodyRefusal::TooSlow),
+    }
+}
+
+async fn read_all<B>(mut body: B, max_bytes: usize, seen: &mut usize) -> Result<Bytes, BodyRefusal>
+where
+    B: axum::body::HttpBody<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let mut kept = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| BodyRefusal::Broken(e.to_string()))?;
+        let Ok(data) = frame.into_data() else { continue };
+        *seen = seen.saturating_add(data.len());
+        if *seen <= max_bytes {
+            kept.extend_from_slice(&data);
+        } else if *seen > max_bytes.saturating_add(DRAIN_BEYOND) {
+            break;
+        }
+    }
+    if *seen > max_bytes { Err(BodyRefusal::TooLarge { max_bytes }) } else { Ok(Bytes::from(kept)) }
+}
+
+/// Middleware (`axum::middleware::from_fn_with_state`): reads the whole body first (see
+/// [`read_bounded`]), refusing one larger than `max_bytes` (413) or slower than `timeout`
+/// (408), so a handler never waits on a client.
 pub async fn bounded_body(axum::extract::State(bounds): axum::extract::State<BodyBounds>, req: Request, next: Next) -> Response {
     let (parts, body) = req.into_parts();
-    let read = tokio::time::timeout(bounds.timeout, Limited::new(body, bounds.max_bytes).collect()).await;
-    let bytes = match read {
-        Err(_) => return (StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time\n").into_response(),
-        Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-            return (StatusCode::PAYLOAD_TOO_LARGE, format!("the request body exceeds {} bytes\n", bounds.max_bytes)).into_response();
-        }
-        Ok(Err(e)) => return (StatusCode::BAD_REQUEST, format!("reading the request body failed: {e}\n")).into_response(),
-        Ok(Ok(collected)) => collected.to_bytes(),
-    };
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
+    match read_bounded(body, bounds).await {
+        Ok(bytes) => next.run(Request::from_parts(parts, Body::from(bytes))).await,
+        Err(refusal) => refusal.response(),
+    }
 }

@@ -74,3 +74,68 @@ pub async fn request(addr: SocketAddr, ca_path: &Path, method: &str, path: &str,
         None => send(&mut conn, method, path, None, vec![]).await,
     }
 }
+
+/// Sends `count` requests to `path` with a body of `size` bytes, `concurrent` at a time, each on
+/// a connection of its own that writes the whole body before it reads, as an ordinary client
+/// does. Returns the status line each one read, or what went wrong instead (a reset, say).
+pub async fn oversized_requests(
+    addr: SocketAddr,
+    ca_path: &Path,
+    path: &str,
+    content_type: &str,
+    size: usize,
+    count: usize,
+    concurrent: usize,
+) -> Vec<String> {
+    let connector = connector(ca_path);
+    let head = format!("POST {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: {content_type}\r\ncontent-length: {size}\r\n\r\n");
+    let mut request = head.into_bytes();
+    request.resize(request.len() + size, b' ');
+    let request = Arc::new(request);
+    let mut answers = Vec::with_capacity(count);
+    let mut left = count;
+    while left > 0 {
+        let batch = left.min(concurrent.max(1));
+        let tasks: Vec<_> = (0..batch).map(|_| tokio::spawn(one_oversized(addr, connector.clone(), request.clone()))).collect();
+        for task in tasks {
+            answers.push(task.await.unwrap());
+        }
+        left -= batch;
+    }
+    answers
+}
+
+/// Send buffer of the clients of [`oversized_requests`], in bytes.
+const SMALL_SEND_BUFFER: u32 = 4096;
+
+async fn one_oversized(addr: SocketAddr, connector: TlsConnector, request: Arc<Vec<u8>>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A small send buffer, as on a real network where the body is still on its way when the
+    // server answers: bytes the server never reads cannot hide in loopback's large buffers.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_send_buffer_size(SMALL_SEND_BUFFER).unwrap();
+    let tcp = match socket.connect(addr).await {
+        Ok(t) => t,
+        Err(e) => return format!("connect failed: {e}"),
+    };
+    let mut tls = match connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await {
+        Ok(t) => t,
+        Err(e) => return format!("TLS handshake failed: {e}"),
+    };
+    if let Err(e) = async {
+        tls.write_all(&request).await?;
+        tls.flush().await
+    }
+    .await
+    {
+        return format!("writing the request failed: {e}");
+    }
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(10), tls.read_to_end(&mut answer)).await;
+    let first_line = String::from_utf8_lossy(&answer).lines().next().unwrap_or_default().to_owned();
+    match read {
+        Err(_) => format!("no answer within 10 s (read {first_line:?})"),
+        Ok(Err(e)) if first_line.is_empty() => format!("reading the answer failed: {e}"),
+        Ok(_) => first_line,
+    }
+}

@@ -9,7 +9,6 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use http_body_util::{BodyExt, Limited};
 
 use crate::admission::{Endpoint, admit};
 use crate::metrics::{Metrics, ReasonLabels};
@@ -39,6 +38,12 @@ impl App {
         tracing::debug!(%status, label, %message, "request refused");
         (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], message + "\n").into_response()
     }
+
+    fn refuse_body(&self, refusal: &liqo_serve::BodyRefusal) -> Response {
+        self.metrics.bad_requests.get_or_create(&ReasonLabels { reason: refusal.label() }).inc();
+        tracing::debug!(status = %refusal.status(), label = refusal.label(), %refusal, "request refused");
+        refusal.response()
+    }
 }
 
 /// `POST /validate` and `POST /mutate`.
@@ -57,26 +62,10 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
 }
 
+/// The body, whole; an oversized one is drained before the 413 (see [`liqo_serve::read_bounded`]).
 async fn read_body(app: &App, body: Body) -> Result<Bytes, Response> {
-    let collect = Limited::new(body, app.max_body).collect();
-    let mut collect = std::pin::pin!(collect);
-    // The usual small body has arrived with the headers: no timer needed for it.
-    let collected = match futures::poll!(collect.as_mut()) {
-        std::task::Poll::Ready(done) => done,
-        std::task::Poll::Pending => match tokio::time::timeout(app.body_timeout, collect).await {
-            Ok(done) => done,
-            Err(_) => {
-                return Err(app.refuse(StatusCode::REQUEST_TIMEOUT, "body_timeout", "the body did not arrive in time".into()));
-            }
-        },
-    };
-    match collected {
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-            Err(app.refuse(StatusCode::PAYLOAD_TOO_LARGE, "too_large", format!("the body exceeds {} bytes", app.max_body)))
-        }
-        Err(e) => Err(app.refuse(StatusCode::BAD_REQUEST, "body_error", format!("reading the body failed: {e}"))),
-        Ok(collected) => Ok(collected.to_bytes()),
-    }
+    let bounds = liqo_serve::BodyBounds { max_bytes: app.max_body, timeout: app.body_timeout };
+    liqo_serve::read_bounded(body, bounds).await.map_err(|refusal| app.refuse_body(&refusal))
 }
 
 async fn handle(app: Arc<App>, endpoint: Endpoint, req: Request) -> Response {
@@ -85,10 +74,11 @@ async fn handle(app: Arc<App>, endpoint: Endpoint, req: Request) -> Response {
     if !is_json(headers) {
         return app.refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, "content_type", "Content-Type must be application/json".into());
     }
+    // Too large to be worth draining: refused before a byte of it is read.
     if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
-        && len > app.max_body
+        && len > app.max_body.saturating_add(liqo_serve::DRAIN_BEYOND)
     {
-        return app.refuse(StatusCode::PAYLOAD_TOO_LARGE, "too_large", format!("the body exceeds {} bytes", app.max_body));
+        return app.refuse_body(&liqo_serve::BodyRefusal::TooLarge { max_bytes: app.max_body });
     }
     let body = match read_body(&app, body).await {
         Ok(b) => b,

@@ -121,6 +121,20 @@ async fn huge_bodies_are_refused_with_413_before_being_read_whole() {
     assert_eq!(answer.status, 413, "{}", answer.text());
 }
 
+/// Every client sending an oversized body reads the 413, never a reset: 100 one after another,
+/// then 20 at once, each writing its whole body (4× the cap, here 64 KiB) before it reads.
+#[tokio::test]
+async fn oversized_bodies_always_read_413() {
+    let r = start_with(default_view(), Duration::from_secs(5), 64 * 1024).await;
+    let ca = r.certs.path().join("ca.crt");
+    for (count, concurrent) in [(100, 1), (20, 20)] {
+        let answers =
+            liqo_testenv::https::oversized_requests(r.addr, &ca, "/validate", "application/json", 256 * 1024, count, concurrent).await;
+        let wrong: Vec<&String> = answers.iter().filter(|a| *a != "HTTP/1.1 413 Payload Too Large").collect();
+        assert!(wrong.is_empty(), "{} of {count} ({concurrent} at a time) read no 413: {:?}", wrong.len(), &wrong[..wrong.len().min(3)]);
+    }
+}
+
 #[tokio::test]
 async fn a_body_that_never_arrives_times_out() {
     use tokio::io::AsyncWriteExt;

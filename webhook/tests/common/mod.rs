@@ -48,6 +48,11 @@ pub fn sans() -> Vec<String> {
 }
 
 pub async fn start(view: impl liqo_webhook::state::ClusterView, body_timeout: Duration) -> Running {
+    start_with(view, body_timeout, liqo_webhook::server::DEFAULT_MAX_BODY).await
+}
+
+/// [`start`] with `max_body` as the largest body accepted.
+pub async fn start_with(view: impl liqo_webhook::state::ClusterView, body_timeout: Duration, max_body: usize) -> Running {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let certs = tempfile::tempdir().unwrap();
     liqo_certs::files::ensure(certs.path(), &sans(), time::OffsetDateTime::now_utc(), &Default::default()).unwrap();
@@ -55,7 +60,7 @@ pub async fn start(view: impl liqo_webhook::state::ClusterView, body_timeout: Du
     let cert = ReloadingCert::load(files).unwrap();
     let metrics = Arc::new(Metrics::default());
     cert.clone().spawn_reloader(Duration::from_millis(50), metrics.tls_reload_observer(cert.clone()));
-    let app = Arc::new(App { view: Arc::new(view), metrics, max_body: liqo_webhook::server::DEFAULT_MAX_BODY, body_timeout });
+    let app = Arc::new(App { view: Arc::new(view), metrics, max_body, body_timeout });
 
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
