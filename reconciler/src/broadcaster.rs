@@ -10,6 +10,11 @@
 //! period costs one GET in the peer's cluster, and a write only when the summary changed or
 //! the Advertisement is missing.
 //!
+//! The kubeconfig Secret is followed by a watch (metadata only, one for all broadcasters): a
+//! peer that hands us new credentials (after it forgot us and joined again, say) is served at
+//! once with them, not on the next retry. A peer that refuses us is not asked again before the
+//! period ends, unless its Secret changes.
+//!
 //! Each broadcaster says how it fares in the status of the request(s) holding it:
 //! `advertisementStatus` (`Created`, `Pending`, `Refused`: the peer no longer accepts the
 //! kubeconfig it gave us) and condition `Advertised`, written only when that changes.
@@ -69,6 +74,8 @@ pub fn report(round: &Result<()>, advertising: bool) -> (AdvertisementState, Rea
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Signal {
     Run,
+    /// The kubeconfig Secret changed: read it again and run a round now.
+    Refresh,
     /// Stop, leaving the Advertisement (it is being replaced).
     Stop,
     /// Stop and delete the Advertisement from the peer.
@@ -78,8 +85,24 @@ enum Signal {
 struct Entry {
     holders: BTreeSet<String>,
     source: SecretReference,
+    versions: Arc<Mutex<Versions>>,
     signal: watch::Sender<Signal>,
     task: JoinHandle<Result<()>>,
+}
+
+/// The kubeconfig Secret's `resourceVersion`: the one the broadcaster's client was made from,
+/// and the newest the watch has seen.
+#[derive(Debug, Default)]
+struct Versions {
+    read: Option<String>,
+    seen: Option<String>,
+}
+
+impl Versions {
+    /// The client was made from a Secret older than one seen since (pure).
+    fn stale(&self) -> bool {
+        self.read.is_some() && self.seen.is_some() && self.read != self.seen
+    }
 }
 
 /// What the broadcasters share.
@@ -131,9 +154,52 @@ impl<P: Peers> Broadcasters<P> {
         let mut holders = running.remove(peer).map(|e| e.holders).unwrap_or_default();
         holders.insert(holder.to_owned());
         let (signal, rx) = watch::channel(Signal::Run);
-        let task = tokio::spawn(self.clone().broadcast(peer.to_owned(), source.clone(), rx));
+        let versions = Arc::new(Mutex::new(Versions::default()));
+        let task = tokio::spawn(self.clone().broadcast(peer.to_owned(), source.clone(), versions.clone(), rx));
         tracing::info!(peer, holder, "broadcaster started");
-        running.insert(peer.to_owned(), Entry { holders, source, signal, task });
+        running.insert(peer.to_owned(), Entry { holders, source, versions, signal, task });
+    }
+
+    /// The watch saw `version` of Secret `namespace/name` (`None`: deleted): the broadcasters
+    /// reading their kubeconfig from it read it again now if theirs is older.
+    fn source_changed(&self, namespace: &str, name: &str, version: Option<String>) {
+        let running = self.running.lock().expect("not poisoned");
+        let using = running.iter().filter(|(_, e)| {
+            e.source.name.as_deref() == Some(name) && e.source.namespace.as_deref().unwrap_or_default() == namespace
+        });
+        for (peer, entry) in using {
+            let stale = {
+                let mut versions = entry.versions.lock().expect("not poisoned");
+                versions.seen = Some(version.clone().unwrap_or_default());
+                versions.stale()
+            };
+            if stale {
+                tracing::info!(peer, secret = name, "the peer's kubeconfig Secret changed: reconnecting with it");
+                let _ = entry.signal.send(Signal::Refresh);
+            }
+        }
+    }
+
+    /// Follows the Secrets of `namespace` (metadata only) until `shutdown`, telling each
+    /// broadcaster when the Secret it reads its kubeconfig from changes.
+    pub async fn follow_sources(self: Arc<Self>, namespace: String, shutdown: impl std::future::Future<Output = ()>) {
+        use futures::StreamExt;
+        use kube::runtime::watcher::{self, Event, watcher};
+        let api: Api<kube::core::PartialObjectMeta<Secret>> = Api::namespaced(self.client.clone(), &namespace);
+        let events = watcher(api, watcher::Config::default().any_semantic());
+        let follow = events.for_each(|event| {
+            match event {
+                Ok(Event::Apply(m) | Event::InitApply(m)) => self.source_changed(&namespace, &m.name_any(), m.resource_version()),
+                Ok(Event::Delete(m)) => self.source_changed(&namespace, &m.name_any(), None),
+                Ok(Event::Init | Event::InitDone) => {}
+                Err(e) => tracing::debug!(error = %e, "watching the kubeconfig Secrets failed; the watch restarts"),
+            }
+            std::future::ready(())
+        });
+        tokio::select! {
+            _ = follow => {}
+            _ = shutdown => {}
+        }
     }
 
     /// Releases `holder`'s hold on `peer`'s broadcaster; the last one stops it and removes our
@@ -169,7 +235,7 @@ impl<P: Peers> Broadcasters<P> {
     /// a Secret this cluster keeps for itself or for another peer). When we joined that peer
     /// ourselves, its API server's CA is pinned too: a kubeconfig that points
     /// at a third cluster then fails the TLS handshake instead of receiving our Advertisement.
-    async fn peer_client(&self, peer: &str, source: &SecretReference) -> Result<Client> {
+    async fn peer_client(&self, peer: &str, source: &SecretReference, versions: &Mutex<Versions>) -> Result<Client> {
         let ns = source.namespace.clone().unwrap_or_default();
         let name = source.name.clone().unwrap_or_default();
         // The webhook refuses such a request; a request stored before it did is refused here.
@@ -177,6 +243,7 @@ impl<P: Peers> Broadcasters<P> {
             return Err(Error::invalid("kubeConfigRef", format!("Secret {ns}/{name} is {what}: not used")));
         }
         let secret = Api::<Secret>::namespaced(self.client.clone(), &ns).get(&name).await?;
+        versions.lock().expect("not poisoned").read = Some(secret.resource_version().unwrap_or_default());
         let kubeconfig = secret
             .data
             .and_then(|d| d.get(KUBECONFIG_KEY).cloned())
@@ -252,7 +319,7 @@ impl<P: Peers> Broadcasters<P> {
         let client = match client {
             Some(c) => c,
             None if kept(peer, source).is_some() => return Ok(()),
-            None => self.peer_client(peer, source).await?,
+            None => self.peer_client(peer, source, &Mutex::default()).await?,
         };
         self.withdraw(&client).await
     }
@@ -309,19 +376,28 @@ impl<P: Peers> Broadcasters<P> {
         ok
     }
 
-    async fn broadcast(self: Arc<Self>, peer: String, source: SecretReference, mut signal: watch::Receiver<Signal>) -> Result<()> {
+    async fn broadcast(
+        self: Arc<Self>,
+        peer: String,
+        source: SecretReference,
+        versions: Arc<Mutex<Versions>>,
+        mut signal: watch::Receiver<Signal>,
+    ) -> Result<()> {
         let mut client: Option<Client> = None;
         // Whether an Advertisement of ours may be in the peer (unknown at start: assume so).
         let mut published = true;
         // What the holding requests' status says, once written.
         let mut reported: Option<(AdvertisementState, Reason, String)> = None;
         loop {
+            if versions.lock().expect("not poisoned").stale() {
+                client = None;
+            }
             let advertising = self.advertising();
             let round = async {
                 let c = match &client {
                     Some(c) => c.clone(),
                     None => {
-                        let c = self.peer_client(&peer, &source).await?;
+                        let c = self.peer_client(&peer, &source, &versions).await?;
                         client = Some(c.clone());
                         c
                     }
@@ -347,17 +423,28 @@ impl<P: Peers> Broadcasters<P> {
                 tracing::warn!(peer = %peer, error = %e, "advertising to the peer failed; retrying");
                 client = None;
             }
-            let wait = if round.is_ok() { self.period } else { self.period.min(crate::context::RETRY) };
             let signalled = tokio::select! {
-                _ = tokio::time::sleep(wait) => None,
+                _ = tokio::time::sleep(retry_after(&round, self.period)) => None,
                 changed = signal.changed() => Some(changed.map(|_| *signal.borrow()).unwrap_or(Signal::Stop)),
             };
             match signalled {
                 None | Some(Signal::Run) => continue,
+                Some(Signal::Refresh) => client = None,
                 Some(Signal::Stop) => return Ok(()),
                 Some(Signal::Withdraw) => return self.withdraw_through(&peer, &source, client).await,
             }
         }
+    }
+}
+
+/// When a broadcaster runs its next round after `round` (pure): a period after a success, and
+/// after a refusal (new credentials wake it at once: the peer is not asked in vain meanwhile);
+/// sooner after any other failure.
+fn retry_after(round: &Result<()>, period: Duration) -> Duration {
+    match round {
+        Ok(()) => period,
+        Err(e) if e.is_refusal() => period,
+        Err(_) => period.min(crate::context::RETRY),
     }
 }
 
@@ -381,5 +468,27 @@ mod tests {
         assert_eq!(report(&Err(local), true).0, AdvertisementState::Pending);
         let down = Error::unreachable(Step::ApiServer, "connection refused");
         assert_eq!(report(&Err(down), true).0, AdvertisementState::Pending);
+    }
+
+    #[test]
+    fn a_refusing_peer_waits_a_period_an_unreachable_one_is_retried_sooner() {
+        let period = Duration::from_secs(300);
+        let refused = Error::remote_api(
+            Step::ApiServer,
+            kube::Error::Api(Box::new(kube::core::Status::failure("token revoked", "Unauthorized").with_code(401))),
+        );
+        assert_eq!(retry_after(&Ok(()), period), period);
+        assert_eq!(retry_after(&Err(refused), period), period);
+        assert_eq!(retry_after(&Err(Error::unreachable(Step::ApiServer, "refused")), period), crate::context::RETRY);
+    }
+
+    #[test]
+    fn a_client_is_stale_once_a_newer_secret_is_seen() {
+        let v = |read: Option<&str>, seen: Option<&str>| Versions { read: read.map(Into::into), seen: seen.map(Into::into) };
+        assert!(!v(None, Some("2")).stale(), "not read yet: the first read takes the newest");
+        assert!(!v(Some("1"), None).stale(), "nothing seen yet");
+        assert!(!v(Some("2"), Some("2")).stale());
+        assert!(v(Some("1"), Some("2")).stale());
+        assert!(v(Some("1"), Some("")).stale(), "deleted since");
     }
 }

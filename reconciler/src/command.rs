@@ -299,6 +299,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         mdns_port: MDNS_PORT,
     };
     let lan_ctx = Arc::new(lan::Ctx::new(shared.clone(), lan));
+    let sources = broadcasters.clone().follow_sources(ns.clone(), shutdown_signal());
     let in_ctx = Arc::new(incoming::Ctx::new(shared, broadcasters, Duration::from_secs(args.unjoin_grace_seconds)));
     let no_mdns = args.no_mdns;
     let (m1, m2, m3, m4) = (metrics.clone(), metrics.clone(), metrics.clone(), metrics.clone());
@@ -335,6 +336,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
             incoming::run::<PeeringRequest, _>(in_ctx.clone(), m2, shutdown_signal()),
             incoming::run::<FederationRequest, _>(in_ctx, m3, shutdown_signal()),
             search_domain::run(sd_ctx, m4, shutdown_signal()),
+            sources,
             async move {
                 tokio::select! {
                     _ = remember => {}

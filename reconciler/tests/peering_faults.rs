@@ -129,7 +129,9 @@ async fn the_peer_withdraws_under_reject_all_then_accepts_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peering_again_after_a_deletion_while_the_remote_was_down() {
-    let Some(mut t) = two_clusters_with(&["--leader-election=false"]).await else { return };
+    // The remote's broadcaster waits 10 min after a refusal: only the new kubeconfig Secret
+    // our re-join writes there (followed by a watch) can bring our Advertisement back in time.
+    let Some(mut t) = two_clusters_with(&["--leader-election=false", "--advertise-period-seconds=600"]).await else { return };
     peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
     fc_where(&t.home, FC, "joined", outgoing_joined).await;
 
@@ -152,6 +154,8 @@ async fn peering_again_after_a_deletion_while_the_remote_was_down() {
     let remote_prs: Api<PeeringRequest> = Api::all(t.remote.clone());
     advertisement_status(&remote_prs, &t.home_id, liqo_api::AdvertisementState::Created, "Published").await;
     eventually("converged", || converged(&t, false)).await;
+    let log = std::fs::read_to_string(&t.remote_rec.log).unwrap();
+    assert!(log.contains("the peer's kubeconfig Secret changed: reconnecting with it"), "{}", log_tail(&t.remote_rec));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
