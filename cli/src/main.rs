@@ -3,6 +3,7 @@
 mod connect;
 mod domain;
 mod error;
+mod follow;
 mod peer;
 mod progress;
 mod render;

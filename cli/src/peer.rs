@@ -9,6 +9,7 @@ use kube::{Client, ResourceExt};
 use liqo_api::{Advertisement, ForeignCluster};
 
 use crate::error::{CliError, Result};
+use crate::follow::Followed;
 use crate::progress::{Line, Progress, SPINNER, done_line, waiting_line};
 use crate::status::find;
 use liqo_api::summary::Peer;
@@ -94,68 +95,83 @@ pub async fn peer(client: &Client, target: &Target, name: Option<&str>, allow_un
 pub async fn wait_joined(client: &Client, name: &str, deadline: Duration, out: &mut impl Write) -> Result<Peer> {
     let terminal = std::io::stdout().is_terminal();
     let started = Instant::now();
+    let ends = tokio::time::Instant::now() + deadline;
     let mut progress = Progress::default();
     let mut waiting = String::new();
     let mut tick = 0usize;
-    let mut last_fetch: Option<Instant> = None;
-    let mut current = None;
+    let mut spinner = tokio::time::interval(Duration::from_millis(100));
+    // Followed by a watch on its real name (the user may have given a cluster ID).
+    let name = find(client, name).await?.name_any();
+    let mut followed = Followed::new(Api::<ForeignCluster>::all(client.clone()), &name);
+    let mut current: Option<Peer> = None;
     loop {
-        if last_fetch.is_none_or(|t| t.elapsed() >= Duration::from_millis(500)) {
-            let fc = find(client, name).await?;
-            last_fetch = Some(Instant::now());
-            let peer = Peer::of(&fc);
-            for line in progress.step(&peer) {
-                if terminal {
-                    let _ = write!(out, "\r\x1b[2K");
+        tokio::select! {
+            alive = followed.changed() => {
+                if !alive {
+                    return Err(CliError::Failed(format!("the watch on ForeignCluster {name} ended")));
                 }
-                match line {
-                    Line::Done(p) => {
-                        let _ = writeln!(out, "{}", done_line(&p));
+                if !followed.known {
+                    continue;
+                }
+                let Some(fc) = followed.current.as_ref() else {
+                    return Err(CliError::Failed(format!("ForeignCluster {name} was deleted while waiting for it to join")));
+                };
+                let peer = Peer::of(fc);
+                for line in progress.step(&peer) {
+                    if terminal {
+                        let _ = write!(out, "\r\x1b[2K");
                     }
-                    Line::Waiting { phase, reason, message } => {
-                        waiting = waiting_line(&phase, &reason, &message);
-                        if !terminal {
-                            let _ = writeln!(out, "  {waiting}");
+                    match line {
+                        Line::Done(p) => {
+                            let _ = writeln!(out, "{}", done_line(&p));
+                        }
+                        Line::Waiting { phase, reason, message } => {
+                            waiting = waiting_line(&phase, &reason, &message);
+                            if !terminal {
+                                let _ = writeln!(out, "  {waiting}");
+                            }
                         }
                     }
                 }
-            }
-            if peer.joined() {
-                if terminal {
-                    let _ = write!(out, "\r\x1b[2K");
+                if peer.joined() {
+                    if terminal {
+                        let _ = write!(out, "\r\x1b[2K");
+                    }
+                    let _ = writeln!(out, "joined {} (cluster {}) in {:.1}s", peer.name, peer.cluster_id, started.elapsed().as_secs_f64());
+                    return Ok(peer);
                 }
-                let _ = writeln!(out, "joined {} (cluster {}) in {:.1}s", peer.name, peer.cluster_id, started.elapsed().as_secs_f64());
-                return Ok(peer);
+                if let Some(f) = peer.failing().filter(|f| f.needs_user()) {
+                    if terminal {
+                        let _ = writeln!(out, "\r\x1b[2K");
+                    }
+                    return Err(stuck(&peer, f));
+                }
+                current = Some(peer);
             }
-            if let Some(f) = peer.failing().filter(|f| f.needs_user()) {
+            _ = spinner.tick(), if terminal => {
+                let _ = write!(out, "\r\x1b[2K{} {waiting}", SPINNER[tick % SPINNER.len()]);
+                let _ = out.flush();
+                tick += 1;
+            }
+            _ = tokio::time::sleep_until(ends) => {
                 if terminal {
                     let _ = writeln!(out, "\r\x1b[2K");
                 }
-                return Err(stuck(&peer, f));
+                return Err(not_joined(current.as_ref(), deadline, followed.error.as_deref()));
             }
-            current = Some(peer);
         }
-        if started.elapsed() >= deadline {
-            if terminal {
-                let _ = writeln!(out, "\r\x1b[2K");
-            }
-            let peer = current.expect("fetched at least once");
-            let why = peer.failing().or(peer.phases.iter().find(|p| !p.passed())).cloned();
-            return Err(match why {
-                Some(p) => CliError::Failed(format!("not joined after {}s: {}", deadline.as_secs(), describe(&p))),
-                None => CliError::Failed(format!(
-                    "not joined after {}s: the reconciler wrote no phase yet (is it running?)",
-                    deadline.as_secs()
-                )),
-            });
-        }
-        if terminal {
-            let _ = write!(out, "\r\x1b[2K{} {waiting}", SPINNER[tick % SPINNER.len()]);
-            let _ = out.flush();
-            tick += 1;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// What a `peer --wait` that ran out of time last saw.
+fn not_joined(peer: Option<&Peer>, deadline: Duration, watch_error: Option<&str>) -> CliError {
+    let secs = deadline.as_secs();
+    let why = peer.and_then(|p| p.failing().or(p.phases.iter().find(|p| !p.passed())).cloned());
+    CliError::Failed(match (why, watch_error) {
+        (Some(p), _) => format!("not joined after {secs}s: {}", describe(&p)),
+        (None, Some(e)) => format!("not joined after {secs}s: the ForeignCluster could not be watched: {e}"),
+        (None, None) => format!("not joined after {secs}s: the reconciler wrote no phase yet (is it running?)"),
+    })
 }
 
 fn describe(p: &liqo_api::summary::Phase) -> String {
@@ -205,44 +221,81 @@ pub async fn trust(client: &Client, peer: &str, fingerprint: &str) -> Result<(St
     Ok((name, normal))
 }
 
-/// Waits for the unjoin cascade and says what it saw.
+/// Waits for the unjoin cascade and says what it saw: done once the ForeignCluster is deleted
+/// (`delete`) or has released its finalizer (our PeeringRequest gone from the remote), and the
+/// peer's Advertisement is gone from here. Both are followed by watches.
 pub async fn wait_unjoined(client: &Client, name: &str, id: &str, delete: bool, deadline: Duration, out: &mut impl Write) -> Result<()> {
     let started = Instant::now();
-    let api = Api::<ForeignCluster>::all(client.clone());
-    let adverts = Api::<Advertisement>::all(client.clone());
-    let advertisement = liqo_api::names::advertisement_name(id);
+    let since = k8s_openapi::jiff::Timestamp::now();
+    let ends = tokio::time::Instant::now() + deadline;
+    let mut fc = Followed::new(Api::<ForeignCluster>::all(client.clone()), name);
+    let mut advertisement = Followed::new(Api::<Advertisement>::all(client.clone()), &liqo_api::names::advertisement_name(id));
     loop {
-        let fc = api.get_opt(name).await.map_err(|e| CliError::api(format!("reading ForeignCluster {name}"), e))?;
-        let advertised = !id.is_empty() && adverts.get_opt(&advertisement).await.ok().flatten().is_some();
-        let done = match &fc {
-            None => true,
-            Some(fc) => !delete && !fc.finalizers().iter().any(|f| f == liqo_api::names::FINALIZER_PEERED),
-        };
-        if done && !advertised {
-            let joined = fc.as_ref().map(Peer::of).and_then(|p| p.phase(liqo_api::reasons::ConditionType::Joined).cloned());
-            let _ = writeln!(out, "✓ the peer's Advertisement is gone from this cluster, and its access here");
-            match joined {
-                Some(p) => {
-                    let _ = writeln!(out, "✓ {}", liqo_api::terminal::printable(&p.message));
-                }
-                None => {
-                    let _ = writeln!(out, "✓ ForeignCluster {name} deleted");
-                }
+        if fc.known && advertisement.known {
+            let done = match &fc.current {
+                None => true,
+                Some(f) => !delete && !f.finalizers().iter().any(|f| f == liqo_api::names::FINALIZER_PEERED),
+            };
+            if done && advertisement.current.is_none() {
+                return unjoined(client, name, fc.current.as_ref(), since, started, out).await;
             }
-            let _ = writeln!(out, "unpeered {name} in {:.1}s", started.elapsed().as_secs_f64());
-            return Ok(());
         }
-        if started.elapsed() >= deadline {
-            let why = fc
-                .as_ref()
-                .map(Peer::of)
-                .and_then(|p| p.phase(liqo_api::reasons::ConditionType::Joined).cloned())
-                .map(|p| describe(&p))
-                .unwrap_or_else(|| "the peer's Advertisement is still here".into());
-            return Err(CliError::Failed(format!("unpeering {name} not done after {}s: {why}", deadline.as_secs())));
+        tokio::select! {
+            alive = fc.changed() => if !alive { return Err(CliError::Failed(format!("the watch on ForeignCluster {name} ended"))) },
+            alive = advertisement.changed() => if !alive { return Err(CliError::Failed("the watch on the peer's Advertisement ended".into())) },
+            _ = tokio::time::sleep_until(ends) => {
+                let joined = fc.current.as_ref().map(Peer::of).and_then(|p| p.phase(liqo_api::reasons::ConditionType::Joined).cloned());
+                let mut why = match (&fc.current, joined) {
+                    (None, _) => "ForeignCluster deleted".to_owned(),
+                    (Some(_), Some(p)) => describe(&p),
+                    (Some(_), None) => "the reconciler wrote no Joined phase yet (is it running?)".to_owned(),
+                };
+                if advertisement.current.is_some() {
+                    why.push_str("; the peer's Advertisement is still here");
+                }
+                if let Some(e) = fc.error.as_ref().or(advertisement.error.as_ref()) {
+                    why.push_str(&format!("; watching failed: {e}"));
+                }
+                return Err(CliError::Failed(format!("unpeering {name} not done after {}s: {why}", deadline.as_secs())));
+            }
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// Tells how the unjoin ended: an error when a deleted ForeignCluster completed without the
+/// remote (Event `RemoteGone` since `since`), since our PeeringRequest may remain there.
+async fn unjoined(
+    client: &Client,
+    name: &str,
+    fc: Option<&ForeignCluster>,
+    since: k8s_openapi::jiff::Timestamp,
+    started: Instant,
+    out: &mut impl Write,
+) -> Result<()> {
+    let _ = writeln!(out, "✓ the peer's Advertisement is gone from this cluster, and its access here");
+    if let Some(p) = fc.map(Peer::of).and_then(|p| p.phase(liqo_api::reasons::ConditionType::Joined).cloned()) {
+        let _ = writeln!(out, "✓ {}", liqo_api::terminal::printable(&p.message));
+    } else {
+        if let Some(note) = remote_gone_since(client, name, since).await {
+            return Err(CliError::Failed(format!("ForeignCluster {name} deleted, but not on the remote's side: {note}")));
+        }
+        let _ = writeln!(out, "✓ our PeeringRequest is gone from the remote; ForeignCluster {name} deleted");
+    }
+    let _ = writeln!(out, "unpeered {name} in {:.1}s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// The note of a `RemoteGone` Event about ForeignCluster `name` emitted since `since`, if any.
+async fn remote_gone_since(client: &Client, name: &str, since: k8s_openapi::jiff::Timestamp) -> Option<String> {
+    use k8s_openapi::api::events::v1::Event;
+    let fields = format!("regarding.name={name}");
+    let events = Api::<Event>::all(client.clone()).list(&ListParams::default().fields(&fields)).await.ok()?.items;
+    events
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("ForeignCluster"))
+        .filter(|e| e.reason.as_deref() == Some("RemoteGone"))
+        .filter(|e| e.event_time.as_ref().is_some_and(|t| t.0.as_second() >= since.as_second() - 1))
+        .find_map(|e| e.note)
 }
 
 #[cfg(test)]

@@ -87,8 +87,20 @@ async fn peer_status_and_unpeer_as_a_user_runs_them() {
     let out = kubectl_liqo(&t.home_cp, &["unpeer", "remote", "--wait=60s"]);
     let said = text(&out);
     assert!(out.status.success(), "{said}");
-    assert!(said.contains("our PeeringRequest was removed from the remote") && said.contains("unpeered remote"), "{said}");
+    assert!(said.contains("our PeeringRequest is gone from the remote") && said.contains("unpeered remote"), "{said}");
     gone(&Api::<PeeringRequest>::all(t.remote.clone()), &t.home_id, "our PeeringRequest gone from the remote").await;
+
+    // unpeer --delete --wait with the remote down: the ForeignCluster goes after the grace
+    // period, but our request may remain on the remote: said, and exit 1.
+    let out = kubectl_liqo(&t.home_cp, &["peer", &t.remote_rec.auth_url, "--allow-untrusted-ca", "--name", "remote", "--wait=60s"]);
+    assert!(out.status.success(), "{}", text(&out));
+    t.remote_cp.stop_apiserver();
+    let out = kubectl_liqo(&t.home_cp, &["unpeer", "remote", "--delete", "--wait=60s"]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("ForeignCluster remote deleted, but not on the remote's side") && said.contains("may remain there"), "{said}");
+    gone(&Api::<ForeignCluster>::all(t.home.clone()), "remote", "the ForeignCluster deleted").await;
+    t.remote_cp.restart_apiserver().await;
 
     // A malformed cluster ID: the webhook's words, exit 1.
     let out = kubectl_liqo(&t.home_cp, &["peer", "--cluster-id", "Not_A_Cluster_ID", "--api-url", "https://127.0.0.1:1", "--name", "bad"]);

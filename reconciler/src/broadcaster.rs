@@ -90,6 +90,17 @@ struct Entry {
     task: JoinHandle<Result<()>>,
 }
 
+/// Turns a running broadcaster's signal into [`Signal::Refresh`]; true when it did (pure).
+fn refresh(signal: &mut Signal) -> bool {
+    match signal {
+        Signal::Run | Signal::Refresh => {
+            *signal = Signal::Refresh;
+            true
+        }
+        Signal::Stop | Signal::Withdraw => false,
+    }
+}
+
 /// The kubeconfig Secret's `resourceVersion`: the one the broadcaster's client was made from,
 /// and the newest the watch has seen.
 #[derive(Debug, Default)]
@@ -164,18 +175,18 @@ impl<P: Peers> Broadcasters<P> {
     /// reading their kubeconfig from it read it again now if theirs is older.
     fn source_changed(&self, namespace: &str, name: &str, version: Option<String>) {
         let running = self.running.lock().expect("not poisoned");
-        let using = running.iter().filter(|(_, e)| {
-            e.source.name.as_deref() == Some(name) && e.source.namespace.as_deref().unwrap_or_default() == namespace
-        });
+        let using = running
+            .iter()
+            .filter(|(_, e)| e.source.name.as_deref() == Some(name) && e.source.namespace.as_deref().unwrap_or_default() == namespace);
         for (peer, entry) in using {
             let stale = {
                 let mut versions = entry.versions.lock().expect("not poisoned");
                 versions.seen = Some(version.clone().unwrap_or_default());
                 versions.stale()
             };
-            if stale {
+            // Never in place of a Stop or Withdraw not yet seen (the channel keeps one value).
+            if stale && entry.signal.send_if_modified(refresh) {
                 tracing::info!(peer, secret = name, "the peer's kubeconfig Secret changed: reconnecting with it");
-                let _ = entry.signal.send(Signal::Refresh);
             }
         }
     }
@@ -384,24 +395,27 @@ impl<P: Peers> Broadcasters<P> {
         mut signal: watch::Receiver<Signal>,
     ) -> Result<()> {
         let mut client: Option<Client> = None;
+        // Read the kubeconfig again before the next round (after a failure, or a changed
+        // Secret); the client we have stays until a new one is made, so that a Secret deleted
+        // with the request still leaves us the means to withdraw our Advertisement.
+        let mut reread = true;
         // Whether an Advertisement of ours may be in the peer (unknown at start: assume so).
         let mut published = true;
         // What the holding requests' status says, once written.
         let mut reported: Option<(AdvertisementState, Reason, String)> = None;
         loop {
-            if versions.lock().expect("not poisoned").stale() {
-                client = None;
-            }
             let advertising = self.advertising();
             let round = async {
-                let c = match &client {
-                    Some(c) => c.clone(),
-                    None => {
-                        let c = self.peer_client(&peer, &source, &versions).await?;
-                        client = Some(c.clone());
-                        c
+                if reread || versions.lock().expect("not poisoned").stale() {
+                    match self.peer_client(&peer, &source, &versions).await {
+                        Ok(c) => client = Some(c),
+                        Err(e) if client.is_none() => return Err(e),
+                        Err(e) => {
+                            tracing::debug!(peer = %peer, error = %e, "reading the kubeconfig again failed; keeping the client we have")
+                        }
                     }
-                };
+                }
+                let Some(c) = client.clone() else { return Err(Error::NotReady("the peer's kubeconfig")) };
                 if advertising {
                     self.publish(&c).await
                 } else if published {
@@ -419,9 +433,9 @@ impl<P: Peers> Broadcasters<P> {
             if reported.as_ref() != Some(&now_reported) && self.write_report(&peer, &now_reported).await {
                 reported = Some(now_reported);
             }
+            reread = round.is_err();
             if let Err(e) = &round {
                 tracing::warn!(peer = %peer, error = %e, "advertising to the peer failed; retrying");
-                client = None;
             }
             let signalled = tokio::select! {
                 _ = tokio::time::sleep(retry_after(&round, self.period)) => None,
@@ -429,7 +443,7 @@ impl<P: Peers> Broadcasters<P> {
             };
             match signalled {
                 None | Some(Signal::Run) => continue,
-                Some(Signal::Refresh) => client = None,
+                Some(Signal::Refresh) => reread = true,
                 Some(Signal::Stop) => return Ok(()),
                 Some(Signal::Withdraw) => return self.withdraw_through(&peer, &source, client).await,
             }
@@ -480,6 +494,20 @@ mod tests {
         assert_eq!(retry_after(&Ok(()), period), period);
         assert_eq!(retry_after(&Err(refused), period), period);
         assert_eq!(retry_after(&Err(Error::unreachable(Step::ApiServer, "refused")), period), crate::context::RETRY);
+    }
+
+    #[test]
+    fn a_refresh_never_replaces_a_stop_or_a_withdrawal() {
+        for (before, after, sent) in [
+            (Signal::Run, Signal::Refresh, true),
+            (Signal::Refresh, Signal::Refresh, true),
+            (Signal::Stop, Signal::Stop, false),
+            (Signal::Withdraw, Signal::Withdraw, false),
+        ] {
+            let mut s = before;
+            assert_eq!(refresh(&mut s), sent, "{before:?}");
+            assert_eq!(s, after, "{before:?}");
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | the peer withdraws and refuses us (`RejectAll`), then accepts again | `the_peer_withdraws_under_reject_all_then_accepts_again` |
 //! | the remote API server down while the ForeignCluster is deleted; peering again after it is back | `peering_again_after_a_deletion_while_the_remote_was_down` |
-//! | unjoin while the remote's reconciler is paused | `unjoin_while_the_remote_reconciler_is_paused` |
+//! | unjoin while the remote's reconciler is paused (unjoined only once our request is gone there) | `unjoin_while_the_remote_reconciler_is_paused` |
 //! | a re-join within one health period | `a_quick_rejoin_is_quiet` |
 //! | the remote API server down during health, then back | `the_remote_down_during_health_then_back` |
 //! | the remote API server down during join | `the_remote_down_during_join` |
@@ -161,7 +161,8 @@ async fn peering_again_after_a_deletion_while_the_remote_was_down() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unjoin_while_the_remote_reconciler_is_paused() {
     // The remote would wait 120 s for a peer it cannot reach: it must not wait for one that
-    // refuses it because we revoked its access on unjoin.
+    // refuses it because we revoked its access on unjoin. We say we are unjoined only once our
+    // request is gone from the remote.
     let Some(t) = two_clusters_with(&["--unjoin-grace-seconds=120"]).await else { return };
     peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
     fc_where(&t.home, FC, "joined", outgoing_joined).await;
@@ -171,10 +172,21 @@ async fn unjoin_while_the_remote_reconciler_is_paused() {
     signal(&t.remote_rec, "STOP");
     let fcs: Api<ForeignCluster> = Api::all(t.home.clone());
     fcs.patch(FC, &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
-    let unjoined = fc_where(&t.home, FC, "unjoined here", |f| f.finalizers().is_empty() && !outgoing_joined(f)).await;
-    // Our request is Terminating on the remote: its reconciler holds the finalizer.
+    // Our request is Terminating on the remote (its reconciler holds the finalizer): the unjoin
+    // says so and waits, the peer's access here already revoked.
+    let waiting = fc_where(&t.home, FC, "Joined True UnjoinPending", |f| phase(f, "Joined").is_some_and(|p| p.1 == "UnjoinPending")).await;
+    assert!(phase(&waiting, "Joined").unwrap().2.contains("terminating"), "{:?}", phase(&waiting, "Joined"));
+    assert!(!waiting.finalizers().is_empty(), "not unjoined while our request is still there");
     let pr = remote_prs.get(&t.home_id).await.unwrap();
     assert!(pr.metadata.deletion_timestamp.is_some());
+    gone(&Api::<ServiceAccount>::namespaced(t.home.clone(), "liqo"), &t.remote_id, "the peer's access revoked at once").await;
+
+    // The remote's reconciler resumes: its withdrawal is refused (we revoked it), which is done;
+    // our request is gone there, and only then are we unjoined.
+    signal(&t.remote_rec, "CONT");
+    gone(&remote_prs, &t.home_id, "our PeeringRequest gone from the remote").await;
+    let unjoined = fc_where(&t.home, FC, "unjoined here", |f| f.finalizers().is_empty() && !outgoing_joined(f)).await;
+    eventually("a PeeringEnded Event on the remote", || liqo_testenv::event(&t.remote, "PeeringEnded", &t.home_id)).await;
 
     // Nothing stale in our status: no phase claims anything, no identity status, no Advertisement.
     let status = unjoined.status.clone().unwrap();
@@ -183,12 +195,10 @@ async fn unjoin_while_the_remote_reconciler_is_paused() {
     for p in ["Trusted", "Authenticated", "RemoteReachable", "CaVerified"] {
         assert_eq!(phase(&unjoined, p).map(|p| (p.0, p.1)), Some(("Unknown".into(), "NotJoined".into())), "{p}");
     }
-    assert_eq!(phase(&unjoined, "Joined").unwrap().1, "Unjoined");
-
-    // The remote's reconciler resumes: its withdrawal is refused (we revoked it), which is done.
-    signal(&t.remote_rec, "CONT");
-    gone(&remote_prs, &t.home_id, "our PeeringRequest gone from the remote").await;
-    eventually("a PeeringEnded Event on the remote", || liqo_testenv::event(&t.remote, "PeeringEnded", &t.home_id)).await;
+    assert_eq!(
+        phase(&unjoined, "Joined").map(|p| (p.1, p.2)),
+        Some(("Unjoined".into(), "spec.join is false: our PeeringRequest is gone from the remote".into()))
+    );
     gone(&Api::<Advertisement>::all(t.home.clone()), &format!("advertisement-{}", t.remote_id), "no Advertisement here").await;
     assert_eq!(event_count(&t.home, "Unjoined", FC).await, 1, "one Unjoined Event");
 }

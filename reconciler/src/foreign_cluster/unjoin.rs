@@ -3,15 +3,18 @@
 //! 1. our PeeringRequest and its Secret on the remote (with an identity; an anonymous requester
 //!    cannot delete). The remote's broadcaster then withdraws its Advertisement from us; if it
 //!    arrives after step 2 it is refused, which the remote takes as done;
-//! 2. here: the peer's Advertisement and its access (ServiceAccount, ClusterRole, binding); on
-//!    deletion also the identity and CA Secrets;
-//! 3. the status (join false: every phase `Unknown`/`NotJoined`, `Joined` False `Unjoined`,
+//! 2. here: the peer's Advertisement and its access (ServiceAccount, ClusterRole, binding);
+//! 3. the wait for our PeeringRequest to be gone from the remote (`UnjoinPending` while the
+//!    remote's reconciler holds it Terminating); then, on deletion, the identity and CA Secrets;
+//! 4. the status (join false: every phase `Unknown`/`NotJoined`, `Joined` False `Unjoined`,
 //!    outgoing cleared), then the finalizer, then one `Unjoined` Event.
 //!
 //! A remote that refuses us (it revoked our identity) is done with us. A remote that does not
 //! answer holds a `join: false` as `UnjoinPending`; a deleted ForeignCluster whose remote stays
 //! unreachable for the grace period completes locally (Event `RemoteGone`), so it never becomes
 //! undeletable.
+
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
@@ -35,33 +38,45 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
     let deleting = fc.metadata.deletion_timestamp.is_some();
     let remote_id = fc.spec.remote_cluster_id().unwrap_or_default().to_owned();
 
-    // 1. The remote side.
+    // 1. The remote side: our PeeringRequest and its Secret deleted there.
     let anonymous = Way::of(fc).is_some_and(|w| !w.reads_requests());
+    let mut how = if anonymous { RemoteSide::Anonymous } else { RemoteSide::Removed };
     let mut gone_note = None;
-    if let Err(e) = withdraw_offer(fc, ctx, own_id).await {
-        ctx.forget_remote(&name);
-        if e.is_refusal() {
+    let withdrawal = match withdraw_offer(fc, ctx, own_id).await {
+        Ok(w) => w,
+        Err(e) if e.is_refusal() => {
+            how = RemoteSide::Refused;
             gone_note = Some(format!("the remote refuses our identity ({e}): it is done with us; unjoined locally"));
-        } else if decide::give_up_on_remote(fc.metadata.deletion_timestamp.as_ref(), &super::now(), ctx.timing.unjoin_grace) {
-            let grace = ctx.timing.unjoin_grace.as_secs();
-            gone_note = Some(format!(
-                "the remote stayed unreachable for {grace}s after deletion ({e}); unjoined locally, our PeeringRequest may remain there"
-            ));
-        } else {
-            if !deleting {
-                let mut r = Report::joining(fc.status.as_ref());
-                let message = format!("cannot remove our PeeringRequest from the remote yet: {e}");
-                r.set(Phase::Joined, Status::True, Reason::UnjoinPending, message);
-                ctx.publish(fc, &r, false).await?;
-            }
-            return Ok(Action::requeue(ctx.timing.retry));
+            Withdrawal::Gone
         }
-    }
+        Err(e) => {
+            ctx.forget_remote(&name);
+            let why = format!("cannot remove our PeeringRequest from the remote yet: {e}");
+            match pending(fc, ctx, deleting, why, ctx.timing.retry).await? {
+                Some(action) => return Ok(action),
+                None => {
+                    gone_note = Some(given_up(ctx, &e.to_string()));
+                    Withdrawal::Gone
+                }
+            }
+        }
+    };
 
-    // 2. Our side.
+    // 2. Our side: the peer's Advertisement and access (its withdrawal from us, if it comes
+    // later, is refused, which the remote takes as done).
     if !remote_id.is_empty() {
         grant::delete(&Api::<Advertisement>::all(ctx.shared.client.clone()), &advertisement_name(&remote_id)).await?;
         grant::revoke(&ctx.shared.client, &ctx.shared.namespace, &advertisement_access(&remote_id, &ctx.shared.namespace)).await?;
+    }
+
+    // 3. Done only once our PeeringRequest is gone from the remote (NotFound, not Terminating:
+    // the remote's reconciler holds it until its broadcaster has stopped).
+    if withdrawal == Withdrawal::Terminating {
+        let why = "our PeeringRequest on the remote is terminating: the remote's reconciler has not released it yet".to_owned();
+        match pending(fc, ctx, deleting, why, ctx.timing.short).await? {
+            Some(action) => return Ok(action),
+            None => gone_note = Some(given_up(ctx, "our PeeringRequest was still terminating there")),
+        }
     }
     ctx.forget_remote(&name);
     if deleting {
@@ -69,8 +84,8 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
         ctx.delete_local_secret(&identity_secret(&name)).await?;
         ctx.delete_local_secret(&ca_data_secret(&name)).await?;
     } else {
-        // 3. The status, then the finalizer.
-        ctx.publish(fc, &unjoined(fc, ctx, anonymous), false).await?;
+        // 4. The status, then the finalizer.
+        ctx.publish(fc, &unjoined(fc, ctx, how), false).await?;
     }
     remove_finalizer(fc, &ctx.shared.client).await?;
     if let Some(note) = gone_note {
@@ -80,25 +95,72 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
     Ok(Action::await_change())
 }
 
-/// Deletes our PeeringRequest and its Secret on the remote, when we hold an identity there.
-async fn withdraw_offer<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str) -> Result<()> {
+/// An unjoin waiting for the remote, saying `why` (`UnjoinPending`) and coming back after
+/// `again`: `None`
+/// once a deleted ForeignCluster has waited the grace period (it then completes locally).
+async fn pending<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, deleting: bool, why: String, again: Duration) -> Result<Option<Action>> {
+    if decide::give_up_on_remote(fc.metadata.deletion_timestamp.as_ref(), &super::now(), ctx.timing.unjoin_grace) {
+        return Ok(None);
+    }
+    if !deleting {
+        let mut r = Report::joining(fc.status.as_ref());
+        r.set(Phase::Joined, Status::True, Reason::UnjoinPending, why);
+        ctx.publish(fc, &r, false).await?;
+    }
+    Ok(Some(Action::requeue(again)))
+}
+
+/// The `RemoteGone` note of a deletion completed locally after the grace period.
+fn given_up<P: Peers>(ctx: &Ctx<P>, why: &str) -> String {
+    let grace = ctx.timing.unjoin_grace.as_secs();
+    format!(
+        "the remote did not finish unjoining within {grace}s after deletion ({why}); unjoined locally, our PeeringRequest may remain there"
+    )
+}
+
+/// Where our PeeringRequest on the remote stands after [`withdraw_offer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Withdrawal {
+    /// Gone (or never there, or we hold no identity to remove it with).
+    Gone,
+    /// Deleted, but still there: the remote holds it until its broadcaster is done.
+    Terminating,
+}
+
+/// How the remote side of an unjoin ended, as the `Joined` condition tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RemoteSide {
+    Removed,
+    /// An anonymous requester cannot delete what it created there.
+    Anonymous,
+    /// The remote refuses our identity.
+    Refused,
+}
+
+/// Deletes our PeeringRequest and its Secret on the remote, when we hold an identity there,
+/// and tells whether the request is gone yet.
+async fn withdraw_offer<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str) -> Result<Withdrawal> {
     let name = fc.name_any();
     let (Some(kubeconfig), Some(ca_pem)) =
         (ctx.secret_value(&identity_secret(&name), KUBECONFIG_KEY), ctx.secret_value(&ca_data_secret(&name), CA_KEY))
     else {
-        return Ok(());
+        return Ok(Withdrawal::Gone);
     };
     let access = RemoteAccess { kubeconfig, api_url: fc.spec.api_url.clone(), ca_pem: Some(ca_pem) };
     let remote = ctx.remote_client(&name, access).await?;
     let remote_err = |e| Error::remote_api(Step::ApiServer, e);
-    grant::delete_raw(&Api::<PeeringRequest>::all(remote.clone()), own_id).await.map_err(remote_err)?;
+    let requests = Api::<PeeringRequest>::all(remote.clone());
+    grant::delete_raw(&requests, own_id).await.map_err(remote_err)?;
     let secrets = Api::<Secret>::namespaced(remote, fc.spec.remote_namespace());
     grant::delete_raw(&secrets, &peering_kubeconfig_secret(own_id)).await.map_err(remote_err)?;
-    Ok(())
+    match requests.get_opt(own_id).await.map_err(remote_err)? {
+        Some(_) => Ok(Withdrawal::Terminating),
+        None => Ok(Withdrawal::Gone),
+    }
 }
 
 /// The status after unjoin: no phase is checked, the pinned CA (kept) is still named.
-fn unjoined<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, anonymous: bool) -> Report {
+fn unjoined<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, how: RemoteSide) -> Report {
     let mut r = Report::default();
     let ca = ca_data_secret(&fc.name_any());
     if ctx.secret_value(&ca, CA_KEY).is_some() {
@@ -106,10 +168,14 @@ fn unjoined<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, anonymous: bool) -> Rep
         r.ca_fingerprint = fc.status.as_ref().and_then(|s| s.ca_fingerprint.clone());
     }
     r.outgoing = Some(OutgoingStatus { joined: false, ..Default::default() });
-    let message = if anonymous {
-        "spec.join is false: the peer's access here is revoked; our PeeringRequest stays on the remote (an anonymous requester cannot delete it)"
-    } else {
-        "spec.join is false: our PeeringRequest was removed from the remote"
+    let message = match how {
+        RemoteSide::Anonymous => {
+            "spec.join is false: the peer's access here is revoked; our PeeringRequest stays on the remote (an anonymous requester cannot delete it)"
+        }
+        RemoteSide::Refused => {
+            "spec.join is false: the peer's access here is revoked; the remote refuses our identity (it is done with us)"
+        }
+        RemoteSide::Removed => "spec.join is false: our PeeringRequest is gone from the remote",
     };
     r.set(Phase::Joined, Status::False, Reason::Unjoined, message);
     r
