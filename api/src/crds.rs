@@ -81,11 +81,14 @@ mod tests {
     }
 
     #[test]
-    fn foreign_cluster_prints_the_documented_columns() {
+    fn foreign_cluster_prints_the_documented_columns_and_wide_the_presented_fingerprint() {
         let crd = ForeignCluster::crd();
-        let cols: Vec<String> =
-            crd.spec.versions[0].additional_printer_columns.as_ref().unwrap().iter().map(|c| c.name.to_uppercase()).collect();
-        assert_eq!(cols, ["CLUSTER-ID", "JOIN", "TYPE", "OUTGOING", "INCOMING", "AGE"]);
+        let columns = crd.spec.versions[0].additional_printer_columns.clone().unwrap();
+        let shown = |wide: bool| -> Vec<String> {
+            columns.iter().filter(|c| wide || c.priority.unwrap_or(0) == 0).map(|c| c.name.to_uppercase()).collect()
+        };
+        assert_eq!(shown(false), ["CLUSTER-ID", "JOIN", "TYPE", "OUTGOING", "INCOMING", "AGE"], "the seeds' columns");
+        assert_eq!(shown(true).last().map(String::as_str), Some("PRESENTED-FINGERPRINT"), "-o wide adds what awaits approval");
         assert_eq!(crd.spec.names.short_names, Some(vec!["fc".to_owned()]));
     }
 

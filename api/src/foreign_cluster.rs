@@ -94,7 +94,8 @@ pub enum AuthStatus {
     printcolumn(name = "Type", type_ = "string", json_path = ".spec.discoveryType"),
     printcolumn(name = "Outgoing", type_ = "boolean", json_path = ".status.outgoing.joined"),
     printcolumn(name = "Incoming", type_ = "boolean", json_path = ".status.incoming.joined"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(name = "Presented-Fingerprint", type_ = "string", json_path = ".status.outgoing.presentedFingerprint", priority = 1)
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ForeignClusterSpec {
@@ -187,6 +188,11 @@ pub struct OutgoingStatus {
     /// Name of the Advertisement the remote cluster created here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub advertisement: Option<String>,
+    /// SHA-256 fingerprint of the CA the remote presents while it awaits approval (or while it
+    /// presents another than the approved one): the value its operator reads out, to compare
+    /// and approve with `kubectl liqo trust`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presented_fingerprint: Option<String>,
 }
 
 /// State of the peering the remote cluster started towards this one.

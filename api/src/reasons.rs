@@ -208,7 +208,7 @@ pub const TROUBLESHOOTING: &[Entry] = &[
         C::Trusted,
         S::False,
         &[R::AwaitingApproval],
-        "the remote's certificate is not signed by a CA we trust; the message shows the SHA-256 fingerprint of its CA (of its certificate when it sends no CA)",
+        "the remote's certificate is not signed by a CA we trust; `status.outgoing.presentedFingerprint` (`kubectl get fc -o wide`, `kubectl liqo status NAME`, the dashboard's peer view) and the message show the SHA-256 fingerprint of its CA (of its certificate when it sends no CA)",
         "compare it with the remote operator's (`AUTH-CA-FINGERPRINT` in their `kubectl liqo status`), then `kubectl liqo trust NAME --fingerprint …` (sets `spec.trustedCAFingerprint`); or `--trusted-ca-file` with the remote's CA",
     ),
     fc(
@@ -322,8 +322,8 @@ pub const TROUBLESHOOTING: &[Entry] = &[
         C::Joined,
         S::True,
         &[R::UnjoinPending],
-        "unjoin waits for the remote to delete our PeeringRequest",
-        "after `--unjoin-grace-seconds` (120) unreachable, a deleted ForeignCluster completes locally (Event `RemoteGone`)",
+        "unjoin waits for the remote to delete our PeeringRequest: the remote is unreachable, or holds the request Terminating until its reconciler releases it (the message says which; the peer's access here is already revoked)",
+        "after `--unjoin-grace-seconds` (120), a deleted ForeignCluster completes locally (Event `RemoteGone`; `unpeer --delete --wait` then exits 1)",
     ),
     fc(C::Joined, S::False, &[R::Unjoined], "`spec.join` is false; the peering is undone", ""),
     Entry {

@@ -67,6 +67,9 @@ pub struct Peer {
     pub api_url: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ca_fingerprint: Option<String>,
+    /// The fingerprint the remote presents while it awaits approval (not yet trusted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub presented_fingerprint: Option<String>,
     /// Our PeeringRequest on the remote, when the status says it is there.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remote_peering_request: Option<String>,
@@ -111,9 +114,19 @@ impl Peer {
             auth_url: fc.spec.auth_url.clone().filter(|u| !u.is_empty()),
             api_url: fc.spec.api_url.clone().filter(|u| !u.is_empty()),
             ca_fingerprint: status.ca_fingerprint.clone(),
+            presented_fingerprint: outgoing.presented_fingerprint.clone(),
             remote_peering_request: outgoing.remote_peering_request_name.clone(),
             advertisement: outgoing.advertisement.clone(),
             phases,
+        }
+    }
+
+    /// The CA fingerprint to show: the pinned one, else the one presented (marked so).
+    pub fn fingerprint_shown(&self) -> Option<String> {
+        match (&self.ca_fingerprint, &self.presented_fingerprint) {
+            (_, Some(presented)) => Some(format!("{presented} (presented, not approved)")),
+            (Some(pinned), None) => Some(pinned.clone()),
+            (None, None) => None,
         }
     }
 
@@ -176,6 +189,16 @@ mod tests {
             "status": {"conditions": conditions, "outgoing": {"joined": outgoing}}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn the_fingerprint_shown_is_the_pinned_one_or_the_one_awaiting_approval() {
+        let mut p = Peer::of(&fc(true, &[], false));
+        assert_eq!(p.fingerprint_shown(), None);
+        p.ca_fingerprint = Some("aa".into());
+        assert_eq!(p.fingerprint_shown().as_deref(), Some("aa"));
+        p.presented_fingerprint = Some("bb".into());
+        assert_eq!(p.fingerprint_shown().as_deref(), Some("bb (presented, not approved)"), "a mismatch shows what is presented");
     }
 
     #[test]

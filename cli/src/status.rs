@@ -143,7 +143,7 @@ impl PeerDetail {
                     ("STATE", p.state()),
                     ("AUTH-URL", dash(&p.auth_url)),
                     ("API-URL", dash(&p.api_url)),
-                    ("CA-FINGERPRINT", dash(&p.ca_fingerprint)),
+                    ("CA-FINGERPRINT", dash(&p.fingerprint_shown())),
                     ("OUR-PEERINGREQUEST", p.remote_peering_request.as_ref().map_or("-".into(), |n| format!("{n} (on the remote)"))),
                     ("ADVERTISEMENT", advertisement),
                 ]);

@@ -28,6 +28,19 @@ fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
+/// The cells of ForeignCluster `name`'s row, by column name, as `kubectl get -o wide` gets
+/// them (the API server's Table, every priority).
+async fn wide_row(client: &kube::Client, name: &str) -> std::collections::BTreeMap<String, String> {
+    let request = http::Request::get(format!("/apis/discovery.liqo.io/v1alpha1/foreignclusters/{name}"))
+        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .body(Vec::new())
+        .unwrap();
+    let table: serde_json::Value = client.request(request).await.unwrap();
+    let columns = table["columnDefinitions"].as_array().unwrap();
+    let cells = table["rows"][0]["cells"].as_array().unwrap();
+    columns.iter().zip(cells).map(|(c, v)| (c["name"].as_str().unwrap().to_owned(), v.as_str().unwrap_or_default().to_owned())).collect()
+}
+
 fn ready_to_run() -> bool {
     if reconciler_binary().is_none() {
         skip("the liqo-reconciler binary is not built (cargo build -p liqo-reconciler; cargo test --workspace builds it)");
@@ -142,7 +155,13 @@ async fn pairing_by_fingerprint_as_a_user_does_it() {
     assert!(read_out.contains(&format!("AUTH-URL              {}", t.remote_rec.auth_url)), "{read_out}");
     assert!(message.contains(&format!("SHA-256 {theirs}")), "the page shows what the remote presents: {message}");
     let said = text(&kubectl_liqo(&t.home_cp, &["status", "remote"]));
-    assert!(said.contains(&theirs) && said.contains("kubectl liqo trust remote --fingerprint"), "{said}");
+    assert!(said.contains("kubectl liqo trust remote --fingerprint"), "{said}");
+    // As data: the status field, the detail's CA-FINGERPRINT, `kubectl get -o wide`'s column.
+    let presented = |f: &ForeignCluster| f.status.as_ref()?.outgoing.as_ref()?.presented_fingerprint.clone();
+    assert_eq!(presented(&waiting).as_deref(), Some(theirs.as_str()), "status.outgoing.presentedFingerprint");
+    assert!(said.contains(&format!("CA-FINGERPRINT       {theirs} (presented, not approved)")), "{said}");
+    let wide = wide_row(&t.home, "remote").await;
+    assert_eq!(wide.get("Presented-Fingerprint").map(String::as_str), Some(theirs.as_str()), "kubectl get -o wide: {wide:?}");
 
     // Not a fingerprint: a usage error. Another one: refused, nothing joined.
     let out = kubectl_liqo(&t.home_cp, &["trust", "remote", "--fingerprint", "12:34"]);
@@ -157,6 +176,7 @@ async fn pairing_by_fingerprint_as_a_user_does_it() {
     assert!(text(&out).contains(&format!("trusted by fingerprint {theirs}")), "{}", text(&out));
     let joined = fc_where(&t.home, "remote", "joined by fingerprint", outgoing_joined).await;
     assert_eq!(phase(&joined, "Trusted").unwrap().1, "FingerprintApproved");
+    assert_eq!(presented(&joined), None, "approved: nothing awaits approval");
     assert!(!joined.spec.allow_untrusted_ca(), "no allowUntrustedCA needed");
 
     // The remote's leaf is renewed (same CA), as every year: the pairing holds.

@@ -392,7 +392,7 @@ pub fn peer(
         state_cell(p),
         dash(&p.auth_url),
         dash(&p.api_url),
-        dash(&p.ca_fingerprint),
+        dash(&p.fingerprint_shown()),
         dash(&p.remote_peering_request),
         dash(&p.advertisement),
         card.resources.as_deref().map(|r| format!("({})", esc(r))).unwrap_or_default(),
@@ -450,6 +450,19 @@ mod tests {
         assert!(forms >= 6, "switches, connect, two add forms: {forms}");
         assert_eq!(page.matches("name=\"csrf\" value=\"tok-123\"").count(), forms);
         assert!(page.matches("method=\"post\"").count() == forms);
+    }
+
+    #[test]
+    fn the_peer_view_shows_the_fingerprint_awaiting_approval() {
+        let fp = "c9".repeat(32);
+        let fc: liqo_api::ForeignCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "a"},
+            "spec": {"clusterIdentity": {"clusterID": "x"}, "join": true},
+            "status": {"outgoing": {"joined": false, "presentedFingerprint": fp}}}))
+        .unwrap();
+        let card = crate::model::peers(&[fc], &[]).available.remove(0);
+        let page = peer(&card, None, &[], "", "t", &Allowed::default());
+        assert!(page.contains(&format!("<dt>CA fingerprint</dt><dd><code>{fp} (presented, not approved)</code></dd>")), "{page}");
     }
 
     #[test]

@@ -254,6 +254,7 @@ fn settle(fc: Arc<ForeignCluster>, fp: &str) -> Arc<ForeignCluster> {
         joined: true,
         remote_peering_request_name: Some(HOME.into()),
         advertisement: Some(format!("advertisement-{id}")),
+        presented_fingerprint: None,
     });
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
     use liqo_api::reasons::{ConditionType as T, Reason as R, Status as S};

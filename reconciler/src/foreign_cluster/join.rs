@@ -145,6 +145,7 @@ async fn pipeline<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, con
 async fn settle_trust<P: Peers>(j: Join<'_, P>, mode: TrustMode, probed: Option<TrustMode>, r: &mut Report) -> Step<Trust> {
     let Join { fc, ctx, way, config, .. } = j;
     let (spec, url) = (&fc.spec, way.url());
+    r.presented_fingerprint(None);
     let record_probe = async {
         match decide::identification_patch(spec, probed, None) {
             Some(patch) => patch_spec(&ctx.shared.client, fc, patch).await,
@@ -162,6 +163,7 @@ async fn settle_trust<P: Peers>(j: Join<'_, P>, mode: TrustMode, probed: Option<
         }
         record_probe.await?;
         let shown = presented.last().map_or("no certificate".to_owned(), |f| format!("SHA-256 {f}"));
+        r.presented_fingerprint(presented.last().cloned());
         let message =
             format!("{url} presents {shown}, neither the approved {approved} nor signed by it: refused (a new CA, or someone else)");
         r.set(Phase::Trusted, Status::False, Reason::FingerprintMismatch, message);
@@ -170,7 +172,9 @@ async fn settle_trust<P: Peers>(j: Join<'_, P>, mode: TrustMode, probed: Option<
     let verdict = decide::trust_verdict(spec, mode, &config.discovery_config);
     if !verdict.allows_peering() {
         record_probe.await?;
-        let message = match ctx.shared.peers.presented_fingerprints(url).await.ok().and_then(|f| f.last().cloned()) {
+        let presented = ctx.shared.peers.presented_fingerprints(url).await.ok().and_then(|f| f.last().cloned());
+        r.presented_fingerprint(presented.clone());
+        let message = match presented {
             Some(fp) => format!(
                 "{url} presents a certificate from an unknown authority, SHA-256 {fp}; if the remote's operator reads out the same, approve it: kubectl liqo trust {} --fingerprint {fp}",
                 fc.name_any()
@@ -404,6 +408,7 @@ async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
                 joined: false,
                 remote_peering_request_name: None,
                 advertisement: present.then(|| advertisement_name(&remote.id)),
+                presented_fingerprint: None,
             });
             let after = decide::offer_again_after(since.as_ref(), &super::now(), ctx.timing.health, ctx.timing.refused);
             Err(Stop::Report(Action::requeue(after)))
@@ -427,6 +432,7 @@ fn finish<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> Action {
         joined,
         remote_peering_request_name: Some(own_id.to_owned()),
         advertisement: present.then(|| advertisement_name(&remote.id)),
+        presented_fingerprint: None,
     });
     r.set(Phase::Joined, Status::of(joined), reason, message);
     Action::requeue(ctx.timing.health)

@@ -42,6 +42,16 @@ impl Report {
         }
     }
 
+    /// Records the fingerprint the remote presents while it is not trusted (`None`: trusted, or
+    /// not probed), kept in `status.outgoing.presentedFingerprint`.
+    pub fn presented_fingerprint(&mut self, fingerprint: Option<String>) {
+        match (&mut self.outgoing, fingerprint) {
+            (Some(o), f) => o.presented_fingerprint = f,
+            (None, Some(f)) => self.outgoing = Some(OutgoingStatus { presented_fingerprint: Some(f), ..Default::default() }),
+            (None, None) => {}
+        }
+    }
+
     /// Records the outcome of phase `type_` (the last word wins).
     pub fn set(&mut self, type_: ConditionType, status: Status, reason: Reason, message: impl Into<String>) {
         self.phases.retain(|w| w.type_ != type_);
