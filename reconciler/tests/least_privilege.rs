@@ -215,3 +215,85 @@ async fn the_anonymous_overlay_lets_strangers_create_requests_and_read_nothing()
     forbidden(Api::<Secret>::namespaced(anonymous.clone(), "liqo").get("auth-token").await, "reading the auth token");
     forbidden(Api::<ForeignCluster>::all(anonymous).list(&ListParams::default()).await, "listing ForeignClusters");
 }
+
+/// A Secret named `name` in the Liqo namespace with `bytes` bytes of data.
+fn secret(name: &str, bytes: usize) -> Secret {
+    Secret {
+        metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
+        data: Some([("kubeconfig".to_owned(), k8s_openapi::ByteString(vec![b'x'; bytes]))].into()),
+        ..Default::default()
+    }
+}
+
+/// Creates `s` with `secrets` for real once the policy is in force (its creation by dry runs
+/// until the API server has loaded it: a refusal of `probe` says it is).
+async fn policy_in_force(secrets: &Api<Secret>, probe: &Secret) {
+    let dry = PostParams { dry_run: true, ..Default::default() };
+    liqo_testenv::eventually("the ValidatingAdmissionPolicy in force", || async {
+        secrets.create(&dry, probe).await.is_err().then_some(())
+    })
+    .await;
+}
+
+/// Our ValidatingAdmissionPolicy (manifests/reconciler/peer-secrets.yaml), in the real API
+/// server: a peer's identity creates its own kubeconfig Secret, up to 16 KiB, and nothing
+/// else; an anonymous caller (the overlay) only Secrets named `pr-kubeconfig-<a cluster ID>`;
+/// nobody else is touched (an admin, an unrelated `remote-*` ServiceAccount elsewhere).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_identity_creates_only_its_own_kubeconfig_secret() {
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    let policy = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/reconciler/peer-secrets.yaml");
+    create_manifest(&admin, &std::fs::read_to_string(policy).unwrap(), "liqo").await;
+    liqo_reconciler::grant::grant(&admin, "liqo", "test", &peer_identity(PEER, "liqo")).await.unwrap();
+    let peer = cp.client(&service_account_token(&admin, "liqo", &format!("remote-{PEER}")).await).unwrap();
+    let secrets = Api::<Secret>::namespaced(peer.clone(), "liqo");
+    policy_in_force(&secrets, &secret("filler-0", 10)).await;
+
+    let refused = |r: Result<Secret, kube::Error>| match r {
+        Err(kube::Error::Api(s)) => (s.code, s.message),
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    let (code, message) = refused(secrets.create(&PostParams::default(), &secret("filler-1", 10)).await);
+    assert_eq!(code, 403);
+    assert!(message.contains(&format!("a peer may write only its own kubeconfig Secret, pr-kubeconfig-{PEER}, not filler-1")), "{message}");
+    let (_, message) = refused(secrets.create(&PostParams::default(), &secret(&format!("pr-kubeconfig-{OTHER}"), 10)).await);
+    assert!(message.contains("only its own kubeconfig Secret"), "another peer's name: {message}");
+    let (code, message) = refused(secrets.create(&PostParams::default(), &secret(&format!("pr-kubeconfig-{PEER}"), 20 * 1024)).await);
+    assert_eq!(code, 413, "{message}");
+    assert!(message.contains("at most 16384 bytes of data, not about 20481"), "{message}");
+    // Its own, of a kubeconfig's size: yes, and updated too.
+    let own = secrets.create(&PostParams::default(), &secret(&format!("pr-kubeconfig-{PEER}"), 4096)).await.unwrap();
+    let bigger = Secret { data: secret("x", 17 * 1024).data, ..own.clone() };
+    refused(secrets.replace(&own.metadata.name.clone().unwrap(), &PostParams::default(), &bigger).await);
+    // Nothing else was written: only the admin's view shows what exists.
+    let all = Api::<Secret>::namespaced(admin.clone(), "liqo").list(&ListParams::default()).await.unwrap();
+    let names: Vec<String> = all.items.iter().filter_map(|s| s.metadata.name.clone()).filter(|n| n != "auth-token").collect();
+    assert_eq!(names, [format!("pr-kubeconfig-{PEER}")]);
+
+    // Not matched: an admin, and a ServiceAccount named remote-* in another namespace.
+    Api::<Secret>::namespaced(admin.clone(), "liqo").create(&PostParams::default(), &secret("admin-made", 32 * 1024)).await.unwrap();
+    let app = serde_json::json!([
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "remote-app", "namespace": "default"}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "app", "namespace": "default"},
+         "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "app", "namespace": "default"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "app"},
+         "subjects": [{"kind": "ServiceAccount", "name": "remote-app", "namespace": "default"}]}
+    ]);
+    for doc in app.as_array().unwrap() {
+        create_manifest(&admin, &serde_json::to_string(doc).unwrap(), "default").await;
+    }
+    let app = cp.client(&service_account_token(&admin, "default", "remote-app").await).unwrap();
+    Api::<Secret>::namespaced(app, "default").create(&PostParams::default(), &secret("anything", 10)).await.unwrap();
+
+    // The anonymous overlay: a kubeconfig Secret named after a cluster ID, nothing else.
+    let overlay = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/anonymous-peering/anonymous-peering.yaml");
+    create_manifest(&admin, &std::fs::read_to_string(overlay).unwrap(), "liqo").await;
+    let anonymous = Api::<Secret>::namespaced(Client::try_from(cp.config().unwrap()).unwrap(), "liqo");
+    let (_, message) = refused(anonymous.create(&PostParams::default(), &secret("filler-2", 10)).await);
+    assert!(message.contains("an anonymous peer may write only a kubeconfig Secret named pr-kubeconfig-<its cluster ID>"), "{message}");
+    refused(anonymous.create(&PostParams::default(), &secret(&format!("pr-kubeconfig-{OTHER}"), 20 * 1024)).await);
+    anonymous.create(&PostParams::default(), &secret(&format!("pr-kubeconfig-{OTHER}"), 4096)).await.unwrap();
+}

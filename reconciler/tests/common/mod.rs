@@ -37,10 +37,14 @@ pub fn reconciler_binary() -> Option<std::path::PathBuf> {
     path.exists().then_some(path)
 }
 
-/// Installs the reconciler's RBAC from `manifests/reconciler/rbac.yaml` and returns a token of
+/// Installs the reconciler's RBAC from `manifests/reconciler/rbac.yaml` (and the policy on what
+/// peers may write, `peer-secrets.yaml`) and returns a token of
 /// its ServiceAccount, so the test runs with exactly the permissions shipped.
 pub async fn reconciler_token(admin: &Client) -> String {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/reconciler/rbac.yaml")).unwrap();
+    liqo_testenv::create_manifest(admin, &text, "liqo").await;
+    // And what a peer's identity may write, as shipped beside it.
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/reconciler/peer-secrets.yaml")).unwrap();
     liqo_testenv::create_manifest(admin, &text, "liqo").await;
     liqo_testenv::service_account_token(admin, "liqo", "liqo-reconciler").await
 }
