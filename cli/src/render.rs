@@ -99,7 +99,12 @@ pub fn phases(phases: &[Phase]) -> String {
     let mut out = String::new();
     let w = phases.iter().map(|p| p.type_.len()).max().unwrap_or(0);
     for p in phases {
-        out.push_str(&format!("  {:<w$}   {:<7}   {}: {}\n", p.type_, p.status, p.reason, printable(&p.message)));
+        // A failing phase says since when (the condition's lastTransitionTime).
+        let since = match (&p.last_transition_time, p.status == "False" && !p.passed()) {
+            (Some(t), true) => format!(" (since {t})"),
+            _ => String::new(),
+        };
+        out.push_str(&format!("  {:<w$}   {:<7}   {}: {}{since}\n", p.type_, p.status, p.reason, printable(&p.message)));
         if !p.hint.is_empty() && p.status == "False" && !p.passed() {
             out.push_str(&format!("  {:<w$}   {:<7}   hint: {}\n", "", "", p.hint));
         }

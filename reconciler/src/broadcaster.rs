@@ -435,7 +435,7 @@ impl<P: Peers> Broadcasters<P> {
             }
             reread = round.is_err();
             if let Err(e) = &round {
-                tracing::warn!(peer = %peer, error = %e, "advertising to the peer failed; retrying");
+                tracing::warn!(peer = %peer, error = %e, cause = e.label(), "advertising to the peer failed; retrying");
             }
             let signalled = tokio::select! {
                 _ = tokio::time::sleep(retry_after(&round, self.period)) => None,

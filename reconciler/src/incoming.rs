@@ -130,7 +130,7 @@ pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> R
         if let Err(e) = ctx.broadcasters.release(&id, K::KIND, spec.kube_config_ref.clone()).await {
             let waited = k8s_openapi::jiff::Timestamp::now().as_second() - deleted_at.0.as_second();
             if waited < ctx.withdraw_grace.as_secs() as i64 {
-                tracing::info!(peer = %id, error = %e, "cannot remove our Advertisement from the peer yet");
+                tracing::info!(peer = %id, error = %e, cause = e.label(), "cannot remove our Advertisement from the peer yet");
                 return Ok(Action::requeue(ctx.shared.retry));
             }
             tracing::warn!(peer = %id, error = %e, "peer unreachable; giving up on removing our Advertisement there");
@@ -171,7 +171,7 @@ pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> R
 }
 
 fn error_policy<K: Request, P: Peers>(req: Arc<K>, e: &Error, ctx: Arc<Ctx<P>>) -> Action {
-    tracing::warn!(kind = K::KIND, name = %req.name_any(), error = %e, "reconcile failed");
+    tracing::warn!(kind = K::KIND, name = %req.name_any(), error = %e, cause = e.label(), "reconcile failed");
     Action::requeue(ctx.shared.retry)
 }
 

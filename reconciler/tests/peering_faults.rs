@@ -9,6 +9,7 @@
 //! | unjoin while the remote's reconciler is paused (unjoined only once our request is gone there) | `unjoin_while_the_remote_reconciler_is_paused` |
 //! | a re-join within one health period | `a_quick_rejoin_is_quiet` |
 //! | the remote API server down during health, then back | `the_remote_down_during_health_then_back` |
+//! | the remote API server down for eight health rounds: quiet logs, one Event, repaired | `a_long_outage_is_quiet_and_told` |
 //! | the remote API server down during join | `the_remote_down_during_join` |
 //! | our reconciler killed (SIGKILL) mid-join and restarted | `the_reconciler_killed_mid_join` |
 //! | two joins racing (both clusters peer with each other at once) | `two_joins_racing` |
@@ -201,6 +202,47 @@ async fn unjoin_while_the_remote_reconciler_is_paused() {
     );
     gone(&Api::<Advertisement>::all(t.home.clone()), &format!("advertisement-{}", t.remote_id), "no Advertisement here").await;
     assert_eq!(event_count(&t.home, "Unjoined", FC).await, 1, "one Unjoined Event");
+}
+
+/// Lines in `r`'s log so far.
+fn log_lines(r: &Reconciler) -> usize {
+    std::fs::read_to_string(&r.log).unwrap().lines().count()
+}
+
+/// A peer's API server down for eight failed health rounds: a few log lines per cause (the
+/// first, then one summary per 10 s), one Event, the outage in the conditions and the
+/// metrics; repaired within a health period of the API server answering again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_outage_is_quiet_and_told() {
+    let Some(mut t) = two_clusters_with(&["--leader-election=false"]).await else { return };
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "joined", outgoing_joined).await;
+    let before = log_lines(&t.home_rec);
+    const FAILED: &str = r#"liqo_reconciler_peer_health_check_duration_seconds_count{result="RemoteUnreachable"}"#;
+    let failed_before = metric(&t.home_rec, FAILED).await;
+
+    t.remote_cp.stop_apiserver();
+    let down = fc_where(&t.home, FC, "RemoteReachable False", |f| phase(f, "RemoteReachable").is_some_and(|p| p.0 == "False")).await;
+    let since =
+        down.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == "RemoteReachable").unwrap().last_transition_time.clone();
+    eventually("eight failed health rounds", || async { (metric(&t.home_rec, FAILED).await >= failed_before + 8.0).then_some(()) }).await;
+    let lines = log_lines(&t.home_rec) - before;
+    eprintln!("{lines} log lines during the outage");
+    assert!(lines <= 12, "{lines} log lines for one outage:\n{}", log_tail(&t.home_rec));
+    assert_eq!(event_count(&t.home, "RemoteUnreachable", FC).await, 1, "one Event, however long it lasts");
+    let still = Api::<ForeignCluster>::all(t.home.clone()).get(FC).await.unwrap();
+    let c = still.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == "RemoteReachable").unwrap().clone();
+    assert_eq!((c.status.as_str(), c.last_transition_time.clone()), ("False", since), "unreachable since the first failure");
+
+    // Back: repaired within a health period of its first answer (rounds go on every period).
+    t.remote_cp.restart_apiserver().await;
+    let back = std::time::Instant::now();
+    fc_where(&t.home, FC, "reachable and joined again", |f| {
+        outgoing_joined(f) && phase(f, "RemoteReachable").is_some_and(|p| p.0 == "True")
+    })
+    .await;
+    eprintln!("repaired {:.1} s after the API server was back", back.elapsed().as_secs_f64());
+    eventually("converged", || converged(&t, false)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,6 +5,7 @@
 pub mod build_info;
 pub mod limits;
 pub mod logging;
+pub mod quiet;
 pub mod tls;
 
 use std::sync::Arc;

@@ -246,7 +246,7 @@ pub async fn run<P: Peers>(ctx: Arc<Ctx<P>>, shutdown: impl std::future::Future<
                 match ev.and_then(sighting_of) {
                     Some(s) => if let Some(own) = &own_id
                         && let Err(e) = state.sighted(&ctx, s, own, &config).await {
-                            tracing::warn!(error = %e, label = e.label(), "recording a LAN cluster failed");
+                            tracing::warn!(error = %e, cause = e.label(), "recording a LAN cluster failed");
                         },
                     None if browsing.as_ref().is_some_and(|rx| rx.is_disconnected()) => state.browsing = None,
                     None => {}
@@ -262,7 +262,7 @@ pub async fn run<P: Peers>(ctx: Arc<Ctx<P>>, shutdown: impl std::future::Future<
                 }
             }
             _ = tick.tick() => if let Err(e) = state.check(&ctx, period).await {
-                tracing::warn!(error = %e, label = e.label(), "expiring LAN clusters failed");
+                tracing::warn!(error = %e, cause = e.label(), "expiring LAN clusters failed");
             }
         }
     }

@@ -121,7 +121,7 @@ pub async fn reconcile<P: Peers>(sd: Arc<SearchDomain>, ctx: Arc<Ctx<P>>) -> Res
 }
 
 fn error_policy<P: Peers>(sd: Arc<SearchDomain>, e: &Error, ctx: Arc<Ctx<P>>) -> Action {
-    tracing::warn!(searchdomain = %sd.name_any(), error = %e, label = e.label(), "reconcile failed");
+    tracing::warn!(searchdomain = %sd.name_any(), error = %e, cause = e.label(), "reconcile failed");
     Action::requeue(ctx.shared.retry)
 }
 

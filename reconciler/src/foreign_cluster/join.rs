@@ -438,9 +438,10 @@ fn finish<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> Action {
     Action::requeue(ctx.timing.health)
 }
 
-/// A failed call to the remote: recorded on the phase it concerns, retried.
+/// A failed call to the remote: recorded on the phase it concerns, retried (logged once per
+/// cause and interval: see `liqo_serve::quiet`).
 fn remote_failed<P: Peers>(ctx: &Ctx<P>, r: &mut Report, e: Error) -> Stop {
-    tracing::info!(error = %e, "remote call failed");
+    tracing::info!(error = %e, cause = e.label(), "remote call failed");
     let reason = e.reason();
     let phase = match reason {
         Reason::InvalidSpec => Phase::Joined,
@@ -448,5 +449,6 @@ fn remote_failed<P: Peers>(ctx: &Ctx<P>, r: &mut Report, e: Error) -> Stop {
         _ => Phase::RemoteReachable,
     };
     r.set(phase, Status::False, reason, e.to_string());
-    Stop::Report(Action::requeue(ctx.timing.retry))
+    // Checked again within a health period, so a peer that answers again is repaired within one.
+    Stop::Report(Action::requeue(ctx.timing.retry.min(ctx.timing.health)))
 }

@@ -279,7 +279,7 @@ pub async fn reconcile<P: Peers>(fc: Arc<ForeignCluster>, ctx: Arc<Ctx<P>>) -> R
 }
 
 fn error_policy<P: Peers>(fc: Arc<ForeignCluster>, e: &crate::Error, ctx: Arc<Ctx<P>>) -> Action {
-    tracing::warn!(fc = %fc.name_any(), error = %e, label = e.label(), "reconcile failed");
+    tracing::warn!(fc = %fc.name_any(), error = %e, cause = e.label(), "reconcile failed");
     Action::requeue(ctx.timing.retry)
 }
 
