@@ -2,7 +2,7 @@
 //! toggles of discovery, the peering policy and the auth settings. The defaults reproduce the
 //! seeds' out-of-the-box behaviour (LAN peers peer as soon as they are found).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -156,4 +156,75 @@ pub struct ClusterConfigStatus {
     /// fingerprint (`kubectl liqo trust`).
     #[serde(default, rename = "authCAFingerprint", skip_serializing_if = "Option::is_none")]
     pub auth_ca_fingerprint: Option<String>,
+    /// The latest PeeringRequests refused by `peeringPolicy` (written by the webhook): who
+    /// asked, when and how often, the most recent first, at most [`MAX_REFUSED_REQUESTS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_requests: Vec<RefusedRequest>,
+}
+
+/// Most refused requesters the ClusterConfig's status keeps (a stranger cannot fill it).
+pub const MAX_REFUSED_REQUESTS: usize = 20;
+
+/// A cluster whose PeeringRequests our `peeringPolicy` refused.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedRequest {
+    #[serde(rename = "clusterID")]
+    pub cluster_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_name: Option<String>,
+    /// The webhook's words.
+    pub message: String,
+    pub first_time: Time,
+    pub last_time: Time,
+    /// Requests refused since `firstTime`.
+    pub count: u64,
+}
+
+/// `current` with `new` refusals folded in (pure): one entry per cluster ID (counts added,
+/// the first time kept, the last time and message the newest), the most recent first, at most
+/// `max`.
+pub fn merge_refusals(current: &[RefusedRequest], new: &[RefusedRequest], max: usize) -> Vec<RefusedRequest> {
+    let mut out: Vec<RefusedRequest> = current.to_vec();
+    for n in new {
+        match out.iter_mut().find(|o| o.cluster_id == n.cluster_id) {
+            Some(o) => {
+                o.count += n.count;
+                if n.first_time.0 < o.first_time.0 {
+                    o.first_time = n.first_time.clone();
+                }
+                if n.last_time.0 >= o.last_time.0 {
+                    o.last_time = n.last_time.clone();
+                    o.message = n.message.clone();
+                    o.cluster_name = n.cluster_name.clone().or(o.cluster_name.take());
+                }
+            }
+            None => out.push(n.clone()),
+        }
+    }
+    out.sort_by(|a, b| b.last_time.0.cmp(&a.last_time.0).then_with(|| a.cluster_id.cmp(&b.cluster_id)));
+    out.truncate(max);
+    out
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+
+    fn at(s: i64, id: &str, count: u64) -> RefusedRequest {
+        let t = Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
+        RefusedRequest { cluster_id: id.into(), cluster_name: None, message: format!("m{s}"), first_time: t.clone(), last_time: t, count }
+    }
+
+    #[test]
+    fn refusals_fold_by_cluster_newest_first_and_bounded() {
+        let merged = merge_refusals(&[at(10, "a", 3), at(20, "b", 1)], &[at(30, "a", 2)], 20);
+        assert_eq!(merged.iter().map(|r| (r.cluster_id.as_str(), r.count)).collect::<Vec<_>>(), [("a", 5), ("b", 1)]);
+        assert_eq!((merged[0].first_time.0.as_second(), merged[0].last_time.0.as_second()), (10, 30));
+        assert_eq!(merged[0].message, "m30");
+        let many: Vec<RefusedRequest> = (0..50).map(|i| at(i, &format!("c{i}"), 1)).collect();
+        let kept = merge_refusals(&[], &many, MAX_REFUSED_REQUESTS);
+        assert_eq!(kept.len(), MAX_REFUSED_REQUESTS);
+        assert_eq!(kept[0].cluster_id, "c49", "the most recent kept");
+    }
 }

@@ -5,6 +5,7 @@
 //! types by `cargo run -p liqo-api --bin crdgen` (see [`crds`]).
 
 pub mod advertisement;
+pub mod chosen;
 pub mod cluster_config;
 pub mod cluster_id;
 pub mod crds;
@@ -17,7 +18,10 @@ pub mod summary;
 pub mod terminal;
 
 pub use advertisement::{Advertisement, AdvertisementSpec, AdvertisementState, AdvertisementStatus, ResourceSummary};
-pub use cluster_config::{AuthConfig, ClusterConfig, ClusterConfigSpec, ClusterConfigStatus, DiscoveryConfig, PeeringPolicy};
+pub use cluster_config::{
+    AuthConfig, ClusterConfig, ClusterConfigSpec, ClusterConfigStatus, DiscoveryConfig, MAX_REFUSED_REQUESTS, PeeringPolicy,
+    RefusedRequest, merge_refusals,
+};
 pub use cluster_id::{ClusterIdError, validate_cluster_id};
 pub use foreign_cluster::{
     AuthStatus, ClusterIdentity, DiscoveryType, ForeignCluster, ForeignClusterSpec, ForeignClusterStatus, IncomingStatus, OutgoingStatus,

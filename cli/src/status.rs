@@ -43,6 +43,9 @@ pub struct ThisCluster {
     pub reconciler: String,
     pub webhook: String,
     pub crds: String,
+    /// PeeringRequests our policy refused lately (the webhook's record), the newest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused_requests: Vec<liqo_api::RefusedRequest>,
 }
 
 /// `status` without PEER.
@@ -87,6 +90,24 @@ impl Overview {
                     ("CRDS", c.crds.clone()),
                 ]);
                 out.push('\n');
+                if !c.refused_requests.is_empty() {
+                    out.push_str("REFUSED PEERING REQUESTS (by the peering policy; to accept one: set join: true on its ForeignCluster, create one, approve its fingerprint, or add it to peeringAllowList)\n");
+                    let rows: Vec<Vec<String>> = c
+                        .refused_requests
+                        .iter()
+                        .map(|r| {
+                            vec![
+                                r.cluster_id.clone(),
+                                r.cluster_name.clone().unwrap_or_else(|| "-".into()),
+                                r.count.to_string(),
+                                r.last_time.0.to_string(),
+                                r.message.clone(),
+                            ]
+                        })
+                        .collect();
+                    out.push_str(&render::table(&["CLUSTER-ID", "NAME", "COUNT", "LAST", "WHY"], &rows));
+                    out.push('\n');
+                }
                 if self.peers.is_empty() {
                     out.push_str("no peers (kubectl liqo discover, or kubectl liqo peer AUTH_URL)\n");
                 } else {
@@ -262,6 +283,7 @@ pub async fn overview(client: &Client, ns: &str) -> Result<Overview> {
     let config = read(&Api::<ClusterConfig>::all(client.clone()), "liqo-configuration").await.ok().flatten();
     // What the running reconciler tells peers, as it published it; else its Deployment's settings.
     let told = config.as_ref().and_then(|c| c.status.clone()).unwrap_or_default();
+    let refused_requests = told.refused_requests.clone();
     let spec = config.map(|c| c.spec).unwrap_or_default();
     let d = &spec.discovery_config;
     let (reconciler, auth_url, api_url) = reconciler(client, ns).await;
@@ -284,6 +306,7 @@ pub async fn overview(client: &Client, ns: &str) -> Result<Overview> {
         reconciler,
         webhook: webhook(client, ns).await,
         crds: crds(client).await,
+        refused_requests,
     };
     let fcs = Api::<ForeignCluster>::all(client.clone())
         .list(&ListParams::default())
@@ -347,6 +370,7 @@ pub async fn detail(client: &Client, peer: &str) -> Result<PeerDetail> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     /// Compares `text` with `cli/tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites the file.
     fn golden(name: &str, text: &str) {
@@ -416,6 +440,14 @@ mod tests {
                 reconciler: "running, leader liqo-reconciler-7d9f (renewed 2s ago); Deployment 1/1 ready".into(),
                 webhook: "Deployment 2/2 ready".into(),
                 crds: "installed".into(),
+                refused_requests: vec![liqo_api::RefusedRequest {
+                    cluster_id: "44444444-5555-6666-7777-888888888888".into(),
+                    cluster_name: Some("stranger".into()),
+                    message: "peeringPolicy AcceptKnown: cluster 44444444-5555-6666-7777-888888888888 was not chosen here".into(),
+                    first_time: Time(k8s_openapi::jiff::Timestamp::from_second(1_795_000_000).unwrap()),
+                    last_time: Time(k8s_openapi::jiff::Timestamp::from_second(1_795_000_600).unwrap()),
+                    count: 7,
+                }],
             },
             peers: peers(),
         }

@@ -298,16 +298,33 @@ pub fn graph(this: &ThisCluster, cards: &[&Card], edges: &[Edge]) -> String {
     svg
 }
 
-/// What peers are told about this cluster, when the reconciler has published it.
+/// What peers are told about this cluster, when the reconciler has published it; then the
+/// requests our policy refused lately.
 fn told(this: &ThisCluster) -> String {
-    match (&this.auth_url, &this.auth_ca_fingerprint) {
+    let mut out = match (&this.auth_url, &this.auth_ca_fingerprint) {
         (None, None) => String::new(),
         (url, fp) => format!(
             "<p class=\"told\">Peers reach it at <code>{}</code> · they approve the CA fingerprint <code class=\"fingerprint\">{}</code></p>",
             esc(url.as_deref().unwrap_or("each interface's address")),
             esc(fp.as_deref().unwrap_or("(not published)"))
         ),
+    };
+    if !this.refused.is_empty() {
+        out.push_str(&table_start("Refused peering requests", false, &["Cluster ID", "Name", "Count", "Last", "Why"]));
+        for r in &this.refused {
+            let _ = write!(
+                out,
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&r.cluster_id),
+                esc(r.cluster_name.as_deref().unwrap_or("-")),
+                r.count,
+                esc(&r.last_time.0.to_string()),
+                esc(&r.message)
+            );
+        }
+        out.push_str("</tbody></table><p class=\"hint\">To accept one: set join: true on its ForeignCluster, create one, approve its fingerprint, or add it to peeringAllowList.</p>");
     }
+    out
 }
 
 /// The home view.
@@ -475,6 +492,26 @@ mod tests {
         let page = home(&ThisCluster::default(), &crate::model::peers(&[fc], &[]), &[], "t", None, &allowed);
         assert!(page.contains("aria-label=\"Connect a\" disabled title=\"you may not patch foreignclusters\""), "{page}");
         assert_eq!(page.matches(" disabled").count(), 1, "only what is refused");
+    }
+
+    #[test]
+    fn refused_requests_are_listed_escaped() {
+        let t = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::from_second(1_795_000_000).unwrap());
+        let this = ThisCluster {
+            refused: vec![liqo_api::RefusedRequest {
+                cluster_id: "stranger-id".into(),
+                cluster_name: Some("<script>x</script>".into()),
+                message: "peeringPolicy AcceptKnown: not chosen".into(),
+                first_time: t.clone(),
+                last_time: t,
+                count: 3,
+            }],
+            ..Default::default()
+        };
+        let page = home(&this, &crate::model::Peers::default(), &[], "t", None, &Allowed::default());
+        assert!(page.contains("<caption>Refused peering requests</caption>"), "{page}");
+        assert!(page.contains("<td><code>stranger-id</code></td><td>&lt;script&gt;x&lt;/script&gt;</td><td>3</td>"), "{page}");
+        assert!(!page.contains("<script>x"), "what a stranger wrote is escaped");
     }
 
     #[test]

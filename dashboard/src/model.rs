@@ -20,6 +20,8 @@ pub struct ThisCluster {
     /// fingerprint a peer's operator approves.
     pub auth_url: Option<String>,
     pub auth_ca_fingerprint: Option<String>,
+    /// PeeringRequests our policy refused lately (who asked, when, how often).
+    pub refused: Vec<liqo_api::RefusedRequest>,
 }
 
 impl ThisCluster {
@@ -35,6 +37,7 @@ impl ThisCluster {
             peering_policy: config.peering_policy.as_str().to_owned(),
             auth_url: told.and_then(|t| t.auth_url.clone()),
             auth_ca_fingerprint: told.and_then(|t| t.auth_ca_fingerprint.clone()),
+            refused: told.map(|t| t.refused_requests.clone()).unwrap_or_default(),
         }
     }
 }

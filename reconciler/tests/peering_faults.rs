@@ -5,6 +5,7 @@
 //! | order of events | test |
 //! |---|---|
 //! | the peer withdraws and refuses us (`RejectAll`), then accepts again | `the_peer_withdraws_under_reject_all_then_accepts_again` |
+//! | `AcceptKnown` refuses a cluster discovery only saw, shows who asked; a person accepts it | `accept_known_refuses_a_cluster_discovery_only_saw_and_says_who_asked` |
 //! | the remote API server down while the ForeignCluster is deleted; peering again after it is back | `peering_again_after_a_deletion_while_the_remote_was_down` |
 //! | unjoin while the remote's reconciler is paused (unjoined only once our request is gone there) | `unjoin_while_the_remote_reconciler_is_paused` |
 //! | a re-join within one health period | `a_quick_rejoin_is_quiet` |
@@ -126,6 +127,49 @@ async fn the_peer_withdraws_under_reject_all_then_accepts_again() {
     set_policy(&t.remote, "AcceptAll").await;
     fc_where(&t.home, FC, "joined again", |f| outgoing_joined(f) && phase(f, "Joined").is_some_and(|p| p.0 == "True")).await;
     eventually("converged", || converged(&t, false)).await;
+}
+
+/// `AcceptKnown` means chosen: a ForeignCluster discovery made for the requester does not make
+/// it known. The refusal is shown on the receiving side (the ClusterConfig's status, bounded;
+/// an Event on that ForeignCluster), and a person's `join: true` there accepts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accept_known_refuses_a_cluster_discovery_only_saw_and_says_who_asked() {
+    let Some(t) = two_clusters().await else { return };
+    let _webhook = start_webhook(&t.remote).await;
+    set_policy(&t.remote, "AcceptKnown").await;
+    // On the remote, the home cluster as LAN discovery records it: seen, not chosen.
+    let seen: ForeignCluster = serde_json::from_value(json!({
+        "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": t.home_id},
+        "spec": {"clusterIdentity": {"clusterID": t.home_id}, "discoveryType": "LAN", "join": false,
+                 "authUrl": t.home_rec.auth_url, "allowUntrustedCA": true}
+    }))
+    .unwrap();
+    let discovery = kube::api::PostParams { field_manager: Some("liqo-discovery".into()), ..Default::default() };
+    let remote_fcs: Api<ForeignCluster> = Api::all(t.remote.clone());
+    remote_fcs.create(&discovery, &seen).await.unwrap();
+
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    let refused = fc_where(&t.home, FC, "Joined False PeerRefused", |f| phase(f, "Joined").is_some_and(|p| p.1 == "PeerRefused")).await;
+    assert!(phase(&refused, "Joined").unwrap().2.contains("was not chosen here"), "{:?}", phase(&refused, "Joined"));
+
+    // The remote's operator sees who asked, when, how often.
+    let configs: Api<liqo_api::ClusterConfig> = Api::all(t.remote.clone());
+    let entry = eventually("the refusal in the ClusterConfig's status", || async {
+        let cc = configs.get("liqo-configuration").await.ok()?;
+        cc.status?.refused_requests.into_iter().find(|r| r.cluster_id == t.home_id)
+    })
+    .await;
+    assert!(entry.count >= 1 && entry.message.contains("AcceptKnown"), "{entry:?}");
+    eventually("a PeeringRefused Event on the home cluster's ForeignCluster there", || async {
+        (event_count(&t.remote, "PeeringRefused", &t.home_id).await >= 1).then_some(())
+    })
+    .await;
+    assert!(Api::<PeeringRequest>::all(t.remote.clone()).get_opt(&t.home_id).await.unwrap().is_none(), "nothing of the stranger's stored");
+
+    // A person chooses it: join: true there (not discovery's manager). Both sides join.
+    let person = PatchParams { field_manager: Some("kubectl-edit".into()), ..Default::default() };
+    remote_fcs.patch(&t.home_id, &person, &Patch::Merge(json!({"spec": {"join": true}}))).await.unwrap();
+    fc_where(&t.home, FC, "accepted and joined", |f| outgoing_joined(f) && phase(f, "Joined").is_some_and(|p| p.0 == "True")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

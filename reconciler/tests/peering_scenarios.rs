@@ -573,6 +573,8 @@ fn unjoin_remote() -> Vec<Call> {
             200,
             json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
         ),
+        // Gone: the unjoin is done only then.
+        call("GET", format!("{PRS}/{HOME}"), 404, not_found()),
     ]
 }
 
@@ -612,6 +614,32 @@ async fn unjoin_cascades_remote_then_local_then_finalizer() {
     let seen = w.home.lock().unwrap().clone();
     assert_eq!(seen[4].2["status"]["outgoing"], json!({"joined": false}));
     assert_eq!(seen[5].2, removes_the_finalizer());
+}
+
+/// Our request still Terminating on the remote (its reconciler holds it): the peer's access
+/// here is revoked, but we are not unjoined yet: `UnjoinPending`, checked again shortly, the
+/// finalizer kept.
+#[tokio::test]
+async fn unjoin_waits_while_our_request_is_terminating_on_the_remote() {
+    let mut home = unjoin_local();
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    let mut remote = unjoin_remote();
+    let mut terminating = our_pr();
+    terminating["metadata"]["deletionTimestamp"] = json!("2026-11-25T10:00:00Z");
+    remote.last_mut().unwrap().status = 200;
+    remote.last_mut().unwrap().body = terminating;
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    let mut spec = joined_spec();
+    spec["join"] = json!(false);
+    let action = w.reconcile(fc(spec, joined_status(true), true)).await.unwrap();
+    assert_eq!(action, Action::requeue(std::time::Duration::from_secs(1)), "checked again shortly");
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
+    let written = w.home.lock().unwrap()[4].2.clone();
+    let (status, reason, message) = condition_of(&written["status"], "Joined");
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "UnjoinPending"));
+    assert!(message.contains("terminating"), "{message}");
 }
 
 /// The JSON patch that removes our finalizer: it tests the finalizer is where it was, so it needs

@@ -43,6 +43,8 @@ pub struct Decision {
     pub operation: &'static str,
     /// `None` when allowed.
     pub denied: Option<Reason>,
+    /// The cluster our policy refused, to be shown to this cluster's operator.
+    pub refused: Option<crate::denial::Requester>,
 }
 
 /// Bodies up to this size are decoded in buffers kept by each thread; larger ones in buffers
@@ -174,6 +176,7 @@ fn one_pass<'a>(body: &'a mut [u8], buffers: &mut simd_json::Buffers) -> Option<
 fn answer(endpoint: Endpoint, req: &mut Request<'_>, view: &dyn ClusterView) -> Decision {
     let kind = kind_label(req);
     let result = decide(endpoint, req, view);
+    let mut refused = None;
     let (response, denied) = match result {
         Ok(patch) => {
             let response = Response::allow(&req.uid);
@@ -187,10 +190,11 @@ fn answer(endpoint: Endpoint, req: &mut Request<'_>, view: &dyn ClusterView) -> 
         }
         Err(d) => {
             let (code, reason) = d.reason.status();
+            refused = d.requester;
             (Response::deny(&req.uid, code, reason, d.message), Some(d.reason))
         }
     };
-    Decision { review: response.into(), kind, operation: req.operation.as_str(), denied }
+    Decision { review: response.into(), kind, operation: req.operation.as_str(), denied, refused }
 }
 
 /// The step-by-step decoding of a review that did not decode in one pass: envelope, version,

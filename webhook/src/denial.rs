@@ -56,10 +56,25 @@ impl Reason {
 pub struct Denial {
     pub reason: Reason,
     pub message: String,
+    /// Who asked, when our policy refused a cluster (shown to this cluster's operator).
+    pub requester: Option<Requester>,
+}
+
+/// The cluster behind a refused PeeringRequest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Requester {
+    pub cluster_id: String,
+    pub cluster_name: Option<String>,
 }
 
 impl Denial {
     pub fn new(reason: Reason, message: impl Into<String>) -> Self {
-        Self { reason, message: message.into() }
+        Self { reason, message: message.into(), requester: None }
+    }
+
+    /// The refusal of cluster `cluster_id` (named `cluster_name`) by our policy.
+    pub fn asked_by(mut self, cluster_id: &str, cluster_name: Option<&str>) -> Self {
+        self.requester = Some(Requester { cluster_id: cluster_id.to_owned(), cluster_name: cluster_name.map(str::to_owned) });
+        self
     }
 }

@@ -8,6 +8,7 @@ pub mod foreign_cluster;
 pub mod metrics;
 pub mod peering_request;
 pub mod policy;
+pub mod refusals;
 pub mod review;
 pub mod server;
 pub mod state;

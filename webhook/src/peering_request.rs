@@ -139,7 +139,8 @@ pub fn review(c: &Candidate<'_>, local: &Local<'_>) -> Result<(), Denial> {
         if id == own {
             return Err(Denial::new(Reason::OwnClusterId, format!("clusterID {id} is this cluster's own ID")));
         }
-        evaluate(local.policy, id, |i| (local.is_known)(i)).map_err(|m| Denial::new(Reason::Policy, m))?;
+        let name = c.spec.cluster_identity.as_ref().and_then(|i| i.cluster_name.as_deref());
+        evaluate(local.policy, id, |i| (local.is_known)(i)).map_err(|m| Denial::new(Reason::Policy, m).asked_by(id, name))?;
     }
     Ok(())
 }

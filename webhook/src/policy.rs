@@ -17,7 +17,7 @@ impl From<&ClusterConfigSpec> for PolicyConfig {
 }
 
 /// Whether `cluster_id` may peer with us. Order: deny list, `RejectAll`, allow list,
-/// `AcceptKnown` (a ForeignCluster for it exists here), `AcceptAll`.
+/// `AcceptKnown` (a person here chose it: see [`liqo_api::chosen`]), `AcceptAll`.
 pub fn evaluate(cfg: &PolicyConfig, cluster_id: &str, is_known: impl FnOnce(&str) -> bool) -> Result<(), String> {
     if cfg.deny.iter().any(|d| d == cluster_id) {
         return Err(format!("cluster {cluster_id} is in peeringDenyList of ClusterConfig"));
@@ -26,7 +26,7 @@ pub fn evaluate(cfg: &PolicyConfig, cluster_id: &str, is_known: impl FnOnce(&str
         PeeringPolicy::RejectAll => Err("peeringPolicy RejectAll: this cluster accepts no peering".to_owned()),
         _ if cfg.allow.iter().any(|a| a == cluster_id) => Ok(()),
         PeeringPolicy::AcceptKnown if !is_known(cluster_id) => Err(format!(
-            "peeringPolicy AcceptKnown: cluster {cluster_id} is not known here (no ForeignCluster for it, not in peeringAllowList)"
+            "peeringPolicy AcceptKnown: cluster {cluster_id} was not chosen here (no ForeignCluster for it made by hand, joined by a person or with an approved fingerprint; not in peeringAllowList)"
         )),
         PeeringPolicy::AcceptKnown | PeeringPolicy::AcceptAll => Ok(()),
     }
@@ -54,7 +54,7 @@ mod tests {
         let known = cfg(PeeringPolicy::AcceptKnown, &[], &[]);
         assert_eq!(evaluate(&known, ID, |id| id == ID), Ok(()));
         let err = evaluate(&known, ID, |_| false).unwrap_err();
-        assert!(err.contains("AcceptKnown") && err.contains(ID), "{err}");
+        assert!(err.contains("AcceptKnown") && err.contains(ID) && err.contains("not chosen here"), "{err}");
         assert_eq!(evaluate(&cfg(PeeringPolicy::AcceptKnown, &[ID], &[]), ID, |_| false), Ok(()));
     }
 

@@ -93,6 +93,9 @@ async fn handle(app: Arc<App>, endpoint: Endpoint, req: Request) -> Response {
             app.metrics.record_admission(endpoint, d.kind, d.operation, d.denied, elapsed);
             if let Some(reason) = d.denied {
                 let msg = d.review.response.status.as_ref().map(|s| s.message.as_str()).unwrap_or("");
+                if let Some(who) = &d.refused {
+                    app.view.refused(who, msg);
+                }
                 tracing::info!(kind = d.kind, op = d.operation, uid = %d.review.response.uid, cause = reason.label(), message = msg, "denied");
             }
             // Sized for the usual answer, so encoding it does not grow the buffer.

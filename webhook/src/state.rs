@@ -32,10 +32,14 @@ pub trait ClusterView: Send + Sync + 'static {
     fn namespace(&self) -> &str;
     /// Our cluster ID and the peering policy, as of the last change seen.
     fn settings(&self) -> Arc<Settings>;
-    /// Whether a ForeignCluster for `cluster_id` exists.
+    /// Whether a person here chose `cluster_id` (`AcceptKnown`): a ForeignCluster for it made
+    /// by hand, joined by a person, or with an approved fingerprint ([`liqo_api::chosen`]).
     fn is_known(&self, cluster_id: &str) -> bool;
     /// Whether the view reflects the cluster (initial lists done).
     fn ready(&self) -> bool;
+    /// Our policy refused `who` saying `message`: shown to this cluster's operator (bounded),
+    /// where the view can write.
+    fn refused(&self, _who: &crate::denial::Requester, _message: &str) {}
 }
 
 /// A fixed view, for tests and running without a cluster.
@@ -86,6 +90,8 @@ pub struct StoreView {
     /// Derived from the two singletons when either changes ([`StoreView::refresh`]), so a
     /// review reads it without locking a store, hashing a key or copying the policy.
     settings: Arc<ArcSwap<Settings>>,
+    /// Refusals by our policy, written for the operator (none in a view without a client).
+    refusals: Option<Arc<crate::refusals::Refusals>>,
 }
 
 /// The cluster ID a ForeignCluster stands for (spec first, then the label).
@@ -106,14 +112,21 @@ impl ClusterView for StoreView {
         // Discovered ForeignClusters are named after the cluster ID; manual ones may not be.
         if let Some(fc) = self.foreign.get(&ObjectRef::new(cluster_id))
             && fc_cluster_id(&fc).is_none_or(|id| id == cluster_id)
+            && liqo_api::chosen::chosen(&fc)
         {
             return true;
         }
-        self.foreign.find(|fc| fc_cluster_id(fc) == Some(cluster_id)).is_some()
+        self.foreign.find(|fc| fc_cluster_id(fc) == Some(cluster_id) && liqo_api::chosen::chosen(fc)).is_some()
     }
 
     fn ready(&self) -> bool {
         self.synced.load(Ordering::Relaxed)
+    }
+
+    fn refused(&self, who: &crate::denial::Requester, message: &str) {
+        if let Some(r) = &self.refusals {
+            r.record(who, message);
+        }
     }
 }
 
@@ -134,13 +147,13 @@ where
 }
 
 /// Runs a reflector for `api` into `writer` until the process ends, calling `changed` after
-/// every event it has applied to the store.
-fn reflect<K>(api: Api<K>, config: watcher::Config, writer: Writer<K>, changed: impl Fn() + Send + 'static)
+/// every event it has applied to the store; `trim` cuts what the store keeps of each object.
+fn reflect<K>(api: Api<K>, config: watcher::Config, writer: Writer<K>, trim: fn(&mut K), changed: impl Fn() + Send + 'static)
 where
     K: Resource + Clone + std::fmt::Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
-    let stream = watcher(api, config).default_backoff().modify(|o: &mut K| o.meta_mut().managed_fields = None).reflect(writer);
+    let stream = watcher(api, config).default_backoff().modify(trim).reflect(writer);
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
@@ -152,6 +165,10 @@ where
     });
 }
 
+fn no_managed_fields<K: Resource>(o: &mut K) {
+    o.meta_mut().managed_fields = None;
+}
+
 impl StoreView {
     /// A view over these stores.
     pub fn new(
@@ -161,7 +178,8 @@ impl StoreView {
         foreign: Store<ForeignCluster>,
         synced: Arc<AtomicBool>,
     ) -> Self {
-        let view = Self { namespace: namespace.to_owned(), cluster_id, config, foreign, synced, settings: Default::default() };
+        let view =
+            Self { namespace: namespace.to_owned(), cluster_id, config, foreign, synced, settings: Default::default(), refusals: None };
         view.refresh();
         view
     }
@@ -183,7 +201,10 @@ impl StoreView {
         let (config, config_writer) = reflector::store();
         let (foreign, foreign_writer) = reflector::store();
         let synced = Arc::new(AtomicBool::new(false));
-        let view = Self::new(namespace, cluster_id, config, foreign, synced.clone());
+        let mut view = Self::new(namespace, cluster_id, config, foreign, synced.clone());
+        let refusals = Arc::new(crate::refusals::Refusals::default());
+        crate::refusals::spawn_writer(refusals.clone(), client.clone(), view.config.clone(), view.foreign.clone());
+        view.refusals = Some(refusals);
         let refresh = |view: &Self| {
             let view = view.clone();
             move || view.refresh()
@@ -192,15 +213,18 @@ impl StoreView {
             Api::<ConfigMap>::namespaced(client.clone(), namespace),
             watcher::Config::default().fields(&format!("metadata.name={CLUSTER_ID_CONFIGMAP}")),
             cluster_id_writer,
+            no_managed_fields,
             refresh(&view),
         );
         reflect(
             Api::<ClusterConfig>::all(client.clone()),
             watcher::Config::default().fields(&format!("metadata.name={CLUSTER_CONFIG_NAME}")),
             config_writer,
+            no_managed_fields,
             refresh(&view),
         );
-        reflect(Api::<ForeignCluster>::all(client), watcher::Config::default(), foreign_writer, || {});
+        // Who set `spec.join` is kept: it tells a person's choice from autojoin's.
+        reflect(Api::<ForeignCluster>::all(client), watcher::Config::default(), foreign_writer, liqo_api::chosen::keep_join_setter, || {});
         let stores = view.clone();
         tokio::spawn(async move {
             let all = futures::future::try_join3(
@@ -255,6 +279,22 @@ mod tests {
         assert!(v.is_known("other"));
         assert!(!v.is_known("peer-c"), "its name is not its cluster ID");
         assert!(!v.is_known("stranger"));
+    }
+
+    #[test]
+    fn a_cluster_discovery_merely_saw_is_not_known() {
+        let mut seen = fc("lan-peer", Some("lan-peer"));
+        seen.spec.discovery_type = Some(liqo_api::DiscoveryType::Lan);
+        seen.spec.join = Some(true);
+        let mut asked = fc("incoming", Some("incoming"));
+        asked.spec.discovery_type = Some(liqo_api::DiscoveryType::IncomingPeering);
+        let mut approved = fc("wan-approved", Some("wan-approved"));
+        approved.spec.discovery_type = Some(liqo_api::DiscoveryType::Wan);
+        approved.spec.trusted_ca_fingerprint = Some("ab".repeat(32));
+        let v = view("own-id", vec![], vec![seen, asked, approved]);
+        assert!(!v.is_known("lan-peer"), "autojoined by discovery (no one else set join)");
+        assert!(!v.is_known("incoming"), "it asked");
+        assert!(v.is_known("wan-approved"), "a person approved its fingerprint");
     }
 
     #[test]

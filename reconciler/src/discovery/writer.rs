@@ -12,7 +12,7 @@ use super::merge::Change;
 use crate::error::{Result, is_conflict, is_not_found};
 
 /// Field manager of what discovery writes.
-pub const FIELD_MANAGER: &str = "liqo-discovery";
+pub const FIELD_MANAGER: &str = liqo_api::chosen::DISCOVERY_FIELD_MANAGER;
 
 /// Applies one merge decision; a new ForeignCluster gets a `Discovered` Event saying how.
 pub async fn apply(client: &Client, change: Change, recorder: Option<&Recorder>, how: &str) -> Result<()> {
