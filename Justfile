@@ -100,3 +100,9 @@ node-down name:
 # The node tier: two such nodes, the suite's checks, upgrade in place, rolling update, failover.
 e2e-node:
     kind-tests/e2e-node.sh
+
+# The seeded chaos soak on three real control planes (KUBEBUILDER_ASSETS): faults from a fixed
+# menu for SECONDS, invariants checked after each; prints the seed first and a summary last,
+# fails on a violation. PERIODS: health periods allowed for convergence (default 2).
+chaos SECONDS="180" SEED="1" PERIODS="2":
+    CHAOS_SECONDS={{SECONDS}} CHAOS_SEED={{SEED}} CHAOS_PERIODS={{PERIODS}} cargo test -p liqo-reconciler --test chaos -- --ignored --nocapture

@@ -16,6 +16,7 @@ pub mod reasons;
 pub mod search_domain;
 pub mod summary;
 pub mod terminal;
+pub mod watch_backoff;
 
 pub use advertisement::{Advertisement, AdvertisementSpec, AdvertisementState, AdvertisementStatus, ResourceSummary};
 pub use cluster_config::{

@@ -169,6 +169,8 @@ reasons! {
     Published,
     /// `enableAdvertisement` is false: none is published.
     AdvertisementDisabled,
+    /// The kubeconfig Secret the request names is missing: its sender puts it back.
+    KubeconfigMissing,
 }
 
 impl fmt::Display for Reason {
@@ -389,6 +391,14 @@ pub const TROUBLESHOOTING: &[Entry] = &[
         reasons: &[R::RemoteUnreachable],
         meaning: "the sender's API server does not answer",
         hint: "retried every 10 s; check the address in the sender's kubeconfig Secret",
+    },
+    Entry {
+        kind: "PeeringRequest",
+        condition: Some(C::Advertised),
+        status: S::False,
+        reasons: &[R::KubeconfigMissing],
+        meaning: "the kubeconfig Secret the request names is gone (deleted here)",
+        hint: "nothing: the sender sees this in the request's status and puts the Secret back within a health period",
     },
 ];
 

@@ -58,7 +58,8 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, config).default_backoff()).touched_objects();
+    let stream =
+        reflector::reflector(writer, watcher(api, config).backoff(liqo_api::watch_backoff::WatchBackoff::default())).touched_objects();
     let task = tokio::spawn(stream.for_each(move |_| {
         changed.send_modify(|n| *n += 1);
         async {}

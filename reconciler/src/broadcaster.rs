@@ -67,6 +67,9 @@ pub fn report(round: &Result<()>, advertising: bool) -> (AdvertisementState, Rea
         Err(e) if e.is_refusal() => {
             (AdvertisementState::Refused, Reason::PeerRefused, format!("the peer refuses the kubeconfig it gave us: {e}"))
         }
+        Err(e @ Error::KubeconfigMissing(_)) => {
+            (AdvertisementState::Pending, Reason::KubeconfigMissing, format!("{e}: waiting for the peer to put it back"))
+        }
         Err(e) => (AdvertisementState::Pending, Reason::RemoteUnreachable, format!("cannot reach the peer's cluster yet: {e}")),
     }
 }
@@ -253,7 +256,10 @@ impl<P: Peers> Broadcasters<P> {
         if let Some(what) = kept(peer, source) {
             return Err(Error::invalid("kubeConfigRef", format!("Secret {ns}/{name} is {what}: not used")));
         }
-        let secret = Api::<Secret>::namespaced(self.client.clone(), &ns).get(&name).await?;
+        let secret = Api::<Secret>::namespaced(self.client.clone(), &ns)
+            .get_opt(&name)
+            .await?
+            .ok_or_else(|| Error::KubeconfigMissing(format!("{ns}/{name}")))?;
         versions.lock().expect("not poisoned").read = Some(secret.resource_version().unwrap_or_default());
         let kubeconfig = secret
             .data
@@ -330,7 +336,16 @@ impl<P: Peers> Broadcasters<P> {
         let client = match client {
             Some(c) => c,
             None if kept(peer, source).is_some() => return Ok(()),
-            None => self.peer_client(peer, source, &Mutex::default()).await?,
+            None => match self.peer_client(peer, source, &Mutex::default()).await {
+                Ok(c) => c,
+                // The peer removed the kubeconfig it gave us with its request: it took back
+                // our access, and nothing can be withdrawn with it.
+                Err(Error::KubeconfigMissing(what)) => {
+                    tracing::info!(peer, secret = %what, "the peer removed its kubeconfig: nothing to withdraw with");
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            },
         };
         self.withdraw(&client).await
     }

@@ -58,6 +58,9 @@ pub enum Error {
     Invalid { field: &'static str, message: String },
     #[error("not ready: {0}")]
     NotReady(&'static str),
+    /// The kubeconfig Secret a PeeringRequest names is not there.
+    #[error("the kubeconfig Secret {0} is missing")]
+    KubeconfigMissing(String),
     #[error("serialization: {0}")]
     Serialization(String),
     #[error("DNS: {0}")]
@@ -79,6 +82,7 @@ impl Error {
             Error::Tls(_) => Reason::TlsError.as_str(),
             Error::Invalid { .. } => Reason::InvalidSpec.as_str(),
             Error::NotReady(_) => "NotReady",
+            Error::KubeconfigMissing(_) => Reason::KubeconfigMissing.as_str(),
             Error::Serialization(_) => "SerializationError",
             Error::Dns(_) => Reason::DnsLookupFailed.as_str(),
             Error::Mdns(_) => "MdnsError",

@@ -182,6 +182,7 @@ pub async fn run<K: Request, P: Peers>(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     Controller::new(Api::<K>::all(ctx.shared.client.clone()), watcher::Config::default().any_semantic())
+        .trigger_backoff(liqo_api::watch_backoff::WatchBackoff::default())
         .graceful_shutdown_on(shutdown)
         .run(
             move |req, ctx| {

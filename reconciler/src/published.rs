@@ -59,7 +59,7 @@ pub fn approved_fingerprint(chain: &[CertificateDer<'_>]) -> Option<String> {
 pub async fn keep(client: Client, mut told: watch::Receiver<Told>, retry: Duration) {
     let api = Api::<ClusterConfig>::all(client);
     let by_name = watcher::Config::default().fields(&format!("metadata.name={CLUSTER_CONFIG_NAME}"));
-    let mut stored = watcher(api.clone(), by_name).default_backoff().applied_objects().boxed();
+    let mut stored = watcher(api.clone(), by_name).backoff(liqo_api::watch_backoff::WatchBackoff::default()).applied_objects().boxed();
     let mut last: Option<ClusterConfig> = None;
     let mut failed = false;
     loop {

@@ -51,7 +51,7 @@ where
     <S::Object as Resource>::DynamicType: Default,
 {
     let config = watcher::Config::default().fields(&format!("metadata.name={}", singleton.name()));
-    let mut events = std::pin::pin!(watch_objects(api.clone(), config).default_backoff());
+    let mut events = std::pin::pin!(watch_objects(api.clone(), config).backoff(liqo_api::watch_backoff::WatchBackoff::default()));
     let mut listing: Option<S::Object> = None;
     let mut current: Option<S::Object> = None;
     let mut pending_repair = false;

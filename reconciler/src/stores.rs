@@ -17,7 +17,8 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, config).default_backoff()).applied_objects();
+    let stream =
+        reflector::reflector(writer, watcher(api, config).backoff(liqo_api::watch_backoff::WatchBackoff::default())).applied_objects();
     tokio::spawn(stream.for_each(|_| async {}));
     reader
 }

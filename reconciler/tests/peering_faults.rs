@@ -5,6 +5,7 @@
 //! | order of events | test |
 //! |---|---|
 //! | the peer withdraws and refuses us (`RejectAll`), then accepts again | `the_peer_withdraws_under_reject_all_then_accepts_again` |
+//! | our kubeconfig Secret deleted on the remote, its reconciler restarted: put back | `a_deleted_kubeconfig_secret_is_put_back` |
 //! | `AcceptKnown` refuses a cluster discovery only saw, shows who asked; a person accepts it | `accept_known_refuses_a_cluster_discovery_only_saw_and_says_who_asked` |
 //! | the remote API server down while the ForeignCluster is deleted; peering again after it is back | `peering_again_after_a_deletion_while_the_remote_was_down` |
 //! | unjoin while the remote's reconciler is paused (unjoined only once our request is gone there) | `unjoin_while_the_remote_reconciler_is_paused` |
@@ -170,6 +171,34 @@ async fn accept_known_refuses_a_cluster_discovery_only_saw_and_says_who_asked() 
     let person = PatchParams { field_manager: Some("kubectl-edit".into()), ..Default::default() };
     remote_fcs.patch(&t.home_id, &person, &Patch::Merge(json!({"spec": {"join": true}}))).await.unwrap();
     fc_where(&t.home, FC, "accepted and joined", |f| outgoing_joined(f) && phase(f, "Joined").is_some_and(|p| p.0 == "True")).await;
+}
+
+/// Found by the chaos soak (seed 1): the remote's admin deletes the kubeconfig Secret of our
+/// request and its reconciler restarts (no client left in memory). The remote's broadcaster
+/// says so in the request's status, and we put the Secret back within a health period; an
+/// unjoin then completes without the remote waiting out its grace period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_kubeconfig_secret_is_put_back() {
+    let Some(mut t) = two_clusters_with(&["--leader-election=false", "--unjoin-grace-seconds=120"]).await else { return };
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "joined", outgoing_joined).await;
+    let remote_secrets: Api<Secret> = Api::namespaced(t.remote.clone(), "liqo");
+    let name = format!("pr-kubeconfig-{}", t.home_id);
+    remote_secrets.delete(&name, &DeleteParams::default()).await.unwrap();
+    let token = reconciler_token_again(&t.remote).await;
+    restart_reconciler(&t.remote_cp, &mut t.remote_rec, "remote", &token, &["--leader-election=false", "--unjoin-grace-seconds=120"]);
+    ready(&mut t.remote_rec).await;
+
+    eventually("the Secret put back", || async { remote_secrets.get_opt(&name).await.ok().flatten() }).await;
+    let remote_prs: Api<PeeringRequest> = Api::all(t.remote.clone());
+    advertisement_status(&remote_prs, &t.home_id, liqo_api::AdvertisementState::Created, "Published").await;
+    eventually("converged", || converged(&t, false)).await;
+
+    let fcs: Api<ForeignCluster> = Api::all(t.home.clone());
+    fcs.patch(FC, &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
+    gone(&remote_prs, &t.home_id, "our PeeringRequest gone from the remote").await;
+    let log = std::fs::read_to_string(&t.remote_rec.log).unwrap();
+    assert!(!log.contains("giving up on removing our Advertisement"), "{}", log_tail(&t.remote_rec));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

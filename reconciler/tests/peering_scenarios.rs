@@ -698,9 +698,13 @@ fn forbidden() -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403})
 }
 
+fn unauthorized() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Unauthorized", "code": 401})
+}
+
 #[tokio::test]
 async fn a_revoked_identity_is_dropped_and_asked_for_again() {
-    let remote = vec![call("GET", format!("{PRS}/{HOME}"), 403, forbidden())];
+    let remote = vec![call("GET", format!("{PRS}/{HOME}"), 401, unauthorized())];
     let home = vec![
         call("DELETE", format!("{SECRETS}/{FC}-identity"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
         call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()),
@@ -709,6 +713,17 @@ async fn a_revoked_identity_is_dropped_and_asked_for_again() {
     assert_eq!(action, Action::requeue(Duration::from_secs(10)));
     assert_eq!(w.home.lock().unwrap()[1].2["status"]["authStatus"], "Pending");
     assert_eq!(written_condition(&w, 1, "Authenticated"), ("False".into(), "IdentityRevoked".into()));
+}
+
+/// Found by the chaos soak: a restarted API server answers 403 until its RBAC cache is filled.
+/// Our identity is still good: kept, and the round is retried, not a new identity asked for.
+#[tokio::test]
+async fn a_forbidden_answer_keeps_the_identity() {
+    let remote = vec![call("GET", format!("{PRS}/{HOME}"), 403, forbidden())];
+    let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+    let (w, _) = health_round(home.clone(), remote, |_| {}).await;
+    expect(&w.home, &home);
+    assert_ne!(written_condition(&w, 0, "Authenticated").1, "IdentityRevoked");
 }
 
 #[tokio::test]

@@ -153,7 +153,7 @@ where
     K: Resource + Clone + std::fmt::Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
-    let stream = watcher(api, config).default_backoff().modify(trim).reflect(writer);
+    let stream = watcher(api, config).backoff(liqo_api::watch_backoff::WatchBackoff::default()).modify(trim).reflect(writer);
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {

@@ -135,7 +135,7 @@ pub async fn run<P: Peers>(
     let api: Api<SearchDomain> = Api::all(ctx.shared.client.clone());
     let (reader, writer) = reflector::store();
     let changes = watcher(api, watcher::Config::default().any_semantic())
-        .default_backoff()
+        .backoff(liqo_api::watch_backoff::WatchBackoff::default())
         .reflect(writer)
         .applied_objects()
         .predicate_filter(predicates::generation, Default::default());

@@ -176,10 +176,18 @@ impl OnRemote {
         match existing {
             None => Self::Missing,
             Some(pr) if pr.metadata.deletion_timestamp.is_some() => Self::Terminating,
-            Some(pr) if ours.is_satisfied_by(pr) => Self::Matching,
+            // The remote's broadcaster says the kubeconfig we gave is gone: put it back.
+            Some(pr) if ours.is_satisfied_by(pr) && !kubeconfig_missing(pr) => Self::Matching,
             Some(_) => Self::Differing,
         }
     }
+}
+
+/// Whether the remote's broadcaster reports the kubeconfig Secret of `pr` missing (pure).
+pub fn kubeconfig_missing(pr: &PeeringRequest) -> bool {
+    pr.status
+        .as_ref()
+        .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Advertised" && c.reason == Reason::KubeconfigMissing.as_str()))
 }
 
 /// Whether to (re)make our offer: grant the peer its access here, put the kubeconfig for it and
@@ -224,6 +232,20 @@ pub fn offer(on_remote: OnRemote, offered: bool, advertised: Advertised) -> Offe
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_request_whose_kubeconfig_the_remote_misses_is_offered_again() {
+        let mut pr: PeeringRequest = serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "PeeringRequest", "metadata": {"name": "x"}, "spec": {},
+            "status": {"conditions": [{"type": "Advertised", "status": "False", "reason": "KubeconfigMissing", "message": "m",
+                                        "lastTransitionTime": "2026-11-25T10:00:00Z"}]}
+        }))
+        .unwrap();
+        assert!(kubeconfig_missing(&pr));
+        pr.status.as_mut().unwrap().conditions[0].reason = "Published".into();
+        assert!(!kubeconfig_missing(&pr));
+    }
+
     use super::*;
 
     const ID: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";

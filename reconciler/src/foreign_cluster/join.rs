@@ -314,14 +314,16 @@ async fn reach<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
         Err(e) => e,
     };
     ctx.forget_remote(&name);
-    if e.is_refusal() && way.reads_requests() {
-        // The remote no longer knows our identity (revoked, or reinstalled): drop it so the next
-        // round asks for a new one.
+    // 401 only: the remote no longer knows our identity (revoked, or reinstalled). A 403 is
+    // not that: a restarted API server answers 403 until its RBAC cache is filled, and our
+    // identity is still good; it is retried within a health period like any failure.
+    if e.answered() == Some(401) && way.reads_requests() {
+        // Drop the identity so the next round asks for a new one.
         ctx.delete_local_secret(&identity_secret(&name)).await?;
         r.auth_status = Some(AuthStatus::Pending);
         let message = format!("the remote refused our identity ({e}); asking for a new one");
         r.set(Phase::Authenticated, Status::False, Reason::IdentityRevoked, message);
-        return Err(Stop::Report(Action::requeue(ctx.timing.retry)));
+        return Err(Stop::Report(Action::requeue(ctx.timing.retry.min(ctx.timing.health))));
     }
     if e.answered().is_none()
         && let Some(presented) = way.presented_ca(&*ctx.shared.peers, remote.trust.clone()).await

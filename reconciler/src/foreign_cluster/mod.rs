@@ -280,7 +280,8 @@ pub async fn reconcile<P: Peers>(fc: Arc<ForeignCluster>, ctx: Arc<Ctx<P>>) -> R
 
 fn error_policy<P: Peers>(fc: Arc<ForeignCluster>, e: &crate::Error, ctx: Arc<Ctx<P>>) -> Action {
     tracing::warn!(fc = %fc.name_any(), error = %e, cause = e.label(), "reconcile failed");
-    Action::requeue(ctx.timing.retry)
+    // Within a health period: whatever failed is repaired within one of answering again.
+    Action::requeue(ctx.timing.retry.min(ctx.timing.health))
 }
 
 /// Runs the controller until shutdown. Also watches the Advertisements peers create here, so
@@ -303,6 +304,7 @@ pub async fn run<P: Peers>(
                 .map(|fc| ObjectRef::from_obj(&*fc))
                 .collect::<Vec<_>>()
         })
+        .trigger_backoff(liqo_api::watch_backoff::WatchBackoff::default())
         .graceful_shutdown_on(shutdown)
         .run(
             move |fc, ctx| {

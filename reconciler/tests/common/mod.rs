@@ -55,10 +55,23 @@ pub fn start_reconciler(cp: &ControlPlane, name: &str, token: &str) -> Reconcile
 
 /// [`start_reconciler`] with extra flags (a later flag wins over the defaults here).
 pub fn start_reconciler_with(cp: &ControlPlane, name: &str, token: &str, extra: &[&str]) -> Reconciler {
-    let (auth, ops) = (free_port(), free_port());
+    start_reconciler_on(cp, name, token, extra, (free_port(), free_port()))
+}
+
+/// A reconciler started again as a Deployment would restart its pod: the same ports (its
+/// Service address stays), its log appended to.
+#[allow(dead_code)] // each test binary uses its own part of the helpers
+pub fn restart_reconciler(cp: &ControlPlane, r: &mut Reconciler, name: &str, token: &str, extra: &[&str]) {
+    let auth: u16 = r.auth_url.rsplit(':').next().unwrap().parse().unwrap();
+    let _ = r.child.kill();
+    let _ = r.child.wait();
+    *r = start_reconciler_on(cp, name, token, extra, (auth, r.ops));
+}
+
+fn start_reconciler_on(cp: &ControlPlane, name: &str, token: &str, extra: &[&str], (auth, ops): (u16, u16)) -> Reconciler {
     let auth_url = format!("https://localhost:{auth}");
     let log_path = cp.path().join(format!("{name}-reconciler.log"));
-    let log = std::fs::File::create(&log_path).unwrap();
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).unwrap();
     let mut args = vec![
         "--namespace=liqo".to_owned(),
         format!("--auth-listen=127.0.0.1:{auth}"),
