@@ -63,11 +63,18 @@ impl<P: Peers> Ctx<P> {
     }
 }
 
-/// The ForeignCluster standing for `cluster_id`, if we have one.
+/// The ForeignCluster standing for `cluster_id`, if we have one: one a person or discovery
+/// made before an incoming stand-in (which gives way to it).
 fn find_foreign(store: &Store<ForeignCluster>, cluster_id: &str) -> Option<Arc<ForeignCluster>> {
-    store.state().into_iter().find(|fc| {
-        fc.spec.remote_cluster_id() == Some(cluster_id) || fc.labels().get(LABEL_CLUSTER_ID).map(String::as_str) == Some(cluster_id)
-    })
+    let mut matching: Vec<Arc<ForeignCluster>> = store
+        .state()
+        .into_iter()
+        .filter(|fc| {
+            fc.spec.remote_cluster_id() == Some(cluster_id) || fc.labels().get(LABEL_CLUSTER_ID).map(String::as_str) == Some(cluster_id)
+        })
+        .collect();
+    matching.sort_by_key(|fc| crate::foreign_cluster::stands_in(fc));
+    matching.into_iter().next()
 }
 
 /// The ForeignCluster made for a peer that asked to peer with us (pure).
@@ -181,7 +188,13 @@ pub async fn run<K: Request, P: Peers>(
     metrics: Arc<crate::metrics::Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
+    // A ForeignCluster that comes or changes (one made by hand replacing the incoming stand-in,
+    // say) brings the request of its cluster back here, to be recorded on it.
+    let foreign = Api::<ForeignCluster>::all(ctx.shared.client.clone());
     Controller::new(Api::<K>::all(ctx.shared.client.clone()), watcher::Config::default().any_semantic())
+        .watches(foreign, watcher::Config::default().any_semantic(), |fc: ForeignCluster| {
+            fc.spec.remote_cluster_id().map(kube::runtime::reflector::ObjectRef::<K>::new)
+        })
         .trigger_backoff(liqo_api::watch_backoff::WatchBackoff::default())
         .graceful_shutdown_on(shutdown)
         .run(

@@ -5,6 +5,7 @@
 //! | order of events | test |
 //! |---|---|
 //! | the peer withdraws and refuses us (`RejectAll`), then accepts again | `the_peer_withdraws_under_reject_all_then_accepts_again` |
+//! | a hand-made ForeignCluster for a cluster that asked first (its incoming stand-in gives way) | `a_hand_made_foreign_cluster_replaces_the_incoming_stand_in` |
 //! | our kubeconfig Secret deleted on the remote, its reconciler restarted: put back | `a_deleted_kubeconfig_secret_is_put_back` |
 //! | `AcceptKnown` refuses a cluster discovery only saw, shows who asked; a person accepts it | `accept_known_refuses_a_cluster_discovery_only_saw_and_says_who_asked` |
 //! | the remote API server down while the ForeignCluster is deleted; peering again after it is back | `peering_again_after_a_deletion_while_the_remote_was_down` |
@@ -199,6 +200,30 @@ async fn a_deleted_kubeconfig_secret_is_put_back() {
     gone(&remote_prs, &t.home_id, "our PeeringRequest gone from the remote").await;
     let log = std::fs::read_to_string(&t.remote_rec.log).unwrap();
     assert!(!log.contains("giving up on removing our Advertisement"), "{}", log_tail(&t.remote_rec));
+}
+
+/// Found by the chaos soak (seed 7): the remote peered with us first, so our incoming side made
+/// a stand-in ForeignCluster for it (named after its ID); a ForeignCluster a user makes by hand
+/// for the same cluster then refused to join (`ClusterIdTaken`) for good. Now the stand-in gives
+/// way: deleted, the request recorded on the user's one, which joins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_made_foreign_cluster_replaces_the_incoming_stand_in() {
+    let Some(t) = two_clusters().await else { return };
+    peer_by_auth_url(&t.remote, "to-home", &t.home_rec).await;
+    let fcs: Api<ForeignCluster> = Api::all(t.home.clone());
+    fc_where(&t.home, &t.remote_id, "the incoming stand-in", |f| {
+        f.status.as_ref().and_then(|s| s.incoming.as_ref()).is_some_and(|i| i.joined)
+    })
+    .await;
+
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    let joined = fc_where(&t.home, FC, "joined by the hand-made one", |f| {
+        outgoing_joined(f) && f.status.as_ref().and_then(|s| s.incoming.as_ref()).is_some_and(|i| i.joined)
+    })
+    .await;
+    assert_ne!(phase(&joined, "Joined").map(|p| p.1), Some("ClusterIdTaken".into()));
+    gone(&fcs, &t.remote_id, "the stand-in gone").await;
+    eventually("converged", || converged(&t, true)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

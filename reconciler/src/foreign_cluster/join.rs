@@ -8,6 +8,7 @@
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use liqo_api::names::{advertisement_name, ca_data_secret};
 use liqo_api::reasons::{ConditionType as Phase, Reason, Status};
@@ -48,7 +49,10 @@ type Step<T> = std::result::Result<T, Stop>;
 
 /// A cluster ID the remote's `/ids` claims is refused, before anything is written, when it is
 /// ours or another ForeignCluster's (a peer impersonating another would otherwise take over its
-/// Secrets, which are named by cluster ID).
+/// Secrets, which are named by cluster ID). The one exception: a stand-in the incoming side
+/// made because that cluster asked to peer with us (`IncomingPeering`, chosen by no one, not
+/// joined) gives way to this one, which a person or discovery made: it is deleted, and the
+/// incoming side records the request on this one.
 fn refuse_claim<P: Peers>(j: Join<'_, P>, claimed: &str, r: &mut Report) -> Step<()> {
     let url = j.way.url();
     if claimed == j.own_id {
@@ -58,13 +62,36 @@ fn refuse_claim<P: Peers>(j: Join<'_, P>, claimed: &str, r: &mut Report) -> Step
     let me = j.fc.name_any();
     let holder =
         j.ctx.shared.foreign.state().into_iter().find(|other| other.name_any() != me && other.spec.remote_cluster_id() == Some(claimed));
-    if let Some(other) = holder {
+    if let Some(other) = holder.filter(|o| !stands_in(o)) {
         let message =
             format!("{url}/ids answers cluster ID {claimed}, which ForeignCluster {} already stands for: refused", other.name_any());
         r.set(Phase::Joined, Status::False, Reason::ClusterIdTaken, message);
         return Err(Stop::Report(Action::requeue(j.ctx.timing.health)));
     }
     Ok(())
+}
+
+/// Deletes the incoming stand-ins for `cluster_id` (see [`refuse_claim`]): this ForeignCluster,
+/// now identified, stands for it.
+async fn give_way<P: Peers>(j: Join<'_, P>, cluster_id: &str) -> Step<()> {
+    let me = j.fc.name_any();
+    let stand_ins = j.ctx.shared.foreign.state().into_iter().filter(|o| {
+        o.name_any() != me && o.spec.remote_cluster_id() == Some(cluster_id) && stands_in(o) && o.metadata.deletion_timestamp.is_none()
+    });
+    for other in stand_ins {
+        tracing::info!(fc = %me, stand_in = %other.name_any(), cluster_id, "an incoming stand-in gives way to this ForeignCluster");
+        crate::grant::delete(&Api::<ForeignCluster>::all(j.ctx.shared.client.clone()), &other.name_any()).await?;
+    }
+    Ok(())
+}
+
+/// Whether `fc` only stands in for a cluster that asked to peer with us (pure): made by the
+/// incoming side, chosen by no one, not joined by us.
+pub fn stands_in(fc: &ForeignCluster) -> bool {
+    fc.spec.discovery_type() == liqo_api::DiscoveryType::IncomingPeering
+        && !liqo_api::chosen::chosen(fc)
+        && !fc.spec.join()
+        && fc.finalizers().is_empty()
 }
 
 /// The remote as identified.
@@ -128,6 +155,7 @@ async fn pipeline<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, con
     }
     let j = Join { fc, ctx, way, own_id, config };
     let remote = identify(j, r).await?;
+    give_way(j, &remote.id).await?;
     // From here on remote objects may exist: the finalizer guarantees they are removed.
     add_finalizer(fc, &ctx.shared.client).await?;
     let pinned = pin_ca(j, &remote, r).await?;

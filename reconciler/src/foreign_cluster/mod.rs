@@ -52,6 +52,7 @@ pub const KUBECONFIG_KEY: &str = "kubeconfig";
 /// Key of the token used with a peer's `/identity`, in Secret `remote-token-<clusterID>`.
 pub const TOKEN_KEY: &str = "token";
 
+pub use join::stands_in;
 pub use liqo_api::names::{identity_secret, token_secret};
 
 /// How often things happen.
