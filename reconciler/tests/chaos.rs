@@ -201,6 +201,11 @@ fn health_of(c: &mut Cluster) -> Option<String> {
     None
 }
 
+/// Lines of INFO and above in `r`'s log (the tests run it with `liqo_reconciler=debug`).
+fn info_lines(r: &Reconciler) -> usize {
+    std::fs::read_to_string(&r.log).unwrap_or_default().lines().filter(|l| !l.contains(" DEBUG ") && !l.contains(" TRACE ")).count()
+}
+
 async fn restart(c: &mut Cluster) {
     let rec = c.rec.as_mut().unwrap();
     restart_reconciler(&c.cp, rec, c.name, &c.token, &FLAGS);
@@ -284,7 +289,7 @@ async fn chaos_soak() {
         peer_by_auth_url(&cs[x].admin.clone(), &fc_name(&cs[y]), cs[y].rec()).await;
     }
     converge(&cs, &wanted, Duration::from_secs(120)).await.unwrap_or_else(|v| panic!("the initial peering: {v}"));
-    let lines_at_start: usize = cs.iter().map(|c| std::fs::read_to_string(&c.rec().log).unwrap_or_default().lines().count()).sum();
+    let lines_at_start: usize = cs.iter().map(|c| info_lines(c.rec())).sum();
 
     let started = Instant::now();
     let mut counts = std::collections::BTreeMap::<Fault, u32>::new();
@@ -324,11 +329,11 @@ async fn chaos_soak() {
         }
     }
     let minutes = started.elapsed().as_secs_f64() / 60.0;
-    let lines: usize = cs.iter().map(|c| std::fs::read_to_string(&c.rec().log).unwrap_or_default().lines().count()).sum();
+    let lines: usize = cs.iter().map(|c| info_lines(c.rec())).sum();
     let per_minute = (lines - lines_at_start) as f64 / minutes / 3.0;
     let by_kind: Vec<String> = counts.iter().map(|(f, n)| format!("{f:?} {n}")).collect();
     println!(
-        "chaos: seed {seed}: {faults} faults in {:.1} min ({}), {checks} invariant checks, slowest convergence {:.1} s, {per_minute:.0} log lines/min per reconciler, violations: {}",
+        "chaos: seed {seed}: {faults} faults in {:.1} min ({}), {checks} invariant checks, slowest convergence {:.1} s, {per_minute:.0} INFO+ log lines/min per reconciler, violations: {}",
         minutes,
         by_kind.join(", "),
         slowest.as_secs_f64(),
