@@ -188,13 +188,7 @@ pub async fn run<K: Request, P: Peers>(
     metrics: Arc<crate::metrics::Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    // A ForeignCluster that comes or changes (one made by hand replacing the incoming stand-in,
-    // say) brings the request of its cluster back here, to be recorded on it.
-    let foreign = Api::<ForeignCluster>::all(ctx.shared.client.clone());
     Controller::new(Api::<K>::all(ctx.shared.client.clone()), watcher::Config::default().any_semantic())
-        .watches(foreign, watcher::Config::default().any_semantic(), |fc: ForeignCluster| {
-            fc.spec.remote_cluster_id().map(kube::runtime::reflector::ObjectRef::<K>::new)
-        })
         .trigger_backoff(liqo_api::watch_backoff::WatchBackoff::default())
         .graceful_shutdown_on(shutdown)
         .run(
