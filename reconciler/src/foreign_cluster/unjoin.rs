@@ -96,8 +96,8 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
 }
 
 /// An unjoin waiting for the remote, saying `why` (`UnjoinPending`) and coming back after
-/// `again`: `None`
-/// once a deleted ForeignCluster has waited the grace period (it then completes locally).
+/// `again`: `None` once a deleted ForeignCluster has waited the grace period (it then completes
+/// locally).
 async fn pending<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, deleting: bool, why: String, again: Duration) -> Result<Option<Action>> {
     if decide::give_up_on_remote(fc.metadata.deletion_timestamp.as_ref(), &super::now(), ctx.timing.unjoin_grace) {
         return Ok(None);
