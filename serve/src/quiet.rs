@@ -105,17 +105,17 @@ impl Limiter {
 #[derive(Clone, Debug)]
 pub struct Quiet {
     limiter: Arc<Mutex<Limiter>>,
-    interval: Duration,
 }
 
 impl Quiet {
     pub fn new(interval: Duration) -> Self {
-        Self { limiter: Arc::new(Mutex::new(Limiter::new(interval))), interval }
+        Self { limiter: Arc::new(Mutex::new(Limiter::new(interval))) }
     }
 
     /// Writes the summaries as they fall due, from a thread of its own, for the process's life.
     pub fn spawn_summaries(&self) {
-        let (limiter, tick) = (self.limiter.clone(), (self.interval / 4).max(Duration::from_millis(100)));
+        let interval = self.limiter.lock().map(|l| l.interval).unwrap_or(Duration::from_secs(10));
+        let (limiter, tick) = (self.limiter.clone(), (interval / 4).max(Duration::from_millis(100)));
         let spawned = std::thread::Builder::new().name("log-summaries".into()).spawn(move || {
             loop {
                 std::thread::sleep(tick);

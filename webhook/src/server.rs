@@ -33,15 +33,19 @@ impl App {
         Arc::new(Self { view, metrics, max_body: DEFAULT_MAX_BODY, body_timeout: BODY_TIMEOUT })
     }
 
-    fn refuse(&self, status: StatusCode, label: &'static str, message: String) -> Response {
+    /// Counts and logs a refused request.
+    fn count_refusal(&self, status: StatusCode, label: &'static str, message: &dyn std::fmt::Display) {
         self.metrics.bad_requests.get_or_create(&ReasonLabels { reason: label }).inc();
         tracing::debug!(%status, label, %message, "request refused");
+    }
+
+    fn refuse(&self, status: StatusCode, label: &'static str, message: String) -> Response {
+        self.count_refusal(status, label, &message);
         (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], message + "\n").into_response()
     }
 
     fn refuse_body(&self, refusal: &liqo_serve::BodyRefusal) -> Response {
-        self.metrics.bad_requests.get_or_create(&ReasonLabels { reason: refusal.label() }).inc();
-        tracing::debug!(status = %refusal.status(), label = refusal.label(), %refusal, "request refused");
+        self.count_refusal(refusal.status(), refusal.label(), refusal);
         refusal.response()
     }
 }
