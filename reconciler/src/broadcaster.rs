@@ -198,9 +198,12 @@ impl<P: Peers> Broadcasters<P> {
     /// broadcaster when the Secret it reads its kubeconfig from changes.
     pub async fn follow_sources(self: Arc<Self>, namespace: String, shutdown: impl std::future::Future<Output = ()>) {
         use futures::StreamExt;
+        use kube::runtime::WatchStreamExt;
         use kube::runtime::watcher::{self, Event, watcher};
         let api: Api<kube::core::PartialObjectMeta<Secret>> = Api::namespaced(self.client.clone(), &namespace);
-        let events = watcher(api, watcher::Config::default().any_semantic());
+        // Restarted with backoff: without it, a down API server is dialled hundreds of times a
+        // second (the chaos soak saw 7,699 failed connects in 10 s).
+        let events = watcher(api, watcher::Config::default().any_semantic()).backoff(liqo_api::watch_backoff::WatchBackoff::default());
         let follow = events.for_each(|event| {
             match event {
                 Ok(Event::Apply(m) | Event::InitApply(m)) => self.source_changed(&namespace, &m.name_any(), m.resource_version()),

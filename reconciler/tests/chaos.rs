@@ -28,8 +28,27 @@ use liqo_testenv::ControlPlane;
 use serde_json::json;
 
 const NAMES: [&str; 3] = ["a", "b", "c"];
-/// The health period every reconciler runs with, in seconds.
-const HEALTH: u64 = 2;
+/// A number from the environment, or `default`.
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+/// The health (and advertise) period every reconciler runs with, in seconds (`CHAOS_HEALTH`,
+/// default 2).
+static HEALTH: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| env_or("CHAOS_HEALTH", 2));
+
+/// The reconcilers' flags beyond the test defaults.
+static FLAGS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+    vec![
+        "--leader-election=false".to_owned(),
+        format!("--health-period-seconds={}", *HEALTH),
+        format!("--advertise-period-seconds={}", *HEALTH),
+    ]
+});
+
+fn flags() -> Vec<&'static str> {
+    FLAGS.iter().map(String::as_str).collect()
+}
 
 /// A small seeded generator (SplitMix64): the same seed, the same faults.
 struct Rng(u64);
@@ -97,8 +116,6 @@ impl Cluster {
     }
 }
 
-const FLAGS: [&str; 1] = ["--leader-election=false"];
-
 /// The ForeignCluster on `x` standing for `y`.
 fn fc_name(y: &Cluster) -> String {
     format!("to-{}", y.name)
@@ -111,7 +128,7 @@ async fn start() -> Option<Vec<Cluster>> {
         let admin = cp.admin();
         liqo_testenv::install_liqo(&admin, "liqo").await;
         let token = reconciler_token(&admin).await;
-        let mut rec = start_reconciler_with(&cp, name, &token, &FLAGS);
+        let mut rec = start_reconciler_with(&cp, name, &token, &flags());
         ready(&mut rec).await;
         let id = cluster_id(&admin).await;
         let webhook = start_webhook(&admin).await;
@@ -207,9 +224,43 @@ fn info_lines(r: &Reconciler) -> usize {
     std::fs::read_to_string(&r.log).unwrap_or_default().lines().filter(|l| !l.contains("DEBUG") && !l.contains("TRACE")).count()
 }
 
+/// The time of day (UTC, to the millisecond), as the reconcilers' logs write it.
+fn clock() -> String {
+    let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis() % 86_400_000;
+    format!("{:02}:{:02}:{:02}.{:03}", ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000)
+}
+
+/// Copies every reconciler's whole log to `$CHAOS_LOGS` (default: a folder in the system's
+/// temporary directory named by the seed), for a late or violated fault.
+fn keep_logs(cs: &[Cluster], seed: u64, fault: u32) {
+    let dir = std::env::var_os("CHAOS_LOGS").map_or_else(|| std::env::temp_dir().join(format!("liqo-chaos-seed-{seed}")), Into::into);
+    let _ = std::fs::create_dir_all(&dir);
+    for c in cs {
+        let to = dir.join(format!("fault-{fault}-{}-reconciler.log", c.name));
+        if std::fs::copy(&c.rec().log, &to).is_ok() {
+            println!("--- {}'s whole log: {}", c.name, to.display());
+        }
+    }
+}
+
+/// Waits until `c`'s restarted API server authorizes its reconciler again: a fresh API server
+/// answers 403 to service accounts until its RBAC cache is filled, seconds after it reports
+/// ready. Until then nothing is restored, so the convergence clock starts after. Returns the wait.
+async fn authorized_again(c: &Cluster) -> Duration {
+    let started = Instant::now();
+    let reconciler = c.cp.client(&c.token).expect("the reconciler's client");
+    let fcs = Api::<ForeignCluster>::all(reconciler);
+    let lp = kube::api::ListParams::default().limit(1);
+    while fcs.list_metadata(&lp).await.is_err() {
+        assert!(started.elapsed() < Duration::from_secs(60), "{}'s API server still refuses its reconciler after 60 s", c.name);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    started.elapsed()
+}
+
 async fn restart(c: &mut Cluster) {
     let rec = c.rec.as_mut().unwrap();
-    restart_reconciler(&c.cp, rec, c.name, &c.token, &FLAGS);
+    restart_reconciler(&c.cp, rec, c.name, &c.token, &flags());
     ready(rec).await;
 }
 
@@ -227,7 +278,12 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
             let down = Duration::from_millis(500 + rng.below(4000) as u64);
             tokio::time::sleep(down).await;
             cs[x].cp.restart_apiserver().await;
-            format!("stopped {xn}'s API server for {:.1} s", down.as_secs_f64())
+            let warm_up = authorized_again(&cs[x]).await;
+            format!(
+                "stopped {xn}'s API server for {:.1} s (RBAC served again {:.1} s after ready)",
+                down.as_secs_f64(),
+                warm_up.as_secs_f64()
+            )
         }
         Fault::PauseReconciler => {
             signal(cs[x].rec(), "STOP");
@@ -275,14 +331,21 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "the chaos soak: just chaos SECONDS SEED"]
 async fn chaos_soak() {
-    let seconds: u64 = std::env::var("CHAOS_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(180);
-    let seed: u64 = std::env::var("CHAOS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
-    // The deadline for convergence after the last fault is restored: two health periods, plus
-    // the time a restarted API server or reconciler takes to serve (measured, not assumed: a
-    // run reports the longest it saw).
-    let periods: u64 = std::env::var("CHAOS_PERIODS").ok().and_then(|s| s.parse().ok()).unwrap_or(2);
-    let deadline = Duration::from_secs(periods * HEALTH);
-    println!("chaos: seed {seed}, {seconds} s, health period {HEALTH} s, deadline {periods} periods");
+    let seconds = env_or("CHAOS_SECONDS", 180);
+    let seed = env_or("CHAOS_SEED", 1);
+    // The deadline for convergence once what a Deployment restores is back (a restarted API
+    // server or reconciler serving again): PERIODS health periods.
+    let periods = env_or("CHAOS_PERIODS", 2);
+    let deadline = Duration::from_secs(periods * *HEALTH);
+    // `CHAOS_LATE=report`: a convergence past the deadline is reported and counted, not a
+    // violation (CI, where a loaded machine stretches any timing); one that never comes (60 s
+    // more) always is.
+    let late_fails = std::env::var("CHAOS_LATE").map_or(true, |v| v != "report");
+    println!(
+        "chaos: seed {seed}, {seconds} s, health period {} s, deadline {periods} periods ({})",
+        *HEALTH,
+        if late_fails { "late is a violation" } else { "late is reported" }
+    );
     let Some(mut cs) = start().await else { return };
     let mut rng = Rng(seed);
     let mut wanted: Wanted = [[true; 3]; 3];
@@ -295,11 +358,14 @@ async fn chaos_soak() {
     let started = Instant::now();
     let mut counts = std::collections::BTreeMap::<Fault, u32>::new();
     let (mut faults, mut checks, mut violations, mut slowest) = (0u32, 0u32, Vec::<String>::new(), Duration::ZERO);
+    let mut late = Vec::<String>::new();
     while started.elapsed() < Duration::from_secs(seconds) {
         let fault = MENU[rng.below(MENU.len())];
         let x = rng.below(3);
         let y = (x + 1 + rng.below(2)) % 3;
+        let at = clock();
         let did = inject(&mut cs, &mut wanted, fault, x, y, &mut rng).await;
+        let did = format!("[{at}] {did}");
         faults += 1;
         *counts.entry(fault).or_default() += 1;
         checks += 1;
@@ -312,16 +378,22 @@ async fn chaos_soak() {
             }
             Err(v) => {
                 // Late or never: look longer, to tell a slow repair from a stuck one.
-                let late = converge(&cs, &wanted, Duration::from_secs(60)).await;
-                let verdict = match late {
-                    Ok(t) => format!("converged {:.1} s late", t.as_secs_f64()),
-                    Err(v2) => format!("still not after 60 s: {v2}"),
+                let again = converge(&cs, &wanted, Duration::from_secs(60)).await;
+                let (verdict, stuck) = match again {
+                    Ok(t) => {
+                        slowest = slowest.max(deadline + t);
+                        (format!("converged {:.1} s late", t.as_secs_f64()), false)
+                    }
+                    Err(v2) => (format!("still not after 60 s: {v2}"), true),
                 };
-                println!("#{faults} {did}: VIOLATION after {} periods: {v}; {verdict}", periods);
+                let what = if stuck || late_fails { "VIOLATION" } else { "LATE" };
+                println!("#{faults} {did}: {what} after {periods} periods: {v}; {verdict}");
                 for c in &cs {
                     println!("--- {}'s reconciler, last lines:\n{}", c.name, log_tail(c.rec()));
                 }
-                violations.push(format!("seed {seed} fault #{faults} ({did}): {v}; {verdict}"));
+                keep_logs(&cs, seed, faults);
+                let record = format!("seed {seed} fault #{faults} ({did}): {v}; {verdict}");
+                if stuck || late_fails { violations.push(record) } else { late.push(record) }
             }
         }
         for h in health.drain(..) {
@@ -333,12 +405,16 @@ async fn chaos_soak() {
     let lines: usize = cs.iter().map(|c| info_lines(c.rec())).sum();
     let per_minute = (lines - lines_at_start) as f64 / minutes / 3.0;
     let by_kind: Vec<String> = counts.iter().map(|(f, n)| format!("{f:?} {n}")).collect();
+    for record in late.iter().map(|r| format!("late: {r}")).chain(violations.iter().map(|v| format!("violation: {v}"))) {
+        println!("{record}");
+    }
     println!(
-        "chaos: seed {seed}: {faults} faults in {:.1} min ({}), {checks} invariant checks, slowest convergence {:.1} s, {per_minute:.0} INFO+ log lines/min per reconciler, violations: {}",
+        "chaos: seed {seed}: {faults} faults in {:.1} min ({}), {checks} invariant checks, slowest convergence {:.1} s, late {}, {per_minute:.0} INFO+ log lines/min per reconciler, violations: {}",
         minutes,
         by_kind.join(", "),
         slowest.as_secs_f64(),
+        late.len(),
         violations.len()
     );
-    assert!(violations.is_empty(), "{} violations:\n{}", violations.len(), violations.join("\n"));
+    assert!(violations.is_empty(), "{} violations (listed above the summary)", violations.len());
 }

@@ -1149,3 +1149,36 @@ async fn a_peer_presenting_another_fingerprint_is_refused() {
     assert_ne!(action, Action::await_change(), "looked at again later");
     assert_eq!(*w.peer.asked.lock().unwrap(), ["fingerprints"]);
 }
+
+/// A peer paired by fingerprint: the fingerprint is read off its auth service once, not every
+/// health round (each read is one more TLS handshake); after a failed call it is read again.
+#[tokio::test]
+async fn an_approved_fingerprint_is_checked_once_and_again_after_a_failure() {
+    let get = || call("GET", format!("{PRS}/{HOME}"), 200, our_pr());
+    let down = call("GET", format!("{PRS}/{HOME}"), 503, json!({"kind": "Status", "status": "Failure", "code": 503}));
+    let remote = vec![get(), get(), get(), down, get()];
+    let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()), call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    w.store_advertisement();
+    let mut spec = joined_spec();
+    spec.as_object_mut().unwrap().remove("allowUntrustedCA");
+    spec["trustedCAFingerprint"] = json!(PRESENTED);
+    let mut status = healthy_status(&w);
+    status["conditions"][0] = json!({"type": "Trusted", "status": "True", "reason": "FingerprintApproved",
+        "message": format!("{AUTH} proves the certificate of the approved fingerprint (spec.trustedCAFingerprint), or one it signed"),
+        "observedGeneration": 2, "lastTransitionTime": "2026-01-01T00:00:00Z"});
+    let fingerprints = |w: &World| w.peer.asked.lock().unwrap().iter().filter(|a| *a == "fingerprints").count();
+    for _ in 0..3 {
+        w.reconcile(fc(spec.clone(), status.clone(), true)).await.unwrap();
+    }
+    assert_eq!(fingerprints(&w), 1, "three healthy rounds, one check: {:?}", w.peer.asked.lock().unwrap());
+    assert!(w.home.lock().unwrap().is_empty(), "nothing written while healthy");
+    w.reconcile(fc(spec.clone(), status.clone(), true)).await.unwrap();
+    let failed = w.home.lock().unwrap()[0].2["status"].clone();
+    assert_eq!(condition_of(&failed, "RemoteReachable").0, "False");
+    w.reconcile(fc(spec, failed, true)).await.unwrap();
+    assert_eq!(fingerprints(&w), 2, "read again after the failed call: {:?}", w.peer.asked.lock().unwrap());
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
+}

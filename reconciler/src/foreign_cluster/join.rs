@@ -183,9 +183,17 @@ async fn settle_trust<P: Peers>(j: Join<'_, P>, mode: TrustMode, probed: Option<
     if mode == TrustMode::Untrusted
         && let Some(approved) = spec.approved_fingerprint()
     {
-        let presented = ctx.shared.peers.presented_fingerprints(url).await.map_err(|e| remote_failed(ctx, r, e))?;
+        let name = fc.name_any();
+        let message = format!("{url} proves the certificate of the approved fingerprint (spec.trustedCAFingerprint), or one it signed");
+        // Checked once (every later call verifies it again on its own connection); again
+        // after any failed call to this peer.
+        if ctx.proven(&name, url, &approved) {
+            r.set(Phase::Trusted, Status::True, Reason::FingerprintApproved, message);
+            return Ok(Trust::Fingerprint(approved));
+        }
+        let presented = ctx.shared.peers.presented_fingerprints(url).await.map_err(|e| remote_failed(j, r, e))?;
         if presented.contains(&approved) {
-            let message = format!("{url} proves the certificate of the approved fingerprint (spec.trustedCAFingerprint), or one it signed");
+            ctx.record_proof(&name, url, &approved);
             r.set(Phase::Trusted, Status::True, Reason::FingerprintApproved, message);
             return Ok(Trust::Fingerprint(approved));
         }
@@ -235,13 +243,13 @@ async fn identify<P: Peers>(j: Join<'_, P>, r: &mut Report) -> Step<Remote> {
     let Join { fc, ctx, way, .. } = j;
     let spec = &fc.spec;
     let probed = match spec.trust_mode() {
-        TrustMode::Unknown => Some(ctx.shared.peers.probe_trust(way.url()).await.map_err(|e| remote_failed(ctx, r, e))?),
+        TrustMode::Unknown => Some(ctx.shared.peers.probe_trust(way.url()).await.map_err(|e| remote_failed(j, r, e))?),
         _ => None,
     };
     let trust = settle_trust(j, probed.unwrap_or(spec.trust_mode()), probed, r).await?;
     let ids = match way {
         Way::AuthService { auth_url } if decide::needs_identification(spec) => {
-            Some(ctx.shared.peers.ids(auth_url, trust.clone()).await.map_err(|e| remote_failed(ctx, r, e))?)
+            Some(ctx.shared.peers.ids(auth_url, trust.clone()).await.map_err(|e| remote_failed(j, r, e))?)
         }
         _ => None,
     };
@@ -276,7 +284,7 @@ async fn pin_ca<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> St
                     let message = format!("{e}; without the remote's CA nothing is sent to it (or set spec.authUrl)");
                     r.set(Phase::CaVerified, Status::False, Reason::NoCaAvailable, message);
                 }
-                return Err(remote_failed(ctx, r, e));
+                return Err(remote_failed(j, r, e));
             }
         },
     };
@@ -315,7 +323,7 @@ async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report)
                     r.set(Phase::Authenticated, Status::False, reason, message);
                     return Err(Stop::Report(Action::requeue(ctx.timing.refused)));
                 }
-                Err(e) => return Err(remote_failed(ctx, r, e)),
+                Err(e) => return Err(remote_failed(j, r, e)),
             }
         }
     };
@@ -364,7 +372,7 @@ async fn reach<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
         r.set(Phase::RemoteReachable, Status::False, Reason::RemoteCaChanged, e.to_string());
         return Err(Stop::Report(Action::requeue(ctx.timing.health)));
     }
-    Err(remote_failed(ctx, r, e))
+    Err(remote_failed(j, r, e))
 }
 
 /// What [`reach`] learnt of our PeeringRequest (`None`: the way cannot read it).
@@ -443,7 +451,7 @@ async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
             let after = decide::offer_again_after(since.as_ref(), &super::now(), ctx.timing.health, ctx.timing.refused);
             Err(Stop::Report(Action::requeue(after)))
         }
-        Err(e) => Err(remote_failed(ctx, r, e)),
+        Err(e) => Err(remote_failed(j, r, e)),
     }
 }
 
@@ -470,8 +478,11 @@ fn finish<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> Action {
 
 /// A failed call to the remote: recorded on the phase it concerns, retried (logged once per
 /// cause and interval: see `liqo_serve::quiet`).
-fn remote_failed<P: Peers>(ctx: &Ctx<P>, r: &mut Report, e: Error) -> Stop {
+fn remote_failed<P: Peers>(j: Join<'_, P>, r: &mut Report, e: Error) -> Stop {
+    let Join { fc, ctx, .. } = j;
     tracing::info!(error = %e, cause = e.label(), "remote call failed");
+    // What the peer proved is asked of it again next round.
+    ctx.forget_proof(&fc.name_any());
     let reason = e.reason();
     let phase = match reason {
         Reason::InvalidSpec => Phase::Joined,

@@ -98,6 +98,9 @@ pub struct Ctx<P: Peers> {
     pub token_lifetime: Duration,
     /// Remote clients by ForeignCluster name, rebuilt when their access changes.
     remotes: Mutex<HashMap<String, (RemoteAccess, Client)>>,
+    /// Approved fingerprints the auth service proved, by ForeignCluster name (with its URL):
+    /// checked once, not every round, until a call to that peer fails.
+    proven: Mutex<HashMap<String, (String, String)>>,
     /// Health calls and join failures are counted here.
     pub metrics: Arc<crate::metrics::Metrics>,
 }
@@ -123,6 +126,7 @@ impl<P: Peers> Ctx<P> {
             timing: Timing::default(),
             token_lifetime: TOKEN_LIFETIME,
             remotes: Mutex::default(),
+            proven: Mutex::default(),
             metrics: Arc::default(),
         }
     }
@@ -178,6 +182,20 @@ impl<P: Peers> Ctx<P> {
 
     fn forget_remote(&self, fc_name: &str) {
         self.remotes.lock().expect("not poisoned").remove(fc_name);
+        self.forget_proof(fc_name);
+    }
+
+    /// Whether `url` proved `fingerprint` for `fc_name` and no call to it failed since.
+    fn proven(&self, fc_name: &str, url: &str, fingerprint: &str) -> bool {
+        self.proven.lock().expect("not poisoned").get(fc_name).is_some_and(|(u, f)| u == url && f == fingerprint)
+    }
+
+    fn record_proof(&self, fc_name: &str, url: &str, fingerprint: &str) {
+        self.proven.lock().expect("not poisoned").insert(fc_name.to_owned(), (url.to_owned(), fingerprint.to_owned()));
+    }
+
+    fn forget_proof(&self, fc_name: &str) {
+        self.proven.lock().expect("not poisoned").remove(fc_name);
     }
 
     /// Whether the peer's Advertisement is here now.
