@@ -8,7 +8,7 @@ use std::time::Duration;
 /// The first retry.
 pub const WATCH_RETRY_MIN: Duration = Duration::from_millis(200);
 /// The longest wait between retries (a retry costs one request).
-pub const WATCH_RETRY_MAX: Duration = Duration::from_secs(2);
+pub const WATCH_RETRY_MAX: Duration = Duration::from_secs(1);
 
 /// The backoff of our watches (see the module).
 #[derive(Clone, Debug)]
@@ -47,7 +47,7 @@ mod tests {
     fn retries_double_up_to_the_cap_and_start_over_after_a_success() {
         let mut b = WatchBackoff::default();
         let waits: Vec<u64> = b.by_ref().take(6).map(|d| d.as_millis() as u64).collect();
-        assert_eq!(waits, [200, 400, 800, 1600, 2000, 2000]);
+        assert_eq!(waits, [200, 400, 800, 1000, 1000, 1000]);
         b.reset();
         assert_eq!(b.next(), Some(WATCH_RETRY_MIN));
     }

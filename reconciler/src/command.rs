@@ -298,7 +298,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         api_url: args.api_url.clone().filter(|u| !u.is_empty()),
         mdns_port: MDNS_PORT,
     };
-    let lan_ctx = Arc::new(lan::Ctx::new(shared.clone(), lan));
+    let lan_ctx = Arc::new(lan::Ctx::new(shared.clone(), lan).with_metrics(metrics.clone()));
     let sources = broadcasters.clone().follow_sources(ns.clone(), shutdown_signal());
     let in_ctx = Arc::new(incoming::Ctx::new(shared, broadcasters, Duration::from_secs(args.unjoin_grace_seconds)));
     let no_mdns = args.no_mdns;

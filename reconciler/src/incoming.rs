@@ -129,6 +129,7 @@ pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> R
     }
     let spec = req.request_spec();
     let held = req.finalizers().iter().any(|f| f == FINALIZER_PEERED);
+    tracing::debug!(kind = K::KIND, name = %id, version = ?req.resource_version(), held, deleting = req.meta().deletion_timestamp.is_some(), "reconciling");
 
     if let Some(deleted_at) = &req.meta().deletion_timestamp {
         if !held {

@@ -93,6 +93,10 @@ pub struct Metrics {
     pub join_failures: Family<PhaseReasonLabels, Counter>,
     /// When the auth service's serving certificate expires (Unix time; 0 when unknown).
     pub auth_certificate_expiry: Gauge,
+    /// Records held in the mDNS cache at the last check.
+    pub mdns_cache_records: Gauge,
+    /// Times the mDNS cache was emptied for holding more than its bound.
+    pub mdns_cache_flushes: Counter,
     /// Since when each peer asked to join has been seen not joined.
     unhealthy_since: Mutex<HashMap<PeerLabels, SystemTime>>,
 }
@@ -144,6 +148,14 @@ impl Default for Metrics {
             "When the auth service's serving certificate expires (Unix time)",
             auth_certificate_expiry.clone(),
         );
+        let mdns_cache_records = Gauge::default();
+        registry.register("mdns_cache_records", "Records held in the mDNS cache at the last check", mdns_cache_records.clone());
+        let mdns_cache_flushes = Counter::default();
+        registry.register(
+            "mdns_cache_flushes",
+            "Times the mDNS cache was emptied for holding more records than its bound (a LAN flooding us)",
+            mdns_cache_flushes.clone(),
+        );
         Self {
             registry,
             foreign_clusters,
@@ -159,6 +171,8 @@ impl Default for Metrics {
             health_checks,
             join_failures,
             auth_certificate_expiry,
+            mdns_cache_records,
+            mdns_cache_flushes,
             unhealthy_since: Mutex::default(),
         }
     }

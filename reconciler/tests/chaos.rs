@@ -249,9 +249,12 @@ fn keep_logs(cs: &[Cluster], seed: u64, fault: u32) {
 async fn authorized_again(c: &Cluster) -> Duration {
     let started = Instant::now();
     let reconciler = c.cp.client(&c.token).expect("the reconciler's client");
-    let fcs = Api::<ForeignCluster>::all(reconciler);
+    // A cluster-wide grant (ClusterRoleBinding) and a namespaced one (RoleBinding): their
+    // caches fill apart.
+    let fcs = Api::<ForeignCluster>::all(reconciler.clone());
+    let secrets = Api::<Secret>::namespaced(reconciler, "liqo");
     let lp = kube::api::ListParams::default().limit(1);
-    while fcs.list_metadata(&lp).await.is_err() {
+    while fcs.list_metadata(&lp).await.is_err() || secrets.list_metadata(&lp).await.is_err() {
         assert!(started.elapsed() < Duration::from_secs(60), "{}'s API server still refuses its reconciler after 60 s", c.name);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -493,3 +493,63 @@ fn an_address_change_is_announced_again() {
         browser.shutdown().await;
     });
 }
+
+/// A LAN flooding us with services cannot fill our memory: once the mDNS cache holds more
+/// than its bound (`lan::cache_cap`: 8 records a cluster of `--max-discovered-peers`, plus
+/// 256), it is emptied, counted, and discovery starts afresh.
+#[test]
+fn a_flood_of_mdns_services_is_bounded() {
+    if !inside() {
+        in_netns("a_flood_of_mdns_services_is_bounded");
+        return;
+    }
+    use liqo_reconciler::discovery::lan;
+    const OWN: &str = "11111111-2222-4333-8444-555555555555";
+    runtime().block_on(async {
+        // 120 services (about 500 records) against a bound of 8 * 2 + 256 = 272 records.
+        let flooder = Mdns::start("_liqo._tcp", "local.", &on("v0")).unwrap();
+        for i in 0..120 {
+            let id = format!("flood-{i}");
+            let ad = Advertised::new(&id, None, "liqo", Some("https://10.77.0.1:1"), None, 1);
+            // The daemon's command queue is short ("try again"): register at its pace.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while let Err(e) = flooder.advertise(&ad) {
+                assert!(Instant::now() < deadline, "registering {id}: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        // Nothing is written anywhere: every flooding service is unusable (no cluster ID).
+        let nowhere = tower::service_fn(|_req: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("no API server in this test"))
+        });
+        let client = kube::Client::new(nowhere, "default");
+        let (_id, id_rx) = tokio::sync::watch::channel(Some(OWN.to_owned()));
+        let (_cfg, cfg_rx) = tokio::sync::watch::channel(Some(liqo_api::ClusterConfigSpec::default()));
+        let foreign = kube::runtime::reflector::store().0;
+        let shared = liqo_reconciler::context::Shared::new(client, "liqo", id_rx, cfg_rx, std::sync::Arc::new(peers()), foreign)
+            .with_max_discovered(2);
+        let settings = lan::Settings {
+            interfaces: on("v1"),
+            auth_port: 8443,
+            auth_url: Some("https://10.77.0.2:8443".into()),
+            api_url: None,
+            mdns_port: liqo_reconciler::discovery::mdns::MDNS_PORT,
+        };
+        assert_eq!(lan::cache_cap(2), 272);
+        let metrics = std::sync::Arc::new(liqo_reconciler::metrics::Metrics::default());
+        let ctx = std::sync::Arc::new(lan::Ctx::new(shared, settings).with_metrics(metrics.clone()));
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let lan_task = tokio::spawn(lan::run(ctx, async move {
+            let _ = stop_rx.await;
+        }));
+        liqo_testenv::eventually("the mDNS cache emptied for holding too much", || async {
+            (metrics.mdns_cache_flushes.get() >= 1).then_some(())
+        })
+        .await;
+        let exported = metrics.encode();
+        assert!(exported.contains("liqo_reconciler_mdns_cache_flushes_total"), "{exported}");
+        let _ = stop_tx.send(());
+        tokio::time::timeout(Duration::from_secs(10), lan_task).await.unwrap().unwrap();
+        flooder.shutdown().await;
+    });
+}

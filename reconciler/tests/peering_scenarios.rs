@@ -1182,3 +1182,33 @@ async fn an_approved_fingerprint_is_checked_once_and_again_after_a_failure() {
     expect(&w.remote, &remote);
     expect(&w.home, &home);
 }
+
+/// An anonymous offer the remote never answered (it may have lost our request before it ever
+/// advertised; we cannot read it there): made again once it has waited `Timing::refused`, with
+/// an Event saying so (`PeeringRequestRefreshed`), and not again in the next round.
+#[tokio::test]
+async fn a_stale_anonymous_offer_is_made_again_once_per_interval() {
+    let mut home = offer_home();
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    let exists = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "AlreadyExists", "code": 409});
+    let remote = vec![
+        call("GET", "/version", 200, version()),
+        call("POST", "/api/v1/namespaces/liqo/secrets", 409, exists.clone()),
+        call("POST", PRS, 409, exists),
+        call("GET", "/version", 200, version()),
+    ];
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    let pinned = w.pinned.clone();
+    w.store_secret(&format!("{FC}-ca-data"), "ca.crt", &pinned);
+    let mut status = joined_status(false);
+    status["conditions"] = json!([{"type": "Joined", "status": "False", "reason": "WaitingForAdvertisement",
+        "message": "our PeeringRequest is on the remote; waiting for its Advertisement",
+        "observedGeneration": 2, "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
+    for _ in 0..2 {
+        w.reconcile(fc(anonymous_spec(), status.clone(), true)).await.unwrap();
+    }
+    // Made again in the first round only (a new token, the same objects: AlreadyExists is fine).
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
+}

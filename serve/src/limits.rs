@@ -30,7 +30,7 @@ pub struct Limits {
     /// from the handshake to its first bytes).
     pub header_timeout: Duration,
     /// Time a connection may go without reading or writing a byte once it has spoken (idle
-    /// between keep-alive requests, or an HTTP/2 client that stopped talking). Longer than the
+    /// between keep-alive requests, or a TLS client that never sends a request). Longer than the
     /// 90 s after which Go's HTTP client (the API server calling a webhook) drops an idle
     /// connection itself, so that the client, not the server, closes it.
     pub idle_timeout: Duration,

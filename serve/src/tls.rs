@@ -118,13 +118,20 @@ impl ResolvesServerCert for ReloadingCert {
     }
 }
 
-/// A TLS 1.2/1.3 server configuration (ring provider) serving `cert`, offering h2 and http/1.1.
+/// A TLS 1.2/1.3 server configuration (ring provider) serving `cert`, offering HTTP/1.1 only.
+///
+/// Not h2: hyper's HTTP/2 server has no deadline for a request's headers, so a client could
+/// hold a connection by trickling them (a frame every few seconds is never silent) or by
+/// sending pings and no request. Over HTTP/1.1 every request's headers must arrive within
+/// `Limits::header_timeout`. Our clients (the API server calling the webhook, peers' auth
+/// clients, browsers on the dashboard) all speak HTTP/1.1; a client offering only h2 is
+/// refused in the handshake (`no_application_protocol`).
 pub fn server_config(cert: Arc<ReloadingCert>) -> Arc<ServerConfig> {
     let mut config = ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
         .with_safe_default_protocol_versions()
         .expect("ring supports the default protocol versions")
         .with_no_client_auth()
         .with_cert_resolver(cert);
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Arc::new(config)
 }

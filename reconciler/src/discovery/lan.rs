@@ -27,6 +27,8 @@ use crate::peer::Peers;
 pub struct Ctx<P: Peers> {
     pub shared: Shared<P>,
     pub settings: Settings,
+    /// The mDNS cache's size and flushes are counted here.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// How this cluster is seen and sought on the LAN.
@@ -44,7 +46,12 @@ pub struct Settings {
 
 impl<P: Peers> Ctx<P> {
     pub fn new(shared: Shared<P>, settings: Settings) -> Self {
-        Self { shared, settings }
+        Self { shared, settings, metrics: Arc::default() }
+    }
+
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 }
 
@@ -63,6 +70,20 @@ struct State {
     /// Whether new clusters were last turned away by the cap (logged once per time).
     at_cap: bool,
 }
+
+/// How often the size of the mDNS cache is checked against [`cache_cap`].
+const CACHE_CHECK: Duration = Duration::from_secs(5);
+
+/// Most records the mDNS cache may hold before it is emptied (pure): a cluster takes about
+/// six (PTR, SRV, TXT, addresses); far more than `max_discovered` clusters' worth is a LAN
+/// flooding us with records, which would otherwise fill the memory (the daemon has no bound).
+pub fn cache_cap(max_discovered: usize) -> u64 {
+    8 * max_discovered as u64 + 256
+}
+
+/// Services remembered as unusable (logged once each) or as present; beyond, new names are
+/// neither remembered nor logged one by one.
+const MAX_REMEMBERED: usize = 4096;
 
 /// A peer that restarts says goodbye and announces itself again at once; records that arrive
 /// while the goodbye's one-second flush (RFC 6762 §10.1) is pending can be lost with it. A
@@ -151,7 +172,6 @@ impl State {
     async fn sighted<P: Peers>(&mut self, ctx: &Ctx<P>, s: Sighting, own_id: &str, config: &ClusterConfigSpec) -> Result<()> {
         match s {
             Sighting::Found { fullname, cluster } => {
-                self.present.insert(fullname, cluster.cluster_id.clone());
                 if cluster.cluster_id == own_id {
                     return Ok(());
                 }
@@ -169,13 +189,16 @@ impl State {
                     return Ok(());
                 }
                 self.at_cap = false;
+                if self.present.len() < MAX_REMEMBERED || self.present.contains_key(&fullname) {
+                    self.present.insert(fullname, cluster.cluster_id.clone());
+                }
                 self.strikes.seen(&cluster.cluster_id, Instant::now());
                 let join = ctx.shared.join_found(&cluster.cluster_id, config.discovery_config.autojoin);
                 let change = merge::merge(existing, &cluster, &Finder::Lan, join);
                 apply(&ctx.shared.client, change, ctx.shared.recorder.as_ref(), "on the LAN (mDNS)").await
             }
             Sighting::Unusable { fullname, why } => {
-                if self.unusable_logged.insert(fullname.clone()) {
+                if self.unusable_logged.len() < MAX_REMEMBERED && self.unusable_logged.insert(fullname.clone()) {
                     tracing::info!(service = %fullname, reason = %why, "ignoring an mDNS service");
                 }
                 Ok(())
@@ -188,6 +211,21 @@ impl State {
                 self.requery = Some(tokio::time::Instant::now() + REQUERY_AFTER_GOODBYE);
                 Ok(())
             }
+        }
+    }
+
+    /// Empties the mDNS cache when it holds more than [`cache_cap`] records, by restarting the
+    /// daemon (the next round starts it again, browses and advertises afresh).
+    async fn bound_cache<P: Peers>(&mut self, ctx: &Ctx<P>) {
+        let Some((_, _, mdns)) = &self.mdns else { return };
+        let Some(held) = mdns.cached_records().await else { return };
+        let cap = cache_cap(ctx.shared.max_discovered);
+        ctx.metrics.mdns_cache_records.set(i64::try_from(held).unwrap_or(i64::MAX));
+        if held > cap {
+            tracing::warn!(held, cap, "the mDNS cache is over its bound (is the LAN flooding us?): emptying it by restarting mDNS");
+            ctx.metrics.mdns_cache_flushes.inc();
+            ctx.metrics.mdns_cache_records.set(0);
+            self.stop().await;
         }
     }
 
@@ -229,6 +267,7 @@ pub async fn run<P: Peers>(ctx: Arc<Ctx<P>>, shutdown: impl std::future::Future<
     tokio::pin!(shutdown);
     let mut period = expiry::check_period(ClusterConfigSpec::default().discovery_config.ttl);
     let mut tick = tokio::time::interval(period);
+    let mut cache_tick = tokio::time::interval(CACHE_CHECK);
     loop {
         let own_id = id_rx.borrow_and_update().clone();
         let config = cfg_rx.borrow_and_update().clone().unwrap_or_default();
@@ -261,6 +300,7 @@ pub async fn run<P: Peers>(ctx: Arc<Ctx<P>>, shutdown: impl std::future::Future<
                     }
                 }
             }
+            _ = cache_tick.tick() => state.bound_cache(&ctx).await,
             _ = tick.tick() => if let Err(e) = state.check(&ctx, period).await {
                 tracing::warn!(error = %e, cause = e.label(), "expiring LAN clusters failed");
             }

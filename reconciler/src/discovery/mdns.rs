@@ -187,6 +187,15 @@ impl Mdns {
         }
     }
 
+    /// Records the daemon's cache holds now (PTR, SRV, TXT, addresses, NSEC, subtypes), or
+    /// `None` when it does not say within 2 s.
+    pub async fn cached_records(&self) -> Option<u64> {
+        const CACHED: [&str; 6] = ["cached-ptr", "cached-srv", "cached-txt", "cached-addr", "cached-nsec", "cached-subtype"];
+        let rx = self.daemon.get_metrics().ok()?;
+        let metrics = tokio::time::timeout(std::time::Duration::from_secs(2), rx.recv_async()).await.ok()?.ok()?;
+        Some(CACHED.iter().filter_map(|k| metrics.get(*k)).map(|v| u64::try_from(*v).unwrap_or(0)).sum())
+    }
+
     pub fn stop_browse(&self) {
         let _ = self.daemon.stop_browse(&self.service_type);
     }

@@ -135,11 +135,12 @@ pub async fn run<P: Peers>(
     let api: Api<SearchDomain> = Api::all(ctx.shared.client.clone());
     let (reader, writer) = reflector::store();
     let changes = watcher(api, watcher::Config::default().any_semantic())
-        .backoff(liqo_api::watch_backoff::WatchBackoff::default())
         .reflect(writer)
         .applied_objects()
         .predicate_filter(predicates::generation, Default::default());
-    Controller::for_stream(changes, reader)
+    // Errors retried here and dropped: the controller's own backoff (kube's default, up to
+    // 30 s) never sees one.
+    Controller::for_stream(crate::stores::retried_alone(changes, "SearchDomains"), reader)
         .graceful_shutdown_on(shutdown)
         .run(
             move |sd, ctx| {

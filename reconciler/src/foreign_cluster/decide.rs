@@ -203,6 +203,9 @@ pub enum Offer {
     Repair,
     /// A request of ours is still being deleted on the remote: offer once it is gone.
     AwaitDeletion,
+    /// An anonymous offer the remote has not answered for long: made again, in case the
+    /// remote lost it before it ever advertised (we cannot read it there).
+    Refresh,
 }
 
 /// The peer's Advertisement here, as far as the offer cares.
@@ -212,6 +215,18 @@ pub enum Advertised {
     /// Here at the last reconcile, gone now.
     Vanished,
     Absent,
+    /// Never here since our offer, which has waited longer than the refresh interval (see
+    /// [`anonymous_offer_overdue`]).
+    Overdue,
+}
+
+/// Whether an offer waiting for the remote's Advertisement since `since` is overdue (pure):
+/// it has waited `every` or more, and this process did not make it again within the last
+/// `every` (`last`: how long ago it did). An anonymous offer is then made again, at most once
+/// per `every`.
+pub fn anonymous_offer_overdue(since: Option<&Time>, now: &Time, last: Option<Duration>, every: Duration) -> bool {
+    let waited = since.map_or(0, |s| (now.0.as_second() - s.0.as_second()).max(0) as u64);
+    waited >= every.as_secs() && last.is_none_or(|l| l >= every)
 }
 
 /// The offer to make (pure). `offered`: the stored status says our request is on the remote
@@ -226,6 +241,7 @@ pub fn offer(on_remote: OnRemote, offered: bool, advertised: Advertised) -> Offe
         OnRemote::Matching => Offer::Keep,
         OnRemote::Missing | OnRemote::Differing => Offer::Repair,
         OnRemote::Unknown if advertised == Advertised::Vanished => Offer::Repair,
+        OnRemote::Unknown if advertised == Advertised::Overdue => Offer::Refresh,
         OnRemote::Unknown => Offer::Keep,
     }
 }
@@ -337,6 +353,17 @@ mod tests {
     }
 
     #[test]
+    fn an_anonymous_offer_is_overdue_after_the_interval_and_then_once_per_interval() {
+        let at = |secs: i64| Time(k8s_openapi::jiff::Timestamp::from_second(1_800_000_000 + secs).unwrap());
+        let every = Duration::from_secs(300);
+        assert!(!anonymous_offer_overdue(None, &at(0), None, every), "not waiting");
+        assert!(!anonymous_offer_overdue(Some(&at(0)), &at(299), None, every));
+        assert!(anonymous_offer_overdue(Some(&at(0)), &at(300), None, every));
+        assert!(!anonymous_offer_overdue(Some(&at(0)), &at(400), Some(Duration::from_secs(100)), every), "made again lately");
+        assert!(anonymous_offer_overdue(Some(&at(0)), &at(700), Some(Duration::from_secs(300)), every));
+    }
+
+    #[test]
     fn when_the_offer_is_made() {
         use Advertised::*;
         // A fresh peering always offers, even over a matching request left by an earlier one.
@@ -354,6 +381,9 @@ mod tests {
         assert_eq!(offer(OnRemote::Unknown, false, Present), Offer::Keep);
         assert_eq!(offer(OnRemote::Unknown, true, Absent), Offer::Keep);
         assert_eq!(offer(OnRemote::Unknown, true, Vanished), Offer::Repair);
+        // An anonymous offer unanswered for long is made again; one we can read is not.
+        assert_eq!(offer(OnRemote::Unknown, true, Overdue), Offer::Refresh);
+        assert_eq!(offer(OnRemote::Matching, true, Overdue), Offer::Keep);
         let ours = OurRequest { home_id: HOME, home_name: None, home_namespace: "liqo", remote_namespace: "liqo", home_auth_url: None };
         let mut pr = ours.object();
         assert_eq!(OnRemote::of(&ours, Some(&pr)), OnRemote::Matching);

@@ -395,9 +395,18 @@ async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
     };
     let previous = fc.status.as_ref().and_then(|s| s.outgoing.as_ref());
     let offered = previous.is_some_and(|o| o.remote_peering_request_name.is_some());
+    let name = fc.name_any();
+    let waiting_since = fc
+        .status
+        .as_ref()
+        .and_then(|s| crate::conditions::get(&s.conditions, Phase::Joined.as_str()))
+        .filter(|c| c.reason == Reason::WaitingForAdvertisement.as_str())
+        .map(|c| c.last_transition_time.clone());
+    let overdue = || decide::anonymous_offer_overdue(waiting_since.as_ref(), &super::now(), ctx.refreshed_ago(&name), ctx.timing.refused);
     let advertised = match (ctx.advertisement_present(&remote.id), previous.is_some_and(|o| o.advertisement.is_some())) {
         (true, _) => Advertised::Present,
         (false, true) => Advertised::Vanished,
+        (false, false) if overdue() => Advertised::Overdue,
         (false, false) => Advertised::Absent,
     };
     let plan = decide::offer(on_remote, offered, advertised);
@@ -408,7 +417,7 @@ async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
             r.set(Phase::Joined, Status::False, Reason::WaitingForAdvertisement, message);
             return Err(Stop::Report(Action::requeue(ctx.timing.short)));
         }
-        Offer::Make | Offer::Repair => {}
+        Offer::Make | Offer::Repair | Offer::Refresh => {}
     }
     let secret: Secret = ctx.grant_and_kubeconfig(&ours, &remote.id).await?;
     match way.put_offer(client, &secret, &ours.object()).await {
@@ -420,6 +429,14 @@ async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
                     "PeeringRequestRepaired",
                     format!("our PeeringRequest {own_id} on the remote was missing or changed; re-created"),
                 ),
+                Offer::Refresh => {
+                    ctx.record_refresh(&name);
+                    let waited = ctx.timing.refused.as_secs();
+                    let note = format!(
+                        "the remote has not advertised to us for {waited} s or more since our anonymous offer; made it again (in case the remote lost it)"
+                    );
+                    (true, "PeeringRequestRefreshed", note)
+                }
                 _ => (false, "PeeringRequestCreated", format!("created PeeringRequest {own_id} on the remote{anonymously}")),
             };
             ctx.event(fc, warning, reason, note).await;

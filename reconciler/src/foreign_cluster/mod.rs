@@ -27,7 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::watcher::{self, watcher};
 use kube::{Client, Resource, ResourceExt};
 use liqo_api::names::{FINALIZER_PEERED, LABEL_CLUSTER_ID, advertisement_name, peering_kubeconfig_secret};
 use liqo_api::{Advertisement, ForeignCluster};
@@ -65,7 +65,8 @@ pub struct Timing {
     /// Next look while something on the remote is about to change (a request being deleted).
     pub short: Duration,
     /// Next attempt after the remote refused our token (the user must act); the longest wait
-    /// before offering again to a remote that refuses our PeeringRequest.
+    /// before offering again to a remote that refuses our PeeringRequest; how long an
+    /// anonymous offer waits for the remote's Advertisement before it is made again.
     pub refused: Duration,
     /// How long unjoin of a deleted ForeignCluster waits for an unreachable remote.
     pub unjoin_grace: Duration,
@@ -101,6 +102,8 @@ pub struct Ctx<P: Peers> {
     /// Approved fingerprints the auth service proved, by ForeignCluster name (with its URL):
     /// checked once, not every round, until a call to that peer fails.
     proven: Mutex<HashMap<String, (String, String)>>,
+    /// When each ForeignCluster's anonymous offer was last made again for being overdue.
+    refreshed: Mutex<HashMap<String, std::time::Instant>>,
     /// Health calls and join failures are counted here.
     pub metrics: Arc<crate::metrics::Metrics>,
 }
@@ -127,6 +130,7 @@ impl<P: Peers> Ctx<P> {
             token_lifetime: TOKEN_LIFETIME,
             remotes: Mutex::default(),
             proven: Mutex::default(),
+            refreshed: Mutex::default(),
             metrics: Arc::default(),
         }
     }
@@ -192,6 +196,15 @@ impl<P: Peers> Ctx<P> {
 
     fn record_proof(&self, fc_name: &str, url: &str, fingerprint: &str) {
         self.proven.lock().expect("not poisoned").insert(fc_name.to_owned(), (url.to_owned(), fingerprint.to_owned()));
+    }
+
+    /// How long ago `fc_name`'s anonymous offer was last made again (`None`: not by this process).
+    fn refreshed_ago(&self, fc_name: &str) -> Option<Duration> {
+        self.refreshed.lock().expect("not poisoned").get(fc_name).map(|t| t.elapsed())
+    }
+
+    fn record_refresh(&self, fc_name: &str) {
+        self.refreshed.lock().expect("not poisoned").insert(fc_name.to_owned(), std::time::Instant::now());
     }
 
     fn forget_proof(&self, fc_name: &str) {
@@ -288,7 +301,9 @@ pub async fn reconcile<P: Peers>(fc: Arc<ForeignCluster>, ctx: Arc<Ctx<P>>) -> R
     let Some(own_id) = ctx.shared.own_id() else { return Ok(Action::requeue(ctx.timing.retry)) };
     let config = ctx.shared.settings();
     let peered = fc.finalizers().iter().any(|f| f == FINALIZER_PEERED);
-    if fc.metadata.deletion_timestamp.is_some() || !fc.spec.join() {
+    let deleting = fc.metadata.deletion_timestamp.is_some();
+    tracing::debug!(fc = %fc.name_any(), version = ?fc.resource_version(), join = fc.spec.join(), deleting, peered, "reconciling");
+    if deleting || !fc.spec.join() {
         if peered {
             return unjoin::unjoin(&fc, &ctx, &own_id).await;
         }
@@ -310,11 +325,17 @@ pub async fn run<P: Peers>(
     metrics: Arc<crate::metrics::Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let api: Api<ForeignCluster> = Api::all(ctx.shared.client.clone());
-    let controller = Controller::new(api, watcher::Config::default().any_semantic());
+    use kube::runtime::WatchStreamExt;
+    use kube::runtime::reflector;
+    let config = watcher::Config::default().any_semantic();
+    let (reader, writer) = reflector::store();
+    let fcs = watcher(Api::<ForeignCluster>::all(ctx.shared.client.clone()), config.clone()).reflect(writer).applied_objects();
+    let adverts = watcher(Api::<Advertisement>::all(ctx.shared.client.clone()), config).touched_objects();
+    // Each watch retries on its own: one failing does not hold up the other.
+    let controller = Controller::for_stream(crate::stores::retried_alone(fcs, "ForeignClusters"), reader);
     let store = controller.store();
     controller
-        .watches(Api::<Advertisement>::all(ctx.shared.client.clone()), watcher::Config::default().any_semantic(), move |adv| {
+        .watches_stream(crate::stores::retried_alone(adverts, "Advertisements"), move |adv| {
             let sender = adv.spec.cluster_id.clone();
             store
                 .state()
