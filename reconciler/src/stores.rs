@@ -39,3 +39,21 @@ where
         std::future::ready(item.is_ok())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A watch's errors never reach the controller fed by it (they would pause all of its
+    /// triggers); the watch itself waits its own backoff before going on.
+    #[tokio::test(start_paused = true)]
+    async fn errors_are_retried_here_and_never_passed_on() {
+        let items = vec![Err(watcher::Error::NoResourceVersion), Ok(1u32), Err(watcher::Error::NoResourceVersion), Ok(2)];
+        let started = tokio::time::Instant::now();
+        let passed: Vec<Result<u32, watcher::Error>> = retried_alone(futures::stream::iter(items), "test").collect().await;
+        assert_eq!(passed.iter().map(|r| *r.as_ref().unwrap()).collect::<Vec<_>>(), [1, 2]);
+        // Two errors, each followed by the first backoff step (200 ms; reset by the success between).
+        assert_eq!(started.elapsed(), Duration::from_millis(400));
+    }
+}
