@@ -28,6 +28,7 @@ pub mod grant;
 pub mod identity;
 pub mod incoming;
 pub mod leader;
+pub mod managers;
 pub mod metrics;
 pub mod peer;
 pub mod published;

@@ -511,3 +511,49 @@ async fn the_peer_stops_advertising_then_starts_again() {
     eventually("converged", || converged(&t, false)).await;
     assert_eq!(event_count(&t.home, "Joined", FC).await, 2, "one Joined Event per time it joined");
 }
+
+/// An upgrade from a release that wrote the status by merge patch: the fields it owned by an
+/// `Update` (a condition type and a field this release no longer sets) are taken over by
+/// their manager and dropped on the next apply; no status `Update` entry is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_fields_of_an_earlier_release_are_dropped_after_an_upgrade() {
+    const FLAGS: [&str; 1] = ["--leader-election=false"];
+    let Some(mut t) = two_clusters_with(&FLAGS).await else { return };
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "joined", outgoing_joined).await;
+    let fcs: Api<ForeignCluster> = Api::all(t.home.clone());
+
+    // The earlier release, stopped mid-life, had merge-patched its status (no field manager
+    // named: the API server derives one from the user agent).
+    let _ = t.home_rec.child.kill();
+    let _ = t.home_rec.child.wait();
+    let legacy = json!({"status": {
+        "conditions": [{"type": "LegacyPhase", "status": "True", "reason": "Old", "message": "written by an earlier release",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        "outgoing": {"presentedFingerprint": "ab".repeat(32)},
+        "ttl": 90,
+    }});
+    fcs.patch_status(FC, &PatchParams::default(), &Patch::Merge(legacy)).await.unwrap();
+    let before = fcs.get(FC).await.unwrap();
+    let updates = |f: &ForeignCluster| {
+        f.managed_fields().iter().filter(|e| e.operation.as_deref() == Some("Update") && e.subresource.as_deref() == Some("status")).count()
+    };
+    assert_eq!(updates(&before), 1, "the earlier release's merge patch owns status fields: {:?}", before.managed_fields());
+
+    // The new release starts.
+    let token = reconciler_token_again(&t.home).await;
+    restart_reconciler(&t.home_cp, &mut t.home_rec, "home", &token, &FLAGS);
+    ready(&mut t.home_rec).await;
+    let clean = fc_where(&t.home, FC, "the earlier release's status fields gone", |f| {
+        let s = f.status.as_ref();
+        s.is_some_and(|s| {
+            s.ttl.is_none()
+                && !s.conditions.iter().any(|c| c.type_ == "LegacyPhase")
+                && s.outgoing.as_ref().is_some_and(|o| o.presented_fingerprint.is_none())
+        })
+    })
+    .await;
+    assert_eq!(updates(&clean), 0, "{:?}", clean.managed_fields());
+    assert!(outgoing_joined(&clean), "still joined");
+    assert_eq!(phase(&clean, "Joined").map(|p| p.0), Some("True".into()));
+}

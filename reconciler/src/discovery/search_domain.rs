@@ -59,6 +59,9 @@ pub async fn reconcile<P: Peers>(sd: Arc<SearchDomain>, ctx: Arc<Ctx<P>>) -> Res
     let name = sd.name_any();
     let generation = sd.metadata.generation;
     let Some(own_id) = ctx.shared.own_id() else { return Err(Error::NotReady("cluster ID")) };
+    // Status fields an earlier release merge-patched become ours, so this round's apply drops
+    // the ones no longer set (see crate::managers).
+    crate::managers::take_over_status(&Api::<SearchDomain>::all(ctx.shared.client.clone()), &*sd, |_| FIELD_MANAGER).await?;
     let config = ctx.shared.settings();
 
     let mut status = sd.status.clone().unwrap_or_default();

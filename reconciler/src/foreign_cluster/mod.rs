@@ -303,6 +303,12 @@ pub async fn reconcile<P: Peers>(fc: Arc<ForeignCluster>, ctx: Arc<Ctx<P>>) -> R
     let peered = fc.finalizers().iter().any(|f| f == FINALIZER_PEERED);
     let deleting = fc.metadata.deletion_timestamp.is_some();
     tracing::debug!(fc = %fc.name_any(), version = ?fc.resource_version(), join = fc.spec.join(), deleting, peered, "reconciling");
+    // Status fields an earlier release merge-patched are handed to their owners now, so the
+    // next status apply drops the ones no longer set; the fold changes the object, so its
+    // watch brings it back at once.
+    if crate::managers::take_over_status(&Api::<ForeignCluster>::all(ctx.shared.client.clone()), &*fc, status_owner).await? {
+        return Ok(Action::await_change());
+    }
     if deleting || !fc.spec.join() {
         if peered {
             return unjoin::unjoin(&fc, &ctx, &own_id).await;
@@ -310,6 +316,12 @@ pub async fn reconcile<P: Peers>(fc: Arc<ForeignCluster>, ctx: Arc<Ctx<P>>) -> R
         return Ok(Action::await_change());
     }
     join::join(&fc, &ctx, &own_id, &config).await
+}
+
+/// Which field manager owns a top-level field of a ForeignCluster's status (`f:incoming`: the
+/// incoming controller; the rest: this one).
+fn status_owner(key: &str) -> &'static str {
+    if key == "f:incoming" { crate::incoming::STATUS_MANAGER } else { report::STATUS_MANAGER }
 }
 
 fn error_policy<P: Peers>(fc: Arc<ForeignCluster>, e: &crate::Error, ctx: Arc<Ctx<P>>) -> Action {

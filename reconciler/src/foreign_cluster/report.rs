@@ -107,8 +107,6 @@ impl Report {
 pub fn owned(status: Option<&ForeignClusterStatus>) -> ForeignClusterStatus {
     let mut s = status.cloned().unwrap_or_default();
     s.incoming = None;
-    s.ttl = None;
-    s.last_seen = None;
     s
 }
 

@@ -1,0 +1,150 @@
+//! Upgrades from releases that wrote status by merge patch. Such a write left its fields owned
+//! by an `Update` entry in `metadata.managedFields`; a server-side apply never removes a field
+//! another manager owns, so a field this release no longer sets would stay forever. Before the
+//! first apply, each `Update` entry of the status subresource is folded into the `Apply` entry
+//! of the manager that owns that part of the status now (as client-go's `csaupgrade` does);
+//! the next apply then drops what no one sets any more.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, Time};
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+/// Whether `e` was written by an update (a merge patch or a PUT) of the status subresource.
+fn is_status_update(e: &ManagedFieldsEntry) -> bool {
+    e.operation.as_deref() == Some("Update") && e.subresource.as_deref() == Some("status")
+}
+
+/// Adds every field of `from` to `into` (pure): fieldsV1 sets are trees of objects.
+fn union(into: &mut Map<String, Value>, from: &Map<String, Value>) {
+    for (key, value) in from {
+        match (into.get_mut(key), value) {
+            (Some(Value::Object(mine)), Value::Object(theirs)) => union(mine, theirs),
+            (Some(_), _) => {}
+            (None, v) => {
+                into.insert(key.clone(), v.clone());
+            }
+        }
+    }
+}
+
+/// `entries` with every status `Update` folded into the `Apply` entry of `owner_of(key)` for
+/// each top-level status field `key` (e.g. `f:conditions`), made when missing (pure); `None`
+/// when there is no status `Update` to fold.
+pub fn fold_status_updates(
+    entries: &[ManagedFieldsEntry],
+    api_version: &str,
+    now: &Time,
+    owner_of: impl Fn(&str) -> &'static str,
+) -> Option<Vec<ManagedFieldsEntry>> {
+    if !entries.iter().any(is_status_update) {
+        return None;
+    }
+    let mut kept: Vec<ManagedFieldsEntry> = entries.iter().filter(|e| !is_status_update(e)).cloned().collect();
+    let old = entries.iter().filter(|e| is_status_update(e)).filter_map(|e| e.fields_v1.as_ref()?.0.get("f:status")?.as_object());
+    for status in old {
+        for (key, fields) in status.iter().filter(|(k, _)| k.as_str() != ".") {
+            let manager = owner_of(key);
+            let at = match kept.iter().position(|e| {
+                e.manager.as_deref() == Some(manager)
+                    && e.operation.as_deref() == Some("Apply")
+                    && e.subresource.as_deref() == Some("status")
+            }) {
+                Some(at) => at,
+                None => {
+                    kept.push(ManagedFieldsEntry {
+                        api_version: Some(api_version.to_owned()),
+                        fields_type: Some("FieldsV1".to_owned()),
+                        fields_v1: Some(FieldsV1(Value::Object(Map::new()))),
+                        manager: Some(manager.to_owned()),
+                        operation: Some("Apply".to_owned()),
+                        subresource: Some("status".to_owned()),
+                        time: Some(now.clone()),
+                    });
+                    kept.len() - 1
+                }
+            };
+            let tree = kept[at].fields_v1.get_or_insert_with(|| FieldsV1(Value::Object(Map::new())));
+            let root = tree.0.as_object_mut().expect("fieldsV1 is an object");
+            let status_tree = root.entry("f:status").or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(status_tree) = status_tree {
+                status_tree.entry(".").or_insert_with(|| Value::Object(Map::new()));
+                let mut one = Map::new();
+                one.insert(key.clone(), fields.clone());
+                union(status_tree, &one);
+            }
+        }
+    }
+    Some(kept)
+}
+
+/// Folds `obj`'s status updates on the server (see [`fold_status_updates`]): one JSON patch,
+/// guarded by the resourceVersion. True when it changed anything; the caller's next apply then
+/// drops the fields no one sets any more.
+pub async fn take_over_status<K>(api: &Api<K>, obj: &K, owner_of: impl Fn(&str) -> &'static str) -> kube::Result<bool>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let entries = obj.meta().managed_fields.as_deref().unwrap_or_default();
+    let api_version = K::api_version(&()).into_owned();
+    let Some(folded) = fold_status_updates(entries, &api_version, &Time(k8s_openapi::jiff::Timestamp::now()), owner_of) else {
+        return Ok(false);
+    };
+    let patch = serde_json::json!([
+        {"op": "test", "path": "/metadata/resourceVersion", "value": obj.resource_version()},
+        {"op": "replace", "path": "/metadata/managedFields", "value": folded},
+    ]);
+    let patch: json_patch::Patch = serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
+    api.patch(&obj.name_any(), &PatchParams::default(), &Patch::Json::<()>(patch)).await?;
+    tracing::info!(object = %obj.name_any(), "status fields written by an earlier release taken over by their manager");
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn entry(manager: &str, operation: &str, subresource: Option<&str>, fields: Value) -> ManagedFieldsEntry {
+        ManagedFieldsEntry {
+            api_version: Some("discovery.liqo.io/v1alpha1".into()),
+            fields_type: Some("FieldsV1".into()),
+            fields_v1: Some(FieldsV1(fields)),
+            manager: Some(manager.into()),
+            operation: Some(operation.into()),
+            subresource: subresource.map(Into::into),
+            time: None,
+        }
+    }
+
+    fn route(key: &str) -> &'static str {
+        if key == "f:incoming" { "liqo-incoming" } else { "liqo-peering" }
+    }
+
+    #[test]
+    fn status_updates_are_folded_into_the_managers_that_own_each_part_now() {
+        let now = Time(k8s_openapi::jiff::Timestamp::from_second(1).unwrap());
+        let spec = entry("kubectl", "Update", None, json!({"f:spec": {"f:join": {}}}));
+        let old = entry(
+            "liqo-reconciler",
+            "Update",
+            Some("status"),
+            json!({"f:status": {".": {}, "f:ttl": {}, "f:incoming": {"f:peeringRequest": {}}, "f:conditions": {"k:{\"type\":\"Legacy\"}": {".": {}}}}}),
+        );
+        let ours =
+            entry("liqo-peering", "Apply", Some("status"), json!({"f:status": {"f:conditions": {"k:{\"type\":\"Joined\"}": {".": {}}}}}));
+        let folded = fold_status_updates(&[spec.clone(), old, ours], "discovery.liqo.io/v1alpha1", &now, route).unwrap();
+        assert_eq!(folded.len(), 3, "{folded:?}");
+        assert_eq!(folded[0], spec, "other entries untouched");
+        assert!(folded.iter().all(|e| !is_status_update(e)), "no status update left");
+        let fields = |m: &str| folded.iter().find(|e| e.manager.as_deref() == Some(m)).unwrap().fields_v1.clone().unwrap().0;
+        assert_eq!(
+            fields("liqo-peering")["f:status"],
+            json!({".": {}, "f:ttl": {}, "f:conditions": {"k:{\"type\":\"Joined\"}": {".": {}}, "k:{\"type\":\"Legacy\"}": {".": {}}}})
+        );
+        assert_eq!(fields("liqo-incoming"), json!({"f:status": {".": {}, "f:incoming": {"f:peeringRequest": {}}}}));
+        // Nothing to fold: nothing to write.
+        assert_eq!(fold_status_updates(&folded, "discovery.liqo.io/v1alpha1", &now, route), None);
+    }
+}
