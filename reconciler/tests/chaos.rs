@@ -2,8 +2,8 @@
 //! control planes (A, B, C), each with its reconciler (the shipped RBAC, health period 2 s)
 //! and its webhook; every pair peers both ways. A driver draws faults from a fixed menu with a
 //! seeded generator, restores what a Deployment would restore (a killed process restarts, a
-//! stopped API server comes back), and after each fault checks the invariants until they hold
-//! or the deadline passes:
+//! stopped API server comes back, a black hole closes), and after each fault checks the
+//! invariants until they hold or the deadline passes:
 //!
 //! - every ordered pair is joined exactly when its ForeignCluster says `join: true` (our
 //!   request on the remote, the remote's Advertisement here, the remote's access here), and
@@ -46,8 +46,9 @@ static FLAGS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
     ]
 });
 
-fn flags() -> Vec<&'static str> {
-    FLAGS.iter().map(String::as_str).collect()
+/// The flags, peers told to reach our API server through `proxy`.
+fn flags_via(proxy: &Proxy) -> Vec<String> {
+    FLAGS.iter().cloned().chain([format!("--api-url=https://127.0.0.1:{}", proxy.port)]).collect()
 }
 
 /// A small seeded generator (SplitMix64): the same seed, the same faults.
@@ -85,9 +86,14 @@ enum Fault {
     DeleteKubeconfigSecret,
     /// Delete a ForeignCluster, then create it again (as a user re-adding the peer).
     RecreateForeignCluster,
+    /// Our identity on a peer (the Secret `<fc>-identity`) deleted by our admin.
+    DeleteIdentitySecret,
+    /// A cluster's API server, as its peers reach it, black-holed: connections accepted and
+    /// held, nothing passed, then closed when it is restored.
+    BlackHoleApiServer,
 }
 
-const MENU: [Fault; 8] = [
+const MENU: [Fault; 10] = [
     Fault::KillReconciler,
     Fault::StopApiServer,
     Fault::PauseReconciler,
@@ -96,7 +102,42 @@ const MENU: [Fault; 8] = [
     Fault::DeleteAdvertisement,
     Fault::DeleteKubeconfigSecret,
     Fault::RecreateForeignCluster,
+    Fault::DeleteIdentitySecret,
+    Fault::BlackHoleApiServer,
 ];
+
+/// A TCP proxy of the test's own in front of an API server, where its peers reach it (the
+/// reconciler's `--api-url`): it passes bytes, or while `hole` is true black-holes every
+/// connection (accepted and held, nothing passed; closed when restored).
+struct Proxy {
+    port: u16,
+    hole: tokio::sync::watch::Sender<bool>,
+}
+
+impl Proxy {
+    async fn start(upstream: u16) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (hole, holes) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let mut holes = holes.clone();
+                tokio::spawn(async move {
+                    if !*holes.borrow() {
+                        let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await else { return };
+                        tokio::select! {
+                            _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => return,
+                            _ = holes.wait_for(|h| *h) => {}
+                        }
+                    }
+                    // Held, silent, until restored; then closed.
+                    let _ = holes.wait_for(|h| !*h).await;
+                });
+            }
+        });
+        Self { port, hole }
+    }
+}
 
 struct Cluster {
     name: &'static str,
@@ -106,6 +147,8 @@ struct Cluster {
     id: String,
     rec: Option<Reconciler>,
     _webhook: Webhook,
+    /// Where its peers reach its API server.
+    proxy: Proxy,
     /// Log lines of earlier processes of this reconciler (each restart appends).
     panics_seen: usize,
 }
@@ -128,11 +171,13 @@ async fn start() -> Option<Vec<Cluster>> {
         let admin = cp.admin();
         liqo_testenv::install_liqo(&admin, "liqo").await;
         let token = reconciler_token(&admin).await;
-        let mut rec = start_reconciler_with(&cp, name, &token, &flags());
+        let upstream: u16 = cp.url.rsplit(':').next().unwrap().parse().unwrap();
+        let proxy = Proxy::start(upstream).await;
+        let mut rec = start_reconciler_with(&cp, name, &token, &flags_via(&proxy).iter().map(String::as_str).collect::<Vec<_>>());
         ready(&mut rec).await;
         let id = cluster_id(&admin).await;
         let webhook = start_webhook(&admin).await;
-        out.push(Cluster { name, cp, admin, token, id, rec: Some(rec), _webhook: webhook, panics_seen: 0 });
+        out.push(Cluster { name, cp, admin, token, id, rec: Some(rec), _webhook: webhook, proxy, panics_seen: 0 });
     }
     Some(out)
 }
@@ -263,7 +308,8 @@ async fn authorized_again(c: &Cluster) -> Duration {
 
 async fn restart(c: &mut Cluster) {
     let rec = c.rec.as_mut().unwrap();
-    restart_reconciler(&c.cp, rec, c.name, &c.token, &flags());
+    let flags = flags_via(&c.proxy);
+    restart_reconciler(&c.cp, rec, c.name, &c.token, &flags.iter().map(String::as_str).collect::<Vec<_>>());
     ready(rec).await;
 }
 
@@ -315,6 +361,18 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
             let name = format!("pr-kubeconfig-{}", cs[x].id);
             let _ = Api::<Secret>::namespaced(cs[y].admin.clone(), "liqo").delete(&name, &DeleteParams::default()).await;
             format!("{yn}'s admin deleted {xn}'s kubeconfig Secret")
+        }
+        Fault::DeleteIdentitySecret => {
+            let name = liqo_api::names::identity_secret(&fc_name(&cs[y]));
+            let _ = Api::<Secret>::namespaced(cs[x].admin.clone(), "liqo").delete(&name, &DeleteParams::default()).await;
+            format!("{xn}'s admin deleted {xn}'s identity Secret for {yn}")
+        }
+        Fault::BlackHoleApiServer => {
+            cs[x].proxy.hole.send_replace(true);
+            let held = Duration::from_millis(500 + rng.below(4000) as u64);
+            tokio::time::sleep(held).await;
+            cs[x].proxy.hole.send_replace(false);
+            format!("black-holed {xn}'s API server, as its peers reach it, for {:.1} s", held.as_secs_f64())
         }
         Fault::RecreateForeignCluster => {
             let fcs = Api::<ForeignCluster>::all(cs[x].admin.clone());

@@ -1150,8 +1150,9 @@ async fn a_peer_presenting_another_fingerprint_is_refused() {
     assert_eq!(*w.peer.asked.lock().unwrap(), ["fingerprints"]);
 }
 
-/// A peer paired by fingerprint: the fingerprint is read off its auth service once, not every
-/// health round (each read is one more TLS handshake); after a failed call it is read again.
+/// A peer paired by fingerprint: the fingerprint is read off its auth service once per
+/// `PROOF_PERIODS` health periods, not every round (each read is one more TLS handshake);
+/// after a failed call it is read again.
 #[tokio::test]
 async fn an_approved_fingerprint_is_checked_once_and_again_after_a_failure() {
     let get = || call("GET", format!("{PRS}/{HOME}"), 200, our_pr());

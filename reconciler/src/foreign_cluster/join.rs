@@ -185,8 +185,8 @@ async fn settle_trust<P: Peers>(j: Join<'_, P>, mode: TrustMode, probed: Option<
     {
         let name = fc.name_any();
         let message = format!("{url} proves the certificate of the approved fingerprint (spec.trustedCAFingerprint), or one it signed");
-        // Checked once (every later call verifies it again on its own connection); again
-        // after any failed call to this peer.
+        // Read off the auth service once per PROOF_PERIODS health periods (every call there
+        // verifies it again on its own connection), and after any failed call to this peer.
         if ctx.proven(&name, url, &approved) {
             r.set(Phase::Trusted, Status::True, Reason::FingerprintApproved, message);
             return Ok(Trust::Fingerprint(approved));

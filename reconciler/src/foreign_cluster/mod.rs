@@ -99,14 +99,20 @@ pub struct Ctx<P: Peers> {
     pub token_lifetime: Duration,
     /// Remote clients by ForeignCluster name, rebuilt when their access changes.
     remotes: Mutex<HashMap<String, (RemoteAccess, Client)>>,
-    /// Approved fingerprints the auth service proved, by ForeignCluster name (with its URL):
-    /// checked once, not every round, until a call to that peer fails.
-    proven: Mutex<HashMap<String, (String, String)>>,
+    /// Approved fingerprints the auth service proved, by ForeignCluster name (with its URL
+    /// and when): read again after [`PROOF_PERIODS`] health periods or a failed call, not
+    /// every round.
+    proven: Mutex<HashMap<String, (String, String, std::time::Instant)>>,
     /// When each ForeignCluster's anonymous offer was last made again for being overdue.
     refreshed: Mutex<HashMap<String, std::time::Instant>>,
     /// Health calls and join failures are counted here.
     pub metrics: Arc<crate::metrics::Metrics>,
 }
+
+/// Health periods for which a peer paired by fingerprint is not asked to prove it again (one
+/// TLS handshake with its auth service each time; every call to it verifies the fingerprint on
+/// its own connection anyway): a new CA there shows as `FingerprintMismatch` within these.
+pub const PROOF_PERIODS: u32 = 10;
 
 /// Default lifetime of the tokens we hand peers (a year).
 pub const TOKEN_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -189,13 +195,20 @@ impl<P: Peers> Ctx<P> {
         self.forget_proof(fc_name);
     }
 
-    /// Whether `url` proved `fingerprint` for `fc_name` and no call to it failed since.
+    /// Whether `url` proved `fingerprint` for `fc_name` within the last [`PROOF_PERIODS`]
+    /// health periods, and no call to it failed since.
     fn proven(&self, fc_name: &str, url: &str, fingerprint: &str) -> bool {
-        self.proven.lock().expect("not poisoned").get(fc_name).is_some_and(|(u, f)| u == url && f == fingerprint)
+        let fresh = self.timing.health * PROOF_PERIODS;
+        self.proven
+            .lock()
+            .expect("not poisoned")
+            .get(fc_name)
+            .is_some_and(|(u, f, at)| u == url && f == fingerprint && at.elapsed() < fresh)
     }
 
     fn record_proof(&self, fc_name: &str, url: &str, fingerprint: &str) {
-        self.proven.lock().expect("not poisoned").insert(fc_name.to_owned(), (url.to_owned(), fingerprint.to_owned()));
+        let proof = (url.to_owned(), fingerprint.to_owned(), std::time::Instant::now());
+        self.proven.lock().expect("not poisoned").insert(fc_name.to_owned(), proof);
     }
 
     /// How long ago `fc_name`'s anonymous offer was last made again (`None`: not by this process).
