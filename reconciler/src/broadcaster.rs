@@ -421,13 +421,17 @@ impl<P: Peers> Broadcasters<P> {
         let mut published = true;
         // What the holding requests' status says, once written.
         let mut reported: Option<(AdvertisementState, Reason, String)> = None;
+        // The kubeconfig Secret, gone while we still hold a client made from it: told in the
+        // request's status (so the peer puts it back) while that client keeps serving.
+        let mut missing: Option<String> = None;
         loop {
             let advertising = self.advertising();
             let round = async {
-                if reread || versions.lock().expect("not poisoned").stale() {
+                if reread || missing.is_some() || versions.lock().expect("not poisoned").stale() {
                     match self.peer_client(&peer, &source, &versions).await {
-                        Ok(c) => client = Some(c),
+                        Ok(c) => (client, missing) = (Some(c), None),
                         Err(e) if client.is_none() => return Err(e),
+                        Err(Error::KubeconfigMissing(what)) => missing = Some(what),
                         Err(e) => {
                             tracing::debug!(peer = %peer, error = %e, "reading the kubeconfig again failed; keeping the client we have")
                         }
@@ -447,7 +451,10 @@ impl<P: Peers> Broadcasters<P> {
             if round.is_ok() {
                 published = advertising;
             }
-            let now_reported = report(&round, advertising);
+            let now_reported = match (&round, &missing) {
+                (Ok(()), Some(what)) => report(&Err(Error::KubeconfigMissing(what.clone())), advertising),
+                _ => report(&round, advertising),
+            };
             if reported.as_ref() != Some(&now_reported) && self.write_report(&peer, &now_reported).await {
                 reported = Some(now_reported);
             }

@@ -6,7 +6,8 @@
 //! invariants until they hold or the deadline passes:
 //!
 //! - every ordered pair is joined exactly when its ForeignCluster says `join: true` (our
-//!   request on the remote, the remote's Advertisement here, the remote's access here), and
+//!   request and its kubeconfig Secret on the remote, the remote's Advertisement here, the
+//!   remote's access here), and
 //!   nothing of it is left when it says `join: false`;
 //! - each cluster runs one broadcaster per request it holds;
 //! - no reconciler panicked, none is down;
@@ -212,6 +213,11 @@ async fn violation(cs: &[Cluster], wanted: &Wanted) -> Option<String> {
                 }
                 if access.is_none() {
                     return Some(format!("{what}: the remote's access here is missing"));
+                }
+                let kubeconfig =
+                    Api::<Secret>::namespaced(cy.admin.clone(), "liqo").get_opt(&format!("pr-kubeconfig-{}", cx.id)).await.ok()?;
+                if kubeconfig.is_none() {
+                    return Some(format!("{what}: the kubeconfig Secret of our request is not on the remote"));
                 }
             } else {
                 if ours_there.is_some() {

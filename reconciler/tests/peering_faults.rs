@@ -174,6 +174,29 @@ async fn accept_known_refuses_a_cluster_discovery_only_saw_and_says_who_asked() 
     fc_where(&t.home, FC, "accepted and joined", |f| outgoing_joined(f) && phase(f, "Joined").is_some_and(|p| p.0 == "True")).await;
 }
 
+/// The remote's admin deletes the kubeconfig Secret of our request while its broadcaster runs
+/// (a client made from it still in memory): the broadcaster keeps advertising with that client
+/// and says the Secret is missing in the request's status, so we put it back within a health
+/// period; no restart needed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeconfig_secret_deleted_under_a_running_broadcaster_is_put_back() {
+    let Some(t) = two_clusters_with(&["--leader-election=false"]).await else { return };
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "joined", outgoing_joined).await;
+    let remote_secrets: Api<Secret> = Api::namespaced(t.remote.clone(), "liqo");
+    let name = format!("pr-kubeconfig-{}", t.home_id);
+    let before = remote_secrets.get(&name).await.unwrap();
+    remote_secrets.delete(&name, &DeleteParams::default()).await.unwrap();
+    let back = eventually("the Secret put back", || async {
+        remote_secrets.get_opt(&name).await.ok().flatten().filter(|s| s.uid() != before.uid())
+    })
+    .await;
+    assert!(back.data.as_ref().is_some_and(|d| d.contains_key("kubeconfig")), "a kubeconfig in it");
+    let remote_prs: Api<PeeringRequest> = Api::all(t.remote.clone());
+    advertisement_status(&remote_prs, &t.home_id, liqo_api::AdvertisementState::Created, "Published").await;
+    assert!(outgoing_joined(&Api::<ForeignCluster>::all(t.home.clone()).get(FC).await.unwrap()), "joined throughout");
+}
+
 /// Found by the chaos soak (seed 1): the remote's admin deletes the kubeconfig Secret of our
 /// request and its reconciler restarts (no client left in memory). The remote's broadcaster
 /// says so in the request's status, and we put the Secret back within a health period; an

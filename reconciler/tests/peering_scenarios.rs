@@ -627,19 +627,24 @@ async fn unjoin_waits_while_our_request_is_terminating_on_the_remote() {
     let mut terminating = our_pr();
     terminating["metadata"]["deletionTimestamp"] = json!("2026-11-25T10:00:00Z");
     remote.last_mut().unwrap().status = 200;
-    remote.last_mut().unwrap().body = terminating;
+    remote.last_mut().unwrap().body = terminating.clone();
+    // The next round only looks again: no DELETE repeated there, nothing revoked again here.
+    remote.push(call("GET", format!("{PRS}/{HOME}"), 200, terminating));
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
     w.store_joined_secrets();
     let mut spec = joined_spec();
     spec["join"] = json!(false);
-    let action = w.reconcile(fc(spec, joined_status(true), true)).await.unwrap();
+    let first = fc(spec, joined_status(true), true);
+    let action = w.reconcile(first.clone()).await.unwrap();
     assert_eq!(action, Action::requeue(std::time::Duration::from_secs(1)), "checked again shortly");
-    expect(&w.remote, &remote);
-    expect(&w.home, &home);
     let written = w.home.lock().unwrap()[4].2.clone();
     let (status, reason, message) = condition_of(&written["status"], "Joined");
     assert_eq!((status.as_str(), reason.as_str()), ("True", "UnjoinPending"));
     assert!(message.contains("terminating"), "{message}");
+    let action = w.reconcile(stored_after(first, &written)).await.unwrap();
+    assert_eq!(action, Action::requeue(std::time::Duration::from_secs(1)));
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
 }
 
 /// The JSON patch that removes our finalizer: it tests the finalizer is where it was, so it needs

@@ -105,6 +105,9 @@ pub struct Ctx<P: Peers> {
     proven: Mutex<HashMap<String, (String, String, std::time::Instant)>>,
     /// When each ForeignCluster's anonymous offer was last made again for being overdue.
     refreshed: Mutex<HashMap<String, std::time::Instant>>,
+    /// ForeignClusters whose unjoin deleted our request on the remote and found it
+    /// terminating: the next rounds only look again.
+    withdrawing: Mutex<std::collections::HashSet<String>>,
     /// Health calls and join failures are counted here.
     pub metrics: Arc<crate::metrics::Metrics>,
 }
@@ -137,6 +140,7 @@ impl<P: Peers> Ctx<P> {
             remotes: Mutex::default(),
             proven: Mutex::default(),
             refreshed: Mutex::default(),
+            withdrawing: Mutex::default(),
             metrics: Arc::default(),
         }
     }
@@ -218,6 +222,19 @@ impl<P: Peers> Ctx<P> {
 
     fn record_refresh(&self, fc_name: &str) {
         self.refreshed.lock().expect("not poisoned").insert(fc_name.to_owned(), std::time::Instant::now());
+    }
+
+    fn withdrawing(&self, fc_name: &str) -> bool {
+        self.withdrawing.lock().expect("not poisoned").contains(fc_name)
+    }
+
+    fn set_withdrawing(&self, fc_name: &str, terminating: bool) {
+        let mut w = self.withdrawing.lock().expect("not poisoned");
+        if terminating {
+            w.insert(fc_name.to_owned())
+        } else {
+            w.remove(fc_name)
+        };
     }
 
     fn forget_proof(&self, fc_name: &str) {
@@ -328,6 +345,7 @@ pub async fn reconcile<P: Peers>(fc: Arc<ForeignCluster>, ctx: Arc<Ctx<P>>) -> R
         }
         return Ok(Action::await_change());
     }
+    ctx.set_withdrawing(&fc.name_any(), false);
     join::join(&fc, &ctx, &own_id, &config).await
 }
 

@@ -42,7 +42,10 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
     let anonymous = Way::of(fc).is_some_and(|w| !w.reads_requests());
     let mut how = if anonymous { RemoteSide::Anonymous } else { RemoteSide::Removed };
     let mut gone_note = None;
-    let withdrawal = match withdraw_offer(fc, ctx, own_id).await {
+    // A round after one that found our request terminating only looks again: the deletes
+    // and the revocation are done.
+    let again = ctx.withdrawing(&name);
+    let withdrawal = match withdraw_offer(fc, ctx, own_id, again).await {
         Ok(w) => w,
         Err(e) if e.is_refusal() => {
             how = RemoteSide::Refused;
@@ -64,13 +67,14 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
 
     // 2. Our side: the peer's Advertisement and access (its withdrawal from us, if it comes
     // later, is refused, which the remote takes as done).
-    if !remote_id.is_empty() {
+    if !remote_id.is_empty() && !again {
         grant::delete(&Api::<Advertisement>::all(ctx.shared.client.clone()), &advertisement_name(&remote_id)).await?;
         grant::revoke(&ctx.shared.client, &ctx.shared.namespace, &advertisement_access(&remote_id, &ctx.shared.namespace)).await?;
     }
 
     // 3. Done only once our PeeringRequest is gone from the remote (NotFound, not Terminating:
     // the remote's reconciler holds it until its broadcaster has stopped).
+    ctx.set_withdrawing(&name, withdrawal == Withdrawal::Terminating);
     if withdrawal == Withdrawal::Terminating {
         let why = "our PeeringRequest on the remote is terminating: the remote's reconciler has not released it yet".to_owned();
         match pending(fc, ctx, deleting, why, ctx.timing.short).await? {
@@ -137,9 +141,9 @@ enum RemoteSide {
     Refused,
 }
 
-/// Deletes our PeeringRequest and its Secret on the remote, when we hold an identity there,
-/// and tells whether the request is gone yet.
-async fn withdraw_offer<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str) -> Result<Withdrawal> {
+/// Deletes our PeeringRequest and its Secret on the remote (unless `deleted` already, in an
+/// earlier round), when we hold an identity there, and tells whether the request is gone yet.
+async fn withdraw_offer<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, deleted: bool) -> Result<Withdrawal> {
     let name = fc.name_any();
     let (Some(kubeconfig), Some(ca_pem)) =
         (ctx.secret_value(&identity_secret(&name), KUBECONFIG_KEY), ctx.secret_value(&ca_data_secret(&name), CA_KEY))
@@ -150,9 +154,11 @@ async fn withdraw_offer<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &st
     let remote = ctx.remote_client(&name, access).await?;
     let remote_err = |e| Error::remote_api(Step::ApiServer, e);
     let requests = Api::<PeeringRequest>::all(remote.clone());
-    grant::delete_raw(&requests, own_id).await.map_err(remote_err)?;
-    let secrets = Api::<Secret>::namespaced(remote, fc.spec.remote_namespace());
-    grant::delete_raw(&secrets, &peering_kubeconfig_secret(own_id)).await.map_err(remote_err)?;
+    if !deleted {
+        grant::delete_raw(&requests, own_id).await.map_err(remote_err)?;
+        let secrets = Api::<Secret>::namespaced(remote, fc.spec.remote_namespace());
+        grant::delete_raw(&secrets, &peering_kubeconfig_secret(own_id)).await.map_err(remote_err)?;
+    }
     match requests.get_opt(own_id).await.map_err(remote_err)? {
         Some(_) => Ok(Withdrawal::Terminating),
         None => Ok(Withdrawal::Gone),
