@@ -44,6 +44,17 @@ fn on(interface: &str) -> Interfaces {
     Interfaces { allow: vec![interface.into()], loopback: false }
 }
 
+/// LAN discovery on v1, our auth service at 10.77.0.2:8443.
+fn lan_settings() -> liqo_reconciler::discovery::lan::Settings {
+    liqo_reconciler::discovery::lan::Settings {
+        interfaces: on("v1"),
+        auth_port: 8443,
+        auth_url: Some("https://10.77.0.2:8443".into()),
+        api_url: None,
+        mdns_port: liqo_reconciler::discovery::mdns::MDNS_PORT,
+    }
+}
+
 #[test]
 fn a_peer_advertisement_is_found_with_its_txt() {
     if !inside() {
@@ -371,13 +382,7 @@ fn lan_discovery_keeps_foreign_clusters_of_the_peers_it_sees() {
         let foreign = liqo_reconciler::stores::reflect(fcs.clone(), Default::default());
         let shared = liqo_reconciler::context::Shared::new(admin.clone(), "liqo", id_rx, cfg_rx, std::sync::Arc::new(peers()), foreign)
             .with_recorder(recorder);
-        let settings = lan::Settings {
-            interfaces: on("v1"),
-            auth_port: 8443,
-            auth_url: Some("https://10.77.0.2:8443".into()),
-            api_url: None,
-            mdns_port: liqo_reconciler::discovery::mdns::MDNS_PORT,
-        };
+        let settings = lan_settings();
         let ctx = std::sync::Arc::new(lan::Ctx::new(shared, settings));
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let lan_task = tokio::spawn(lan::run(ctx, async move {
@@ -528,13 +533,7 @@ fn a_flood_of_mdns_services_is_bounded() {
         let foreign = kube::runtime::reflector::store().0;
         let shared = liqo_reconciler::context::Shared::new(client, "liqo", id_rx, cfg_rx, std::sync::Arc::new(peers()), foreign)
             .with_max_discovered(2);
-        let settings = lan::Settings {
-            interfaces: on("v1"),
-            auth_port: 8443,
-            auth_url: Some("https://10.77.0.2:8443".into()),
-            api_url: None,
-            mdns_port: liqo_reconciler::discovery::mdns::MDNS_PORT,
-        };
+        let settings = lan_settings();
         assert_eq!(lan::cache_cap(2), 272);
         let metrics = std::sync::Arc::new(liqo_reconciler::metrics::Metrics::default());
         let ctx = std::sync::Arc::new(lan::Ctx::new(shared, settings).with_metrics(metrics.clone()));
