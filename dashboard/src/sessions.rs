@@ -1,9 +1,10 @@
 //! The in-cluster form: each user logs in with a bearer token, kept in a `Secure; HttpOnly;
-//! SameSite=Strict` cookie and never in a page. The dashboard's own ServiceAccount may only
-//! create TokenReviews (is this token valid?); everything else — the watches behind the pages,
-//! the permission checks, every action — is done with the user's own token, so RBAC decides
-//! what each user sees and does. One set of watches per user, shared by all of that user's
-//! pages, stopped when the user has been away for [`IDLE`].
+//! SameSite=Strict` cookie and never in a page. The dashboard's own ServiceAccount reviews
+//! tokens (is this token valid?) and reads what the pages show, by one set of watches shared
+//! by every user; what each user may see of it (a SelfSubjectAccessReview per kind, with the
+//! user's token, at login and every minute; nothing until answered) and every action are the
+//! user's own, so RBAC decides what each user sees and does. A user's session (its permission
+//! checks) ends when the user has been away for [`IDLE`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -91,8 +92,10 @@ struct Session {
 
 /// The open sessions, by the SHA-256 of their token.
 pub struct Sessions {
-    /// The dashboard's own client: it only creates TokenReviews.
+    /// The dashboard's own client: it creates TokenReviews and keeps the shared watches.
     reviewer: Client,
+    /// The watches every user's pages read (started with the dashboard's own client).
+    shared: Stores,
     /// How to reach the API server; a user's client is this with the user's token.
     base: Config,
     namespace: String,
@@ -100,8 +103,11 @@ pub struct Sessions {
 }
 
 impl Sessions {
+    /// Sessions over one set of watches, started now with `reviewer` (the dashboard's own
+    /// identity) for Liqo namespace `namespace`.
     pub fn new(reviewer: Client, base: Config, namespace: &str) -> Arc<Self> {
-        Arc::new(Self { reviewer, base, namespace: namespace.to_owned(), open: Mutex::default() })
+        let shared = Stores::start(&reviewer, namespace);
+        Arc::new(Self { reviewer, base, shared, namespace: namespace.to_owned(), open: Mutex::default() })
     }
 
     /// The dashboard of the user holding `token`: the open one, or a new one once the API
@@ -118,14 +124,14 @@ impl Sessions {
             self.lock().remove(&key);
             return Err(e);
         }
-        let mut open = self.lock();
-        if let Some(s) = open.get_mut(&key) {
+        if let Some(s) = self.lock().get_mut(&key) {
             (s.last_used, s.reviewed) = (now, now);
             return Ok(s.dashboard.clone());
         }
-        let dashboard = self.start(token).map_err(LoginError::Review)?;
-        open.insert(key, Session { dashboard: dashboard.clone(), last_used: now, reviewed: now });
-        Ok(dashboard)
+        let dashboard = self.start(token).await.map_err(LoginError::Review)?;
+        let mut open = self.lock();
+        let session = open.entry(key).or_insert(Session { dashboard, last_used: now, reviewed: now });
+        Ok(session.dashboard.clone())
     }
 
     /// Ends the session of `token` (its watches stop once no page holds them).
@@ -179,14 +185,15 @@ impl Sessions {
         }
     }
 
-    /// A user's dashboard: watches, permission checks and actions with the user's token.
-    fn start(&self, token: &str) -> Result<Arc<Dashboard>, String> {
+    /// A user's dashboard over the shared watches: what it shows, its permission checks and
+    /// its actions with the user's token. Shows nothing until the first checks have answered.
+    async fn start(&self, token: &str) -> Result<Arc<Dashboard>, String> {
         let mut config = self.base.clone();
         config.auth_info = AuthInfo { token: Some(token.to_owned().into()), ..AuthInfo::default() };
         let client = Client::try_from(config).map_err(|e| e.to_string())?;
-        let stores = Stores::start(&client, &self.namespace);
-        let dashboard = Dashboard::for_user(client.clone(), &self.namespace, stores);
-        dashboard.stores.keep(dashboard.permissions.follow(client, Duration::from_secs(60)));
+        let dashboard = Dashboard::for_user(client.clone(), &self.namespace, self.shared.clone());
+        dashboard.permissions.set(crate::access::ask_user(&client, &self.namespace).await);
+        dashboard.keep(dashboard.permissions.follow(client, Some(self.namespace.clone()), Duration::from_secs(60)));
         Ok(dashboard)
     }
 }

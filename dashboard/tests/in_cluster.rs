@@ -1,8 +1,9 @@
 //! The dashboard's in-cluster form on a real API server (envtest convention:
 //! `KUBEBUILDER_ASSETS`; skips loudly without it), with the RBAC of `manifests/dashboard/`:
-//! users log in with their own tokens and see and act with them; the dashboard's own identity
-//! can only review tokens; the `liqo-dashboard` binary serves it over TLS; logging in and out
-//! works in real browsers (headless Chromium and Firefox; each skips loudly when missing).
+//! users log in with their own tokens and see and act with what RBAC allows them; the
+//! dashboard's own identity reviews tokens and reads, never writes, by one set of watches for
+//! all users; the `liqo-dashboard` binary serves it over TLS; logging in and out works in real
+//! browsers (headless Chromium and Firefox; each skips loudly when missing).
 
 use std::path::Path;
 
@@ -87,6 +88,17 @@ subjects: [{kind: ServiceAccount, name: alice, namespace: liqo}]
     )
 }
 
+/// Watches of ForeignClusters open on the API server now (its own gauge).
+async fn fc_watches(admin: &Client) -> f64 {
+    let request = axum::http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = admin.request_text(request).await.unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_longrunning_requests{"))
+        .filter(|l| l.contains("resource=\"foreignclusters\"") && l.contains("verb=\"WATCH\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 async fn a_peer(admin: &Client, name: &str) {
     let fc = ForeignCluster::new(
         name,
@@ -103,11 +115,14 @@ async fn each_user_sees_and_acts_with_their_own_token() {
     let (own, alice, mallory) = users(&admin).await;
     a_peer(&admin, "peer-one").await;
 
-    // The dashboard's own identity reviews tokens and can read nothing of Liqo's.
+    // The dashboard's own identity reviews tokens and reads what the pages show; it writes nothing.
     let reviewer = cp.client(&own).unwrap();
-    let denied = Api::<ForeignCluster>::all(reviewer.clone()).list(&Default::default()).await.unwrap_err();
+    Api::<ForeignCluster>::all(reviewer.clone()).list(&Default::default()).await.unwrap();
+    let patch = kube::api::Patch::Merge(serde_json::json!({"spec": {"join": true}}));
+    let denied = Api::<ForeignCluster>::all(reviewer.clone()).patch("peer-one", &Default::default(), &patch).await.unwrap_err();
     assert!(matches!(&denied, kube::Error::Api(s) if s.code == 403), "{denied:?}");
     let sessions = Sessions::new(reviewer, cp.config().unwrap(), "liqo");
+    eventually("the shared watch of ForeignClusters open", || async { (fc_watches(&admin).await == 1.0).then_some(()) }).await;
     let app = liqo_dashboard::server::in_cluster_router(sessions.clone());
 
     // No cookie, or a token the API server does not know: the login page.
@@ -135,6 +150,7 @@ async fn each_user_sees_and_acts_with_their_own_token() {
     })
     .await;
     assert!(!page.contains(&alice), "the token is never in the page");
+    assert_eq!(fc_watches(&admin).await, 1.0, "alice's page reads the shared watch: none opened for her");
     assert!(page.contains("action=\"/logout\""), "Log out offered");
 
     // Her Connect is done with her token: the object changes.
@@ -155,7 +171,9 @@ async fn each_user_sees_and_acts_with_their_own_token() {
             }
         })
         .await;
-    assert!(!page.contains("peer-one"), "mallory's watches run with his token: {page}");
+    assert!(!page.contains("peer-one"), "mallory may not list ForeignClusters, so his page shows none: {page}");
+    assert!(call(&app, "GET", "/peers/peer-one", Some(&mallory), None).await.status != StatusCode::OK, "nor its own page");
+    assert_eq!(fc_watches(&admin).await, 1.0, "two users, one watch");
     let disconnect = call(&app, "POST", "/actions/disconnect", Some(&mallory), Some(&format!("csrf={}&name=peer-one", csrf(&page)))).await;
     assert_eq!(disconnect.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(disconnect.body.contains("forbidden"), "{}", disconnect.body);
