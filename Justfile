@@ -30,6 +30,7 @@ bench:
     cargo bench -p liqo-reconciler --bench discovery
     cargo bench -p liqo-reconciler --bench auth_abuse
     cargo bench -p liqo-dashboard --bench dashboard
+    cargo bench -p liqo-dashboard --bench users
 
 # Fuzz every untrusted input for SECONDS each (cargo-fuzz/libFuzzer; `cargo install
 # cargo-fuzz`; RUSTC_BOOTSTRAP=1 lets the stable toolchain build the sanitized targets). New
