@@ -244,6 +244,35 @@ async fn a_peer_we_joined_is_reached_with_its_pinned_ca_only() {
     assert_eq!(count(&local_log, "GET", "/secrets/known-peer-ca-data"), 1);
 }
 
+/// A peer known only from its incoming request (no ForeignCluster here, so no CA of its API
+/// server pinned when we joined it): the kubeconfig it handed us is used with its own CA, the
+/// only one there is; the third-cluster check (a kubeconfig naming a Secret this cluster keeps,
+/// such as our identity with another peer) is tested just above for this case too.
+#[tokio::test]
+async fn a_peer_known_only_from_its_request_is_reached_with_its_kubeconfigs_own_ca() {
+    let (local_log, remote_log): (Log, Log) = Default::default();
+    let peers = Arc::new(FakePeers { remote: api(remote_log.clone()), built: Default::default(), pinned: Default::default() });
+    let (_, id) = watch::channel(Some(OWN.to_owned()));
+    let (_config, config_rx) = watch::channel(Some(liqo_api::ClusterConfigSpec::default()));
+    let b = Broadcasters::new(
+        api_knowing(local_log.clone(), None),
+        id,
+        config_rx,
+        reflector::store::<Node>().0,
+        peers.clone(),
+        Duration::from_millis(50),
+    );
+    b.ensure(PEER, "PeeringRequest", SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some("liqo".into()) });
+    liqo_testenv::eventually("the client built", || async { (!peers.pinned.lock().unwrap().is_empty()).then_some(()) }).await;
+    assert_eq!(*peers.pinned.lock().unwrap(), [None], "no pinned CA: the kubeconfig's own");
+    assert_eq!(*peers.built.lock().unwrap(), ["peer-kubeconfig"], "the kubeconfig the request names");
+    assert_eq!(count(&local_log, "GET", "-ca-data"), 0, "no ForeignCluster, no CA Secret read");
+    liqo_testenv::eventually("our Advertisement created with it", || async {
+        (count(&remote_log, "POST", "/advertisements") == 1).then_some(())
+    })
+    .await;
+}
+
 /// While our own API server is down, the watch of the kubeconfig Secrets is restarted with
 /// backoff, not in a loop: the chaos soak once saw 7,699 failed connects in 10 s.
 #[tokio::test]

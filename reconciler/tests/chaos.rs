@@ -92,9 +92,11 @@ enum Fault {
     /// A cluster's API server, as its peers reach it, black-holed: connections accepted and
     /// held, nothing passed, then closed when it is restored.
     BlackHoleApiServer,
+    /// Flip `enableAdvertisement` in a cluster's ClusterConfig.
+    FlipAdvertisement,
 }
 
-const MENU: [Fault; 10] = [
+const MENU: [Fault; 11] = [
     Fault::KillReconciler,
     Fault::StopApiServer,
     Fault::PauseReconciler,
@@ -105,6 +107,7 @@ const MENU: [Fault; 10] = [
     Fault::RecreateForeignCluster,
     Fault::DeleteIdentitySecret,
     Fault::BlackHoleApiServer,
+    Fault::FlipAdvertisement,
 ];
 
 /// A TCP proxy of the test's own in front of an API server, where its peers reach it (the
@@ -183,8 +186,13 @@ async fn start() -> Option<Vec<Cluster>> {
     Some(out)
 }
 
-/// What the specs say: `join[x][y]`.
-type Wanted = [[bool; 3]; 3];
+/// What the specs say: `join[x][y]` (the ForeignCluster on x for y), and whether each
+/// cluster's ClusterConfig lets it advertise.
+#[derive(Clone, Copy)]
+struct Wanted {
+    join: [[bool; 3]; 3],
+    advertising: [bool; 3],
+}
 
 /// The first invariant that does not hold, if any.
 async fn violation(cs: &[Cluster], wanted: &Wanted) -> Option<String> {
@@ -199,7 +207,22 @@ async fn violation(cs: &[Cluster], wanted: &Wanted) -> Option<String> {
             let theirs_here = Api::<Advertisement>::all(cx.admin.clone()).get_opt(&format!("advertisement-{}", cy.id)).await.ok()?;
             let access = Api::<ServiceAccount>::namespaced(cx.admin.clone(), "liqo").get_opt(&cy.id).await.ok()?;
             let what = format!("{}→{}", cx.name, cy.name);
-            if wanted[x][y] {
+            if wanted.join[x][y] && !wanted.advertising[y] {
+                // Joined but the remote advertises nothing: our request and access stand, its
+                // Advertisement is gone and the ForeignCluster says not joined.
+                if ours_there.as_ref().is_none_or(|p| p.metadata.deletion_timestamp.is_some()) {
+                    return Some(format!("{what}: our PeeringRequest is not on the remote"));
+                }
+                if theirs_here.is_some() {
+                    return Some(format!("{what}: the remote's Advertisement is still here while it may not advertise"));
+                }
+                if fc.as_ref().is_none_or(outgoing_joined) {
+                    return Some(format!("{what}: joined, while the remote advertises nothing"));
+                }
+                if access.is_none() {
+                    return Some(format!("{what}: the remote's access here is missing"));
+                }
+            } else if wanted.join[x][y] {
                 let joined = fc.as_ref().is_some_and(|f| outgoing_joined(f) && phase(f, "Joined").is_some_and(|p| p.0 == "True"));
                 if !joined {
                     let why = fc.as_ref().and_then(|f| phase(f, "Joined")).map(|p| format!("{} {}: {}", p.0, p.1, p.2));
@@ -230,7 +253,7 @@ async fn violation(cs: &[Cluster], wanted: &Wanted) -> Option<String> {
                     return Some(format!("{what}: the remote's access is left here after unjoin"));
                 }
             }
-            if wanted[y][x] {
+            if wanted.join[y][x] {
                 held += 1;
             }
         }
@@ -348,11 +371,11 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
             format!("paused {xn}'s reconciler for {:.1} s", paused.as_secs_f64())
         }
         Fault::FlipJoin => {
-            wanted[x][y] = !wanted[x][y];
-            let patch = json!({"spec": {"join": wanted[x][y]}});
+            wanted.join[x][y] = !wanted.join[x][y];
+            let patch = json!({"spec": {"join": wanted.join[x][y]}});
             let name = fc_name(&cs[y]);
             Api::<ForeignCluster>::all(cs[x].admin.clone()).patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
-            format!("{xn}→{yn}: join {}", wanted[x][y])
+            format!("{xn}→{yn}: join {}", wanted.join[x][y])
         }
         Fault::DeletePeeringRequest => {
             let _ = Api::<PeeringRequest>::all(cs[y].admin.clone()).delete(&cs[x].id, &DeleteParams::default()).await;
@@ -380,6 +403,15 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
             cs[x].proxy.hole.send_replace(false);
             format!("black-holed {xn}'s API server, as its peers reach it, for {:.1} s", held.as_secs_f64())
         }
+        Fault::FlipAdvertisement => {
+            wanted.advertising[x] = !wanted.advertising[x];
+            let patch = json!({"spec": {"discoveryConfig": {"enableAdvertisement": wanted.advertising[x]}}});
+            Api::<liqo_api::ClusterConfig>::all(cs[x].admin.clone())
+                .patch("liqo-configuration", &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .unwrap();
+            format!("{xn}: enableAdvertisement {}", wanted.advertising[x])
+        }
         Fault::RecreateForeignCluster => {
             let fcs = Api::<ForeignCluster>::all(cs[x].admin.clone());
             let name = fc_name(&cs[y]);
@@ -389,7 +421,7 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             peer_by_auth_url(&cs[x].admin, &name, cs[y].rec()).await;
-            wanted[x][y] = true;
+            wanted.join[x][y] = true;
             format!("{xn} deleted and re-created its ForeignCluster for {yn}")
         }
     }
@@ -415,7 +447,7 @@ async fn chaos_soak() {
     );
     let Some(mut cs) = start().await else { return };
     let mut rng = Rng(seed);
-    let mut wanted: Wanted = [[true; 3]; 3];
+    let mut wanted = Wanted { join: [[true; 3]; 3], advertising: [true; 3] };
     for (x, y) in [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)] {
         peer_by_auth_url(&cs[x].admin.clone(), &fc_name(&cs[y]), cs[y].rec()).await;
     }
