@@ -26,14 +26,9 @@ fn rss_kib() -> u64 {
     status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0)
 }
 
+/// Watches of ForeignClusters open on the API server now (its own gauge).
 async fn fc_watches(admin: &Client) -> f64 {
-    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let text = admin.request_text(request).await.unwrap_or_default();
-    text.lines()
-        .filter(|l| l.starts_with("apiserver_longrunning_requests{"))
-        .filter(|l| l.contains("resource=\"foreignclusters\"") && l.contains("verb=\"WATCH\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    liqo_testenv::watches_open(admin, "foreignclusters").await
 }
 
 /// A user `name` bound to `liqo-peering-operator` and the cluster-ID reader; their token.

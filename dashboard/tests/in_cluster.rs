@@ -90,13 +90,7 @@ subjects: [{kind: ServiceAccount, name: alice, namespace: liqo}]
 
 /// Watches of ForeignClusters open on the API server now (its own gauge).
 async fn fc_watches(admin: &Client) -> f64 {
-    let request = axum::http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let text = admin.request_text(request).await.unwrap();
-    text.lines()
-        .filter(|l| l.starts_with("apiserver_longrunning_requests{"))
-        .filter(|l| l.contains("resource=\"foreignclusters\"") && l.contains("verb=\"WATCH\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    liqo_testenv::watches_open(admin, "foreignclusters").await
 }
 
 async fn a_peer(admin: &Client, name: &str) {

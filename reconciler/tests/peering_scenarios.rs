@@ -616,6 +616,31 @@ async fn unjoin_cascades_remote_then_local_then_finalizer() {
     assert_eq!(seen[5].2, removes_the_finalizer());
 }
 
+/// Found by the chaos soak (seed 7, fault 700): our identity Secret on the remote deleted by an
+/// admin just before `join: false`. Our request still stands there, so a new identity is asked
+/// of the remote's auth service and the request withdrawn with it, not left behind.
+#[tokio::test]
+async fn an_unjoin_without_our_identity_asks_for_a_new_one_to_withdraw() {
+    let token = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "t"}, "data": {"token": "czNjcmV0"}});
+    let mut home = vec![call("GET", format!("{SECRETS}/remote-token-{REMOTE}"), 200, token), call("POST", SECRETS, 201, Value::Null)];
+    home.extend(unjoin_local());
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
+    let remote = unjoin_remote();
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    let pinned = w.pinned.clone();
+    w.store_secret(&format!("{FC}-ca-data"), "ca.crt", &pinned); // the CA, not the identity
+    let mut spec = joined_spec();
+    spec["join"] = json!(false);
+    let action = w.reconcile(fc(spec, joined_status(true), true)).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    assert_eq!(*w.peer.asked.lock().unwrap(), [format!("identity:{HOME}:s3cret"), "api_client:issued-kubeconfig".to_owned()]);
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
+    let seen = w.home.lock().unwrap().clone();
+    assert_eq!(body_of(&seen, "POST", SECRETS)["metadata"]["name"], format!("{FC}-identity"));
+}
+
 /// Our request still Terminating on the remote (its reconciler holds it): the peer's access
 /// here is revoked, but we are not unjoined yet: `UnjoinPending`, checked again shortly, the
 /// finalizer kept.

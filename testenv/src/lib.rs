@@ -299,6 +299,19 @@ pub fn skip(reason: &str) {
     let _ = writeln!(std::io::stderr(), "SKIPPED: {reason}");
 }
 
+/// Watches of `resource` the API server holds open now (its gauge
+/// `apiserver_longrunning_requests`), read with a client allowed `GET /metrics` (the admin).
+pub async fn watches_open(admin: &Client, resource: &str) -> f64 {
+    let request = http::Request::get("/metrics").body(Vec::new()).expect("a GET");
+    let text = admin.request_text(request).await.unwrap_or_default();
+    let wanted = format!("resource=\"{resource}\"");
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_longrunning_requests{"))
+        .filter(|l| l.contains(&wanted) && l.contains("verb=\"WATCH\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// Polls `f` every 200 ms until it returns `Some`, for at most 30 s (then panics naming `what`).
 pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
 where

@@ -28,9 +28,10 @@ use super::report::Report;
 use super::way::Way;
 use super::{CA_KEY, Ctx, KUBECONFIG_KEY, decide, identity_secret, remove_finalizer};
 use crate::access::advertisement_access;
+use crate::auth::wire::IdentityRequest;
 use crate::error::{Error, Result, Step};
 use crate::grant;
-use crate::peer::{Peers, RemoteAccess};
+use crate::peer::{Peers, RemoteAccess, Trust};
 
 /// Unjoins `fc` (see the module documentation).
 pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str) -> Result<Action> {
@@ -145,10 +146,17 @@ enum RemoteSide {
 /// earlier round), when we hold an identity there, and tells whether the request is gone yet.
 async fn withdraw_offer<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, deleted: bool) -> Result<Withdrawal> {
     let name = fc.name_any();
-    let (Some(kubeconfig), Some(ca_pem)) =
-        (ctx.secret_value(&identity_secret(&name), KUBECONFIG_KEY), ctx.secret_value(&ca_data_secret(&name), CA_KEY))
-    else {
-        return Ok(Withdrawal::Gone);
+    let Some(ca_pem) = ctx.secret_value(&ca_data_secret(&name), CA_KEY) else { return Ok(Withdrawal::Gone) };
+    let offered = fc.status.as_ref().and_then(|s| s.outgoing.as_ref()).is_some_and(|o| o.remote_peering_request_name.is_some());
+    let kubeconfig = match ctx.secret_value(&identity_secret(&name), KUBECONFIG_KEY) {
+        Some(kubeconfig) => kubeconfig,
+        // Our identity there deleted while our request stands (found by the chaos soak, seed
+        // 7): a new one is asked for to withdraw it with, or the request would stay.
+        None if offered => match reissue(fc, ctx, own_id).await? {
+            Some(kubeconfig) => kubeconfig,
+            None => return Ok(Withdrawal::Gone),
+        },
+        None => return Ok(Withdrawal::Gone),
     };
     let access = RemoteAccess { kubeconfig, api_url: fc.spec.api_url.clone(), ca_pem: Some(ca_pem) };
     let remote = ctx.remote_client(&name, access).await?;
@@ -163,6 +171,19 @@ async fn withdraw_offer<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &st
         Some(_) => Ok(Withdrawal::Terminating),
         None => Ok(Withdrawal::Gone),
     }
+}
+
+/// A new identity from the remote's auth service, stored as the join stores it (`None` on the
+/// anonymous way, which has none).
+async fn reissue<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str) -> Result<Option<String>> {
+    let Some(Way::AuthService { auth_url }) = Way::of(fc) else { return Ok(None) };
+    let remote_id = fc.spec.remote_cluster_id().unwrap_or_default();
+    let token = super::read_token(&ctx.shared.client, &ctx.shared.namespace, remote_id).await?;
+    let trust = fc.spec.approved_fingerprint().map_or_else(|| Trust::from(fc.spec.trust_mode()), Trust::Fingerprint);
+    let request = IdentityRequest { cluster_id: own_id.to_owned(), token };
+    let answer = ctx.shared.peers.identity(auth_url, trust, &request).await?;
+    ctx.store_owned(fc, &identity_secret(&fc.name_any()), remote_id, KUBECONFIG_KEY, &answer.kubeconfig).await?;
+    Ok(Some(answer.kubeconfig))
 }
 
 /// The status after unjoin: no phase is checked, the pinned CA (kept) is still named.
