@@ -578,9 +578,14 @@ fn unjoin_remote() -> Vec<Call> {
     ]
 }
 
+/// The peer's Advertisement here deleted (every unjoin round).
+fn advertisement_deleted() -> Call {
+    call("DELETE", format!("/apis/sharing.liqo.io/v1alpha1/advertisements/advertisement-{REMOTE}"), 404, not_found())
+}
+
+/// The peer's access revoked, then its Advertisement deleted.
 fn unjoin_local() -> Vec<Call> {
     vec![
-        call("DELETE", format!("/apis/sharing.liqo.io/v1alpha1/advertisements/advertisement-{REMOTE}"), 404, not_found()),
         call(
             "DELETE",
             format!("{RBAC}/clusterrolebindings/{REMOTE}"),
@@ -594,6 +599,7 @@ fn unjoin_local() -> Vec<Call> {
             200,
             json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
         ),
+        advertisement_deleted(),
     ]
 }
 
@@ -648,12 +654,15 @@ async fn an_unjoin_without_our_identity_asks_for_a_new_one_to_withdraw() {
 async fn unjoin_waits_while_our_request_is_terminating_on_the_remote() {
     let mut home = unjoin_local();
     home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    // The next round only looks again: no DELETE repeated there, nothing revoked again here;
+    // only the peer's Advertisement is deleted again (a write it made just before losing its
+    // access may land after the first delete).
+    home.push(advertisement_deleted());
     let mut remote = unjoin_remote();
     let mut terminating = our_pr();
     terminating["metadata"]["deletionTimestamp"] = json!("2026-11-25T10:00:00Z");
     remote.last_mut().unwrap().status = 200;
     remote.last_mut().unwrap().body = terminating.clone();
-    // The next round only looks again: no DELETE repeated there, nothing revoked again here.
     remote.push(call("GET", format!("{PRS}/{HOME}"), 200, terminating));
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
     w.store_joined_secrets();

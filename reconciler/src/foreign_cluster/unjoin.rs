@@ -3,7 +3,7 @@
 //! 1. our PeeringRequest and its Secret on the remote (with an identity; an anonymous requester
 //!    cannot delete). The remote's broadcaster then withdraws its Advertisement from us; if it
 //!    arrives after step 2 it is refused, which the remote takes as done;
-//! 2. here: the peer's Advertisement and its access (ServiceAccount, ClusterRole, binding);
+//! 2. here: the peer's access (ServiceAccount, ClusterRole, binding), then its Advertisement;
 //! 3. the wait for our PeeringRequest to be gone from the remote (`UnjoinPending` while the
 //!    remote's reconciler holds it Terminating); then, on deletion, the identity and CA Secrets;
 //! 4. the status (join false: every phase `Unknown`/`NotJoined`, `Joined` False `Unjoined`,
@@ -66,11 +66,16 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
         }
     };
 
-    // 2. Our side: the peer's Advertisement and access (its withdrawal from us, if it comes
-    // later, is refused, which the remote takes as done).
-    if !remote_id.is_empty() && !again {
+    // 2. Our side: the peer's access, then its Advertisement (its withdrawal from us, if it
+    // comes later, is refused, which the remote takes as done). Access first, so that the
+    // peer cannot write it again after we deleted it; the Advertisement every round, for a
+    // write authorized just before the revocation that lands after (found by the chaos soak,
+    // seed 7: an Advertisement left here after an unjoin).
+    if !remote_id.is_empty() {
+        if !again {
+            grant::revoke(&ctx.shared.client, &ctx.shared.namespace, &advertisement_access(&remote_id, &ctx.shared.namespace)).await?;
+        }
         grant::delete(&Api::<Advertisement>::all(ctx.shared.client.clone()), &advertisement_name(&remote_id)).await?;
-        grant::revoke(&ctx.shared.client, &ctx.shared.namespace, &advertisement_access(&remote_id, &ctx.shared.namespace)).await?;
     }
 
     // 3. Done only once our PeeringRequest is gone from the remote (NotFound, not Terminating:
