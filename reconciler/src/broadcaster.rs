@@ -424,6 +424,8 @@ impl<P: Peers> Broadcasters<P> {
         // The kubeconfig Secret, gone while we still hold a client made from it: told in the
         // request's status (so the peer puts it back) while that client keeps serving.
         let mut missing: Option<String> = None;
+        // A change of the ClusterConfig (advertisement turned on or off) is acted on at once.
+        let mut config = self.config.clone();
         loop {
             let advertising = self.advertising();
             let round = async {
@@ -464,6 +466,8 @@ impl<P: Peers> Broadcasters<P> {
             }
             let signalled = tokio::select! {
                 _ = tokio::time::sleep(retry_after(&round, self.period)) => None,
+                // (Any change wakes it: an unrelated one costs one round early.)
+                Ok(()) = config.changed() => None,
                 changed = signal.changed() => Some(changed.map(|_| *signal.borrow()).unwrap_or(Signal::Stop)),
             };
             match signalled {

@@ -1252,3 +1252,17 @@ async fn a_stale_anonymous_offer_is_made_again_once_per_interval() {
     expect(&w.remote, &remote);
     expect(&w.home, &home);
 }
+
+/// An unjoin that cannot reach the remote looks again within a health period (not after the
+/// 10 s retry when the period is shorter): found by the chaos soak with a 2 s period.
+#[tokio::test]
+async fn an_unjoin_waiting_for_the_remote_looks_again_within_a_health_period() {
+    let remote = vec![call("DELETE", format!("{PRS}/{HOME}"), 0, Value::Null)];
+    let mut w = world(vec![], remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    let timing = Timing { health: Duration::from_secs(2), ..Timing::default() };
+    w.ctx = Arc::new(Arc::try_unwrap(w.ctx).ok().expect("the only holder").with_timing(timing));
+    let action = w.reconcile(deleted(fc(joined_spec(), joined_status(true), true), 5)).await.unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(2)));
+    expect(&w.remote, &remote);
+}

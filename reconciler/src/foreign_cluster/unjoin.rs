@@ -56,7 +56,9 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
         Err(e) => {
             ctx.forget_remote(&name);
             let why = format!("cannot remove our PeeringRequest from the remote yet: {e}");
-            match pending(fc, ctx, deleting, why, ctx.timing.retry).await? {
+            // Within a health period, like a failed join: a remote answering again is
+            // unjoined within one (the chaos soak saw a 10 s wait here with a 2 s period).
+            match pending(fc, ctx, deleting, why, ctx.timing.retry.min(ctx.timing.health)).await? {
                 Some(action) => return Ok(action),
                 None => {
                     gone_note = Some(given_up(ctx, &e.to_string()));
