@@ -45,12 +45,6 @@ impl Default for Visible {
     }
 }
 
-impl Visible {
-    /// Nothing: a user not asked about yet, or whose reviews failed.
-    pub const NOTHING: Self =
-        Self { foreign: false, domains: false, requests: false, advertisements: false, config: false, cluster_id: false, events: false };
-}
-
 /// The latest answers, shared by the handlers.
 #[derive(Clone, Default)]
 pub struct Permissions(Arc<RwLock<Allowed>>);
@@ -149,5 +143,6 @@ pub async fn ask(client: &Client) -> Allowed {
 
 /// Asks about every action and, for a user of the in-cluster form, every kind shown.
 pub async fn ask_user(client: &Client, namespace: &str) -> Allowed {
-    Allowed { visible: visible(client, namespace).await, ..ask(client).await }
+    let (visible, actions) = tokio::join!(visible(client, namespace), ask(client));
+    Allowed { visible, ..actions }
 }

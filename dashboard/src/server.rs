@@ -16,6 +16,7 @@ use kube::Client;
 use kube::runtime::reflector::ObjectRef;
 use serde::Deserialize;
 
+use crate::access::Visible;
 use crate::actions::{self, NewDomain, NewPeer, Refused};
 use crate::html::{self, FormError};
 use crate::model;
@@ -64,23 +65,24 @@ impl Dashboard {
         self.tasks.add(task);
     }
 
-    fn this_cluster(&self) -> model::ThisCluster {
-        let seen = self.permissions.now().visible;
+    fn this_cluster(&self, seen: &Visible) -> model::ThisCluster {
         let id = shown(&self.stores.cluster_id, seen.cluster_id).first().and_then(|c| c.data.as_ref()?.get("cluster-id").cloned());
         let config = shown(&self.stores.configs, seen.config).first().cloned();
         let spec = config.as_ref().map(|c| c.spec.clone()).unwrap_or_default();
         model::ThisCluster::of(id, &self.namespace, &spec, config.as_ref().and_then(|c| c.status.as_ref()))
     }
 
-    fn peers(&self) -> model::Peers {
-        let seen = self.permissions.now().visible;
+    fn peers(&self, seen: &Visible) -> model::Peers {
         model::peers(&shown(&self.stores.foreign, seen.foreign), &shown(&self.stores.advertisements, seen.advertisements))
     }
 
     /// The home view, with `error` at its form.
     pub fn home(&self, error: Option<&FormError>) -> String {
-        let domains = shown(&self.stores.domains, self.permissions.now().visible.domains);
-        let page = html::home(&self.this_cluster(), &self.peers(), &model::domains(&domains), &self.csrf, error, &self.permissions.now());
+        // Asked once: one page shows one answer.
+        let allowed = self.permissions.now();
+        let seen = &allowed.visible;
+        let domains = shown(&self.stores.domains, seen.domains);
+        let page = html::home(&self.this_cluster(seen), &self.peers(seen), &model::domains(&domains), &self.csrf, error, &allowed);
         self.framed(page)
     }
 
@@ -91,7 +93,8 @@ impl Dashboard {
 
     /// The view of peer `name`, if there is one.
     pub fn peer(&self, name: &str) -> Option<String> {
-        let seen = self.permissions.now().visible;
+        let allowed = self.permissions.now();
+        let seen = &allowed.visible;
         let fc = self.stores.foreign.get(&ObjectRef::new(name)).filter(|_| seen.foreign)?;
         let adverts = shown(&self.stores.advertisements, seen.advertisements);
         let peers = model::peers(std::slice::from_ref(&*fc), &adverts);
@@ -114,7 +117,7 @@ impl Dashboard {
             )
         });
         let yaml = serde_yaml::to_string(&raw).unwrap_or_default();
-        Some(self.framed(html::peer(&card, incoming.as_deref(), &events, &yaml, &self.csrf, &self.permissions.now())))
+        Some(self.framed(html::peer(&card, incoming.as_deref(), &events, &yaml, &self.csrf, &allowed)))
     }
 }
 

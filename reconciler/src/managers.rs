@@ -45,38 +45,44 @@ pub fn fold_status_updates(
     let old = entries.iter().filter(|e| is_status_update(e)).filter_map(|e| e.fields_v1.as_ref()?.0.get("f:status")?.as_object());
     for status in old {
         for (key, fields) in status.iter().filter(|(k, _)| k.as_str() != ".") {
-            let manager = owner_of(key);
-            let at = match kept.iter().position(|e| {
-                e.manager.as_deref() == Some(manager)
-                    && e.operation.as_deref() == Some("Apply")
-                    && e.subresource.as_deref() == Some("status")
-            }) {
-                Some(at) => at,
-                None => {
-                    kept.push(ManagedFieldsEntry {
-                        api_version: Some(api_version.to_owned()),
-                        fields_type: Some("FieldsV1".to_owned()),
-                        fields_v1: Some(FieldsV1(Value::Object(Map::new()))),
-                        manager: Some(manager.to_owned()),
-                        operation: Some("Apply".to_owned()),
-                        subresource: Some("status".to_owned()),
-                        time: Some(now.clone()),
-                    });
-                    kept.len() - 1
-                }
-            };
-            let tree = kept[at].fields_v1.get_or_insert_with(|| FieldsV1(Value::Object(Map::new())));
-            let root = tree.0.as_object_mut().expect("fieldsV1 is an object");
-            let status_tree = root.entry("f:status").or_insert_with(|| Value::Object(Map::new()));
-            if let Value::Object(status_tree) = status_tree {
+            let entry = status_apply_entry(&mut kept, owner_of(key), api_version, now);
+            let root = entry.fields_v1.get_or_insert_with(|| FieldsV1(Value::Object(Map::new())));
+            let root = root.0.as_object_mut().expect("fieldsV1 is an object");
+            if let Value::Object(status_tree) = root.entry("f:status").or_insert_with(|| Value::Object(Map::new())) {
                 status_tree.entry(".").or_insert_with(|| Value::Object(Map::new()));
-                let mut one = Map::new();
-                one.insert(key.clone(), fields.clone());
-                union(status_tree, &one);
+                union(status_tree, &Map::from_iter([(key.clone(), fields.clone())]));
             }
         }
     }
     Some(kept)
+}
+
+/// `manager`'s `Apply` entry of the status subresource in `entries`, added (empty) when missing.
+fn status_apply_entry<'a>(
+    entries: &'a mut Vec<ManagedFieldsEntry>,
+    manager: &str,
+    api_version: &str,
+    now: &Time,
+) -> &'a mut ManagedFieldsEntry {
+    let ours = |e: &ManagedFieldsEntry| {
+        e.manager.as_deref() == Some(manager) && e.operation.as_deref() == Some("Apply") && e.subresource.as_deref() == Some("status")
+    };
+    let at = match entries.iter().position(ours) {
+        Some(at) => at,
+        None => {
+            entries.push(ManagedFieldsEntry {
+                api_version: Some(api_version.to_owned()),
+                fields_type: Some("FieldsV1".to_owned()),
+                fields_v1: Some(FieldsV1(Value::Object(Map::new()))),
+                manager: Some(manager.to_owned()),
+                operation: Some("Apply".to_owned()),
+                subresource: Some("status".to_owned()),
+                time: Some(now.clone()),
+            });
+            entries.len() - 1
+        }
+    };
+    &mut entries[at]
 }
 
 /// Folds `obj`'s status updates on the server (see [`fold_status_updates`]): one JSON patch,

@@ -116,6 +116,14 @@ impl Peers for FakePeers {
     }
 }
 
+/// Broadcasters of this cluster (OWN, no nodes, the default ClusterConfig: keep the sender to
+/// change it) over `local`, reaching peers through `peers`, with a 50 ms period.
+fn started(local: Client, peers: Arc<FakePeers>) -> (Arc<Broadcasters<FakePeers>>, watch::Sender<Option<liqo_api::ClusterConfigSpec>>) {
+    let (_, id) = watch::channel(Some(OWN.to_owned()));
+    let (config, config_rx) = watch::channel(Some(liqo_api::ClusterConfigSpec::default()));
+    (Broadcasters::new(local, id, config_rx, reflector::store::<Node>().0, peers, Duration::from_millis(50)), config)
+}
+
 fn count(log: &Log, method: &str, needle: &str) -> usize {
     log.lock().unwrap().iter().filter(|(m, p)| m == method && p.contains(needle)).count()
 }
@@ -207,10 +215,7 @@ async fn one_broadcaster_per_peer_even_under_concurrent_events() {
 async fn a_secret_this_cluster_keeps_is_never_used_as_a_peers_kubeconfig() {
     let (local_log, remote_log): (Log, Log) = Default::default();
     let peers = Arc::new(FakePeers { remote: api(remote_log.clone()), built: Default::default(), pinned: Default::default() });
-    let (_, id) = watch::channel(Some(OWN.to_owned()));
-    let (_config, config_rx) = watch::channel(Some(liqo_api::ClusterConfigSpec::default()));
-    let b =
-        Broadcasters::new(api(local_log.clone()), id, config_rx, reflector::store::<Node>().0, peers.clone(), Duration::from_millis(50));
+    let (b, _config) = started(api(local_log.clone()), peers.clone());
     for name in ["beta-identity", "pr-kubeconfig-11111111-2222-3333-4444-555555555555", "auth-token"] {
         let source = SecretReference { name: Some(name.into()), namespace: Some("liqo".into()) };
         b.release(PEER, "PeeringRequest", Some(source.clone())).await.unwrap();
@@ -233,11 +238,7 @@ async fn a_secret_this_cluster_keeps_is_never_used_as_a_peers_kubeconfig() {
 async fn a_peer_we_joined_is_reached_with_its_pinned_ca_only() {
     let (local_log, remote_log): (Log, Log) = Default::default();
     let peers = Arc::new(FakePeers { remote: api(remote_log.clone()), built: Default::default(), pinned: Default::default() });
-    let (nodes, _writer) = reflector::store::<Node>();
-    let (_, id) = watch::channel(Some(OWN.to_owned()));
-    let (_config, config_rx) = watch::channel(Some(liqo_api::ClusterConfigSpec::default()));
-    let local = api_knowing(local_log.clone(), Some("PINNED-PEM"));
-    let b = Broadcasters::new(local, id, config_rx, nodes, peers.clone(), Duration::from_millis(50));
+    let (b, _config) = started(api_knowing(local_log.clone(), Some("PINNED-PEM")), peers.clone());
     b.ensure(PEER, "PeeringRequest", SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some("liqo".into()) });
     liqo_testenv::eventually("the client built", || async { (!peers.pinned.lock().unwrap().is_empty()).then_some(()) }).await;
     assert_eq!(*peers.pinned.lock().unwrap(), [Some("PINNED-PEM".to_owned())]);
@@ -252,16 +253,7 @@ async fn a_peer_we_joined_is_reached_with_its_pinned_ca_only() {
 async fn a_peer_known_only_from_its_request_is_reached_with_its_kubeconfigs_own_ca() {
     let (local_log, remote_log): (Log, Log) = Default::default();
     let peers = Arc::new(FakePeers { remote: api(remote_log.clone()), built: Default::default(), pinned: Default::default() });
-    let (_, id) = watch::channel(Some(OWN.to_owned()));
-    let (_config, config_rx) = watch::channel(Some(liqo_api::ClusterConfigSpec::default()));
-    let b = Broadcasters::new(
-        api_knowing(local_log.clone(), None),
-        id,
-        config_rx,
-        reflector::store::<Node>().0,
-        peers.clone(),
-        Duration::from_millis(50),
-    );
+    let (b, _config) = started(api_knowing(local_log.clone(), None), peers.clone());
     b.ensure(PEER, "PeeringRequest", SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some("liqo".into()) });
     liqo_testenv::eventually("the client built", || async { (!peers.pinned.lock().unwrap().is_empty()).then_some(()) }).await;
     assert_eq!(*peers.pinned.lock().unwrap(), [None], "no pinned CA: the kubeconfig's own");
@@ -286,9 +278,7 @@ async fn a_down_api_server_is_not_dialled_in_a_loop() {
     });
     let remote_log: Log = Default::default();
     let peers = Arc::new(FakePeers { remote: api(remote_log), built: Default::default(), pinned: Default::default() });
-    let (_, id) = watch::channel(Some(OWN.to_owned()));
-    let (_config, config_rx) = watch::channel(Some(liqo_api::ClusterConfigSpec::default()));
-    let b = Broadcasters::new(Client::new(down, "default"), id, config_rx, reflector::store::<Node>().0, peers, Duration::from_millis(50));
+    let (b, _config) = started(Client::new(down, "default"), peers);
     let watched = Duration::from_secs(2);
     b.follow_sources("liqo".into(), tokio::time::sleep(watched)).await;
     // The backoff starts at 200 ms and doubles: about 5 attempts in 2 s; a loop makes thousands.

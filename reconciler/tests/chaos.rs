@@ -292,12 +292,6 @@ fn health_of(c: &mut Cluster) -> Option<String> {
     None
 }
 
-/// Lines of INFO and above in `r`'s log (the tests run it with `liqo_reconciler=debug`; the level
-/// is between color codes, so the bare word is matched).
-fn info_lines(r: &Reconciler) -> usize {
-    std::fs::read_to_string(&r.log).unwrap_or_default().lines().filter(|l| !l.contains("DEBUG") && !l.contains("TRACE")).count()
-}
-
 /// The time of day (UTC, to the millisecond), as the reconcilers' logs write it.
 fn clock() -> String {
     let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis() % 86_400_000;

@@ -322,12 +322,6 @@ async fn unjoin_while_the_remote_reconciler_is_paused() {
     assert_eq!(event_count(&t.home, "Unjoined", FC).await, 1, "one Unjoined Event");
 }
 
-/// Lines of INFO and above in `r`'s log so far (the tests run it at debug level; the level
-/// is between color codes, so the bare word is matched).
-fn log_lines(r: &Reconciler) -> usize {
-    std::fs::read_to_string(&r.log).unwrap().lines().filter(|l| !l.contains("DEBUG") && !l.contains("TRACE")).count()
-}
-
 /// A peer's API server down for eight failed health rounds: a few log lines per cause (the
 /// first, then one summary per 10 s), one Event, the outage in the conditions and the
 /// metrics; repaired within a health period of the API server answering again.
@@ -336,7 +330,7 @@ async fn a_long_outage_is_quiet_and_told() {
     let Some(mut t) = two_clusters_with(&["--leader-election=false"]).await else { return };
     peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
     fc_where(&t.home, FC, "joined", outgoing_joined).await;
-    let before = log_lines(&t.home_rec);
+    let before = info_lines(&t.home_rec);
     const FAILED: &str = r#"liqo_reconciler_peer_health_check_duration_seconds_count{result="RemoteUnreachable"}"#;
     let failed_before = metric(&t.home_rec, FAILED).await;
 
@@ -345,7 +339,7 @@ async fn a_long_outage_is_quiet_and_told() {
     let since =
         down.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == "RemoteReachable").unwrap().last_transition_time.clone();
     eventually("eight failed health rounds", || async { (metric(&t.home_rec, FAILED).await >= failed_before + 8.0).then_some(()) }).await;
-    let lines = log_lines(&t.home_rec) - before;
+    let lines = info_lines(&t.home_rec) - before;
     eprintln!("{lines} log lines during the outage");
     assert!(lines <= 12, "{lines} log lines for one outage:\n{}", log_tail(&t.home_rec));
     assert_eq!(event_count(&t.home, "RemoteUnreachable", FC).await, 1, "one Event, however long it lasts");

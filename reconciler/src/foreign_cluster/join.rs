@@ -7,6 +7,7 @@
 //! when already done, so a joined peer costs one remote request per health period and no write.
 
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -396,12 +397,7 @@ async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
     let previous = fc.status.as_ref().and_then(|s| s.outgoing.as_ref());
     let offered = previous.is_some_and(|o| o.remote_peering_request_name.is_some());
     let name = fc.name_any();
-    let waiting_since = fc
-        .status
-        .as_ref()
-        .and_then(|s| crate::conditions::get(&s.conditions, Phase::Joined.as_str()))
-        .filter(|c| c.reason == Reason::WaitingForAdvertisement.as_str())
-        .map(|c| c.last_transition_time.clone());
+    let waiting_since = joined_since(fc, Reason::WaitingForAdvertisement);
     let overdue = || decide::anonymous_offer_overdue(waiting_since.as_ref(), &super::now(), ctx.refreshed_ago(&name), ctx.timing.refused);
     let advertised = match (ctx.advertisement_present(&remote.id), previous.is_some_and(|o| o.advertisement.is_some())) {
         (true, _) => Advertised::Present,
@@ -451,12 +447,7 @@ async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
                 );
                 (Reason::AnonymousPeeringRefused, message)
             };
-            let since = fc
-                .status
-                .as_ref()
-                .and_then(|s| crate::conditions::get(&s.conditions, Phase::Joined.as_str()))
-                .filter(|c| c.reason == reason.as_str())
-                .map(|c| c.last_transition_time.clone());
+            let since = joined_since(fc, reason);
             r.set(Phase::Joined, Status::False, reason, message);
             let present = ctx.advertisement_present(&remote.id);
             r.outgoing = Some(OutgoingStatus {
@@ -477,11 +468,8 @@ async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
 fn finish<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> Action {
     let Join { fc, ctx, own_id, .. } = j;
     let present = ctx.advertisement_present(&remote.id);
-    let previous = fc.status.as_ref();
-    let had = previous.and_then(|s| s.outgoing.as_ref()).is_some_and(|o| o.advertisement.is_some());
-    let said_lost = previous
-        .and_then(|s| crate::conditions::get(&s.conditions, Phase::Joined.as_str()))
-        .is_some_and(|c| c.reason == Reason::AdvertisementDeleted.as_str());
+    let had = fc.status.as_ref().and_then(|s| s.outgoing.as_ref()).is_some_and(|o| o.advertisement.is_some());
+    let said_lost = joined_since(fc, Reason::AdvertisementDeleted).is_some();
     let (joined, reason, message) = decide::joined_reason(present, had || said_lost);
     r.outgoing = Some(OutgoingStatus {
         joined,
@@ -491,6 +479,12 @@ fn finish<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> Action {
     });
     r.set(Phase::Joined, Status::of(joined), reason, message);
     Action::requeue(ctx.timing.health)
+}
+
+/// Since when the stored `Joined` condition has said `reason` (`None`: it says something else).
+fn joined_since(fc: &ForeignCluster, reason: Reason) -> Option<Time> {
+    let joined = crate::conditions::get(&fc.status.as_ref()?.conditions, Phase::Joined.as_str())?;
+    (joined.reason == reason.as_str()).then(|| joined.last_transition_time.clone())
 }
 
 /// A failed call to the remote: recorded on the phase it concerns, retried (logged once per

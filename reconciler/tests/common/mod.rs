@@ -127,6 +127,13 @@ pub async fn ready(r: &mut Reconciler) {
     }
 }
 
+/// Lines of INFO and above in `r`'s log so far (the tests run it with `liqo_reconciler=debug`;
+/// the level is between color codes, so the bare word is matched).
+#[allow(dead_code)] // each test binary uses its own part of the helpers
+pub fn info_lines(r: &Reconciler) -> usize {
+    std::fs::read_to_string(&r.log).expect("the reconciler's log").lines().filter(|l| !l.contains("DEBUG") && !l.contains("TRACE")).count()
+}
+
 /// The last 20 lines of the reconciler's log.
 pub fn log_tail(r: &Reconciler) -> String {
     let log = std::fs::read_to_string(&r.log).unwrap_or_default();
