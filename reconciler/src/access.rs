@@ -87,7 +87,9 @@ pub fn peer_identity(peer: &str, namespace: &str) -> Access {
         peer,
         vec![
             rule(DISCOVERY_GROUP, &requests, &[], &["create"]),
-            rule(DISCOVERY_GROUP, &requests, &own, &["get", "update", "patch", "delete"]),
+            // list and watch by name (a field selector on it): the requester follows its own
+            // request being deleted by a watch.
+            rule(DISCOVERY_GROUP, &requests, &own, &["get", "list", "watch", "update", "patch", "delete"]),
         ],
         vec![rule("", &["secrets"], &[], &["create"]), rule("", &["secrets"], &secret, &["get", "update", "patch", "delete"])],
     )
@@ -138,7 +140,7 @@ mod tests {
         // Its own PeeringRequest: full management.
         let mut own = verbs_on(rules, "peeringrequests", Some(PEER));
         own.sort();
-        assert_eq!(own, ["create", "delete", "get", "patch", "update"]);
+        assert_eq!(own, ["create", "delete", "get", "list", "patch", "update", "watch"]);
         // Somebody else's: create only (the webhook checks the name), never read or delete.
         assert_eq!(verbs_on(rules, "peeringrequests", Some("other")), ["create"]);
         assert_eq!(verbs_on(rules, "federationrequests", Some("other")), ["create"]);

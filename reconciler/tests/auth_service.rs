@@ -179,7 +179,7 @@ async fn the_right_token_gets_a_least_privilege_identity() {
         &json!([
             {"apiGroups": ["discovery.liqo.io"], "resources": ["peeringrequests", "federationrequests"], "verbs": ["create"]},
             {"apiGroups": ["discovery.liqo.io"], "resources": ["peeringrequests", "federationrequests"],
-             "resourceNames": [PEER], "verbs": ["get", "update", "patch", "delete"]},
+             "resourceNames": [PEER], "verbs": ["get", "list", "watch", "update", "patch", "delete"]},
         ])
     );
     let secret_rules = &writes[3].2["rules"];

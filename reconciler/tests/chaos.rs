@@ -2,13 +2,16 @@
 //! control planes (A, B, C), each with its reconciler (the shipped RBAC, health period 2 s)
 //! and its webhook; every pair peers both ways. A driver draws faults from a fixed menu with a
 //! seeded generator, restores what a Deployment would restore (a killed process restarts, a
-//! stopped API server comes back, a black hole closes), and after each fault checks the
-//! invariants until they hold or the deadline passes:
+//! stopped API server comes back, a black hole closes), acts as an operator would where the
+//! fault asks for one (a rotated CA approved again where it was paired by fingerprint), and
+//! after each fault checks the invariants until they hold or the deadline passes:
 //!
 //! - every ordered pair is joined exactly when its ForeignCluster says `join: true` (our
 //!   request and its kubeconfig Secret on the remote, the remote's Advertisement here, the
 //!   remote's access here), and
 //!   nothing of it is left when it says `join: false`;
+//! - a joined pair says how it trusts the remote as its spec does (`FingerprintApproved` when
+//!   paired by fingerprint, `UntrustedAllowed` otherwise);
 //! - each cluster runs one broadcaster per request it holds;
 //! - no reconciler panicked, none is down;
 //! - the logs stay bounded (lines per minute).
@@ -25,7 +28,7 @@ use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use liqo_api::{Advertisement, ForeignCluster, PeeringRequest};
-use liqo_testenv::ControlPlane;
+use liqo_testenv::{ControlPlane, free_port};
 use serde_json::json;
 
 const NAMES: [&str; 3] = ["a", "b", "c"];
@@ -47,9 +50,11 @@ static FLAGS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
     ]
 });
 
-/// The flags, peers told to reach our API server through `proxy`.
-fn flags_via(proxy: &Proxy) -> Vec<String> {
-    FLAGS.iter().cloned().chain([format!("--api-url=https://127.0.0.1:{}", proxy.port)]).collect()
+/// The flags, peers told to reach our API server through `api` and our auth service through
+/// `auth`.
+fn flags_via(api: &Proxy, auth: &Proxy) -> Vec<String> {
+    let urls = [format!("--api-url=https://127.0.0.1:{}", api.port), format!("--auth-url={}", auth.url())];
+    FLAGS.iter().cloned().chain(urls).collect()
 }
 
 /// A small seeded generator (SplitMix64): the same seed, the same faults.
@@ -94,9 +99,23 @@ enum Fault {
     BlackHoleApiServer,
     /// Flip `enableAdvertisement` in a cluster's ClusterConfig.
     FlipAdvertisement,
+    /// Kill a cluster's admission webhook (connections dropped), restart it after a while.
+    KillWebhook,
+    /// A cluster's auth service, as its peers reach it, black-holed for a while.
+    BlackHoleAuthService,
+    /// A cluster's `peeringPolicy` turned to `RejectAll` for a while, then to `AcceptAll` or
+    /// `AcceptKnown` (every peer here was chosen by hand: both accept it).
+    FlipPolicy,
+    /// A pair's trust flipped: paired by the remote's CA fingerprint (`trustedCAFingerprint`,
+    /// `allowUntrustedCA: false`), or back to `allowUntrustedCA`.
+    FlipTrust,
+    /// A cluster's auth-service CA rotated (new certificates, its reconciler restarted); its
+    /// peers that paired by fingerprint must say `FingerprintMismatch`, then their operator
+    /// approves the new one.
+    RotateAuthCa,
 }
 
-const MENU: [Fault; 11] = [
+const MENU: [Fault; 16] = [
     Fault::KillReconciler,
     Fault::StopApiServer,
     Fault::PauseReconciler,
@@ -108,6 +127,11 @@ const MENU: [Fault; 11] = [
     Fault::DeleteIdentitySecret,
     Fault::BlackHoleApiServer,
     Fault::FlipAdvertisement,
+    Fault::KillWebhook,
+    Fault::BlackHoleAuthService,
+    Fault::FlipPolicy,
+    Fault::FlipTrust,
+    Fault::RotateAuthCa,
 ];
 
 /// A TCP proxy of the test's own in front of an API server, where its peers reach it (the
@@ -141,6 +165,11 @@ impl Proxy {
         });
         Self { port, hole }
     }
+
+    /// The proxy's URL, for an auth service (its certificate names `localhost`).
+    fn url(&self) -> String {
+        format!("https://localhost:{}", self.port)
+    }
 }
 
 struct Cluster {
@@ -150,9 +179,11 @@ struct Cluster {
     token: String,
     id: String,
     rec: Option<Reconciler>,
-    _webhook: Webhook,
+    webhook: Webhook,
     /// Where its peers reach its API server.
     proxy: Proxy,
+    /// Where its peers reach its auth service.
+    auth_proxy: Proxy,
     /// Log lines of earlier processes of this reconciler (each restart appends).
     panics_seen: usize,
 }
@@ -161,6 +192,28 @@ impl Cluster {
     fn rec(&self) -> &Reconciler {
         self.rec.as_ref().expect("running")
     }
+
+    /// Where its reconciler generates its auth service's certificates.
+    fn auth_certs(&self) -> std::path::PathBuf {
+        self.cp.path().join(format!("{}-auth-certs", self.name))
+    }
+
+    /// The SHA-256 fingerprint of its auth service's CA now.
+    fn auth_ca_fingerprint(&self) -> String {
+        let pem = std::fs::read_to_string(self.auth_certs().join("ca.crt")).expect("the auth service's CA");
+        liqo_certs::inspect::fingerprint_sha256(&pem).unwrap()
+    }
+}
+
+/// Creates ForeignCluster `name` on `home` for the auth service at `auth_url`, joined.
+async fn peer_via(home: &Client, name: &str, auth_url: &str) {
+    let fc: ForeignCluster = serde_json::from_value(json!({
+        "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
+        "metadata": {"name": name},
+        "spec": {"authUrl": auth_url, "join": true, "allowUntrustedCA": true}
+    }))
+    .unwrap();
+    Api::<ForeignCluster>::all(home.clone()).create(&kube::api::PostParams::default(), &fc).await.unwrap();
 }
 
 /// The ForeignCluster on `x` standing for `y`.
@@ -177,21 +230,26 @@ async fn start() -> Option<Vec<Cluster>> {
         let token = reconciler_token(&admin).await;
         let upstream: u16 = cp.url.rsplit(':').next().unwrap().parse().unwrap();
         let proxy = Proxy::start(upstream).await;
-        let mut rec = start_reconciler_with(&cp, name, &token, &flags_via(&proxy).iter().map(String::as_str).collect::<Vec<_>>());
+        let auth = free_port();
+        let auth_proxy = Proxy::start(auth).await;
+        let flags = flags_via(&proxy, &auth_proxy);
+        let mut rec = start_reconciler_on(&cp, name, &token, &flags.iter().map(String::as_str).collect::<Vec<_>>(), (auth, free_port()));
         ready(&mut rec).await;
         let id = cluster_id(&admin).await;
         let webhook = start_webhook(&admin).await;
-        out.push(Cluster { name, cp, admin, token, id, rec: Some(rec), _webhook: webhook, proxy, panics_seen: 0 });
+        out.push(Cluster { name, cp, admin, token, id, rec: Some(rec), webhook, proxy, auth_proxy, panics_seen: 0 });
     }
     Some(out)
 }
 
-/// What the specs say: `join[x][y]` (the ForeignCluster on x for y), and whether each
-/// cluster's ClusterConfig lets it advertise.
+/// What the specs say: `join[x][y]` (the ForeignCluster on x for y), whether each
+/// cluster's ClusterConfig lets it advertise, and whether x paired y by its fingerprint
+/// (`paired[x][y]`; else it allows an untrusted CA).
 #[derive(Clone, Copy)]
 struct Wanted {
     join: [[bool; 3]; 3],
     advertising: [bool; 3],
+    paired: [[bool; 3]; 3],
 }
 
 /// The first invariant that does not hold, if any.
@@ -233,6 +291,10 @@ async fn violation(cs: &[Cluster], wanted: &Wanted) -> Option<String> {
                 }
                 if theirs_here.is_none() {
                     return Some(format!("{what}: the remote's Advertisement is not here"));
+                }
+                let trusted = if wanted.paired[x][y] { "FingerprintApproved" } else { "UntrustedAllowed" };
+                if let Some(t) = fc.as_ref().and_then(|f| phase(f, "Trusted")).filter(|t| t.1 != trusted) {
+                    return Some(format!("{what}: Trusted {} {} ({}), while its spec says {trusted}", t.0, t.1, t.2));
                 }
                 if access.is_none() {
                     return Some(format!("{what}: the remote's access here is missing"));
@@ -331,16 +393,19 @@ async fn authorized_again(c: &Cluster) -> Duration {
 
 async fn restart(c: &mut Cluster) {
     let rec = c.rec.as_mut().unwrap();
-    let flags = flags_via(&c.proxy);
+    let flags = flags_via(&c.proxy, &c.auth_proxy);
     restart_reconciler(&c.cp, rec, c.name, &c.token, &flags.iter().map(String::as_str).collect::<Vec<_>>());
     ready(rec).await;
 }
 
 /// Injects `fault` on the pair (`x`, `y`), updating `wanted`, and restores what a Deployment
-/// or an operator would. Returns what it did.
-async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize, y: usize, rng: &mut Rng) -> String {
+/// or an operator would. Returns what it did, or a violation it saw on the way.
+async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize, y: usize, rng: &mut Rng) -> Result<String, String> {
+    if fault == Fault::RotateAuthCa {
+        return rotate_auth_ca(cs, wanted, x).await;
+    }
     let (xn, yn) = (cs[x].name, cs[y].name);
-    match fault {
+    Ok(match fault {
         Fault::KillReconciler => {
             restart(&mut cs[x]).await;
             format!("killed and restarted {xn}'s reconciler")
@@ -406,6 +471,41 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
                 .unwrap();
             format!("{xn}: enableAdvertisement {}", wanted.advertising[x])
         }
+        Fault::KillWebhook => {
+            let down = Duration::from_millis(500 + rng.below(4000) as u64);
+            cs[x].webhook.kill_and_restart(down).await;
+            format!("killed {xn}'s webhook, restarted after {:.1} s", down.as_secs_f64())
+        }
+        Fault::BlackHoleAuthService => {
+            cs[x].auth_proxy.hole.send_replace(true);
+            let held = Duration::from_millis(500 + rng.below(4000) as u64);
+            tokio::time::sleep(held).await;
+            cs[x].auth_proxy.hole.send_replace(false);
+            format!("black-holed {xn}'s auth service, as its peers reach it, for {:.1} s", held.as_secs_f64())
+        }
+        Fault::FlipPolicy => {
+            let held = Duration::from_millis(500 + rng.below(4000) as u64);
+            set_policy(&cs[x].admin, "RejectAll").await;
+            tokio::time::sleep(held).await;
+            let then = ["AcceptAll", "AcceptKnown"][rng.below(2)];
+            set_policy(&cs[x].admin, then).await;
+            format!("{xn}: peeringPolicy RejectAll for {:.1} s, then {then}", held.as_secs_f64())
+        }
+        Fault::FlipTrust => {
+            wanted.paired[x][y] = !wanted.paired[x][y];
+            let spec = if wanted.paired[x][y] {
+                json!({"trustedCAFingerprint": cs[y].auth_ca_fingerprint(), "allowUntrustedCA": false})
+            } else {
+                json!({"trustedCAFingerprint": null, "allowUntrustedCA": true})
+            };
+            let name = fc_name(&cs[y]);
+            Api::<ForeignCluster>::all(cs[x].admin.clone())
+                .patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": spec})))
+                .await
+                .unwrap();
+            format!("{xn}→{yn}: {}", if wanted.paired[x][y] { "paired by fingerprint" } else { "untrusted CA allowed" })
+        }
+        Fault::RotateAuthCa => unreachable!("above"),
         Fault::RecreateForeignCluster => {
             let fcs = Api::<ForeignCluster>::all(cs[x].admin.clone());
             let name = fc_name(&cs[y]);
@@ -414,11 +514,59 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
             while fcs.get_opt(&name).await.ok().flatten().is_some() && Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            peer_by_auth_url(&cs[x].admin, &name, cs[y].rec()).await;
+            peer_via(&cs[x].admin, &name, &cs[y].auth_proxy.url()).await;
             wanted.join[x][y] = true;
+            wanted.paired[x][y] = false;
             format!("{xn} deleted and re-created its ForeignCluster for {yn}")
         }
+    })
+}
+
+async fn set_policy(admin: &Client, policy: &str) {
+    let patch = json!({"spec": {"peeringPolicy": policy}});
+    Api::<liqo_api::ClusterConfig>::all(admin.clone())
+        .patch("liqo-configuration", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+/// Rotates `x`'s auth-service CA (new certificates, its reconciler restarted). Each peer that
+/// paired it by fingerprint and wants it joined must say `FingerprintMismatch` within the
+/// periods between two proofs (plus two); its operator then approves the new fingerprint (at
+/// once where it does not want it joined).
+async fn rotate_auth_ca(cs: &mut [Cluster], wanted: &Wanted, x: usize) -> Result<String, String> {
+    let old = cs[x].auth_ca_fingerprint();
+    std::fs::remove_dir_all(cs[x].auth_certs()).unwrap();
+    restart(&mut cs[x]).await;
+    let new = cs[x].auth_ca_fingerprint();
+    assert_ne!(old, new, "a new CA");
+    let mut told = Vec::new();
+    for y in (0..3).filter(|&y| y != x && wanted.paired[y][x]) {
+        let name = fc_name(&cs[x]);
+        let fcs = Api::<ForeignCluster>::all(cs[y].admin.clone());
+        let approve = json!({"spec": {"trustedCAFingerprint": new}});
+        if !wanted.join[y][x] {
+            // Not joined: nothing looks; its operator approves the new one at once.
+            fcs.patch(&name, &PatchParams::default(), &Patch::Merge(approve)).await.unwrap();
+            continue;
+        }
+        let started = Instant::now();
+        let limit = Duration::from_secs((liqo_reconciler::foreign_cluster::PROOF_PERIODS as u64 + 2) * *HEALTH);
+        let mismatch = |f: &ForeignCluster| phase(f, "Trusted").is_some_and(|t| t.1 == "FingerprintMismatch");
+        while !fcs.get_opt(&name).await.ok().flatten().is_some_and(|f| mismatch(&f)) {
+            if started.elapsed() > limit {
+                let (xn, yn, s) = (cs[x].name, cs[y].name, limit.as_secs());
+                return Err(format!(
+                    "rotated {xn}'s auth CA: {yn}, paired by its old fingerprint, did not say FingerprintMismatch within {s} s"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        told.push(format!("{} told in {:.1} s", cs[y].name, started.elapsed().as_secs_f64()));
+        fcs.patch(&name, &PatchParams::default(), &Patch::Merge(approve)).await.unwrap();
     }
+    let told = if told.is_empty() { String::new() } else { format!(" ({}; approved again)", told.join(", ")) };
+    Ok(format!("rotated {}'s auth CA{told}", cs[x].name))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -441,9 +589,9 @@ async fn chaos_soak() {
     );
     let Some(mut cs) = start().await else { return };
     let mut rng = Rng(seed);
-    let mut wanted = Wanted { join: [[true; 3]; 3], advertising: [true; 3] };
+    let mut wanted = Wanted { join: [[true; 3]; 3], advertising: [true; 3], paired: [[false; 3]; 3] };
     for (x, y) in [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)] {
-        peer_by_auth_url(&cs[x].admin.clone(), &fc_name(&cs[y]), cs[y].rec()).await;
+        peer_via(&cs[x].admin.clone(), &fc_name(&cs[y]), &cs[y].auth_proxy.url()).await;
     }
     converge(&cs, &wanted, Duration::from_secs(120)).await.unwrap_or_else(|v| panic!("the initial peering: {v}"));
     let lines_at_start: usize = cs.iter().map(|c| info_lines(c.rec())).sum();
@@ -457,8 +605,14 @@ async fn chaos_soak() {
         let x = rng.below(3);
         let y = (x + 1 + rng.below(2)) % 3;
         let at = clock();
-        let did = inject(&mut cs, &mut wanted, fault, x, y, &mut rng).await;
-        let did = format!("[{at}] {did}");
+        let did = match inject(&mut cs, &mut wanted, fault, x, y, &mut rng).await {
+            Ok(did) => format!("[{at}] {did}"),
+            Err(v) => {
+                println!("#{} [{at}] VIOLATION: {v}", faults + 1);
+                violations.push(format!("seed {seed} fault #{}: {v}", faults + 1));
+                format!("[{at}] {fault:?} (violated)")
+            }
+        };
         faults += 1;
         *counts.entry(fault).or_default() += 1;
         checks += 1;

@@ -102,8 +102,8 @@ async fn a_peer_identity_can_do_exactly_what_the_readme_says() {
     let expected = rule_set(&[
         ("discovery.liqo.io", "peeringrequests", "*", &["create"]),
         ("discovery.liqo.io", "federationrequests", "*", &["create"]),
-        ("discovery.liqo.io", "peeringrequests", PEER, &["get", "update", "patch", "delete"]),
-        ("discovery.liqo.io", "federationrequests", PEER, &["get", "update", "patch", "delete"]),
+        ("discovery.liqo.io", "peeringrequests", PEER, &["get", "list", "watch", "update", "patch", "delete"]),
+        ("discovery.liqo.io", "federationrequests", PEER, &["get", "list", "watch", "update", "patch", "delete"]),
         ("", "secrets", "*", &["create"]),
         ("", "secrets", &own_secret, &["get", "update", "patch", "delete"]),
     ]);
@@ -122,6 +122,10 @@ async fn a_peer_identity_can_do_exactly_what_the_readme_says() {
     forbidden(prs.get(OTHER).await, "reading another peer's request");
     forbidden(prs.delete(OTHER, &DeleteParams::default()).await, "deleting another peer's request");
     forbidden(prs.list(&ListParams::default()).await, "listing requests");
+    // Its own, by name (a field selector): listed and watched, to follow its deletion.
+    let own = prs.list(&ListParams::default().fields(&format!("metadata.name={PEER}"))).await.expect("its own request, listed by name");
+    assert_eq!(own.items.len(), 1);
+    forbidden(prs.list(&ListParams::default().fields(&format!("metadata.name={OTHER}"))).await, "listing another's by name");
     // Secrets: not the auth token, not a list; ForeignClusters, the ClusterConfig, Advertisements: nothing.
     let secrets = Api::<Secret>::namespaced(peer.clone(), "liqo");
     forbidden(secrets.get("auth-token").await, "reading the auth token");

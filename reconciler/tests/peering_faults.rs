@@ -10,6 +10,7 @@
 //! | `AcceptKnown` refuses a cluster discovery only saw, shows who asked; a person accepts it | `accept_known_refuses_a_cluster_discovery_only_saw_and_says_who_asked` |
 //! | the remote API server down while the ForeignCluster is deleted; peering again after it is back | `peering_again_after_a_deletion_while_the_remote_was_down` |
 //! | unjoin while the remote's reconciler is paused (unjoined only once our request is gone there) | `unjoin_while_the_remote_reconciler_is_paused` |
+//! | our request terminating on the remote, then released: unjoined at once (a watch, not a timer) | `an_unjoin_follows_our_terminating_request_by_a_watch` |
 //! | a re-join within one health period | `a_quick_rejoin_is_quiet` |
 //! | the remote API server down during health, then back | `the_remote_down_during_health_then_back` |
 //! | the remote API server down for eight health rounds: quiet logs, one Event, repaired | `a_long_outage_is_quiet_and_told` |
@@ -320,6 +321,32 @@ async fn unjoin_while_the_remote_reconciler_is_paused() {
     );
     gone(&Api::<Advertisement>::all(t.home.clone()), &format!("advertisement-{}", t.remote_id), "no Advertisement here").await;
     assert_eq!(event_count(&t.home, "Unjoined", FC).await, 1, "one Unjoined Event");
+}
+
+/// Our request terminating on the remote is followed by a watch: the unjoin completes as soon
+/// as the request is gone there, not at its next look (a health period, 120 s here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unjoin_follows_our_terminating_request_by_a_watch() {
+    let Some(t) = two_clusters_flags(&["--health-period-seconds=120"], &[]).await else { return };
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "joined", outgoing_joined).await;
+    let remote_prs: Api<PeeringRequest> = Api::all(t.remote.clone());
+    advertisement_status(&remote_prs, &t.home_id, liqo_api::AdvertisementState::Created, "Published").await;
+
+    // The remote's reconciler paused: its finalizer holds our request there, Terminating.
+    signal(&t.remote_rec, "STOP");
+    let fcs: Api<ForeignCluster> = Api::all(t.home.clone());
+    fcs.patch(FC, &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
+    fc_where(&t.home, FC, "Joined True UnjoinPending", |f| phase(f, "Joined").is_some_and(|p| p.1 == "UnjoinPending")).await;
+    assert!(remote_prs.get(&t.home_id).await.unwrap().metadata.deletion_timestamp.is_some());
+
+    // The remote's admin releases it: we are unjoined well within the 30 s this waits, a
+    // quarter of the next look on a timer.
+    remote_prs.patch(&t.home_id, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    gone(&remote_prs, &t.home_id, "our PeeringRequest gone from the remote").await;
+    let unjoined = fc_where(&t.home, FC, "unjoined here", |f| f.finalizers().is_empty() && !outgoing_joined(f)).await;
+    assert_eq!(phase(&unjoined, "Joined").map(|p| p.1), Some("Unjoined".into()));
+    signal(&t.remote_rec, "CONT");
 }
 
 /// A peer's API server down for eight failed health rounds: a few log lines per cause (the

@@ -648,8 +648,7 @@ async fn an_unjoin_without_our_identity_asks_for_a_new_one_to_withdraw() {
 }
 
 /// Our request still Terminating on the remote (its reconciler holds it): the peer's access
-/// here is revoked, but we are not unjoined yet: `UnjoinPending`, checked again shortly, the
-/// finalizer kept.
+/// here is revoked, but we are not unjoined yet: `UnjoinPending`, the finalizer kept.
 #[tokio::test]
 async fn unjoin_waits_while_our_request_is_terminating_on_the_remote() {
     let mut home = unjoin_local();
@@ -670,13 +669,15 @@ async fn unjoin_waits_while_our_request_is_terminating_on_the_remote() {
     spec["join"] = json!(false);
     let first = fc(spec, joined_status(true), true);
     let action = w.reconcile(first.clone()).await.unwrap();
-    assert_eq!(action, Action::requeue(std::time::Duration::from_secs(1)), "checked again shortly");
+    // Woken by a watch of our request there once it is gone (the controller's); this is the
+    // fallback.
+    assert_eq!(action, Action::requeue(Timing::default().health), "looked at again within a health period");
     let written = w.home.lock().unwrap()[4].2.clone();
     let (status, reason, message) = condition_of(&written["status"], "Joined");
     assert_eq!((status.as_str(), reason.as_str()), ("True", "UnjoinPending"));
     assert!(message.contains("terminating"), "{message}");
     let action = w.reconcile(stored_after(first, &written)).await.unwrap();
-    assert_eq!(action, Action::requeue(std::time::Duration::from_secs(1)));
+    assert_eq!(action, Action::requeue(Timing::default().health));
     expect(&w.remote, &remote);
     expect(&w.home, &home);
 }
@@ -1023,7 +1024,7 @@ async fn a_quick_rejoin_waits_for_the_previous_request_to_go() {
     // As unjoin left it.
     let status = json!({"outgoing": {"joined": false}});
     let action = w.reconcile(fc(joined_spec(), status, true)).await.unwrap();
-    assert_eq!(action, Action::requeue(Timing::default().short));
+    assert_eq!(action, Action::requeue(Timing::default().health), "woken by a watch once it is gone; this is the fallback");
     expect(&w.remote, &remote);
     expect(&w.home, &home);
     let written = w.home.lock().unwrap()[0].2.clone();

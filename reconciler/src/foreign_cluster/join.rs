@@ -409,9 +409,12 @@ async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
     match plan {
         Offer::Keep => return Ok(()),
         Offer::AwaitDeletion => {
+            if let Some(Some(terminating)) = &reached.0 {
+                ctx.wake_when_gone(fc, kube::Api::all(client.clone()), terminating);
+            }
             let message = "a PeeringRequest of ours is still being deleted on the remote; offering again once it is gone";
             r.set(Phase::Joined, Status::False, Reason::WaitingForAdvertisement, message);
-            return Err(Stop::Report(Action::requeue(ctx.timing.short)));
+            return Err(Stop::Report(Action::requeue(ctx.timing.health)));
         }
         Offer::Make | Offer::Repair | Offer::Refresh => {}
     }

@@ -30,7 +30,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Client, Resource, ResourceExt};
 use liqo_api::names::{FINALIZER_PEERED, LABEL_CLUSTER_ID, advertisement_name, peering_kubeconfig_secret};
-use liqo_api::{Advertisement, ForeignCluster};
+use liqo_api::{Advertisement, ForeignCluster, PeeringRequest};
 
 use self::decide::OurRequest;
 use self::report::Report;
@@ -62,8 +62,6 @@ pub struct Timing {
     pub health: Duration,
     /// Retry after a failure.
     pub retry: Duration,
-    /// Next look while something on the remote is about to change (a request being deleted).
-    pub short: Duration,
     /// Next attempt after the remote refused our token (the user must act); the longest wait
     /// before offering again to a remote that refuses our PeeringRequest; how long an
     /// anonymous offer waits for the remote's Advertisement before it is made again.
@@ -77,7 +75,6 @@ impl Default for Timing {
         Self {
             health: Duration::from_secs(30),
             retry: Duration::from_secs(10),
-            short: Duration::from_secs(1),
             refused: Duration::from_secs(300),
             unjoin_grace: Duration::from_secs(120),
         }
@@ -108,6 +105,11 @@ pub struct Ctx<P: Peers> {
     /// ForeignClusters whose unjoin deleted our request on the remote and found it
     /// terminating: the next rounds only look again.
     withdrawing: Mutex<std::collections::HashSet<String>>,
+    /// Where a watch of ours asks for a ForeignCluster to be reconciled (our request on the
+    /// remote gone): set by [`run`]; without it (a reconcile called directly) nothing is watched.
+    wakes: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<ObjectRef<ForeignCluster>>>,
+    /// ForeignClusters with such a watch running.
+    awaiting_gone: Arc<Mutex<std::collections::HashSet<String>>>,
     /// Health calls and join failures are counted here.
     pub metrics: Arc<crate::metrics::Metrics>,
 }
@@ -141,6 +143,8 @@ impl<P: Peers> Ctx<P> {
             proven: Mutex::default(),
             refreshed: Mutex::default(),
             withdrawing: Mutex::default(),
+            wakes: std::sync::OnceLock::new(),
+            awaiting_gone: Arc::default(),
             metrics: Arc::default(),
         }
     }
@@ -235,6 +239,32 @@ impl<P: Peers> Ctx<P> {
         } else {
             w.remove(fc_name)
         };
+    }
+
+    /// Reconciles `fc` again as soon as our PeeringRequest `pr` on the remote is gone (deleted,
+    /// or replaced by another of the same name), followed by a watch of it through `requests`
+    /// rather than looked at again on a timer: at most one watch per ForeignCluster, given up
+    /// after the unjoin grace or when the watch fails (the caller's requeue stays the fallback).
+    fn wake_when_gone(&self, fc: &ForeignCluster, requests: Api<PeeringRequest>, pr: &PeeringRequest) {
+        let Some(wakes) = self.wakes.get().cloned() else { return };
+        let name = fc.name_any();
+        if !self.awaiting_gone.lock().expect("not poisoned").insert(name.clone()) {
+            return;
+        }
+        let (awaiting, limit, me) = (self.awaiting_gone.clone(), self.timing.unjoin_grace, ObjectRef::from_obj(fc));
+        let (pr_name, uid) = (pr.name_any(), pr.uid());
+        tokio::spawn(async move {
+            let gone = move |o: Option<&PeeringRequest>| o.is_none_or(|o| o.uid() != uid);
+            let outcome = tokio::time::timeout(limit, kube::runtime::wait::await_condition(requests, &pr_name, gone)).await;
+            awaiting.lock().expect("not poisoned").remove(&name);
+            match outcome {
+                Ok(Ok(_)) => {
+                    let _ = wakes.send(me);
+                }
+                Ok(Err(e)) => tracing::debug!(fc = %name, error = %e, "cannot watch our request on the remote; looking again later"),
+                Err(_) => {}
+            }
+        });
     }
 
     fn forget_proof(&self, fc_name: &str) {
@@ -377,7 +407,11 @@ pub async fn run<P: Peers>(
     // Each watch retries on its own: one failing does not hold up the other.
     let controller = Controller::for_stream(crate::stores::retried_alone(fcs, "ForeignClusters"), reader);
     let store = controller.store();
+    // Reconciles our own watches ask for (see `Ctx::wake_when_gone`).
+    let (wakes, mut woken) = tokio::sync::mpsc::unbounded_channel();
+    let _ = ctx.wakes.set(wakes);
     controller
+        .reconcile_on(futures::stream::poll_fn(move |cx| woken.poll_recv(cx)))
         .watches_stream(crate::stores::retried_alone(adverts, "Advertisements"), move |adv| {
             let sender = adv.spec.cluster_id.clone();
             store

@@ -85,7 +85,7 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
     ctx.set_withdrawing(&name, withdrawal == Withdrawal::Terminating);
     if withdrawal == Withdrawal::Terminating {
         let why = "our PeeringRequest on the remote is terminating: the remote's reconciler has not released it yet".to_owned();
-        match pending(fc, ctx, deleting, why, ctx.timing.short).await? {
+        match pending(fc, ctx, deleting, why, ctx.timing.health).await? {
             Some(action) => return Ok(action),
             None => gone_note = Some(given_up(ctx, "our PeeringRequest was still terminating there")),
         }
@@ -175,7 +175,10 @@ async fn withdraw_offer<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &st
         grant::delete_raw(&secrets, &peering_kubeconfig_secret(own_id)).await.map_err(remote_err)?;
     }
     match requests.get_opt(own_id).await.map_err(remote_err)? {
-        Some(_) => Ok(Withdrawal::Terminating),
+        Some(terminating) => {
+            ctx.wake_when_gone(fc, requests, &terminating);
+            Ok(Withdrawal::Terminating)
+        }
         None => Ok(Withdrawal::Gone),
     }
 }

@@ -68,7 +68,9 @@ pub fn restart_reconciler(cp: &ControlPlane, r: &mut Reconciler, name: &str, tok
     *r = start_reconciler_on(cp, name, token, extra, (auth, r.ops));
 }
 
-fn start_reconciler_on(cp: &ControlPlane, name: &str, token: &str, extra: &[&str], (auth, ops): (u16, u16)) -> Reconciler {
+/// A reconciler on the given auth and operations ports.
+#[allow(dead_code)] // each test binary uses its own part of the helpers
+pub fn start_reconciler_on(cp: &ControlPlane, name: &str, token: &str, extra: &[&str], (auth, ops): (u16, u16)) -> Reconciler {
     let auth_url = format!("https://localhost:{auth}");
     let log_path = cp.path().join(format!("{name}-reconciler.log"));
     let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).unwrap();
@@ -305,37 +307,70 @@ pub async fn peer_by_auth_url(home: &Client, name: &str, remote: &Reconciler) {
 /// Our admission webhook, in this process, serving `cp`'s API server (its `url:` configurations
 /// installed there, its stores fed by `admin`'s watches).
 pub struct Webhook {
-    _certs: tempfile::TempDir,
-    _handle: axum_server::Handle<std::net::SocketAddr>,
-    /// Its operations port (/healthz, /readyz, /metrics) on 127.0.0.1.
+    certs: tempfile::TempDir,
+    handle: axum_server::Handle<std::net::SocketAddr>,
+    addr: std::net::SocketAddr,
+    admin: Client,
+    /// Its operations port (/healthz, /readyz, /metrics) on 127.0.0.1 (of its first start).
     pub ops: u16,
 }
 
-pub async fn start_webhook(admin: &Client) -> Webhook {
-    use liqo_webhook::server::{App, BODY_TIMEOUT, DEFAULT_MAX_BODY, admission_router, ops_router, serve_https};
+/// Serves the admission webhook with the certificate in `certs` on `listener`, its stores fed
+/// by fresh watches of `admin`'s.
+async fn serve_webhook(
+    admin: &Client,
+    certs: &std::path::Path,
+    listener: std::net::TcpListener,
+) -> (axum_server::Handle<std::net::SocketAddr>, std::sync::Arc<liqo_webhook::server::App>) {
+    use liqo_webhook::server::{App, BODY_TIMEOUT, DEFAULT_MAX_BODY, admission_router, serve_https};
     use liqo_webhook::tls::{CertFiles, ReloadingCert, server_config};
+    let cert = ReloadingCert::load(CertFiles { cert: certs.join("tls.crt"), key: certs.join("tls.key") }).unwrap();
+    let view = std::sync::Arc::new(liqo_webhook::state::StoreView::start(admin.clone(), "liqo"));
+    let metrics = std::sync::Arc::new(liqo_webhook::metrics::Metrics::default());
+    let app = std::sync::Arc::new(App { view, metrics, max_body: DEFAULT_MAX_BODY, body_timeout: BODY_TIMEOUT });
+    let handle = axum_server::Handle::new();
+    app.metrics.served(&cert);
+    tokio::spawn(serve_https(listener, server_config(cert), admission_router(app.clone()), handle.clone()));
+    handle.listening().await.expect("webhook listening");
+    (handle, app)
+}
+
+pub async fn start_webhook(admin: &Client) -> Webhook {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let certs = tempfile::tempdir().unwrap();
     let sans = ["localhost".to_owned(), "127.0.0.1".to_owned()];
     liqo_certs::files::ensure(certs.path(), &sans, time::OffsetDateTime::now_utc(), &Default::default()).unwrap();
-    let cert = ReloadingCert::load(CertFiles { cert: certs.path().join("tls.crt"), key: certs.path().join("tls.key") }).unwrap();
-    let view = std::sync::Arc::new(liqo_webhook::state::StoreView::start(admin.clone(), "liqo"));
-    let metrics = std::sync::Arc::new(liqo_webhook::metrics::Metrics::default());
-    let app = std::sync::Arc::new(App { view, metrics, max_body: DEFAULT_MAX_BODY, body_timeout: BODY_TIMEOUT });
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let handle = axum_server::Handle::new();
-    let metrics = app.metrics.clone();
-    metrics.served(&cert);
-    tokio::spawn(serve_https(listener, server_config(cert), admission_router(app.clone()), handle.clone()));
-    handle.listening().await.expect("webhook listening");
+    let (handle, app) = serve_webhook(admin, certs.path(), listener).await;
     let ops_listener = tokio::net::TcpListener::bind(("127.0.0.1", free_port())).await.unwrap();
     let ops = ops_listener.local_addr().unwrap().port();
-    tokio::spawn(async move { axum::serve(ops_listener, ops_router(app)).await });
+    tokio::spawn(async move { axum::serve(ops_listener, liqo_webhook::server::ops_router(app)).await });
     let manifest =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/webhook/webhook-configurations.yaml")).unwrap();
     let ca = std::fs::read_to_string(certs.path().join("ca.crt")).unwrap();
     let yaml = liqo_certs::inject_ca_bundle(&manifest, &ca, Some(&format!("https://127.0.0.1:{}", addr.port()))).unwrap();
     liqo_testenv::create_manifest(admin, &yaml, "liqo").await;
-    Webhook { _certs: certs, _handle: handle, ops }
+    Webhook { certs, handle, addr, admin: admin.clone(), ops }
+}
+
+impl Webhook {
+    /// Stops serving at once (open connections dropped, as when its process is killed), waits
+    /// `down`, then serves again on the same address with fresh stores, as its restarted pod.
+    #[allow(dead_code)] // each test binary uses its own part of the helpers
+    pub async fn kill_and_restart(&mut self, down: std::time::Duration) {
+        self.handle.shutdown();
+        tokio::time::sleep(down).await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let listener = loop {
+            match std::net::TcpListener::bind(self.addr) {
+                Ok(l) => break l,
+                Err(e) => {
+                    assert!(std::time::Instant::now() < deadline, "the webhook's address {} stays taken: {e}", self.addr);
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            }
+        };
+        self.handle = serve_webhook(&self.admin, self.certs.path(), listener).await.0;
+    }
 }
