@@ -168,6 +168,23 @@ impl Peer {
             None => "Joining".into(),
         }
     }
+
+    /// The state as summaries count it and selections name it: [`Peer::state`], with
+    /// `NotJoining` for a peer neither joining nor joined.
+    pub fn state_key(&self) -> String {
+        match self.state() {
+            s if s == "-" => "NotJoining".into(),
+            s => s,
+        }
+    }
+
+    /// Whether the peer is in state `want`: its [`Peer::state_key`], or the phase or the reason
+    /// of it alone, any case (`Joined`, `RemoteReachable`, `TokenRefused`).
+    pub fn in_state(&self, want: &str) -> bool {
+        let key = self.state_key();
+        let same = |a: &str| a.trim().eq_ignore_ascii_case(want.trim());
+        same(&key) || key.split(':').any(same)
+    }
 }
 
 #[cfg(test)]

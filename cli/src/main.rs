@@ -36,12 +36,25 @@ struct Cli {
 enum Command {
     /// This cluster (ID, switches, policy, components) and its peers; with PEER, everything
     /// about one peer. Exits 1 when a peer asked to join is not joined.
-    #[command(after_help = "Examples:\n  kubectl liqo status\n  kubectl liqo status my-peer -o yaml\n  kubectl liqo status -o wide")]
+    #[command(
+        after_help = "Examples:\n  kubectl liqo status\n  kubectl liqo status my-peer -o yaml\n  kubectl liqo status -o wide\n  kubectl liqo status --phase RemoteUnreachable --limit 20"
+    )]
     Status {
         /// A peer: its ForeignCluster's name or its cluster ID.
         peer: Option<String>,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
+        /// Show only peers in this state, as the PEERS summary names it (`Joined`,
+        /// `NotJoining`, `Incoming`, ...), or its phase or reason alone (`RemoteReachable`,
+        /// `TokenRefused`); any case. The summary still counts every peer.
+        #[arg(long)]
+        phase: Option<String>,
+        /// Show at most this many peers (0: all); the summary still counts every peer.
+        #[arg(long, default_value_t = 0)]
+        limit: usize,
+        /// ForeignClusters asked for per LIST (the API server answers in pages; 0: one LIST).
+        #[arg(long, default_value_t = status::CHUNK)]
+        chunk_size: u32,
     },
     /// Peer with a remote cluster: by its auth service (AUTH_URL, seed 002's form,
     /// recommended), or by its API server and cluster ID (seed 003's form).
@@ -205,16 +218,16 @@ async fn run(cli: Cli) -> Result<()> {
             let client = cli.connection.client().await?;
             let ns = &cli.connection.namespace;
             match command {
-                Command::Status { peer: None, output } => {
-                    let overview = status::overview(&client, ns).await?;
+                Command::Status { peer: None, output, phase, limit, chunk_size } => {
+                    let selection = status::Selection { phase, limit };
+                    let overview = status::overview(&client, ns, &selection, chunk_size).await?;
                     print!("{}", overview.render(output));
                     if overview.healthy() {
                         return Ok(());
                     }
-                    let unhealthy: Vec<&str> = overview.peers.iter().filter(|p| !p.healthy()).map(|p| p.name.as_str()).collect();
-                    Err(CliError::Failed(format!("not joined although join is true: {}", unhealthy.join(", "))))
+                    Err(CliError::Failed(overview.unhealthy_line()))
                 }
-                Command::Status { peer: Some(peer), output } => {
+                Command::Status { peer: Some(peer), output, .. } => {
                     let detail = status::detail(&client, &peer).await?;
                     print!("{}", detail.render(output));
                     if detail.peer.healthy() {

@@ -52,12 +52,94 @@ pub struct ThisCluster {
 #[derive(Clone, Debug, Serialize)]
 pub struct Overview {
     pub cluster: ThisCluster,
+    /// Every peer counted by state, before any selection.
+    pub summary: Summary,
+    /// The peers selected (`--phase`), at most `--limit` of them.
     pub peers: Vec<Peer>,
+    /// Selected peers left out by `--limit`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub omitted: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// Every peer, counted by state, and those asked to join that are not joined.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub total: usize,
+    /// How many peers are in each state ([`Peer::state_key`]), by state.
+    pub by_state: std::collections::BTreeMap<String, usize>,
+    /// Peers with `join: true` that are not joined (the first [`UNHEALTHY_NAMED`], by name).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unhealthy: Vec<String>,
+    pub unhealthy_count: usize,
+}
+
+/// How many unhealthy peers a summary names (the rest are counted).
+pub const UNHEALTHY_NAMED: usize = 20;
+
+/// Which peers `status` shows: `--phase` (a state as the summary names it, its phase or its
+/// reason, any case) and `--limit` (0: all).
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    pub phase: Option<String>,
+    pub limit: usize,
+}
+
+impl Selection {
+    pub fn selects(&self, p: &Peer) -> bool {
+        self.phase.as_deref().is_none_or(|want| p.in_state(want))
+    }
+}
+
+impl Summary {
+    /// Counts `peers` (sorted by name).
+    pub fn of(peers: &[Peer]) -> Self {
+        let mut s = Summary { total: peers.len(), ..Default::default() };
+        for p in peers {
+            *s.by_state.entry(p.state_key()).or_default() += 1;
+            if !p.healthy() {
+                s.unhealthy_count += 1;
+                if s.unhealthy.len() < UNHEALTHY_NAMED {
+                    s.unhealthy.push(p.name.clone());
+                }
+            }
+        }
+        s
+    }
+
+    /// One line: the total, then each state with its count, the most frequent first.
+    pub fn line(&self) -> String {
+        let mut states: Vec<(&String, &usize)> = self.by_state.iter().collect();
+        states.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let each: Vec<String> = states.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        if each.is_empty() { "0".into() } else { format!("{} ({})", self.total, each.join(", ")) }
+    }
 }
 
 impl Overview {
+    /// This cluster and every peer (sorted by name), shown as `selection` says.
+    pub fn new(cluster: ThisCluster, all: Vec<Peer>, selection: &Selection) -> Self {
+        let summary = Summary::of(&all);
+        let mut peers: Vec<Peer> = all.into_iter().filter(|p| selection.selects(p)).collect();
+        let omitted = if selection.limit > 0 { peers.len().saturating_sub(selection.limit) } else { 0 };
+        peers.truncate(peers.len() - omitted);
+        Self { cluster, summary, peers, omitted }
+    }
+
     pub fn healthy(&self) -> bool {
-        self.peers.iter().all(Peer::healthy)
+        self.summary.unhealthy_count == 0
+    }
+
+    /// Why `status` exits 1: the unhealthy peers, the first few by name.
+    pub fn unhealthy_line(&self) -> String {
+        let s = &self.summary;
+        let more = s.unhealthy_count - s.unhealthy.len();
+        let more = if more > 0 { format!(" and {more} more (kubectl liqo status --phase …)") } else { String::new() };
+        format!("not joined although join is true: {}{more}", s.unhealthy.join(", "))
     }
 
     pub fn render(&self, output: Output) -> String {
@@ -88,6 +170,7 @@ impl Overview {
                     ("RECONCILER", c.reconciler.clone()),
                     ("WEBHOOK", c.webhook.clone()),
                     ("CRDS", c.crds.clone()),
+                    ("PEERS", self.summary.line()),
                 ]);
                 out.push('\n');
                 if !c.refused_requests.is_empty() {
@@ -108,10 +191,15 @@ impl Overview {
                     out.push_str(&render::table(&["CLUSTER-ID", "NAME", "COUNT", "LAST", "WHY"], &rows));
                     out.push('\n');
                 }
-                if self.peers.is_empty() {
+                if self.summary.total == 0 {
                     out.push_str("no peers (kubectl liqo discover, or kubectl liqo peer AUTH_URL)\n");
+                } else if self.peers.is_empty() {
+                    out.push_str("no peer in that state\n");
                 } else {
                     out.push_str(&render::peers(&self.peers, output == Output::Wide));
+                }
+                if self.omitted > 0 {
+                    out.push_str(&format!("… and {} more (--limit)\n", self.omitted));
                 }
                 out
             }
@@ -276,8 +364,48 @@ async fn crds(client: &Client) -> String {
     if missing.is_empty() { "installed".into() } else { format!("missing: {} (kubectl apply -k manifests/crds)", missing.join(", ")) }
 }
 
-/// Gathers this cluster's status and every peer.
-pub async fn overview(client: &Client, ns: &str) -> Result<Overview> {
+/// How many ForeignClusters one LIST asks for (`--chunk-size`, as kubectl's): the API server
+/// answers in pages, each turned into peer summaries before the next is read.
+pub const CHUNK: u32 = 500;
+
+/// Reads every ForeignCluster `chunk` at a time (0: in one LIST), handing each page to `visit`
+/// before the next is read; stops at the first page `visit` finds what it wants in.
+async fn each_page<T>(client: &Client, chunk: u32, mut visit: impl FnMut(Vec<ForeignCluster>) -> Option<T>) -> Result<Option<T>> {
+    let api = Api::<ForeignCluster>::all(client.clone());
+    let mut token: Option<String> = None;
+    loop {
+        let mut lp = ListParams::default();
+        if chunk > 0 {
+            lp = lp.limit(chunk);
+        }
+        if let Some(t) = token.take() {
+            lp = lp.continue_token(&t);
+        }
+        let page = api.list(&lp).await.map_err(|e| CliError::api("listing ForeignClusters", e))?;
+        if let Some(found) = visit(page.items) {
+            return Ok(Some(found));
+        }
+        match page.metadata.continue_ {
+            Some(t) if !t.is_empty() => token = Some(t),
+            _ => return Ok(None),
+        }
+    }
+}
+
+/// Every ForeignCluster as a peer summary, sorted by name, read in pages of `chunk`.
+pub async fn all_peers(client: &Client, chunk: u32) -> Result<Vec<Peer>> {
+    let mut peers = Vec::new();
+    each_page(client, chunk, |items| {
+        peers.extend(items.iter().map(Peer::of));
+        None::<()>
+    })
+    .await?;
+    peers.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(peers)
+}
+
+/// Gathers this cluster's status and every peer, shown as `selection` says.
+pub async fn overview(client: &Client, ns: &str, selection: &Selection, chunk: u32) -> Result<Overview> {
     let id = read(&Api::<ConfigMap>::namespaced(client.clone(), ns), "cluster-id").await.ok().flatten();
     let cluster_id = id.and_then(|c| c.data?.get("cluster-id").cloned());
     let config = read(&Api::<ClusterConfig>::all(client.clone()), "liqo-configuration").await.ok().flatten();
@@ -308,26 +436,46 @@ pub async fn overview(client: &Client, ns: &str) -> Result<Overview> {
         crds: crds(client).await,
         refused_requests,
     };
-    let fcs = Api::<ForeignCluster>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| CliError::api("listing ForeignClusters", e))?;
-    let mut peers: Vec<Peer> = fcs.items.iter().map(Peer::of).collect();
-    peers.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(Overview { cluster, peers })
+    let peers = all_peers(client, chunk).await?;
+    Ok(Overview::new(cluster, peers, selection))
 }
 
-/// The ForeignCluster named `peer`, or standing for cluster ID `peer`.
+/// The ForeignCluster named `peer`, or standing for cluster ID `peer`: one GET by name, then one
+/// LIST by the cluster-ID label (our webhook sets it); every ForeignCluster only when neither
+/// finds it.
 pub async fn find(client: &Client, peer: &str) -> Result<ForeignCluster> {
     let api = Api::<ForeignCluster>::all(client.clone());
     if let Some(fc) = api.get_opt(peer).await.map_err(|e| CliError::api(format!("reading ForeignCluster {peer}"), e))? {
         return Ok(fc);
     }
-    let all = api.list(&ListParams::default()).await.map_err(|e| CliError::api("listing ForeignClusters", e))?;
-    all.items.into_iter().find(|f| f.spec.remote_cluster_id() == Some(peer)).ok_or_else(|| CliError::NotFound {
+    let labelled = if is_label_value(peer) {
+        let lp = ListParams::default().labels(&format!("{}={peer}", liqo_api::names::LABEL_CLUSTER_ID));
+        api.list(&lp).await.map_err(|e| CliError::api("listing ForeignClusters by cluster ID", e))?.items
+    } else {
+        vec![]
+    };
+    if let Some(fc) = labelled.into_iter().find(|f| f.spec.remote_cluster_id() == Some(peer)) {
+        return Ok(fc);
+    }
+    // One made without our webhook carries no label: looked for among all, a page at a time.
+    if let Some(fc) = each_page(client, CHUNK, |items| items.into_iter().find(|f| f.spec.remote_cluster_id() == Some(peer))).await? {
+        return Ok(fc);
+    }
+    Err(CliError::NotFound {
         what: format!("peer {peer} (no ForeignCluster of that name or cluster ID)"),
         hint: "kubectl liqo status lists the peers",
     })
+}
+
+/// Whether `v` may be a label value (else no ForeignCluster can carry it as its cluster ID
+/// label, and the API server would refuse the selector).
+fn is_label_value(v: &str) -> bool {
+    let inner = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    !v.is_empty()
+        && v.len() <= 63
+        && v.chars().all(inner)
+        && v.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && v.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
 /// Everything about one peer.
@@ -422,8 +570,8 @@ mod tests {
     }
 
     fn overview() -> Overview {
-        Overview {
-            cluster: ThisCluster {
+        Overview::new(
+            ThisCluster {
                 cluster_id: Some("0558de48-097b-4b7d-ba04-6bd2a0f9d24f".into()),
                 cluster_name: Some("alpha".into()),
                 namespace: "liqo".into(),
@@ -449,7 +597,55 @@ mod tests {
                     count: 7,
                 }],
             },
-            peers: peers(),
+            peers(),
+            &Selection::default(),
+        )
+    }
+
+    #[test]
+    fn the_summary_counts_every_peer_and_the_selection_shows_some() {
+        let all = || {
+            let mut many = peers();
+            for i in 0..30 {
+                let mut p = many[1].clone();
+                p.name = format!("refused-{i:02}");
+                many.push(p);
+            }
+            many
+        };
+        let o = Overview::new(overview().cluster, all(), &Selection { phase: Some("tokenrefused".into()), limit: 5 });
+        assert_eq!(o.summary.total, 32);
+        assert_eq!(o.summary.by_state.get("Authenticated: TokenRefused"), Some(&31));
+        assert_eq!(o.summary.by_state.get("Joined"), Some(&1));
+        assert_eq!(o.summary.line(), "32 (Authenticated: TokenRefused 31, Joined 1)");
+        assert_eq!((o.peers.len(), o.omitted), (5, 26), "five shown of the 31 selected");
+        assert!(o.peers.iter().all(|p| p.state() == "Authenticated: TokenRefused"));
+        // Unhealthy: every refused peer counted, the first 20 named.
+        assert_eq!((o.summary.unhealthy_count, o.summary.unhealthy.len()), (31, UNHEALTHY_NAMED));
+        assert!(o.unhealthy_line().ends_with(" and 11 more (kubectl liqo status --phase …)"), "{}", o.unhealthy_line());
+        let text = o.render(Output::Table);
+        assert!(text.contains("PEERS                 32 (Authenticated: TokenRefused 31, Joined 1)"), "{text}");
+        assert!(text.ends_with("… and 26 more (--limit)\n"), "{text}");
+        // By phase, by reason, by the whole state; NotJoining for a peer not asked to join.
+        for phase in ["Joined", "joined"] {
+            let o = Overview::new(overview().cluster, all(), &Selection { phase: Some(phase.into()), limit: 0 });
+            assert_eq!(o.peers.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["beta"]);
+        }
+        let o = Overview::new(overview().cluster, all(), &Selection { phase: Some("Authenticated".into()), limit: 0 });
+        assert_eq!((o.peers.len(), o.omitted), (31, 0));
+        let o = Overview::new(overview().cluster, all(), &Selection { phase: Some("RemoteUnreachable".into()), limit: 0 });
+        assert!(o.peers.is_empty());
+        assert!(o.render(Output::Table).ends_with("no peer in that state\n"));
+        let mut idle = peers().remove(1);
+        idle.join = false;
+        assert_eq!(idle.state_key(), "NotJoining");
+    }
+
+    #[test]
+    fn only_label_values_are_looked_up_by_label() {
+        assert!(is_label_value("9a596a4b-591c-4ac6-8fd6-80258b4b3bf9"));
+        for bad in ["", "-a", "a b", "a/b", &"x".repeat(64)] {
+            assert!(!is_label_value(bad), "{bad:?}");
         }
     }
 

@@ -129,6 +129,52 @@ async fn peer_status_and_unpeer_as_a_user_runs_them() {
 /// Seed 003's "not possible to trust or not CAs" lifted: a self-signed remote waits for
 /// approval showing the fingerprint it presents; a wrong fingerprint is refused; the one its
 /// operator reads out (from the remote's own certificate) peers it.
+/// `status` over many peers reads them in pages (`--chunk-size`, here 2 for 7 peers), counts
+/// every one in the summary, and shows what `--phase` and `--limit` select; `status ID` finds a
+/// peer by its cluster ID (the label our webhook sets) without listing them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_pages_through_many_peers_and_selects_some() {
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    liqo_testenv::install_liqo(&admin, "liqo").await;
+    let _webhook = start_webhook(&admin).await;
+    let fcs: Api<ForeignCluster> = Api::all(admin.clone());
+    for i in 0..7 {
+        let id = format!("00000000-0000-4000-8000-00000000000{i}");
+        let fc: ForeignCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": format!("peer-{i}")},
+            "spec": {"clusterIdentity": {"clusterID": id}, "authUrl": "https://127.0.0.1:9", "join": i < 2}
+        }))
+        .unwrap();
+        eventually("a ForeignCluster admitted", || async { fcs.create(&Default::default(), &fc).await.ok() }).await;
+    }
+
+    let out = kubectl_liqo(&cp, &["status", "--chunk-size", "2"]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "two peers asked to join are not joined (no reconciler): {said}");
+    let summary = said.lines().find(|l| l.starts_with("PEERS")).unwrap_or_else(|| panic!("a PEERS line: {said}"));
+    assert!(summary.ends_with(" 7 (NotJoining 5, Pending 2)"), "{summary}");
+    for i in 0..7 {
+        assert!(said.contains(&format!("\npeer-{i} ")), "peer-{i} read from its page: {said}");
+    }
+    assert!(said.contains("not joined although join is true: peer-0, peer-1"), "{said}");
+
+    let out = kubectl_liqo(&cp, &["status", "--chunk-size", "2", "--phase", "notjoining", "--limit", "2", "-o", "json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    let names: Vec<&str> = json["peers"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["peer-2", "peer-3"]);
+    assert_eq!(json["omitted"], 3);
+    assert_eq!(json["summary"]["total"], 7);
+    assert_eq!(json["summary"]["byState"], serde_json::json!({"NotJoining": 5, "Pending": 2}));
+
+    let out = kubectl_liqo(&cp, &["status", "00000000-0000-4000-8000-000000000004"]);
+    assert!(out.status.success(), "a peer not asked to join is healthy: {}", text(&out));
+    assert!(text(&out).lines().any(|l| l.starts_with("NAME") && l.ends_with(" peer-4")), "{}", text(&out));
+    let out = kubectl_liqo(&cp, &["status", "00000000-0000-4000-8000-000000000009"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("no ForeignCluster of that name or cluster ID"), "{}", text(&out));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pairing_by_fingerprint_as_a_user_does_it() {
     if !ready_to_run() {

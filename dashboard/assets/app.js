@@ -7,7 +7,7 @@
   function refresh() {
     if (busy) { again = true; return; }
     busy = true;
-    fetch(location.pathname, { credentials: 'same-origin', headers: { Accept: 'text/html' } })
+    fetch(location.pathname + location.search, { credentials: 'same-origin', headers: { Accept: 'text/html' } })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
         if (!html) return;

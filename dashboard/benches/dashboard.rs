@@ -1,8 +1,10 @@
-//! The dashboard with 1,000 ForeignClusters (and their Advertisements) in its stores: the home
-//! view's render time, how long a change takes to reach 20 open pages' live channels, the API
-//! requests those page views and channels cost (counted by a mock API server), and the RSS.
+//! The dashboard with N ForeignClusters (and their Advertisements) in its stores (`BENCH_PEERS`,
+//! default 1,000): the home view's render time and size (its first page, a search, a state),
+//! how long a change takes to reach 20 open pages' live channels, the API requests those page
+//! views and channels cost (counted by a mock API server), and the RSS.
 //!
-//! `cargo bench -p liqo-dashboard --bench dashboard` (or `just bench`).
+//! `cargo bench -p liqo-dashboard --bench dashboard` (or `just bench`);
+//! `BENCH_PEERS=10000 cargo bench -p liqo-dashboard --bench dashboard`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,7 +18,8 @@ use liqo_dashboard::{Dashboard, Stores, router};
 use serde_json::json;
 use tower::ServiceExt;
 
-const PEERS: usize = 1000;
+static PEERS: std::sync::LazyLock<usize> =
+    std::sync::LazyLock::new(|| std::env::var("BENCH_PEERS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000));
 const PAGES: usize = 20;
 const ROUNDS: usize = 15;
 
@@ -45,7 +48,7 @@ fn foreign_cluster(i: usize) -> liqo_api::ForeignCluster {
     let joined = i.is_multiple_of(3);
     serde_json::from_value(json!({
         "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
-        "metadata": {"name": format!("peer-{i:04}"), "labels": {"discovery.liqo.io/searchdomain": "example.com"}},
+        "metadata": {"name": format!("peer-{i:05}"), "labels": {"discovery.liqo.io/searchdomain": "example.com"}},
         "spec": {"clusterIdentity": {"clusterID": format!("{i:08x}-0000-4000-8000-000000000000")}, "join": i.is_multiple_of(2),
                  "discoveryType": if i.is_multiple_of(2) { "LAN" } else { "WAN" }, "authUrl": format!("https://10.0.{}.{}:30443", i / 250, i % 250)},
         "status": {"conditions": [
@@ -65,7 +68,7 @@ fn main() {
         let baseline = rss_kib();
         let requests = Arc::new(AtomicUsize::new(0));
         let (stores, mut w) = Stores::detached();
-        for i in 0..PEERS {
+        for i in 0..*PEERS {
             w.foreign.apply_watcher_event(&watcher::Event::Apply(foreign_cluster(i)));
             let spec = serde_json::from_value(json!({"clusterId": format!("{i:08x}-0000-4000-8000-000000000000"),
                 "resources": {"cpu": "8", "memory": "32Gi", "pods": "220"}}))
@@ -75,15 +78,28 @@ fn main() {
         let dashboard = Dashboard::new(counting_api(requests.clone()), "liqo", stores);
         let filled = rss_kib();
 
-        // The home view, rendered as a page view renders it.
-        let mut renders = vec![];
-        let mut size = 0;
-        for _ in 0..ROUNDS {
-            let started = Instant::now();
-            let resp = router(dashboard.clone()).oneshot(http::Request::get("/").body(Body::empty()).unwrap()).await.unwrap();
-            size = resp.into_body().collect().await.unwrap().to_bytes().len();
-            renders.push(started.elapsed());
-        }
+        // The home view, rendered as a page view renders it: its first page, a search for one
+        // peer, the peers in one state.
+        let view = |path: &'static str| {
+            let dashboard = dashboard.clone();
+            async move {
+                let mut renders = vec![];
+                let mut size = 0;
+                for _ in 0..ROUNDS {
+                    let started = Instant::now();
+                    let resp = router(dashboard.clone()).oneshot(http::Request::get(path).body(Body::empty()).unwrap()).await.unwrap();
+                    assert_eq!(resp.status(), http::StatusCode::OK);
+                    size = resp.into_body().collect().await.unwrap().to_bytes().len();
+                    renders.push(started.elapsed());
+                }
+                (median(renders), size)
+            }
+        };
+        let views = [
+            ("first page", view("/").await),
+            ("search for one peer (q=peer-00042)", view("/?q=peer-00042").await),
+            ("state TokenRefused, page 2", view("/?state=TokenRefused&available=2").await),
+        ];
 
         // 20 open pages' live channels; a change reaches all of them.
         let mut channels = vec![];
@@ -112,8 +128,15 @@ fn main() {
         }
         let after = rss_kib();
 
-        println!("dashboard, {PEERS} ForeignClusters and {PEERS} Advertisements in the stores");
-        println!("  home view: median {:.1} ms over {ROUNDS} renders ({} KiB of HTML)", median(renders).as_secs_f64() * 1e3, size / 1024);
+        let n = *PEERS;
+        println!("dashboard, {n} ForeignClusters and {n} Advertisements in the stores");
+        for (what, (render, size)) in views {
+            println!(
+                "  home view, {what}: median {:.1} ms over {ROUNDS} renders ({} KiB of HTML)",
+                render.as_secs_f64() * 1e3,
+                size / 1024
+            );
+        }
         println!(
             "  a change reaching {PAGES} open pages' live channels: median {:.2} ms over {ROUNDS} changes",
             median(reach).as_secs_f64() * 1e3

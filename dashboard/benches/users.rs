@@ -77,7 +77,9 @@ async fn main() {
     let sessions = Sessions::new(cp.client(&own).unwrap(), cp.config().unwrap(), "liqo");
     let app = liqo_dashboard::server::in_cluster_router(sessions.clone());
     let first = eventually("the shared stores filled", || async {
-        Some(home(&app, &tokens[0]).await).filter(|page| page.contains(&format!("peer-{}<", PEERS - 1))).map(|page| page.len())
+        Some(home(&app, &tokens[0]).await)
+            .filter(|page| page.contains(&format!("<p id=\"peer-counts\">{PEERS} peers")))
+            .map(|page| page.len())
     })
     .await;
     let one = rss_kib();

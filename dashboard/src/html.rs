@@ -8,7 +8,7 @@ use std::fmt::Write;
 use liqo_api::summary::Peer;
 
 use crate::access::Allowed;
-use crate::model::{Card, Direction, Domain, Edge, Health, Peers, ThisCluster};
+use crate::model::{Card, Direction, Domain, Edge, Health, Listing, Shown, ThisCluster};
 
 /// `s` safe in HTML text and attribute values (and in SVG).
 pub fn esc(s: &str) -> String {
@@ -249,11 +249,12 @@ fn domains_table(domains: &[Domain]) -> String {
 
 /// The picture: this cluster in the middle, its peers around it, an arrow per direction
 /// coloured by health, the type as a badge.
-pub fn graph(this: &ThisCluster, cards: &[&Card], edges: &[Edge]) -> String {
+pub fn graph(this: &ThisCluster, cards: &[&Card], edges: &[Edge], total: usize) -> String {
     let (w, h, cx, cy, r) = (640.0_f64, 420.0_f64, 320.0_f64, 210.0_f64, 150.0_f64);
+    let of = if total > cards.len() { format!(" (those listed below, of {total})") } else { String::new() };
     let mut svg = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-labelledby=\"graph-title\" class=\"graph\">\
-<title id=\"graph-title\">This cluster and its {} peers</title><defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"6\" markerHeight=\"6\" orient=\"auto-start-reverse\"><path d=\"M 0 0 L 10 5 L 0 10 z\"/></marker></defs>",
+<title id=\"graph-title\">This cluster and its {} peers{of}</title><defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"6\" markerHeight=\"6\" orient=\"auto-start-reverse\"><path d=\"M 0 0 L 10 5 L 0 10 z\"/></marker></defs>",
         cards.len()
     );
     let n = cards.len().max(1) as f64;
@@ -327,17 +328,61 @@ fn told(this: &ThisCluster) -> String {
     out
 }
 
-/// The home view.
-pub fn home(this: &ThisCluster, peers: &Peers, domains: &[Domain], csrf: &str, error: Option<&FormError>, allowed: &Allowed) -> String {
-    let cards: Vec<&Card> = peers.connected.iter().chain(&peers.available).collect();
+/// The search over the peers (a GET form: it changes nothing), and what every peer's state is.
+fn peer_search(listing: &Listing) -> String {
+    let v = &listing.view;
+    let mut states = format!("<option value=\"\"{}>any</option>", if v.state.is_empty() { " selected" } else { "" });
+    for (state, n) in &listing.by_state {
+        let selected = if v.state == *state { " selected" } else { "" };
+        let _ = write!(states, "<option value=\"{}\"{selected}>{} ({n})</option>", esc(state), esc(state));
+    }
+    format!(
+        "<form method=\"get\" action=\"/\" role=\"search\" class=\"search\"><label>Search <input type=\"search\" name=\"q\" value=\"{}\" placeholder=\"name or cluster ID\"></label> \
+<label>State <select name=\"state\">{states}</select></label> <button type=\"submit\">Show</button></form>",
+        esc(&v.q)
+    )
+}
+
+/// Every peer counted by state, in one line.
+fn peer_counts(listing: &Listing) -> String {
+    let each: Vec<String> = listing.by_state.iter().map(|(s, n)| format!("{} {n}", esc(s))).collect();
+    let selected = listing.selected.available.len() + listing.selected.connected.len();
+    let shown = if selected == listing.total { String::new() } else { format!(" · {selected} match the search") };
+    format!(
+        "<p id=\"peer-counts\">{} peers{}{shown}</p>",
+        listing.total,
+        if each.is_empty() { String::new() } else { format!(": {}", each.join(", ")) }
+    )
+}
+
+/// Which page of a table this is, with links to the others (none when one page holds all).
+fn pager(table: &str, shown: &Shown<'_>, view: &crate::model::View) -> String {
+    if shown.pages <= 1 {
+        return String::new();
+    }
+    let link = |page: usize, label: &str| format!("<a href=\"{}\">{label}</a>", esc(&view.link(table, page)));
+    let previous = if shown.page > 1 { link(shown.page - 1, "‹ previous") } else { String::new() };
+    let next = if shown.page < shown.pages { link(shown.page + 1, "next ›") } else { String::new() };
+    format!(
+        "<nav class=\"pager\" aria-label=\"{table} peers, pages\">{previous} <span>page {} of {} ({} peers)</span> {next}</nav>",
+        shown.page, shown.pages, shown.selected
+    )
+}
+
+/// The home view: the peers a page at a time ([`crate::model::PAGE`] per table), as `listing`
+/// selects them.
+pub fn home(this: &ThisCluster, listing: &Listing, domains: &[Domain], csrf: &str, error: Option<&FormError>, allowed: &Allowed) -> String {
+    let (available, connected) = (listing.available(), listing.connected());
+    let cards: Vec<&Card> = connected.cards.iter().chain(available.cards).collect();
     let edges = crate::model::edges(&cards);
     let name = if this.cluster_name.is_empty() { String::new() } else { format!(" ({})", esc(&this.cluster_name)) };
     let main = format!(
         "<section id=\"this-cluster\" data-live aria-labelledby=\"this\"><h1 id=\"this\">This cluster{name}</h1><p>Cluster ID <code>{}</code> · namespace <code>{}</code> · peering policy <strong>{}</strong></p>{}\
 <div class=\"switches\">{}{}{}</div>{}</section>\
 <section id=\"picture-section\" data-live aria-labelledby=\"picture\"><h2 id=\"picture\">Peers at a glance</h2>{}</section>\
-<section id=\"available-section\" data-live aria-labelledby=\"available\"><h2 id=\"available\">Available Peers</h2>{}{}</section>\
-<section id=\"connected-section\" data-live aria-labelledby=\"connected\"><h2 id=\"connected\">Connected Peers</h2>{}</section>\
+<section aria-label=\"Find peers\">{}</section><section id=\"counts-section\" data-live aria-label=\"Peers by state\">{}</section>\
+<section id=\"available-section\" data-live aria-labelledby=\"available\"><h2 id=\"available\">Available Peers</h2>{}{}{}</section>\
+<section id=\"connected-section\" data-live aria-labelledby=\"connected\"><h2 id=\"connected\">Connected Peers</h2>{}{}</section>\
 <section aria-labelledby=\"add\" class=\"forms\"><h2 id=\"add\">Add</h2>{}{}</section>\
 <section id=\"domains-section\" data-live aria-label=\"Domains\">{}</section>",
         esc(&this.cluster_id),
@@ -348,11 +393,15 @@ pub fn home(this: &ThisCluster, peers: &Peers, domains: &[Domain], csrf: &str, e
         switch("enableAdvertisement", "Advertisement", this.advertisement, csrf, &allowed.toggles),
         switch("autojoin", "Autojoin", this.autojoin, csrf, &allowed.toggles),
         form_error(error, "toggle"),
-        graph(this, &cards, &edges),
+        graph(this, &cards, &edges, listing.total),
+        peer_search(listing),
+        peer_counts(listing),
         // A refused Connect or Disconnect: here, where it shows even when the peer does not.
         form_error(error, "peers"),
-        available_table(&peers.available, csrf, allowed),
-        connected_table(&peers.connected, csrf, allowed),
+        available_table(available.cards, csrf, allowed),
+        pager("available", &available, &listing.view),
+        connected_table(connected.cards, csrf, allowed),
+        pager("connected", &connected, &listing.view),
         add_domain_form(csrf, error, &allowed.add_domain),
         add_peer_form(csrf, error, &allowed.add_peer),
         domains_table(domains)
@@ -423,6 +472,11 @@ pub fn peer(
 mod tests {
     use super::*;
 
+    /// Every peer, the first page of each table.
+    fn listing(peers: &crate::model::Peers) -> Listing {
+        Listing::of(peers.clone(), Default::default())
+    }
+
     #[test]
     fn escaping_covers_text_and_attributes() {
         assert_eq!(esc("<script>alert('x')</script> & \"q\""), "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;");
@@ -437,8 +491,8 @@ mod tests {
                 "message": "<script>alert(1)</script>\"><svg onload=alert(2)>", "lastTransitionTime": "2026-11-23T10:00:00Z"}]}
         }))
         .unwrap();
-        let peers = crate::model::peers(&[fc], &[]);
-        let page = home(&ThisCluster::default(), &peers, &[], "token", None, &Allowed::default());
+        let peers = crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement]);
+        let page = home(&ThisCluster::default(), &listing(&peers), &[], "token", None, &Allowed::default());
         assert!(!page.contains("<script>alert"), "{page}");
         assert!(!page.contains("<svg onload"), "{page}");
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "the message is there, as text");
@@ -462,8 +516,17 @@ mod tests {
             "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "a"},
             "spec": {"clusterIdentity": {"clusterID": "x"}}}))
         .unwrap();
-        let page = home(&ThisCluster::default(), &crate::model::peers(&[fc], &[]), &[], "tok-123", None, &Allowed::default());
-        let forms = page.matches("<form").count();
+        let page = home(
+            &ThisCluster::default(),
+            &listing(&crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement])),
+            &[],
+            "tok-123",
+            None,
+            &Allowed::default(),
+        );
+        // Every form that changes something posts, with the token; the search only reads.
+        let forms = page.matches("<form").count() - 1;
+        assert_eq!(page.matches("<form method=\"get\" action=\"/\" role=\"search\"").count(), 1);
         assert!(forms >= 6, "switches, connect, two add forms: {forms}");
         assert_eq!(page.matches("name=\"csrf\" value=\"tok-123\"").count(), forms);
         assert!(page.matches("method=\"post\"").count() == forms);
@@ -477,7 +540,7 @@ mod tests {
             "spec": {"clusterIdentity": {"clusterID": "x"}, "join": true},
             "status": {"outgoing": {"joined": false, "presentedFingerprint": fp}}}))
         .unwrap();
-        let card = crate::model::peers(&[fc], &[]).available.remove(0);
+        let card = crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement]).available.remove(0);
         let page = peer(&card, None, &[], "", "t", &Allowed::default());
         assert!(page.contains(&format!("<dt>CA fingerprint</dt><dd><code>{fp} (presented, not approved)</code></dd>")), "{page}");
     }
@@ -489,7 +552,14 @@ mod tests {
             "spec": {"clusterIdentity": {"clusterID": "x"}}}))
         .unwrap();
         let allowed = Allowed { join: Some("you may not patch foreignclusters".into()), ..Default::default() };
-        let page = home(&ThisCluster::default(), &crate::model::peers(&[fc], &[]), &[], "t", None, &allowed);
+        let page = home(
+            &ThisCluster::default(),
+            &listing(&crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement])),
+            &[],
+            "t",
+            None,
+            &allowed,
+        );
         assert!(page.contains("aria-label=\"Connect a\" disabled title=\"you may not patch foreignclusters\""), "{page}");
         assert_eq!(page.matches(" disabled").count(), 1, "only what is refused");
     }
@@ -508,7 +578,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let page = home(&this, &crate::model::Peers::default(), &[], "t", None, &Allowed::default());
+        let page = home(&this, &Listing::default(), &[], "t", None, &Allowed::default());
         assert!(page.contains("<caption>Refused peering requests</caption>"), "{page}");
         assert!(page.contains("<td><code>stranger-id</code></td><td>&lt;script&gt;x&lt;/script&gt;</td><td>3</td>"), "{page}");
         assert!(!page.contains("<script>x"), "what a stranger wrote is escaped");
@@ -521,17 +591,17 @@ mod tests {
             auth_ca_fingerprint: Some("ab".repeat(32)),
             ..Default::default()
         };
-        let page = home(&this, &Peers::default(), &[], "t", None, &Allowed::default());
+        let page = home(&this, &Listing::default(), &[], "t", None, &Allowed::default());
         assert!(page.contains("<code>https://10.0.0.1:30443/&lt;x&gt;</code>"), "{page}");
         assert!(page.contains(&format!("<code class=\"fingerprint\">{}</code>", "ab".repeat(32))), "{page}");
-        let unpublished = home(&ThisCluster::default(), &Peers::default(), &[], "t", None, &Allowed::default());
+        let unpublished = home(&ThisCluster::default(), &Listing::default(), &[], "t", None, &Allowed::default());
         assert!(!unpublished.contains("class=\"told\""), "nothing claimed before the reconciler published it");
     }
 
     #[test]
     fn a_refusal_is_shown_at_the_field_it_names() {
         let e = FormError { form: "peer", field: Some("cluster_id"), message: "clusterID: not a DNS-1123 label".into() };
-        let page = home(&ThisCluster::default(), &Peers::default(), &[], "t", Some(&e), &Allowed::default());
+        let page = home(&ThisCluster::default(), &Listing::default(), &[], "t", Some(&e), &Allowed::default());
         let at = page.find("id=\"peer-cluster_id\"").unwrap();
         let err = page.find("id=\"peer-cluster_id-error\"").unwrap();
         assert!(err > at && page[at..err].find("<label").is_none(), "the error follows its field");
@@ -541,7 +611,7 @@ mod tests {
     #[test]
     fn a_refused_connect_is_shown_even_without_its_peer() {
         let e = FormError { form: "peers", field: None, message: "foreignclusters \"p\" is forbidden: <b>".into() };
-        let page = home(&ThisCluster::default(), &Peers::default(), &[], "t", Some(&e), &Allowed::default());
+        let page = home(&ThisCluster::default(), &Listing::default(), &[], "t", Some(&e), &Allowed::default());
         let section = &page[page.find("id=\"available-section\"").unwrap()..page.find("id=\"connected-section\"").unwrap()];
         assert!(section.contains("role=\"alert\">foreignclusters &quot;p&quot; is forbidden: &lt;b&gt;</div>"), "{section}");
     }
@@ -551,8 +621,48 @@ mod tests {
         let page = login(Some("refused <script>"));
         assert!(page.contains("type=\"password\" id=\"token\" name=\"token\""));
         assert!(page.contains("refused &lt;script&gt;") && !page.contains("<script>"));
-        let signed = signed_in(&home(&ThisCluster::default(), &Peers::default(), &[], "csrf-1", None, &Allowed::default()), "csrf-1");
+        let signed = signed_in(&home(&ThisCluster::default(), &Listing::default(), &[], "csrf-1", None, &Allowed::default()), "csrf-1");
         let header = &signed[signed.find("<header>").unwrap()..signed.find("</header>").unwrap()];
         assert!(header.contains("action=\"/logout\"") && header.contains("value=\"csrf-1\""), "{header}");
+    }
+
+    #[test]
+    fn the_peers_are_shown_a_page_at_a_time_as_the_search_selects() {
+        let fc = |i: usize, join: bool| -> liqo_api::ForeignCluster {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": format!("peer-{i:03}")},
+                "spec": {"clusterIdentity": {"clusterID": format!("id-{i:03}")}, "join": join}}))
+            .unwrap()
+        };
+        let fcs: Vec<_> = (0..120).map(|i| fc(i, i % 3 == 0)).collect();
+        let all = crate::model::peers(&fcs, &[] as &[liqo_api::Advertisement]);
+        let page =
+            |view: crate::model::View| home(&ThisCluster::default(), &Listing::of(all.clone(), view), &[], "t", None, &Allowed::default());
+
+        // The first page: 50 rows, a link to the next, every peer counted by state.
+        let first = page(Default::default());
+        assert_eq!(first.matches("<a href=\"/peers/").count(), crate::model::PAGE);
+        assert!(first.contains("peer-000<") && first.contains("peer-049<") && !first.contains("peer-050<"));
+        assert!(first.contains("<p id=\"peer-counts\">120 peers: NotJoining 80, Pending 40</p>"), "{first}");
+        assert!(first.contains("<a href=\"/?available=2\">next ›</a>"), "{first}");
+        assert!(first.contains("page 1 of 3 (120 peers)"));
+        assert!(first.contains("This cluster and its 50 peers (those listed below, of 120)"));
+
+        // The last page, past the end: what is left.
+        let last = page(crate::model::View { available: 9, ..Default::default() });
+        assert!(last.contains("peer-119<") && !last.contains("peer-099<"), "{last}");
+        assert!(last.contains("<a href=\"/?available=2\">‹ previous</a>"));
+
+        // A search and a state: both kept in the links; only what matches.
+        let view = crate::model::View { q: "PEER-0".into(), state: "pending".into(), ..Default::default() };
+        let found = page(view.clone());
+        let rows = found.matches("<a href=\"/peers/").count();
+        assert_eq!(rows, (0..100).filter(|i| i % 3 == 0).count(), "peer-000..099 asked to join");
+        assert!(found.contains("120 peers: NotJoining 80, Pending 40 · 34 match the search"), "{found}");
+        assert!(found.contains("value=\"PEER-0\"") && found.contains("<option value=\"Pending\">Pending (40)</option>"));
+        assert_eq!(view.link("available", 2), "/?q=PEER-0&state=pending&available=2");
+        let hostile = crate::model::View { q: "\"><script>&x=1".into(), ..Default::default() };
+        assert_eq!(hostile.link("connected", 3), "/?q=%22%3E%3Cscript%3E%26x%3D1&connected=3");
+        assert!(!page(hostile).contains("\"><script>"));
     }
 }

@@ -83,8 +83,7 @@ pub struct Peers {
     pub connected: Vec<Card>,
 }
 
-fn resources_of(adverts: &[Advertisement], cluster_id: &str) -> Option<String> {
-    let a = adverts.iter().find(|a| a.spec.cluster_id == cluster_id)?;
+fn resources_of(a: &Advertisement) -> Option<String> {
     let v = serde_json::to_value(&a.spec.resources).ok()?;
     let parts: Vec<String> =
         v.as_object()?.iter().map(|(k, v)| format!("{k} {}", v.as_str().map_or(v.to_string(), str::to_owned))).collect();
@@ -92,10 +91,12 @@ fn resources_of(adverts: &[Advertisement], cluster_id: &str) -> Option<String> {
 }
 
 /// Splits the ForeignClusters: Connected when a peering runs either way, else Available.
-pub fn peers(fcs: &[ForeignCluster], adverts: &[Advertisement]) -> Peers {
+pub fn peers<F: std::borrow::Borrow<ForeignCluster>, A: std::borrow::Borrow<Advertisement>>(fcs: &[F], adverts: &[A]) -> Peers {
     let mut out = Peers::default();
-    let mut sorted: Vec<&ForeignCluster> = fcs.iter().collect();
-    sorted.sort_by_key(|f| f.metadata.name.clone());
+    let by_sender: std::collections::HashMap<&str, &Advertisement> =
+        adverts.iter().map(|a| (a.borrow().spec.cluster_id.as_str(), a.borrow())).collect();
+    let mut sorted: Vec<&ForeignCluster> = fcs.iter().map(|f| f.borrow()).collect();
+    sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for fc in sorted {
         let peer = Peer::of(fc);
         let direction = match (peer.outgoing, peer.incoming) {
@@ -110,12 +111,115 @@ pub fn peers(fcs: &[ForeignCluster], adverts: &[Advertisement]) -> Peers {
             trust: fc.spec.trust_mode().as_str().to_owned(),
             direction,
             healthy,
-            resources: resources_of(adverts, &peer.cluster_id),
+            resources: by_sender.get(peer.cluster_id.as_str()).and_then(|a| resources_of(a)),
             peer,
         };
         if card.direction.is_some() { out.connected.push(card) } else { out.available.push(card) }
     }
     out
+}
+
+/// How many peers a table of the home view shows at once.
+pub const PAGE: usize = 50;
+
+/// What the home view shows of the peers, from its query string: a search (`q`: in the name,
+/// cluster ID or cluster name, any case), a state (`state`: as the summary names it, or its
+/// phase or reason alone) and the page of each table (`available`, `connected`; from 1).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(default)]
+pub struct View {
+    pub q: String,
+    pub state: String,
+    pub available: usize,
+    pub connected: usize,
+}
+
+impl View {
+    pub fn selects(&self, c: &Card) -> bool {
+        let p = &c.peer;
+        let q = self.q.trim().to_lowercase();
+        let found = q.is_empty()
+            || [p.name.as_str(), p.cluster_id.as_str(), p.cluster_name.as_deref().unwrap_or_default()]
+                .iter()
+                .any(|v| v.to_lowercase().contains(&q));
+        found && (self.state.trim().is_empty() || p.in_state(&self.state))
+    }
+
+    /// The link to this view with `table`'s page set to `page` (the query string, escaped).
+    pub fn link(&self, table: &str, page: usize) -> String {
+        let mut v = self.clone();
+        if table == "available" {
+            v.available = page
+        } else {
+            v.connected = page
+        }
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        for (k, val) in [("q", v.q.as_str()), ("state", v.state.as_str())] {
+            if !val.is_empty() {
+                query.append_pair(k, val);
+            }
+        }
+        for (k, n) in [("available", v.available), ("connected", v.connected)] {
+            if n > 1 {
+                query.append_pair(k, &n.to_string());
+            }
+        }
+        let query = query.finish();
+        if query.is_empty() { "/".into() } else { format!("/?{query}") }
+    }
+}
+
+/// One page of a table: its cards, which page of how many, and how many were selected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shown<'a> {
+    pub cards: &'a [Card],
+    pub page: usize,
+    pub pages: usize,
+    pub selected: usize,
+}
+
+impl<'a> Shown<'a> {
+    /// Page `page` (from 1; past the end: the last) of `cards`.
+    pub fn of(cards: &'a [Card], page: usize) -> Self {
+        let pages = cards.len().div_ceil(PAGE).max(1);
+        let page = page.clamp(1, pages);
+        let start = (page - 1) * PAGE;
+        Self { cards: &cards[start..cards.len().min(start + PAGE)], page, pages, selected: cards.len() }
+    }
+}
+
+/// The peers as the home view lists them: every peer counted by state, those `view` selects.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// The peers `view` selects, split as [`peers`] splits them.
+    pub selected: Peers,
+    /// Every peer by state, the most frequent first.
+    pub by_state: Vec<(String, usize)>,
+    pub total: usize,
+    pub view: View,
+}
+
+impl Listing {
+    pub fn of(all: Peers, view: View) -> Self {
+        let mut counts = std::collections::BTreeMap::<String, usize>::new();
+        for c in all.available.iter().chain(&all.connected) {
+            *counts.entry(c.peer.state_key()).or_default() += 1;
+        }
+        let mut by_state: Vec<(String, usize)> = counts.into_iter().collect();
+        by_state.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let total = all.available.len() + all.connected.len();
+        let keep = |cards: Vec<Card>| cards.into_iter().filter(|c| view.selects(c)).collect();
+        let selected = Peers { available: keep(all.available), connected: keep(all.connected) };
+        Self { selected, by_state, total, view }
+    }
+
+    pub fn available(&self) -> Shown<'_> {
+        Shown::of(&self.selected.available, self.view.available)
+    }
+
+    pub fn connected(&self) -> Shown<'_> {
+        Shown::of(&self.selected.connected, self.view.connected)
+    }
 }
 
 /// A domain on the home view.
@@ -232,7 +336,7 @@ mod tests {
     #[test]
     fn edges_follow_direction_and_health() {
         let fcs = [fc("up", true, true, true, "True"), fc("down", true, false, false, "False"), fc("idle", false, false, false, "True")];
-        let p = peers(&fcs, &[]);
+        let p = peers(&fcs, &[] as &[Advertisement]);
         let all: Vec<&Card> = p.connected.iter().chain(&p.available).collect();
         let e = edges(&all);
         assert!(e.contains(&Edge { peer: "up".into(), outgoing: true, health: Health::Good }));

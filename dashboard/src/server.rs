@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Form, FromRequestParts, Path, State};
+use axum::extract::{Form, FromRequestParts, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -72,17 +72,23 @@ impl Dashboard {
         model::ThisCluster::of(id, &self.namespace, &spec, config.as_ref().and_then(|c| c.status.as_ref()))
     }
 
+    /// Every peer the user may see (read off the stores as they are, nothing copied but the
+    /// summaries).
     fn peers(&self, seen: &Visible) -> model::Peers {
-        model::peers(&shown(&self.stores.foreign, seen.foreign), &shown(&self.stores.advertisements, seen.advertisements))
+        let fcs = if seen.foreign { self.stores.foreign.state() } else { Vec::new() };
+        let adverts = if seen.advertisements { self.stores.advertisements.state() } else { Vec::new() };
+        model::peers(&fcs, &adverts)
     }
 
-    /// The home view, with `error` at its form.
-    pub fn home(&self, error: Option<&FormError>) -> String {
+    /// The home view as `view` asks (a search, a state, a page of each table), with `error`
+    /// at its form.
+    pub fn home(&self, view: model::View, error: Option<&FormError>) -> String {
         // Asked once: one page shows one answer.
         let allowed = self.permissions.now();
         let seen = &allowed.visible;
         let domains = shown(&self.stores.domains, seen.domains);
-        let page = html::home(&self.this_cluster(seen), &self.peers(seen), &model::domains(&domains), &self.csrf, error, &allowed);
+        let listing = model::Listing::of(self.peers(seen), view);
+        let page = html::home(&self.this_cluster(seen), &listing, &model::domains(&domains), &self.csrf, error, &allowed);
         self.framed(page)
     }
 
@@ -96,8 +102,8 @@ impl Dashboard {
         let allowed = self.permissions.now();
         let seen = &allowed.visible;
         let fc = self.stores.foreign.get(&ObjectRef::new(name)).filter(|_| seen.foreign)?;
-        let adverts = shown(&self.stores.advertisements, seen.advertisements);
-        let peers = model::peers(std::slice::from_ref(&*fc), &adverts);
+        let adverts = if seen.advertisements { self.stores.advertisements.state() } else { Vec::new() };
+        let peers = model::peers(std::slice::from_ref(&fc), &adverts);
         let card = peers.connected.into_iter().chain(peers.available).next()?;
         let mut events: Vec<_> = shown(&self.stores.events, seen.events)
             .iter()
@@ -193,7 +199,7 @@ fn forbidden() -> Response {
 fn outcome(d: &Dashboard, result: Result<(), Refused>) -> Response {
     match result {
         Ok(()) => secure(Redirect::to("/").into_response()),
-        Err(e) => html_page(StatusCode::UNPROCESSABLE_ENTITY, d.home(Some(&e))),
+        Err(e) => html_page(StatusCode::UNPROCESSABLE_ENTITY, d.home(model::View::default(), Some(&e))),
     }
 }
 
@@ -297,7 +303,7 @@ fn to_login() -> Response {
 
 fn routes(access: Arc<Access>) -> Router {
     Router::new()
-        .route("/", get(|Viewer(d): Viewer| async move { html_page(StatusCode::OK, d.home(None)) }))
+        .route("/", get(|Viewer(d): Viewer, Query(view): Query<model::View>| async move { html_page(StatusCode::OK, d.home(view, None)) }))
         .route(
             "/peers/{name}",
             get(|Viewer(d): Viewer, Path(name): Path<String>| async move {

@@ -58,8 +58,10 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
-    let stream =
-        reflector::reflector(writer, watcher(api, config).backoff(liqo_api::watch_backoff::WatchBackoff::default())).touched_objects();
+    // No page shows who wrote which field: the managed fields are not kept (about half of a
+    // ForeignCluster's size).
+    let events = watcher(api, config).modify(|o| o.meta_mut().managed_fields = None);
+    let stream = reflector::reflector(writer, events.backoff(liqo_api::watch_backoff::WatchBackoff::default())).touched_objects();
     let task = tokio::spawn(stream.for_each(move |_| {
         changed.send_modify(|n| *n += 1);
         async {}

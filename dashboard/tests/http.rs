@@ -92,6 +92,12 @@ async fn pages_are_served_from_the_stores_with_a_strict_policy() {
     assert_eq!(headers[header::X_FRAME_OPTIONS], "DENY");
     assert!(body.contains("Available Peers") && body.contains(">beta</a>"), "{body}");
     assert!(!body.contains("<script>alert(1)"), "a peer's message is shown as text");
+    // The search is the query string: what it does not select is not listed, but counted.
+    let (status, _, body) = send(&p.dashboard, get("/?q=nobody&state=Joined&connected=2")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!body.contains(">beta</a>") && body.contains(" · 0 match the search</p>"), "{body}");
+    let (status, _, _) = send(&p.dashboard, get("/?available=many")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "a page is a number");
     let (status, _, body) = send(&p.dashboard, get("/peers/beta")).await;
     assert_eq!(status, StatusCode::OK);
     assert!(body.contains("Peer beta") && body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));

@@ -35,5 +35,6 @@ pub mod published;
 pub mod resources;
 pub mod singleton;
 pub mod stores;
+pub mod throttle;
 
 pub use error::{Error, Result};

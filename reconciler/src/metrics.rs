@@ -97,6 +97,8 @@ pub struct Metrics {
     pub mdns_cache_records: Gauge,
     /// Times the mDNS cache was emptied for holding more than its bound.
     pub mdns_cache_flushes: Counter,
+    /// What the client's rate limit made requests to our API server wait.
+    pub throttled: std::sync::Arc<crate::throttle::Waited>,
     /// Since when each peer asked to join has been seen not joined.
     unhealthy_since: Mutex<HashMap<PeerLabels, SystemTime>>,
 }
@@ -156,8 +158,20 @@ impl Default for Metrics {
             "Times the mDNS cache was emptied for holding more records than its bound (a LAN flooding us)",
             mdns_cache_flushes.clone(),
         );
+        let throttled = std::sync::Arc::new(crate::throttle::Waited::default());
+        registry.register(
+            "api_client_throttled_requests",
+            "Requests to our API server that waited for the client's rate limit (--kube-api-qps, --kube-api-burst)",
+            throttled.requests.clone(),
+        );
+        registry.register(
+            "api_client_throttled_seconds",
+            "Seconds requests to our API server waited for the client's rate limit, summed",
+            throttled.seconds.clone(),
+        );
         Self {
             registry,
+            throttled,
             foreign_clusters,
             reconciles,
             duration,

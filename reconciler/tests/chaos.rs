@@ -252,6 +252,11 @@ struct Wanted {
     paired: [[bool; 3]; 3],
 }
 
+/// The kubeconfig Secret of `requester`'s request on `remote` (`None` when it cannot be read).
+async fn kubeconfig(remote: &Cluster, requester: &Cluster) -> Option<Option<Secret>> {
+    Api::<Secret>::namespaced(remote.admin.clone(), "liqo").get_opt(&format!("pr-kubeconfig-{}", requester.id)).await.ok()
+}
+
 /// The first invariant that does not hold, if any.
 async fn violation(cs: &[Cluster], wanted: &Wanted) -> Option<String> {
     for (x, cx) in cs.iter().enumerate() {
@@ -266,8 +271,9 @@ async fn violation(cs: &[Cluster], wanted: &Wanted) -> Option<String> {
             let access = Api::<ServiceAccount>::namespaced(cx.admin.clone(), "liqo").get_opt(&cy.id).await.ok()?;
             let what = format!("{}→{}", cx.name, cy.name);
             if wanted.join[x][y] && !wanted.advertising[y] {
-                // Joined but the remote advertises nothing: our request and access stand, its
-                // Advertisement is gone and the ForeignCluster says not joined.
+                // Joined but the remote advertises nothing: our request, its kubeconfig Secret
+                // and access stand, its Advertisement is gone and the ForeignCluster says not
+                // joined.
                 if ours_there.as_ref().is_none_or(|p| p.metadata.deletion_timestamp.is_some()) {
                     return Some(format!("{what}: our PeeringRequest is not on the remote"));
                 }
@@ -279,6 +285,9 @@ async fn violation(cs: &[Cluster], wanted: &Wanted) -> Option<String> {
                 }
                 if access.is_none() {
                     return Some(format!("{what}: the remote's access here is missing"));
+                }
+                if kubeconfig(cy, cx).await?.is_none() {
+                    return Some(format!("{what}: the kubeconfig Secret of our request is not on the remote"));
                 }
             } else if wanted.join[x][y] {
                 let joined = fc.as_ref().is_some_and(|f| outgoing_joined(f) && phase(f, "Joined").is_some_and(|p| p.0 == "True"));
@@ -299,9 +308,7 @@ async fn violation(cs: &[Cluster], wanted: &Wanted) -> Option<String> {
                 if access.is_none() {
                     return Some(format!("{what}: the remote's access here is missing"));
                 }
-                let kubeconfig =
-                    Api::<Secret>::namespaced(cy.admin.clone(), "liqo").get_opt(&format!("pr-kubeconfig-{}", cx.id)).await.ok()?;
-                if kubeconfig.is_none() {
+                if kubeconfig(cy, cx).await?.is_none() {
                     return Some(format!("{what}: the kubeconfig Secret of our request is not on the remote"));
                 }
             } else {

@@ -11,6 +11,7 @@
 //! | the remote API server down while the ForeignCluster is deleted; peering again after it is back | `peering_again_after_a_deletion_while_the_remote_was_down` |
 //! | unjoin while the remote's reconciler is paused (unjoined only once our request is gone there) | `unjoin_while_the_remote_reconciler_is_paused` |
 //! | our request terminating on the remote, then released: unjoined at once (a watch, not a timer) | `an_unjoin_follows_our_terminating_request_by_a_watch` |
+//! | our kubeconfig Secret deleted on the remote while its reconciler's watch was down: put back | `a_kubeconfig_secret_deleted_while_the_remotes_watch_was_down_is_put_back` |
 //! | a re-join within one health period | `a_quick_rejoin_is_quiet` |
 //! | the remote API server down during health, then back | `the_remote_down_during_health_then_back` |
 //! | the remote API server down for eight health rounds: quiet logs, one Event, repaired | `a_long_outage_is_quiet_and_told` |
@@ -196,6 +197,32 @@ async fn a_kubeconfig_secret_deleted_under_a_running_broadcaster_is_put_back() {
     let remote_prs: Api<PeeringRequest> = Api::all(t.remote.clone());
     advertisement_status(&remote_prs, &t.home_id, liqo_api::AdvertisementState::Created, "Published").await;
     assert!(outgoing_joined(&Api::<ForeignCluster>::all(t.home.clone()).get(FC).await.unwrap()), "joined throughout");
+}
+
+/// Found by the chaos soak (seed 7): the remote's admin deletes the kubeconfig Secret of our
+/// request while the remote reconciler's watch of Secrets is down (its API server restarted
+/// under it, the reconciler paused meanwhile): no event tells it, its next list does (the
+/// Secret is not in it), and we put the Secret back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeconfig_secret_deleted_while_the_remotes_watch_was_down_is_put_back() {
+    let Some(mut t) = two_clusters_with(&["--leader-election=false"]).await else { return };
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "joined", outgoing_joined).await;
+    let name = format!("pr-kubeconfig-{}", t.home_id);
+    let before = Api::<Secret>::namespaced(t.remote.clone(), "liqo").get(&name).await.unwrap();
+
+    signal(&t.remote_rec, "STOP");
+    t.remote_cp.stop_apiserver();
+    t.remote_cp.restart_apiserver().await;
+    let remote_secrets: Api<Secret> = Api::namespaced(t.remote.clone(), "liqo");
+    eventually("the Secret deleted", || async { remote_secrets.delete(&name, &DeleteParams::default()).await.ok() }).await;
+    signal(&t.remote_rec, "CONT");
+
+    let back = eventually("the Secret put back", || async {
+        remote_secrets.get_opt(&name).await.ok().flatten().filter(|s| s.uid() != before.uid())
+    })
+    .await;
+    assert!(back.data.as_ref().is_some_and(|d| d.contains_key("kubeconfig")), "a kubeconfig in it");
 }
 
 /// Found by the chaos soak (seed 1): the remote's admin deletes the kubeconfig Secret of our

@@ -516,6 +516,31 @@ async fn an_unreachable_remote_is_reported_and_retried() {
     assert_eq!(*w.peer.asked.lock().unwrap(), ["api_client:issued-kubeconfig", "ca"]);
 }
 
+/// A remote down for long is called once per health period (half the time it has been down so
+/// far, at least the 10 s retry, at most the 30 s period), not every retry.
+#[tokio::test]
+async fn a_remote_down_for_long_is_called_once_per_health_period() {
+    for (down_for, next) in [(40, 20), (600, 30)] {
+        let remote = vec![call("GET", format!("{PRS}/{HOME}"), 0, Value::Null)];
+        let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+        let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+        w.store_joined_secrets();
+        w.store_advertisement();
+        let mut status = healthy_status(&w);
+        let since = Time(k8s_openapi::jiff::Timestamp::from_second(k8s_openapi::jiff::Timestamp::now().as_second() - down_for).unwrap());
+        let message = "remote API server: connection refused";
+        for c in status["conditions"].as_array_mut().unwrap().iter_mut().filter(|c| c["type"] == "RemoteReachable") {
+            *c = json!({"type": "RemoteReachable", "status": "False", "reason": "RemoteUnreachable", "message": message,
+                        "observedGeneration": 2, "lastTransitionTime": since});
+        }
+        let action = w.reconcile(fc(joined_spec(), status, true)).await.unwrap();
+        assert_eq!(action, Action::requeue(Duration::from_secs(next)), "down for {down_for} s");
+        expect(&w.remote, &remote);
+        expect(&w.home, &home);
+        assert_eq!(written_condition(&w, 0, "RemoteReachable"), ("False".into(), "RemoteUnreachable".into()));
+    }
+}
+
 #[tokio::test]
 async fn a_changed_remote_ca_is_never_accepted_silently() {
     let remote = vec![call("GET", format!("{PRS}/{HOME}"), 0, Value::Null)];

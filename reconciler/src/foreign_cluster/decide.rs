@@ -136,8 +136,22 @@ pub fn give_up_on_remote(deletion: Option<&Time>, now: &Time, grace: Duration) -
 /// keeps refusing is asked less and less often, and one that accepts again is joined within
 /// half the time it refused.
 pub fn offer_again_after(since: Option<&Time>, now: &Time, health: Duration, max: Duration) -> Duration {
-    let refused_for = since.map_or(0, |s| (now.0.as_second() - s.0.as_second()).max(0) as u64);
-    Duration::from_secs(refused_for / 2).clamp(health, max.max(health))
+    half_so_far(since, now, health, max.max(health))
+}
+
+/// When to call a failing peer again, failing since `since` (when the stored condition of the
+/// phase it fails turned so; `None`: failing just now): after half as long as it has failed so
+/// far, at least `retry` (a blip is retried soon) and at most `health`. A peer down for long is
+/// called once per health period, never more often; one that answers again is repaired within a
+/// health period.
+pub fn retry_after_failure(since: Option<&Time>, now: &Time, retry: Duration, health: Duration) -> Duration {
+    half_so_far(since, now, retry.min(health), health)
+}
+
+/// Half the time since `since` (0 without it), within `least..=most`.
+fn half_so_far(since: Option<&Time>, now: &Time, least: Duration, most: Duration) -> Duration {
+    let so_far = since.map_or(0, |s| (now.0.as_second() - s.0.as_second()).max(0) as u64);
+    Duration::from_secs(so_far / 2).clamp(least, most)
 }
 
 /// The answer of a refused `/identity`: which auth status and reason it means.
@@ -337,6 +351,12 @@ mod tests {
         let t = |s| Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
         let (health, max) = (Duration::from_secs(30), Duration::from_secs(300));
         assert_eq!(offer_again_after(None, &t(1000), health, max), health, "refused just now: one health period");
+        let retry = Duration::from_secs(10);
+        assert_eq!(retry_after_failure(None, &t(1000), retry, health), retry, "failing just now: the retry");
+        assert_eq!(retry_after_failure(Some(&t(970)), &t(1000), retry, health), Duration::from_secs(15), "half the 30 s so far");
+        assert_eq!(retry_after_failure(Some(&t(0)), &t(1000), retry, health), health, "down for long: once per health period");
+        let short = Duration::from_secs(2);
+        assert_eq!(retry_after_failure(None, &t(1000), retry, short), short, "never beyond the health period");
         assert_eq!(offer_again_after(Some(&t(990)), &t(1000), health, max), health);
         assert_eq!(offer_again_after(Some(&t(800)), &t(1000), health, max), Duration::from_secs(100), "half the refusal so far");
         assert_eq!(offer_again_after(Some(&t(0)), &t(10_000), health, max), max);

@@ -504,6 +504,14 @@ fn remote_failed<P: Peers>(j: Join<'_, P>, r: &mut Report, e: Error) -> Stop {
         _ => Phase::RemoteReachable,
     };
     r.set(phase, Status::False, reason, e.to_string());
-    // Checked again within a health period, so a peer that answers again is repaired within one.
-    Stop::Report(Action::requeue(ctx.timing.retry.min(ctx.timing.health)))
+    // Called again sooner the newer the failure, within a health period, so a peer that
+    // answers again is repaired within one; one down for long is called once per period.
+    let since = failing_since(fc, phase, reason);
+    Stop::Report(Action::requeue(decide::retry_after_failure(since.as_ref(), &super::now(), ctx.timing.retry, ctx.timing.health)))
+}
+
+/// Since when the stored `phase` condition has said False for `reason`, if it does.
+fn failing_since(fc: &ForeignCluster, phase: Phase, reason: Reason) -> Option<Time> {
+    let c = crate::conditions::get(&fc.status.as_ref()?.conditions, phase.as_str())?;
+    (c.status == "False" && c.reason == reason.as_str()).then(|| c.last_transition_time.clone())
 }
