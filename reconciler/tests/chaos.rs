@@ -529,14 +529,6 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
     })
 }
 
-async fn set_policy(admin: &Client, policy: &str) {
-    let patch = json!({"spec": {"peeringPolicy": policy}});
-    Api::<liqo_api::ClusterConfig>::all(admin.clone())
-        .patch("liqo-configuration", &PatchParams::default(), &Patch::Merge(patch))
-        .await
-        .unwrap();
-}
-
 /// Rotates `x`'s auth-service CA (new certificates, its reconciler restarted). Each peer that
 /// paired it by fingerprint and wants it joined must say `FingerprintMismatch` within the
 /// periods between two proofs (plus two); its operator then approves the new fingerprint (at

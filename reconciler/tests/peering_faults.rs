@@ -40,14 +40,6 @@ use serde_json::json;
 
 const FC: &str = "the-remote";
 
-async fn set_policy(client: &Client, policy: &str) {
-    let patch = json!({"spec": {"peeringPolicy": policy}});
-    Api::<liqo_api::ClusterConfig>::all(client.clone())
-        .patch("liqo-configuration", &PatchParams::default(), &Patch::Merge(patch))
-        .await
-        .unwrap();
-}
-
 /// Both sides agree and nothing leaked: exactly our PeeringRequest on the remote, the remote's
 /// Advertisement here, the peer's access here, and (when `both`) the same the other way.
 async fn converged(t: &Two, both: bool) -> Option<()> {
@@ -305,23 +297,29 @@ async fn peering_again_after_a_deletion_while_the_remote_was_down() {
     assert!(log.contains("the peer's kubeconfig Secret changed: reconnecting with it"), "{}", log_tail(&t.remote_rec));
 }
 
+/// Joined, then `join: false` with the remote's reconciler paused (its finalizer holds our
+/// request there, Terminating): returns once the unjoin says it waits (`UnjoinPending`).
+async fn unjoin_with_the_remote_paused(t: &Two) -> (Api<PeeringRequest>, ForeignCluster) {
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "joined", outgoing_joined).await;
+    let remote_prs: Api<PeeringRequest> = Api::all(t.remote.clone());
+    advertisement_status(&remote_prs, &t.home_id, liqo_api::AdvertisementState::Created, "Published").await;
+    signal(&t.remote_rec, "STOP");
+    let fcs: Api<ForeignCluster> = Api::all(t.home.clone());
+    fcs.patch(FC, &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
+    let waiting = fc_where(&t.home, FC, "Joined True UnjoinPending", |f| phase(f, "Joined").is_some_and(|p| p.1 == "UnjoinPending")).await;
+    (remote_prs, waiting)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unjoin_while_the_remote_reconciler_is_paused() {
     // The remote would wait 120 s for a peer it cannot reach: it must not wait for one that
     // refuses it because we revoked its access on unjoin. We say we are unjoined only once our
     // request is gone from the remote.
     let Some(t) = two_clusters_with(&["--unjoin-grace-seconds=120"]).await else { return };
-    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
-    fc_where(&t.home, FC, "joined", outgoing_joined).await;
-    let remote_prs: Api<PeeringRequest> = Api::all(t.remote.clone());
-    advertisement_status(&remote_prs, &t.home_id, liqo_api::AdvertisementState::Created, "Published").await;
-
-    signal(&t.remote_rec, "STOP");
-    let fcs: Api<ForeignCluster> = Api::all(t.home.clone());
-    fcs.patch(FC, &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
     // Our request is Terminating on the remote (its reconciler holds the finalizer): the unjoin
     // says so and waits, the peer's access here already revoked.
-    let waiting = fc_where(&t.home, FC, "Joined True UnjoinPending", |f| phase(f, "Joined").is_some_and(|p| p.1 == "UnjoinPending")).await;
+    let (remote_prs, waiting) = unjoin_with_the_remote_paused(&t).await;
     assert!(phase(&waiting, "Joined").unwrap().2.contains("terminating"), "{:?}", phase(&waiting, "Joined"));
     assert!(!waiting.finalizers().is_empty(), "not unjoined while our request is still there");
     let pr = remote_prs.get(&t.home_id).await.unwrap();
@@ -355,16 +353,7 @@ async fn unjoin_while_the_remote_reconciler_is_paused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unjoin_follows_our_terminating_request_by_a_watch() {
     let Some(t) = two_clusters_flags(&["--health-period-seconds=120"], &[]).await else { return };
-    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
-    fc_where(&t.home, FC, "joined", outgoing_joined).await;
-    let remote_prs: Api<PeeringRequest> = Api::all(t.remote.clone());
-    advertisement_status(&remote_prs, &t.home_id, liqo_api::AdvertisementState::Created, "Published").await;
-
-    // The remote's reconciler paused: its finalizer holds our request there, Terminating.
-    signal(&t.remote_rec, "STOP");
-    let fcs: Api<ForeignCluster> = Api::all(t.home.clone());
-    fcs.patch(FC, &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
-    fc_where(&t.home, FC, "Joined True UnjoinPending", |f| phase(f, "Joined").is_some_and(|p| p.1 == "UnjoinPending")).await;
+    let (remote_prs, _) = unjoin_with_the_remote_paused(&t).await;
     assert!(remote_prs.get(&t.home_id).await.unwrap().metadata.deletion_timestamp.is_some());
 
     // The remote's admin releases it: we are unjoined well within the 30 s this waits, a

@@ -374,3 +374,13 @@ impl Webhook {
         self.handle = serve_webhook(&self.admin, self.certs.path(), listener).await.0;
     }
 }
+
+/// Sets the cluster's `peeringPolicy` (`AcceptAll`, `AcceptKnown`, `RejectAll`).
+#[allow(dead_code)] // each test binary uses its own part of the helpers
+pub async fn set_policy(admin: &Client, policy: &str) {
+    let patch = serde_json::json!({"spec": {"peeringPolicy": policy}});
+    Api::<liqo_api::ClusterConfig>::all(admin.clone())
+        .patch("liqo-configuration", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(patch))
+        .await
+        .unwrap();
+}
