@@ -23,7 +23,8 @@ generate:
 
 # Benchmarks (release build): webhook throughput and latency (needs `wrk`), reconciler
 # memory and requests per peer in steady state, DNS-SD of 1,000 clusters (BIND 9 when
-# installed) and mDNS announcement-to-decision time (in a network namespace of its own).
+# installed) and mDNS announcement-to-decision time (in a network namespace of its own), the
+# dashboard and `kubectl liqo status` at N peers (BENCH_PEERS, default 1,000).
 bench:
     cargo bench -p liqo-webhook --bench admission
     cargo bench -p liqo-reconciler --bench steady_state
@@ -31,6 +32,7 @@ bench:
     cargo bench -p liqo-reconciler --bench auth_abuse
     cargo bench -p liqo-dashboard --bench dashboard
     cargo bench -p liqo-dashboard --bench users
+    cargo bench -p liqo-cli --bench status
 
 # Fuzz every untrusted input for SECONDS each (cargo-fuzz/libFuzzer; `cargo install
 # cargo-fuzz`; RUSTC_BOOTSTRAP=1 lets the stable toolchain build the sanitized targets). New

@@ -349,11 +349,15 @@ async fn unjoin_while_the_remote_reconciler_is_paused() {
 }
 
 /// Our request terminating on the remote is followed by a watch: the unjoin completes as soon
-/// as the request is gone there, not at its next look (a health period, 120 s here).
+/// as the request is gone there (after 12 s of a quiet watch), not at its next look (a health
+/// period, 120 s here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unjoin_follows_our_terminating_request_by_a_watch() {
     let Some(t) = two_clusters_flags(&["--health-period-seconds=120"], &[]).await else { return };
     let (remote_prs, _) = unjoin_with_the_remote_paused(&t).await;
+    // Held there longer than our client's 10 s read timeout: a watch that stays quiet so long
+    // must not be lost.
+    tokio::time::sleep(std::time::Duration::from_secs(12)).await;
     assert!(remote_prs.get(&t.home_id).await.unwrap().metadata.deletion_timestamp.is_some());
 
     // The remote's admin releases it: we are unjoined well within the 30 s this waits, a

@@ -154,6 +154,38 @@ fn half_so_far(since: Option<&Time>, now: &Time, least: Duration, most: Duration
     Duration::from_secs(so_far / 2).clamp(least, most)
 }
 
+/// Follows the watch of one object by name (its events, in order) to tell when the object of
+/// `uid` is gone: deleted, replaced by another of the same name, or absent from a new list.
+#[derive(Debug)]
+pub struct Gone {
+    uid: Option<String>,
+    /// Whether the list in progress has shown it.
+    listed: bool,
+}
+
+impl Gone {
+    pub fn new(uid: Option<String>) -> Self {
+        Self { uid, listed: false }
+    }
+
+    /// Whether the object is gone once `event` is seen.
+    pub fn after<K: kube::Resource>(&mut self, event: &kube::runtime::watcher::Event<K>) -> bool {
+        use kube::runtime::watcher::Event;
+        match event {
+            Event::Init => {
+                self.listed = false;
+                false
+            }
+            Event::InitApply(o) | Event::Apply(o) if o.meta().uid == self.uid => {
+                self.listed = true;
+                false
+            }
+            Event::InitApply(_) | Event::Apply(_) | Event::Delete(_) => true,
+            Event::InitDone => !self.listed,
+        }
+    }
+}
+
 /// The answer of a refused `/identity`: which auth status and reason it means.
 pub fn refusal_status(token_was_empty: bool) -> (AuthStatus, Reason) {
     if token_was_empty { (AuthStatus::EmptyRefused, Reason::EmptyTokenRefused) } else { (AuthStatus::Refused, Reason::TokenRefused) }
@@ -344,6 +376,23 @@ mod tests {
         assert!(!give_up_on_remote(None, &t(10_000), grace));
         assert!(!give_up_on_remote(Some(&t(1000)), &t(1119), grace));
         assert!(give_up_on_remote(Some(&t(1000)), &t(1120), grace));
+    }
+
+    #[test]
+    fn a_watched_object_is_gone_when_deleted_replaced_or_absent_from_a_list() {
+        type Event = kube::runtime::watcher::Event<liqo_api::PeeringRequest>;
+        let pr = |uid: &str| {
+            let mut p = liqo_api::PeeringRequest::new("x", Default::default());
+            p.metadata.uid = Some(uid.to_owned());
+            p
+        };
+        let mut g = Gone::new(Some("a".into()));
+        assert!(!g.after(&Event::Init) && !g.after(&Event::InitApply(pr("a"))) && !g.after(&Event::InitDone), "listed: still there");
+        assert!(!g.after(&Event::Apply(pr("a"))), "changed (its finalizer going): still there");
+        assert!(g.after(&Event::Delete(pr("a"))), "deleted");
+        assert!(Gone::new(Some("a".into())).after(&Event::Apply(pr("b"))), "another of the same name");
+        let mut relisted = Gone::new(Some("a".into()));
+        assert!(!relisted.after(&Event::Init) && relisted.after(&Event::InitDone), "absent from a new list");
     }
 
     #[test]

@@ -114,6 +114,10 @@ pub struct Ctx<P: Peers> {
     pub metrics: Arc<crate::metrics::Metrics>,
 }
 
+/// Seconds after which the remote closes our watch of a request being deleted (it resumes at
+/// once): within the remote client's read timeout, so a quiet watch is never cut as a failure.
+pub const WATCH_SECONDS: u32 = 5;
+
 /// Health periods for which a peer paired by fingerprint is not asked to prove it again (one
 /// TLS handshake with its auth service each time; every call to it verifies the fingerprint on
 /// its own connection anyway): a new CA there shows as `FingerprintMismatch` within these.
@@ -244,25 +248,39 @@ impl<P: Peers> Ctx<P> {
     /// Reconciles `fc` again as soon as our PeeringRequest `pr` on the remote is gone (deleted,
     /// or replaced by another of the same name), followed by a watch of it through `requests`
     /// rather than looked at again on a timer: at most one watch per ForeignCluster, given up
-    /// after the unjoin grace or when the watch fails (the caller's requeue stays the fallback).
+    /// after `Timing::refused` (the caller's requeue stays the fallback). The watch asks the
+    /// remote to close it every [`WATCH_SECONDS`] (then resumes where it was), within the
+    /// remote client's read timeout; a failed one starts again with backoff.
     fn wake_when_gone(&self, fc: &ForeignCluster, requests: Api<PeeringRequest>, pr: &PeeringRequest) {
         let Some(wakes) = self.wakes.get().cloned() else { return };
         let name = fc.name_any();
         if !self.awaiting_gone.lock().expect("not poisoned").insert(name.clone()) {
             return;
         }
-        let (awaiting, limit, me) = (self.awaiting_gone.clone(), self.timing.unjoin_grace, ObjectRef::from_obj(fc));
+        // Bounded so that a request that never goes holds no watch for ever; the next round
+        // (the fallback requeue) starts another.
+        let limit = self.timing.refused.max(self.timing.unjoin_grace);
+        let (awaiting, me) = (self.awaiting_gone.clone(), ObjectRef::from_obj(fc));
         let (pr_name, uid) = (pr.name_any(), pr.uid());
         tokio::spawn(async move {
-            let gone = move |o: Option<&PeeringRequest>| o.is_none_or(|o| o.uid() != uid);
-            let outcome = tokio::time::timeout(limit, kube::runtime::wait::await_condition(requests, &pr_name, gone)).await;
-            awaiting.lock().expect("not poisoned").remove(&name);
-            match outcome {
-                Ok(Ok(_)) => {
-                    let _ = wakes.send(me);
+            use kube::runtime::WatchStreamExt;
+            let config = watcher::Config::default().fields(&format!("metadata.name={pr_name}")).timeout(WATCH_SECONDS);
+            let mut events = std::pin::pin!(watcher(requests, config).default_backoff());
+            let mut gone = decide::Gone::new(uid);
+            let followed = tokio::time::timeout(limit, async {
+                while let Some(event) = events.next().await {
+                    match event {
+                        Ok(event) if gone.after(&event) => return true,
+                        Ok(_) => {}
+                        Err(e) => tracing::debug!(fc = %name, error = %e, "watching our request on the remote; the watch restarts"),
+                    }
                 }
-                Ok(Err(e)) => tracing::debug!(fc = %name, error = %e, "cannot watch our request on the remote; looking again later"),
-                Err(_) => {}
+                false
+            })
+            .await;
+            awaiting.lock().expect("not poisoned").remove(&name);
+            if followed == Ok(true) {
+                let _ = wakes.send(me);
             }
         });
     }
