@@ -99,10 +99,13 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
         // 4. The status, then the finalizer.
         ctx.publish(fc, &unjoined(fc, ctx, how), false).await?;
     }
-    remove_finalizer(fc, &ctx.shared.client).await?;
+    // Told before the finalizer goes: whoever waits for the ForeignCluster to go (`kubectl liqo
+    // unpeer --delete --wait`) then finds why it went without the remote (a CI run saw the
+    // plugin look before this Event existed and say our request was gone from the remote).
     if let Some(note) = gone_note {
         ctx.event(fc, true, "RemoteGone", note).await;
     }
+    remove_finalizer(fc, &ctx.shared.client).await?;
     ctx.event(fc, false, "Unjoined", format!("unjoined from cluster {remote_id}")).await;
     Ok(Action::await_change())
 }
