@@ -71,6 +71,10 @@ impl Rng {
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
+    /// How long a fault lasts: 0.5 to 4.5 s.
+    fn fault_length(&mut self) -> Duration {
+        Duration::from_millis(500 + self.below(4000) as u64)
+    }
 }
 
 /// The faults the driver draws from.
@@ -164,6 +168,13 @@ impl Proxy {
             }
         });
         Self { port, hole }
+    }
+
+    /// Black-holes every connection for `held`, then passes bytes again.
+    async fn black_hole_for(&self, held: Duration) {
+        self.hole.send_replace(true);
+        tokio::time::sleep(held).await;
+        self.hole.send_replace(false);
     }
 
     /// The proxy's URL, for an auth service (its certificate names `localhost`).
@@ -419,7 +430,7 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
         }
         Fault::StopApiServer => {
             cs[x].cp.stop_apiserver();
-            let down = Duration::from_millis(500 + rng.below(4000) as u64);
+            let down = rng.fault_length();
             tokio::time::sleep(down).await;
             cs[x].cp.restart_apiserver().await;
             let warm_up = authorized_again(&cs[x]).await;
@@ -431,7 +442,7 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
         }
         Fault::PauseReconciler => {
             signal(cs[x].rec(), "STOP");
-            let paused = Duration::from_millis(500 + rng.below(4000) as u64);
+            let paused = rng.fault_length();
             tokio::time::sleep(paused).await;
             signal(cs[x].rec(), "CONT");
             format!("paused {xn}'s reconciler for {:.1} s", paused.as_secs_f64())
@@ -463,10 +474,8 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
             format!("{xn}'s admin deleted {xn}'s identity Secret for {yn}")
         }
         Fault::BlackHoleApiServer => {
-            cs[x].proxy.hole.send_replace(true);
-            let held = Duration::from_millis(500 + rng.below(4000) as u64);
-            tokio::time::sleep(held).await;
-            cs[x].proxy.hole.send_replace(false);
+            let held = rng.fault_length();
+            cs[x].proxy.black_hole_for(held).await;
             format!("black-holed {xn}'s API server, as its peers reach it, for {:.1} s", held.as_secs_f64())
         }
         Fault::FlipAdvertisement => {
@@ -479,19 +488,17 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
             format!("{xn}: enableAdvertisement {}", wanted.advertising[x])
         }
         Fault::KillWebhook => {
-            let down = Duration::from_millis(500 + rng.below(4000) as u64);
+            let down = rng.fault_length();
             cs[x].webhook.kill_and_restart(down).await;
             format!("killed {xn}'s webhook, restarted after {:.1} s", down.as_secs_f64())
         }
         Fault::BlackHoleAuthService => {
-            cs[x].auth_proxy.hole.send_replace(true);
-            let held = Duration::from_millis(500 + rng.below(4000) as u64);
-            tokio::time::sleep(held).await;
-            cs[x].auth_proxy.hole.send_replace(false);
+            let held = rng.fault_length();
+            cs[x].auth_proxy.black_hole_for(held).await;
             format!("black-holed {xn}'s auth service, as its peers reach it, for {:.1} s", held.as_secs_f64())
         }
         Fault::FlipPolicy => {
-            let held = Duration::from_millis(500 + rng.below(4000) as u64);
+            let held = rng.fault_length();
             set_policy(&cs[x].admin, "RejectAll").await;
             tokio::time::sleep(held).await;
             let then = ["AcceptAll", "AcceptKnown"][rng.below(2)];
