@@ -395,8 +395,8 @@ async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
         None => OnRemote::Unknown,
     };
     let previous = fc.status.as_ref().and_then(|s| s.outgoing.as_ref());
-    let offered = previous.is_some_and(|o| o.remote_peering_request_name.is_some());
     let name = fc.name_any();
+    let offered = previous.is_some_and(|o| o.remote_peering_request_name.is_some()) || ctx.offered_lately(&name);
     let waiting_since = joined_since(fc, Reason::WaitingForAdvertisement);
     let overdue = || decide::anonymous_offer_overdue(waiting_since.as_ref(), &super::now(), ctx.refreshed_ago(&name), ctx.timing.refused);
     let advertised = match (ctx.advertisement_present(&remote.id), previous.is_some_and(|o| o.advertisement.is_some())) {
@@ -421,6 +421,7 @@ async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
     let secret: Secret = ctx.grant_and_kubeconfig(&ours, &remote.id).await?;
     match way.put_offer(client, &secret, &ours.object()).await {
         Ok(()) => {
+            ctx.record_offer(&name);
             let anonymously = if way.reads_requests() { "" } else { " (anonymously)" };
             let (warning, reason, note) = match plan {
                 Offer::Repair => (

@@ -102,6 +102,10 @@ pub struct Ctx<P: Peers> {
     proven: Mutex<HashMap<String, (String, String, std::time::Instant)>>,
     /// When each ForeignCluster's anonymous offer was last made again for being overdue.
     refreshed: Mutex<HashMap<String, std::time::Instant>>,
+    /// When this process last put our request on each ForeignCluster's remote: a reconcile
+    /// woken (by the peer's Advertisement, say) before the store shows the status written
+    /// after the offer does not make it again (found by the fleet: every join offered twice).
+    offers: Mutex<HashMap<String, std::time::Instant>>,
     /// ForeignClusters whose unjoin deleted our request on the remote and found it
     /// terminating: the next rounds only look again.
     withdrawing: Mutex<std::collections::HashSet<String>>,
@@ -146,6 +150,7 @@ impl<P: Peers> Ctx<P> {
             remotes: Mutex::default(),
             proven: Mutex::default(),
             refreshed: Mutex::default(),
+            offers: Mutex::default(),
             withdrawing: Mutex::default(),
             wakes: std::sync::OnceLock::new(),
             awaiting_gone: Arc::default(),
@@ -204,7 +209,18 @@ impl<P: Peers> Ctx<P> {
 
     fn forget_remote(&self, fc_name: &str) {
         self.remotes.lock().expect("not poisoned").remove(fc_name);
+        self.offers.lock().expect("not poisoned").remove(fc_name);
         self.forget_proof(fc_name);
+    }
+
+    /// Whether this process put our request on `fc_name`'s remote within a health period
+    /// (and has not forgotten that remote since).
+    fn offered_lately(&self, fc_name: &str) -> bool {
+        self.offers.lock().expect("not poisoned").get(fc_name).is_some_and(|t| t.elapsed() < self.timing.health)
+    }
+
+    fn record_offer(&self, fc_name: &str) {
+        self.offers.lock().expect("not poisoned").insert(fc_name.to_owned(), std::time::Instant::now());
     }
 
     /// Whether `url` proved `fingerprint` for `fc_name` within the last [`PROOF_PERIODS`]

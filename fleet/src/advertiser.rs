@@ -1,0 +1,195 @@
+//! The peers' broadcasters: a peer that accepted a hub's PeeringRequest keeps its
+//! Advertisement in the hub with the kubeconfig the request's Secret carries (as our
+//! broadcaster does: a GET each period, a create when it is missing), and says how that goes
+//! in the request's status (`advertisementStatus`, condition `Advertised`).
+//!
+//! One HTTP client to the hub serves every peer (each request carries its peer's token): the
+//! hub's API server sees the requests of N peers, over a pool of connections, not N of them.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine;
+use kube::Client;
+use kube::client::Body;
+use liqo_api::AdvertisementSpec;
+use liqo_api::names::{LABEL_CLUSTER_ID, advertisement_name};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+
+use crate::peer::{NAMESPACE, Peer};
+use crate::server::Counts;
+
+/// The hub as the peers reach it.
+#[derive(Clone, Debug)]
+pub struct HubAccess {
+    /// Its API server URL (what the kubeconfigs it hands out must name).
+    pub url: String,
+    /// Its API server's CA (PEM).
+    pub ca_pem: String,
+    /// How often each broadcaster looks at its Advertisement (our default: 30 s).
+    pub period: Duration,
+}
+
+/// Every running broadcaster, by peer and requester.
+pub struct Advertiser {
+    hub: HubAccess,
+    client: Client,
+    counts: Arc<Counts>,
+    running: Mutex<HashMap<(usize, String), JoinHandle<()>>>,
+}
+
+/// How a round went, as our broadcaster reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Round {
+    Created,
+    KubeconfigMissing,
+    Refused,
+    Failed,
+}
+
+impl Advertiser {
+    pub fn new(hub: HubAccess, counts: Arc<Counts>) -> anyhow::Result<Self> {
+        let mut config = kube::Config::new(hub.url.parse()?);
+        config.root_cert = Some(vec![pem_der(&hub.ca_pem)?]);
+        config.read_timeout = Some(Duration::from_secs(30));
+        let client = Client::try_from(config)?;
+        Ok(Self { hub, client, counts, running: Mutex::default() })
+    }
+
+    /// `requester`'s PeeringRequest was accepted by `peer` (new or changed): its broadcaster
+    /// starts again, its first round at once.
+    pub fn offered(self: &Arc<Self>, peer: Arc<Peer>, requester: String) {
+        let key = (peer.index, requester.clone());
+        let task = tokio::spawn(self.clone().broadcast(peer, requester));
+        if let Some(old) = self.running.lock().expect("not poisoned").insert(key, task) {
+            old.abort();
+        }
+    }
+
+    /// `requester`'s PeeringRequest was deleted: the broadcaster stops and its Advertisement
+    /// is withdrawn (the hub may have revoked our access first: then it removed it itself).
+    pub fn withdrawn(self: &Arc<Self>, peer: &Arc<Peer>, requester: &str) {
+        if let Some(task) = self.running.lock().expect("not poisoned").remove(&(peer.index, requester.to_owned())) {
+            task.abort();
+        }
+        let (this, peer) = (self.clone(), peer.clone());
+        let secret = kubeconfig_token(&peer, requester);
+        tokio::spawn(async move {
+            if let Some(token) = secret {
+                let path = format!("/apis/sharing.liqo.io/v1alpha1/advertisements/{}", advertisement_name(&peer.id));
+                this.counts.hub_writes.fetch_add(1, Ordering::Relaxed);
+                let _ = this.call(http::Method::DELETE, &path, &token, None).await;
+            }
+        });
+    }
+
+    /// How many broadcasters run.
+    pub fn running(&self) -> usize {
+        self.running.lock().expect("not poisoned").len()
+    }
+
+    async fn broadcast(self: Arc<Self>, peer: Arc<Peer>, requester: String) {
+        let mut last = None;
+        loop {
+            let round = match kubeconfig_token(&peer, &requester) {
+                Some(token) => self.publish(&peer, &token).await,
+                None => Round::KubeconfigMissing,
+            };
+            if last != Some(round) {
+                report(&peer, &requester, round);
+                last = Some(round);
+            }
+            tokio::time::sleep(self.hub.period).await;
+        }
+    }
+
+    /// One round: the Advertisement exists in the hub.
+    async fn publish(&self, peer: &Peer, token: &str) -> Round {
+        let name = advertisement_name(&peer.id);
+        let path = format!("/apis/sharing.liqo.io/v1alpha1/advertisements/{name}");
+        self.counts.hub_reads.fetch_add(1, Ordering::Relaxed);
+        match self.call(http::Method::GET, &path, token, None).await {
+            Some(200) => Round::Created,
+            Some(404) => {
+                let spec = AdvertisementSpec {
+                    cluster_id: peer.id.clone(),
+                    kube_config_ref: None,
+                    resources: Default::default(),
+                    timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now())),
+                };
+                let body = json!({"apiVersion": "sharing.liqo.io/v1alpha1", "kind": "Advertisement",
+                    "metadata": {"name": name, "labels": {LABEL_CLUSTER_ID: peer.id}}, "spec": spec});
+                self.counts.hub_writes.fetch_add(1, Ordering::Relaxed);
+                let create = "/apis/sharing.liqo.io/v1alpha1/advertisements?fieldManager=liqo-broadcaster";
+                match self.call(http::Method::POST, create, token, Some(body)).await {
+                    Some(201 | 409) => Round::Created,
+                    Some(401 | 403) => Round::Refused,
+                    _ => Round::Failed,
+                }
+            }
+            Some(401 | 403) => Round::Refused,
+            _ => Round::Failed,
+        }
+    }
+
+    /// The status code of one request to the hub with `token`, `None` when it was not answered.
+    async fn call(&self, method: http::Method, path: &str, token: &str, body: Option<Value>) -> Option<u16> {
+        let body = body.map(|b| serde_json::to_vec(&b).expect("serializable")).unwrap_or_default();
+        let request = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body))
+            .ok()?;
+        let response = tokio::time::timeout(Duration::from_secs(30), self.client.send(request)).await.ok()?.ok()?;
+        let status = response.status().as_u16();
+        let _ = response.into_body().collect_bytes().await;
+        Some(status)
+    }
+}
+
+/// The token of the kubeconfig `requester` handed `peer` with its PeeringRequest (the Secret
+/// its `kubeConfigRef` names), if it is there and carries one.
+fn kubeconfig_token(peer: &Peer, requester: &str) -> Option<String> {
+    let objects = peer.objects.lock().expect("not poisoned");
+    let pr = objects.requests.get(requester)?;
+    let reference = &pr["spec"]["kubeConfigRef"];
+    let key = format!("{}/{}", reference["namespace"].as_str().unwrap_or(NAMESPACE), reference["name"].as_str()?);
+    let data = objects.secrets.get(&key)?["data"]["kubeconfig"].as_str()?.to_owned();
+    drop(objects);
+    let yaml = String::from_utf8(base64::engine::general_purpose::STANDARD.decode(data).ok()?).ok()?;
+    let config = kube::config::Kubeconfig::from_yaml(&yaml).ok()?;
+    let token = config.auth_infos.first()?.auth_info.as_ref()?.token.as_ref()?;
+    Some(secrecy::ExposeSecret::expose_secret(token).to_owned())
+}
+
+/// Writes how the last round went into `requester`'s PeeringRequest status.
+fn report(peer: &Peer, requester: &str, round: Round) {
+    use liqo_api::reasons::Reason;
+    // The states and reasons of our broadcaster's report (liqo_reconciler::broadcaster::report).
+    let (state, status, reason, message) = match round {
+        Round::Created => ("Created", "True", Reason::Published, "our Advertisement is in the peer's cluster"),
+        Round::KubeconfigMissing => {
+            ("Pending", "False", Reason::KubeconfigMissing, "the kubeconfig Secret is missing: waiting for the peer to put it back")
+        }
+        Round::Refused => ("Refused", "False", Reason::PeerRefused, "the peer refuses the kubeconfig it gave us"),
+        Round::Failed => ("Pending", "False", Reason::RemoteUnreachable, "cannot reach the peer's cluster yet"),
+    };
+    let reason = reason.as_str();
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let mut objects = peer.objects.lock().expect("not poisoned");
+    if let Some(pr) = objects.requests.get_mut(requester) {
+        pr["status"] = json!({"advertisementStatus": state, "conditions": [{
+            "type": "Advertised", "status": status, "reason": reason, "message": message, "lastTransitionTime": now}]});
+    }
+}
+
+fn pem_der(pem: &str) -> anyhow::Result<Vec<u8>> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    Ok(CertificateDer::from_pem_slice(pem.as_bytes())?.to_vec())
+}

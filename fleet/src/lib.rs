@@ -1,0 +1,22 @@
+//! A fleet of simulated Liqo peers in one process, and the hub scenarios measured against it.
+//!
+//! Each simulated peer is a distinct endpoint (its own address, or its own port) with its own
+//! cluster ID and its own CA, serving over real TLS what a peer serves to a hub that joins it:
+//! the auth service (`/ids`, `/ca`, `/identity`) and the part of the Kubernetes API our
+//! reconciler uses there (PeeringRequests, their Secrets, `/version`). A peer that accepts a
+//! PeeringRequest then acts as its broadcaster: with the kubeconfig the request's Secret
+//! carries, it keeps its Advertisement in the hub, as a real peer does.
+//!
+//! - [`peer`]: one simulated peer (identity, certificates, mode, the objects stored there);
+//! - [`answer`]: what a peer answers to one request (pure over its state);
+//! - [`server`]: the TLS listeners, one connection at a time, and the counts;
+//! - [`advertiser`]: the peers' broadcasters, writing to the hub;
+//! - [`hub`]: the hub (a real API server, our webhook and reconciler as binaries) and its readings;
+//! - [`scenarios`]: (a)–(f), each a row of the table `just fleet N` prints.
+
+pub mod advertiser;
+pub mod answer;
+pub mod hub;
+pub mod peer;
+pub mod scenarios;
+pub mod server;

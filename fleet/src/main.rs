@@ -1,0 +1,133 @@
+//! `liqo-fleet`: a hub (a real API server, our webhook and reconciler from their release
+//! binaries) against N simulated peers, through scenarios (a)–(f), one table row each.
+//! `just fleet N` builds and runs it in a network namespace of its own.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use liqo_fleet::advertiser::HubAccess;
+use liqo_fleet::hub::Hub;
+use liqo_fleet::scenarios::{Row, Run, table};
+use liqo_fleet::server::{Endpoints, Fleet};
+
+#[derive(Parser, Debug)]
+#[command(name = "liqo-fleet", version, about)]
+struct Args {
+    /// Simulated peers.
+    #[arg(long, default_value_t = 100)]
+    peers: usize,
+    /// The reconciler's health period (its default: 30 s).
+    #[arg(long, default_value_t = 30)]
+    health_period_seconds: u64,
+    /// How often each peer's broadcaster looks at its Advertisement in the hub (ours: 30 s).
+    #[arg(long, default_value_t = 30)]
+    advertise_period_seconds: u64,
+    /// Where liqo-webhook and liqo-reconciler are (default: beside this binary).
+    #[arg(long)]
+    bin: Option<PathBuf>,
+    /// Scenarios to run, in order (a discovered, b joined, c steady, d cold start, e outage, f CA rotation).
+    #[arg(long, default_value = "abcdef", value_parser = parse_scenarios)]
+    scenarios: String,
+    /// Also write the rows as JSON lines here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// More flags for the reconciler (e.g. --reconciler-flag=--kube-api-qps=50).
+    #[arg(long = "reconciler-flag")]
+    reconciler_flags: Vec<String>,
+}
+
+fn parse_scenarios(s: &str) -> Result<String, String> {
+    match s.chars().find(|c| !"abcdef".contains(*c)) {
+        Some(c) => Err(format!("unknown scenario {c:?}: a–f")),
+        None => Ok(s.to_owned()),
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    raise_open_files_limit();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rows = rt.block_on(run(&args))?;
+    println!("\n{}", table(&rows));
+    if let Some(path) = &args.json {
+        let lines: Vec<String> = rows.iter().map(|r| serde_json::to_string(r).expect("serializable")).collect();
+        std::fs::write(path, lines.join("\n") + "\n")?;
+    }
+    let failed: Vec<&str> = rows.iter().filter(|r| !r.ok).map(|r| r.scenario.as_str()).collect();
+    anyhow::ensure!(failed.is_empty(), "not within their deadlines: {}", failed.join(", "));
+    Ok(())
+}
+
+async fn run(args: &Args) -> anyhow::Result<Vec<Row>> {
+    let bin = match &args.bin {
+        Some(b) => b.clone(),
+        None => std::env::current_exe()?.parent().context("the binary's folder")?.to_owned(),
+    };
+    let endpoints = if own_network_namespace() { Endpoints::Addresses { port: 443 } } else { Endpoints::Ports };
+    eprintln!(
+        "liqo-fleet: {} peers ({endpoints:?}), health period {} s, binaries in {}",
+        args.peers,
+        args.health_period_seconds,
+        bin.display()
+    );
+    let mut flags = vec![format!("--health-period-seconds={}", args.health_period_seconds)];
+    flags.extend(args.reconciler_flags.iter().cloned());
+    let hub = Hub::start(&bin, &flags).await?;
+    let access =
+        HubAccess { url: hub.cp.url.clone(), ca_pem: hub.cp.ca_pem.clone(), period: Duration::from_secs(args.advertise_period_seconds) };
+    let made = std::time::Instant::now();
+    let fleet = Fleet::start(args.peers, endpoints, access).await?;
+    eprintln!("liqo-fleet: {} peers with their CAs made in {:.1} s", args.peers, made.elapsed().as_secs_f64());
+    let mut run = Run::new(hub, fleet, Duration::from_secs(args.health_period_seconds));
+    let mut rows = Vec::new();
+    for s in args.scenarios.chars() {
+        let new: Vec<Row> = match s {
+            'a' => vec![run.discovered().await],
+            'b' => vec![run.join_all().await],
+            'c' => vec![run.steady().await],
+            'd' => vec![run.cold_start().await],
+            'e' => {
+                let [a, b] = run.outage(10).await;
+                let [c, d] = run.outage(100).await;
+                vec![a, b, c, d]
+            }
+            _ => vec![run.ca_rotation().await],
+        };
+        for row in new {
+            eprintln!("{}", table(std::slice::from_ref(&row)).lines().nth(1).unwrap_or_default());
+            if !row.note.is_empty() {
+                eprintln!("  {}", row.note);
+            }
+            if !row.writes.is_empty() {
+                eprintln!("  our writes to the hub: {}", row.writes);
+            }
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// Whether this process runs in a network namespace of its own, with no interface but
+/// loopback (`unshare -n`): then one listener may take every 127.1.x.y address, and nothing
+/// outside sees it.
+fn own_network_namespace() -> bool {
+    let Ok(entries) = std::fs::read_dir("/sys/class/net") else { return false };
+    let names: Vec<String> = entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    names == ["lo"]
+}
+
+/// N peers hold a connection each: the soft limit on open files is raised to the hard one
+/// (inherited by the hub's processes).
+fn raise_open_files_limit() {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit only read and write the struct given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}

@@ -1,0 +1,406 @@
+//! The hub's scenarios against the fleet, each giving one row: (a) N peers discovered, none
+//! chosen; (b) all N joined; (c) steady state for 3 health periods; (d) a reconciler restart
+//! with N joined; (e) a mass outage of 10 % and 100 % of the peers and their return; (f) a CA
+//! rotation on 1 % of the peers.
+//!
+//! A row holds what the hub's API server counted (the fleet's own requests to it taken out),
+//! what the peers were asked, the reconciler's memory, CPU and log lines, and how long the
+//! hub took to say what happened. Waits are on conditions with deadlines counted in health
+//! periods; a scenario whose deadline passes gives a row that says so (`ok: false`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use liqo_api::ForeignCluster;
+use liqo_api::reasons::{ConditionType, Reason};
+use liqo_api::summary::Peer as Summary;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::hub::{Hub, Requests, is_write, metric, quantile};
+use crate::peer::{Mode, Peer};
+use crate::server::{Fleet, Snapshot};
+
+/// One scenario's figures.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Row {
+    pub scenario: String,
+    pub peers: usize,
+    /// Peers the scenario changed (all of them, or those put down or rotated).
+    pub affected: usize,
+    /// Whether every expectation held within its deadline.
+    pub ok: bool,
+    /// Seconds until the hub said what happened (all joined, all down, all back…).
+    pub converged_seconds: Option<f64>,
+    /// The same, in health periods.
+    pub converged_periods: Option<f64>,
+    /// Length of the measured window.
+    pub window_seconds: f64,
+    pub rss_mib: f64,
+    pub peak_rss_mib: f64,
+    /// Reconciler CPU seconds per health period in the window.
+    pub cpu_seconds_per_period: f64,
+    /// Reads of the hub's API server in the window (the fleet's Advertisement GETs taken out).
+    pub hub_gets: f64,
+    pub hub_lists: f64,
+    pub hub_watches: f64,
+    /// Writes to the hub by our components (ForeignCluster creations by the scenario and the
+    /// fleet's Advertisement writes taken out; Lease renewals and Events apart).
+    pub hub_writes: f64,
+    pub status_writes: f64,
+    pub events: f64,
+    pub lease_writes: f64,
+    /// Requests to peers (auth services and API servers) per peer per health period, and in
+    /// the whole window.
+    pub peer_requests_per_peer_period: f64,
+    pub peer_requests_per_peer: f64,
+    /// TLS handshakes with peers per health period, and connections reset by down peers.
+    pub handshakes_per_period: f64,
+    pub resets: u64,
+    /// Writes to peers and identities asked of them (a re-join shows here).
+    pub peer_writes: u64,
+    pub identity_requests: u64,
+    pub log_lines: usize,
+    pub note: String,
+    /// Our writes to the hub, by verb and resource.
+    pub writes: String,
+}
+
+/// A reading at one instant.
+struct Mark {
+    at: Instant,
+    api: Requests,
+    fleet: Snapshot,
+    logs: usize,
+    cpu: f64,
+}
+
+/// A hub and a fleet, and the ForeignClusters the hub holds (one watch).
+pub struct Run {
+    pub hub: Hub,
+    pub fleet: Arc<Fleet>,
+    pub health: Duration,
+    fcs: Store<ForeignCluster>,
+}
+
+impl Run {
+    pub fn new(hub: Hub, fleet: Arc<Fleet>, health: Duration) -> Self {
+        let (fcs, writer) = reflector::store();
+        let stream = watcher(Api::<ForeignCluster>::all(hub.admin.clone()), watcher::Config::default()).default_backoff().reflect(writer);
+        tokio::spawn(stream.applied_objects().for_each(|_| async {}));
+        Self { hub, fleet, health, fcs }
+    }
+
+    fn n(&self) -> usize {
+        self.fleet.peers.len()
+    }
+
+    async fn mark(&self) -> Mark {
+        Mark {
+            at: Instant::now(),
+            api: self.hub.api_requests().await.unwrap_or_default(),
+            fleet: self.fleet.counts.snapshot(),
+            logs: self.hub.log_lines(),
+            cpu: self.hub.cpu_seconds(),
+        }
+    }
+
+    /// The row of the window `from`..`to`, `own_writes` of them the scenario's own.
+    fn row(&self, scenario: &str, affected: usize, (from, to): (&Mark, &Mark), converged: Option<Duration>, own_writes: f64) -> Row {
+        let api = to.api.since(&from.api);
+        let fleet = to.fleet - from.fleet;
+        let window = to.at - from.at;
+        let periods = window.as_secs_f64() / self.health.as_secs_f64();
+        let (rss, peak) = self.hub.rss();
+        // The fleet writes Advertisements; the API server its own Endpoints.
+        let ours = |r: &str| !matches!(r, "advertisements" | "leases" | "events" | "endpoints" | "endpointslices");
+        let writes = api.sum(|v, r, _| is_write(v) && ours(r)) - own_writes;
+        Row {
+            scenario: scenario.to_owned(),
+            peers: self.n(),
+            affected,
+            ok: converged.is_some(),
+            converged_seconds: converged.map(|d| round(d.as_secs_f64())),
+            converged_periods: converged.map(|d| round(d.as_secs_f64() / self.health.as_secs_f64())),
+            window_seconds: round(window.as_secs_f64()),
+            rss_mib: round(rss as f64 / 1024.0),
+            peak_rss_mib: round(peak as f64 / 1024.0),
+            cpu_seconds_per_period: round((to.cpu - from.cpu) / periods.max(1e-9)),
+            hub_gets: api.sum(|v, r, _| v == "GET" && r != "advertisements"),
+            hub_lists: api.sum(|v, _, _| v == "LIST"),
+            hub_watches: api.sum(|v, _, _| v == "WATCH"),
+            hub_writes: writes.max(0.0),
+            status_writes: api.sum(|v, r, s| is_write(v) && r == "foreignclusters" && s == "status"),
+            events: api.sum(|v, r, _| is_write(v) && r == "events"),
+            lease_writes: api.sum(|v, r, _| is_write(v) && r == "leases"),
+            peer_requests_per_peer_period: round(fleet.requests() as f64 / self.n().max(1) as f64 / periods.max(1e-9)),
+            peer_requests_per_peer: round(fleet.requests() as f64 / affected.max(1) as f64),
+            handshakes_per_period: round(fleet.handshakes as f64 / periods.max(1e-9)),
+            resets: fleet.reset,
+            peer_writes: fleet.writes,
+            identity_requests: fleet.auth,
+            log_lines: to.logs - from.logs,
+            note: String::new(),
+            writes: api.writes(ours),
+        }
+    }
+
+    /// Waits until `pred` holds for the ForeignCluster of every peer in `peers`, at most
+    /// `periods` health periods: how long it took, `None` when it did not.
+    async fn until(&self, peers: &[Arc<Peer>], periods: f64, pred: impl Fn(&ForeignCluster) -> bool) -> Option<Duration> {
+        let started = Instant::now();
+        let deadline = self.health.mul_f64(periods);
+        let mut pending: Vec<&Arc<Peer>> = peers.iter().collect();
+        loop {
+            pending.retain(|p| !self.fcs.get(&reflector::ObjectRef::new(&p.name)).is_some_and(|fc| pred(&fc)));
+            if pending.is_empty() {
+                return Some(started.elapsed());
+            }
+            if started.elapsed() > deadline {
+                eprintln!(
+                    "  {} peers still not there after {:.0} s, e.g. {}",
+                    pending.len(),
+                    deadline.as_secs_f64(),
+                    self.describe(pending[0])
+                );
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn describe(&self, peer: &Peer) -> String {
+        match self.fcs.get(&reflector::ObjectRef::new(&peer.name)) {
+            Some(fc) => format!("{}: {}", peer.name, Summary::of(&fc).state()),
+            None => format!("{}: no ForeignCluster", peer.name),
+        }
+    }
+
+    async fn reconciles(&self) -> f64 {
+        let text = self.hub.reconciler_metrics().await.unwrap_or_default();
+        metric(&text, r#"liqo_reconciler_reconciles_total{controller="foreign_cluster",result="ok"}"#).unwrap_or(0.0)
+    }
+
+    /// Waits until the reconciler has reconciled `n` more ForeignClusters than `start`.
+    async fn reconciled(&self, start: f64, n: usize, periods: f64) -> Option<Duration> {
+        let started = Instant::now();
+        while self.reconciles().await < start + n as f64 {
+            if started.elapsed() > self.health.mul_f64(periods) {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Some(started.elapsed())
+    }
+
+    /// (a) N ForeignClusters created through the webhook (`join: false`, as discovery leaves
+    /// them), then one health period with none chosen.
+    pub async fn discovered(&self) -> Row {
+        let api = Api::<ForeignCluster>::all(self.hub.admin.clone());
+        let start = self.reconciles().await;
+        let before = self.mark().await;
+        let created = Instant::now();
+        let made: Vec<_> = futures::stream::iter(self.fleet.peers.clone())
+            .map(|p| {
+                let api = api.clone();
+                async move {
+                    let fc: ForeignCluster = serde_json::from_value(json!({
+                        "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
+                        "metadata": {"name": p.name}, "spec": {"authUrl": p.url(), "join": false, "allowUntrustedCA": true}
+                    }))
+                    .expect("a ForeignCluster");
+                    api.create(&PostParams::default(), &fc).await.map(drop)
+                }
+            })
+            .buffer_unordered(32)
+            .collect()
+            .await;
+        let creation = created.elapsed();
+        let failed = made.iter().filter(|r| r.is_err()).count();
+        let settled = self.reconciled(start, self.n(), 4.0).await;
+        let quiet = self.mark().await;
+        tokio::time::sleep(self.health).await;
+        let after = self.mark().await;
+        let mut row = self.row("a. discovered, none chosen", self.n(), (&quiet, &after), settled.filter(|_| failed == 0), 0.0);
+        let webhook = self.hub.webhook_metrics().await.unwrap_or_default();
+        let p99 = quantile(&webhook, "liqo_webhook_admission_duration_seconds", 0.99);
+        row.note = format!(
+            "{} created through the webhook in {:.1} s ({:.0}/s, {failed} failed); webhook p99 {}; creation window: {} writes",
+            self.n(),
+            creation.as_secs_f64(),
+            self.n() as f64 / creation.as_secs_f64(),
+            p99.map_or("-".into(), |s| format!("{:.2} ms", s * 1e3)),
+            quiet.api.since(&before.api).sum(|v, r, _| is_write(v) && r == "foreignclusters"),
+        );
+        row
+    }
+
+    /// (b) Every peer asked to join: time until all are Joined and reachable.
+    pub async fn join_all(&self) -> Row {
+        let api = Api::<ForeignCluster>::all(self.hub.admin.clone());
+        let before = self.mark().await;
+        let _: Vec<_> = futures::stream::iter(self.fleet.peers.clone())
+            .map(|p| {
+                let api = api.clone();
+                async move { api.patch(&p.name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": true}}))).await.map(drop) }
+            })
+            .buffer_unordered(32)
+            .collect()
+            .await;
+        let joined = self.until(&self.fleet.peers, 20.0, healthy).await;
+        let after = self.mark().await;
+        let mut row = self.row("b. all joined", self.n(), (&before, &after), joined, self.n() as f64);
+        row.note = format!("{} broadcasters in the fleet", self.fleet.advertiser.running());
+        row
+    }
+
+    /// (c) Three health periods with every peer joined.
+    pub async fn steady(&self) -> Row {
+        let settled = self.until(&self.fleet.peers, 2.0, healthy).await;
+        let before = self.mark().await;
+        tokio::time::sleep(self.health * 3).await;
+        let after = self.mark().await;
+        let still = self.until(&self.fleet.peers, 0.0, healthy).await;
+        self.row("c. steady, 3 periods", self.n(), (&before, &after), settled.and(still).map(|_| Duration::ZERO), 0.0)
+    }
+
+    /// (d) The reconciler restarted with every peer joined: each one checked again within 2
+    /// health periods, none joined again.
+    pub async fn cold_start(&mut self) -> Row {
+        self.hub.stop_reconciler().await;
+        let before = self.mark().await;
+        let started = Instant::now();
+        if let Err(e) = self.hub.start_reconciler().await {
+            let mut row = self.row("d. cold start", self.n(), (&before, &before), None, 0.0);
+            row.note = format!("the reconciler did not start again: {e:#}");
+            return row;
+        }
+        let checked = self.reconciled(0.0, self.n(), 2.0).await.map(|_| started.elapsed());
+        let healthy_all = self.until(&self.fleet.peers, 0.0, healthy).await;
+        let after = self.mark().await;
+        let mut row = self.row("d. cold start", self.n(), (&before, &after), checked.filter(|_| healthy_all.is_some()), 0.0);
+        let rejoined = row.peer_writes + row.identity_requests;
+        row.ok &= rejoined == 0;
+        row.note = format!("{rejoined} writes and identity requests to peers (a re-join); RSS peak is the new process's");
+        row
+    }
+
+    /// (e) `percent` % of the peers down: each one's status says so within 3 health periods;
+    /// then back: all Joined again within 2.
+    pub async fn outage(&self, percent: usize) -> [Row; 2] {
+        let count = (self.n() * percent).div_ceil(100).max(1);
+        let down: Vec<Arc<Peer>> = self.fleet.peers[..count].to_vec();
+        let before = self.mark().await;
+        self.fleet.set_mode(0..count, Mode::Down);
+        let seen = self.until(&down, 3.0, unreachable).await;
+        let mid = self.mark().await;
+        let mut went = self.row(&format!("e. {percent} % down"), count, (&before, &mid), seen, 0.0);
+        self.fleet.set_mode(0..count, Mode::Accepting);
+        let back = self.until(&down, 2.0, healthy).await;
+        let after = self.mark().await;
+        let mut came = self.row(&format!("e. {percent} % back"), count, (&mid, &after), back, 0.0);
+        for row in [&mut went, &mut came] {
+            let per_peer = row.status_writes / count as f64;
+            row.note = format!("{per_peer:.2} status writes per affected peer");
+        }
+        [went, came]
+    }
+
+    /// (f) 1 % of the peers present a new CA: each one's status says so (RemoteCaChanged)
+    /// within 2 health periods; its operator trusts the new CA (deletes the pinned one) and it
+    /// is Joined again within 2 more.
+    pub async fn ca_rotation(&self) -> Row {
+        let count = self.n().div_ceil(100).max(1);
+        let rotated: Vec<Arc<Peer>> = self.fleet.peers[self.n() - count..].to_vec();
+        let before = self.mark().await;
+        for p in &rotated {
+            if let Err(e) = p.rotate_ca() {
+                let mut row = self.row("f. CA rotated on 1 %", count, (&before, &before), None, 0.0);
+                row.note = format!("rotating {}: {e:#}", p.name);
+                return row;
+            }
+        }
+        let seen = self.until(&rotated, 2.0, ca_changed).await;
+        let secrets = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(self.hub.admin.clone(), "liqo");
+        for p in &rotated {
+            let _ = secrets.delete(&liqo_api::names::ca_data_secret(&p.name), &Default::default()).await;
+        }
+        let back = self.until(&rotated, 2.0, healthy).await;
+        let others = self.until(&self.fleet.peers[..self.n() - count], 0.0, healthy).await;
+        let after = self.mark().await;
+        let mut row = self.row(
+            "f. CA rotated on 1 %",
+            count,
+            (&before, &after),
+            seen.and(back).and(others).map(|_| seen.unwrap_or_default()),
+            count as f64,
+        );
+        row.note = format!(
+            "seen in {:.1} s; joined again {:.1} s after the operator deleted the pinned CA; the others stayed joined",
+            seen.map_or(f64::NAN, |d| d.as_secs_f64()),
+            back.map_or(f64::NAN, |d| d.as_secs_f64())
+        );
+        row
+    }
+}
+
+/// Joined, and the remote answers.
+pub fn healthy(fc: &ForeignCluster) -> bool {
+    let s = Summary::of(fc);
+    s.joined() && s.phase(ConditionType::RemoteReachable).is_some_and(|p| p.status == "True")
+}
+
+/// The status says the remote does not answer.
+pub fn unreachable(fc: &ForeignCluster) -> bool {
+    Summary::of(fc).phase(ConditionType::RemoteReachable).is_some_and(|p| p.status == "False")
+}
+
+/// The status says the remote presents another CA than the pinned one.
+pub fn ca_changed(fc: &ForeignCluster) -> bool {
+    Summary::of(fc).phase(ConditionType::CaVerified).is_some_and(|p| p.reason == Reason::RemoteCaChanged.as_str())
+}
+
+fn round(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// The rows as a table (one line each).
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "scenario                 | peers | ok | conv. s | periods | RSS MiB | peak | CPU s/period | hub GET | LIST | writes | status w | events | peer req/peer/period | TLS/period | peer writes | identities | log lines\n",
+    );
+    for r in rows {
+        let opt = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v}"));
+        out += &format!(
+            "{:<24} | {:>5} | {:<2} | {:>7} | {:>7} | {:>7} | {:>4} | {:>12} | {:>7} | {:>4} | {:>6} | {:>8} | {:>6} | {:>20} | {:>10} | {:>11} | {:>10} | {:>9}\n",
+            r.scenario,
+            r.affected,
+            if r.ok { "ok" } else { "NO" },
+            opt(r.converged_seconds),
+            opt(r.converged_periods),
+            r.rss_mib,
+            r.peak_rss_mib,
+            r.cpu_seconds_per_period,
+            r.hub_gets,
+            r.hub_lists,
+            r.hub_writes,
+            r.status_writes,
+            r.events,
+            r.peer_requests_per_peer_period,
+            r.handshakes_per_period,
+            r.peer_writes,
+            r.identity_requests,
+            r.log_lines
+        );
+    }
+    out
+}
+
+/// Lists every ForeignCluster the hub holds (for a final check; a LIST, not in any window).
+pub async fn all_foreign_clusters(hub: &Hub) -> Vec<ForeignCluster> {
+    Api::<ForeignCluster>::all(hub.admin.clone()).list(&Default::default()).await.map(|l| l.items).unwrap_or_default()
+}
