@@ -117,7 +117,7 @@ impl Advertiser {
                 let spec = AdvertisementSpec {
                     cluster_id: peer.id.clone(),
                     kube_config_ref: None,
-                    resources: Default::default(),
+                    resources: liqo_reconciler::resources::summarize(std::iter::empty()),
                     timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now())),
                 };
                 let body = json!({"apiVersion": "sharing.liqo.io/v1alpha1", "kind": "Advertisement",

@@ -83,7 +83,7 @@ impl Hub {
             format!("--ops-listen=127.0.0.1:{}", self.reconciler_ops),
             format!("--generate-cert-dir={}", self.cp.path().join("auth-certs").display()),
             format!("--api-url={}", self.cp.url),
-            format!("--auth-url=https://127.0.0.1:{auth}"),
+            format!("--auth-url={}", self.auth_url()),
             "--no-mdns".to_owned(),
         ];
         args.extend(self.reconciler_flags.iter().cloned());
@@ -107,6 +107,11 @@ impl Hub {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
+    }
+
+    /// Where peers reach the reconciler's auth service.
+    pub fn auth_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.reconciler_auth)
     }
 
     fn pid(&self) -> Option<u32> {

@@ -89,11 +89,7 @@ async fn run(args: &Args) -> anyhow::Result<Vec<Row>> {
             'b' => vec![run.join_all().await],
             'c' => vec![run.steady().await],
             'd' => vec![run.cold_start().await],
-            'e' => {
-                let [a, b] = run.outage(10).await;
-                let [c, d] = run.outage(100).await;
-                vec![a, b, c, d]
-            }
+            'e' => run.outage_both().await.to_vec(),
             _ => vec![run.ca_rotation().await],
         };
         for row in new {

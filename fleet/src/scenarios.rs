@@ -310,6 +310,13 @@ impl Run {
         [went, came]
     }
 
+    /// (e) as [`Run::outage`], 10 % then 100 %.
+    pub async fn outage_both(&self) -> [Row; 4] {
+        let [a, b] = self.outage(10).await;
+        let [c, d] = self.outage(100).await;
+        [a, b, c, d]
+    }
+
     /// (f) 1 % of the peers present a new CA: each one's status says so (RemoteCaChanged)
     /// within 2 health periods; its operator trusts the new CA (deletes the pinned one) and it
     /// is Joined again within 2 more.

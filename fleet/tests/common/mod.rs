@@ -1,0 +1,44 @@
+//! What the fleet's tests share: a hub started from the workspace's debug binaries, and a
+//! fleet (a port each, in this machine's namespace: on loopback only) acting toward it.
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use liqo_fleet::advertiser::HubAccess;
+use liqo_fleet::hub::Hub;
+use liqo_fleet::server::{Endpoints, Fleet};
+
+/// The tests' health period (and the peers' advertise period).
+pub const HEALTH: Duration = Duration::from_secs(4);
+
+/// Where `cargo test --workspace` put liqo-webhook and liqo-reconciler (beside the test's
+/// folder), or `None` after saying why not.
+pub fn binaries() -> Option<std::path::PathBuf> {
+    let dir = std::env::current_exe().ok()?.parent()?.parent()?.to_owned();
+    let missing: Vec<&str> = ["liqo-webhook", "liqo-reconciler"].into_iter().filter(|b| !dir.join(b).exists()).collect();
+    if !missing.is_empty() {
+        panic!("{} not built in {} (cargo test --workspace builds them)", missing.join(" and "), dir.display());
+    }
+    Some(dir)
+}
+
+/// A hub with the health period [`HEALTH`], or `None` (after a loud skip) without API server
+/// binaries.
+pub async fn hub() -> Option<Hub> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    if let Err(why) = liqo_testenv::assets() {
+        liqo_testenv::skip(&why);
+        return None;
+    }
+    let flags = [format!("--health-period-seconds={}", HEALTH.as_secs())];
+    Some(Hub::start(&binaries()?, &flags).await.expect("the hub"))
+}
+
+/// A hub and `n` peers acting toward it.
+pub async fn hub_and_fleet(n: usize) -> Option<(Hub, Arc<Fleet>, Duration)> {
+    let hub = hub().await?;
+    let access = HubAccess { url: hub.cp.url.clone(), ca_pem: hub.cp.ca_pem.clone(), period: HEALTH };
+    let fleet = Fleet::start(n, Endpoints::Ports, access).await.expect("the fleet");
+    Some((hub, fleet, HEALTH))
+}

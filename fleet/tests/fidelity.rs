@@ -1,0 +1,155 @@
+//! The simulated peer answers as a real one: a hub joins a simulated peer and a real second
+//! cluster (its own API server, our webhook and reconciler) the same way, and what was
+//! written is compared — the hub's ForeignCluster status, its Secrets, the Advertisement the
+//! peer wrote in the hub, our PeeringRequest and its Secret on the peer with the status the
+//! peer's broadcaster gives it — then both are unjoined and compared again.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use liqo_api::names::{advertisement_name, ca_data_secret, identity_secret, peering_kubeconfig_secret};
+use liqo_api::{Advertisement, ForeignCluster, PeeringRequest};
+use liqo_fleet::advertiser::HubAccess;
+use liqo_fleet::scenarios::healthy;
+use liqo_fleet::server::{Endpoints, Fleet};
+use liqo_testenv::eventually;
+use serde_json::{Value, json};
+
+async fn cluster_id(client: &kube::Client) -> String {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "liqo");
+    eventually("the cluster ID", || {
+        let cms = cms.clone();
+        async move { cms.get_opt("cluster-id").await.ok()??.data?.get("cluster-id").cloned() }
+    })
+    .await
+}
+
+async fn fc_where(api: &Api<ForeignCluster>, name: &str, what: &str, pred: impl Fn(&ForeignCluster) -> bool) -> ForeignCluster {
+    eventually(&format!("{name}: {what}"), || async { api.get(name).await.ok().filter(|fc| pred(fc)) }).await
+}
+
+/// The conditions as (type, status, reason), and what else the status says, without names,
+/// times and messages that differ by nature (fingerprints, Secret names).
+fn status_shape(fc: &ForeignCluster) -> Value {
+    let status = serde_json::to_value(fc.status.clone().unwrap_or_default()).unwrap();
+    let conditions: BTreeMap<String, (String, String)> = status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (c["type"].as_str().unwrap().to_owned(), (c["status"].as_str().unwrap().to_owned(), c["reason"].as_str().unwrap().to_owned()))
+        })
+        .collect();
+    let outgoing = &status["outgoing"];
+    json!({
+        "conditions": conditions,
+        "authStatus": status["authStatus"],
+        "joined": outgoing["joined"],
+        "requestNamed": outgoing["remotePeeringRequestName"],
+        "advertisementNamed": !outgoing["advertisement"].is_null(),
+        "caPinned": !status["caFingerprint"].is_null(),
+        "trustMode": fc.spec.trust_mode,
+    })
+}
+
+/// An object's labels and the keys of its spec (or data), with values that name the peer or
+/// the hub replaced by their role.
+fn object_shape(object: &Value, peer_id: &str, hub_id: &str) -> Value {
+    let text = object.to_string().replace(peer_id, "<peer>").replace(hub_id, "<hub>");
+    let object: Value = serde_json::from_str(&text).unwrap();
+    let keys = |v: &Value| v.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+    json!({"labels": object["metadata"]["labels"], "spec": keys(&object["spec"]), "data": keys(&object["data"]), "type": object["type"]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulated_peer_is_joined_and_unjoined_as_a_real_one() {
+    let Some(hub) = common::hub().await else { return };
+    let Some(real) = common::hub().await else { return };
+    let access = HubAccess { url: hub.cp.url.clone(), ca_pem: hub.cp.ca_pem.clone(), period: common::HEALTH };
+    let fleet = Fleet::start(1, Endpoints::Ports, access).await.unwrap();
+    let sim = fleet.peers[0].clone();
+    let hub_id = cluster_id(&hub.admin).await;
+    let real_id = cluster_id(&real.admin).await;
+
+    let fcs: Api<ForeignCluster> = Api::all(hub.admin.clone());
+    for (name, url) in [("sim", sim.url()), ("real", real.auth_url())] {
+        let fc: ForeignCluster = serde_json::from_value(json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
+            "metadata": {"name": name}, "spec": {"authUrl": url, "join": true, "allowUntrustedCA": true}}))
+        .unwrap();
+        fcs.create(&PostParams::default(), &fc).await.unwrap();
+    }
+    let sim_fc = fc_where(&fcs, "sim", "joined", healthy).await;
+    let real_fc = fc_where(&fcs, "real", "joined", healthy).await;
+    assert_eq!(status_shape(&sim_fc), status_shape(&real_fc), "the hub's ForeignCluster status");
+
+    // The hub's Secrets for each: the same, with the same keys.
+    let secrets: Api<Secret> = Api::namespaced(hub.admin.clone(), "liqo");
+    for (of, peer_id) in [("sim", &sim.id), ("real", &real_id)] {
+        let _ = peer_id;
+        for name in [ca_data_secret(of), identity_secret(of)] {
+            secrets.get(&name).await.unwrap_or_else(|e| panic!("Secret {name} on the hub: {e}"));
+        }
+    }
+    let shape = |s: Secret, peer_id: &str| object_shape(&serde_json::to_value(s).unwrap(), peer_id, &hub_id);
+    assert_eq!(
+        shape(secrets.get(&identity_secret("sim")).await.unwrap(), &sim.id),
+        shape(secrets.get(&identity_secret("real")).await.unwrap(), &real_id),
+        "the identity Secrets"
+    );
+
+    // The Advertisement each peer wrote in the hub.
+    let adverts: Api<Advertisement> = Api::all(hub.admin.clone());
+    let sim_adv = serde_json::to_value(adverts.get(&advertisement_name(&sim.id)).await.unwrap()).unwrap();
+    let real_adv = serde_json::to_value(adverts.get(&advertisement_name(&real_id)).await.unwrap()).unwrap();
+    assert_eq!(object_shape(&sim_adv, &sim.id, &hub_id), object_shape(&real_adv, &real_id, &hub_id), "the Advertisements");
+    assert_eq!(sim_adv["spec"]["resources"], real_adv["spec"]["resources"], "an empty cluster's resources either way");
+
+    // Our PeeringRequest and its Secret on each peer.
+    let real_pr = serde_json::to_value(Api::<PeeringRequest>::all(real.admin.clone()).get(&hub_id).await.unwrap()).unwrap();
+    let sim_pr = sim.objects.lock().unwrap().requests.get(&hub_id).cloned().expect("our request on the simulated peer");
+    assert_eq!(sim_pr["spec"], real_pr["spec"], "the same request");
+    assert_eq!(object_shape(&sim_pr, &sim.id, &hub_id), object_shape(&real_pr, &real_id, &hub_id));
+    let advertised = |pr: &Value| {
+        let c =
+            pr["status"]["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "Advertised").cloned()).unwrap_or_default();
+        (pr["status"]["advertisementStatus"].clone(), c["status"].clone(), c["reason"].clone())
+    };
+    let real_pr = eventually("the real peer's broadcaster reports", || async {
+        let pr = serde_json::to_value(Api::<PeeringRequest>::all(real.admin.clone()).get(&hub_id).await.ok()?).ok()?;
+        (!pr["status"]["advertisementStatus"].is_null()).then_some(pr)
+    })
+    .await;
+    let sim_pr = sim.objects.lock().unwrap().requests.get(&hub_id).cloned().unwrap();
+    assert_eq!(advertised(&sim_pr), advertised(&real_pr), "what the peers' broadcasters say");
+    let name = peering_kubeconfig_secret(&hub_id);
+    let real_secret = serde_json::to_value(Api::<Secret>::namespaced(real.admin.clone(), "liqo").get(&name).await.unwrap()).unwrap();
+    let sim_secret = sim.objects.lock().unwrap().secrets.get(&format!("liqo/{name}")).cloned().expect("our Secret on the simulated peer");
+    assert_eq!(object_shape(&sim_secret, &sim.id, &hub_id), object_shape(&real_secret, &real_id, &hub_id), "the kubeconfig Secrets");
+
+    // Unjoined: gone from both peers and the hub, the same status.
+    for name in ["sim", "real"] {
+        fcs.patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
+    }
+    let unjoined = |fc: &ForeignCluster| {
+        fc.status.as_ref().and_then(|s| s.outgoing.as_ref()).is_some_and(|o| !o.joined && o.remote_peering_request_name.is_none())
+    };
+    let sim_fc = fc_where(&fcs, "sim", "unjoined", unjoined).await;
+    let real_fc = fc_where(&fcs, "real", "unjoined", unjoined).await;
+    assert_eq!(status_shape(&sim_fc), status_shape(&real_fc), "the unjoined status");
+    eventually("our request gone from the real peer", || async {
+        Api::<PeeringRequest>::all(real.admin.clone()).get_opt(&hub_id).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let objects = sim.objects.lock().unwrap();
+    assert!(objects.requests.is_empty() && objects.secrets.is_empty(), "our request and Secret gone from the simulated peer");
+    drop(objects);
+    for id in [&sim.id, &real_id] {
+        eventually("the Advertisement gone from the hub", || async {
+            adverts.get_opt(&advertisement_name(id)).await.ok()?.is_none().then_some(())
+        })
+        .await;
+    }
+}

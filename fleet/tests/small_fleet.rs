@@ -1,0 +1,53 @@
+//! A small fleet (50 peers) against a hub on a real API server, one scenario of each kind:
+//! every scenario converges within its deadline (in health periods), and the counts hold —
+//! no peer contacted before it is chosen, one offer per peer, no write in steady state, no
+//! re-join after a restart, at most one status write per peer per transition.
+
+mod common;
+
+use liqo_fleet::scenarios::{Row, Run};
+
+const PEERS: usize = 50;
+
+fn show(row: &Row) -> String {
+    serde_json::to_string_pretty(row).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_peers_through_every_scenario() {
+    let Some((hub, fleet, health)) = common::hub_and_fleet(PEERS).await else { return };
+    let mut run = Run::new(hub, fleet, health);
+    let n = PEERS as u64;
+
+    let a = run.discovered().await;
+    assert!(a.ok, "{}", show(&a));
+    assert_eq!((a.peer_requests_per_peer, a.status_writes, a.hub_writes), (0.0, 0.0, 0.0), "peers not chosen are left alone: {}", show(&a));
+
+    let b = run.join_all().await;
+    assert!(b.ok, "{}", show(&b));
+    // Our Secret and our PeeringRequest, once each (the join offered twice before).
+    assert_eq!(b.peer_writes, 2 * n, "{}", show(&b));
+    assert_eq!(b.identity_requests, 3 * n, "/ids, /ca and /identity once each: {}", show(&b));
+
+    let c = run.steady().await;
+    assert!(c.ok, "{}", show(&c));
+    assert_eq!((c.hub_writes, c.status_writes, c.events, c.hub_lists), (0.0, 0.0, 0.0, 0.0), "{}", show(&c));
+    assert_eq!((c.peer_writes, c.identity_requests), (0, 0), "{}", show(&c));
+    // One look per peer per health period: over 3 periods, 3 or 4 each (the window's edges).
+    let looks = c.peer_requests_per_peer_period * c.window_seconds / health.as_secs_f64();
+    assert!((2.5..=4.0).contains(&looks), "{looks} looks per peer in 3 periods: {}", show(&c));
+
+    let d = run.cold_start().await;
+    assert!(d.ok, "{}", show(&d));
+    assert_eq!((d.peer_writes, d.identity_requests), (0, 0), "a restart joins nobody again: {}", show(&d));
+
+    let [down, back, all_down, all_back] = run.outage_both().await;
+    for (row, affected) in [(&down, 5.0), (&back, 5.0), (&all_down, 50.0), (&all_back, 50.0)] {
+        assert!(row.ok, "{}", show(row));
+        assert!(row.status_writes <= affected, "at most one status write per peer per transition: {}", show(row));
+        assert_eq!(row.peer_writes, 0, "{}", show(row));
+    }
+
+    let f = run.ca_rotation().await;
+    assert!(f.ok, "{}", show(&f));
+}
