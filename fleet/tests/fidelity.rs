@@ -87,8 +87,7 @@ async fn a_simulated_peer_is_joined_and_unjoined_as_a_real_one() {
 
     // The hub's Secrets for each: the same, with the same keys.
     let secrets: Api<Secret> = Api::namespaced(hub.admin.clone(), "liqo");
-    for (of, peer_id) in [("sim", &sim.id), ("real", &real_id)] {
-        let _ = peer_id;
+    for of in ["sim", "real"] {
         for name in [ca_data_secret(of), identity_secret(of)] {
             secrets.get(&name).await.unwrap_or_else(|e| panic!("Secret {name} on the hub: {e}"));
         }
@@ -143,9 +142,10 @@ async fn a_simulated_peer_is_joined_and_unjoined_as_a_real_one() {
         Api::<PeeringRequest>::all(real.admin.clone()).get_opt(&hub_id).await.ok()?.is_none().then_some(())
     })
     .await;
-    let objects = sim.objects.lock().unwrap();
-    assert!(objects.requests.is_empty() && objects.secrets.is_empty(), "our request and Secret gone from the simulated peer");
-    drop(objects);
+    {
+        let objects = sim.objects.lock().unwrap();
+        assert!(objects.requests.is_empty() && objects.secrets.is_empty(), "our request and Secret gone from the simulated peer");
+    }
     for id in [&sim.id, &real_id] {
         eventually("the Advertisement gone from the hub", || async {
             adverts.get_opt(&advertisement_name(id)).await.ok()?.is_none().then_some(())
