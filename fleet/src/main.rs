@@ -110,8 +110,10 @@ async fn run(args: &Args) -> anyhow::Result<Vec<Row>> {
 /// loopback (`unshare -n`): then one listener may take every 127.1.x.y address, and nothing
 /// outside sees it.
 fn own_network_namespace() -> bool {
-    let Ok(entries) = std::fs::read_dir("/sys/class/net") else { return false };
-    let names: Vec<String> = entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    // /proc/self/net/dev lists the interfaces of this process's namespace (/sys/class/net
+    // those of whoever mounted /sys).
+    let Ok(dev) = std::fs::read_to_string("/proc/self/net/dev") else { return false };
+    let names: Vec<&str> = dev.lines().skip(2).filter_map(|l| l.split(':').next()).map(str::trim).collect();
     names == ["lo"]
 }
 

@@ -58,8 +58,10 @@ pub struct Row {
     /// the whole window.
     pub peer_requests_per_peer_period: f64,
     pub peer_requests_per_peer: f64,
-    /// TLS handshakes with peers per health period, and connections reset by down peers.
+    /// TLS handshakes with peers per health period and in the whole window, and connections
+    /// reset by down peers.
     pub handshakes_per_period: f64,
+    pub handshakes: u64,
     pub resets: u64,
     /// Writes to peers and identities asked of them (a re-join shows here).
     pub peer_writes: u64,
@@ -73,6 +75,7 @@ pub struct Row {
 /// A reading at one instant.
 struct Mark {
     at: Instant,
+    wall: k8s_openapi::jiff::Timestamp,
     api: Requests,
     fleet: Snapshot,
     logs: usize,
@@ -102,6 +105,7 @@ impl Run {
     async fn mark(&self) -> Mark {
         Mark {
             at: Instant::now(),
+            wall: k8s_openapi::jiff::Timestamp::now(),
             api: self.hub.api_requests().await.unwrap_or_default(),
             fleet: self.fleet.counts.snapshot(),
             logs: self.hub.log_lines(),
@@ -140,6 +144,7 @@ impl Run {
             peer_requests_per_peer_period: round(fleet.requests() as f64 / self.n().max(1) as f64 / periods.max(1e-9)),
             peer_requests_per_peer: round(fleet.requests() as f64 / affected.max(1) as f64),
             handshakes_per_period: round(fleet.handshakes as f64 / periods.max(1e-9)),
+            handshakes: fleet.handshakes,
             resets: fleet.reset,
             peer_writes: fleet.writes,
             identity_requests: fleet.auth,
@@ -265,7 +270,28 @@ impl Run {
         tokio::time::sleep(self.health * 3).await;
         let after = self.mark().await;
         let still = self.until(&self.fleet.peers, 0.0, healthy).await;
-        self.row("c. steady, 3 periods", self.n(), (&before, &after), settled.and(still).map(|_| Duration::ZERO), 0.0)
+        let mut row = self.row("c. steady, 3 periods", self.n(), (&before, &after), settled.and(still).map(|_| Duration::ZERO), 0.0);
+        row.note = format!(
+            "per health period: {} requests per peer, {} TLS handshakes; Events written in the window: {}",
+            row.peer_requests_per_peer_period,
+            row.handshakes_per_period,
+            self.events_since(before.wall).await
+        );
+        row
+    }
+
+    /// The reasons of the Events written (first or again) since `since`, with counts.
+    async fn events_since(&self, since: k8s_openapi::jiff::Timestamp) -> String {
+        use k8s_openapi::api::events::v1::Event;
+        let events = Api::<Event>::all(self.hub.admin.clone()).list(&Default::default()).await.map(|l| l.items).unwrap_or_default();
+        let mut reasons: std::collections::BTreeMap<String, usize> = Default::default();
+        for e in events {
+            let last = e.series.as_ref().map(|s| s.last_observed_time.0).or(e.event_time.as_ref().map(|t| t.0));
+            if last.is_some_and(|t| t >= since) {
+                *reasons.entry(e.reason.unwrap_or_default()).or_default() += 1;
+            }
+        }
+        if reasons.is_empty() { "none".into() } else { reasons.iter().map(|(r, n)| format!("{r} {n}")).collect::<Vec<_>>().join(", ") }
     }
 
     /// (d) The reconciler restarted with every peer joined: each one checked again within 2
@@ -375,15 +401,16 @@ fn round(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-/// The rows as a table (one line each).
+/// The rows as a table (one line each): rates per health period where the window holds one
+/// or more, totals in the window (per affected peer for requests) otherwise.
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "scenario                 | peers | ok | conv. s | periods | RSS MiB | peak | CPU s/period | hub GET | LIST | writes | status w | events | peer req/peer/period | TLS/period | peer writes | identities | log lines\n",
+        "scenario                   | peers | ok | conv. s | periods | RSS MiB | peak | CPU s/period | hub GET | LIST | writes | status w | events | peer req/peer | TLS | peer writes | identities | log lines\n",
     );
     for r in rows {
         let opt = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v}"));
         out += &format!(
-            "{:<24} | {:>5} | {:<2} | {:>7} | {:>7} | {:>7} | {:>4} | {:>12} | {:>7} | {:>4} | {:>6} | {:>8} | {:>6} | {:>20} | {:>10} | {:>11} | {:>10} | {:>9}\n",
+            "{:<26} | {:>5} | {:<2} | {:>7} | {:>7} | {:>7} | {:>4} | {:>12} | {:>7} | {:>4} | {:>6} | {:>8} | {:>6} | {:>13} | {:>5} | {:>11} | {:>10} | {:>9}\n",
             r.scenario,
             r.affected,
             if r.ok { "ok" } else { "NO" },
@@ -397,8 +424,8 @@ pub fn table(rows: &[Row]) -> String {
             r.hub_writes,
             r.status_writes,
             r.events,
-            r.peer_requests_per_peer_period,
-            r.handshakes_per_period,
+            r.peer_requests_per_peer,
+            r.handshakes,
             r.peer_writes,
             r.identity_requests,
             r.log_lines

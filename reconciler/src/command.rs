@@ -21,7 +21,7 @@ use crate::metrics::Metrics;
 use crate::peer::Network;
 use crate::published;
 use crate::singleton::keep;
-use crate::stores::reflect;
+use crate::stores::{reflect, reflect_lean};
 use crate::{foreign_cluster, incoming};
 use anyhow::Context;
 use axum::Router;
@@ -94,6 +94,10 @@ struct Args {
     /// Lifetime requested for tokens issued to peers, in hours.
     #[arg(long, default_value_t = 24 * 365)]
     token_lifetime_hours: u64,
+    /// ForeignClusters reconciled at once at most (0: no bound): bounds the memory a cold start
+    /// or the end of an outage takes with thousands of peers.
+    #[arg(long, env = "LIQO_MAX_CONCURRENT_RECONCILES", default_value_t = foreign_cluster::DEFAULT_MAX_CONCURRENT_RECONCILES)]
+    max_concurrent_reconciles: u16,
     /// POST /identity requests one client address (an IPv6 /64) may make at once…
     #[arg(long, default_value_t = 5)]
     auth_identity_burst: u32,
@@ -234,9 +238,9 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     // The peering controllers, on watch-fed stores.
     let ns = args.namespace.clone();
     let managed = format!("{}={}", foreign_cluster::MANAGED_BY.0, foreign_cluster::MANAGED_BY.1);
-    let secrets = reflect(Api::<Secret>::namespaced(client.clone(), &ns), watcher::Config::default().labels(&managed).any_semantic());
-    let advertisements = reflect(Api::<Advertisement>::all(client.clone()), watcher::Config::default().any_semantic());
-    let nodes = reflect(Api::<Node>::all(client.clone()), watcher::Config::default().any_semantic());
+    let secrets = reflect_lean(Api::<Secret>::namespaced(client.clone(), &ns), watcher::Config::default().labels(&managed).any_semantic());
+    let advertisements = reflect_lean(Api::<Advertisement>::all(client.clone()), watcher::Config::default().any_semantic());
+    let nodes = reflect_lean(Api::<Node>::all(client.clone()), watcher::Config::default().any_semantic());
     let foreign = reflect(Api::<ForeignCluster>::all(client.clone()), watcher::Config::default().any_semantic());
     let mut roots = rustls::RootCertStore::empty();
     roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
@@ -278,7 +282,8 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         foreign_cluster::Ctx::new(shared.clone(), auth.api_server.clone(), auth_url.clone(), secrets, advertisements)
             .with_metrics(metrics.clone())
             .with_timing(timing)
-            .with_token_lifetime(Duration::from_secs(args.token_lifetime_hours * 3600)),
+            .with_token_lifetime(Duration::from_secs(args.token_lifetime_hours * 3600))
+            .with_max_concurrent_reconciles(args.max_concurrent_reconciles),
     );
     let broadcasters = Broadcasters::new(
         client.clone(),

@@ -23,6 +23,21 @@ where
     reader
 }
 
+/// [`reflect`], keeping no managed fields (for stores nobody asks who set a field): a
+/// Secret's or an Advertisement's managed fields are often as large as the rest of it, and
+/// a hub keeps thousands of them.
+pub fn reflect_lean<K>(api: Api<K>, config: watcher::Config) -> Store<K>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    let watch = watcher(api, config).backoff(liqo_api::watch_backoff::WatchBackoff::default());
+    let stream = reflector::reflector(writer, watch.modify(|o: &mut K| o.meta_mut().managed_fields = None)).applied_objects();
+    tokio::spawn(stream.for_each(|_| async {}));
+    reader
+}
+
 /// `stream` restarted on its own backoff (`WatchBackoff`), its errors logged (debug, with
 /// `what`) and dropped. For the streams of a controller that watches several kinds: kube's
 /// controller backs off its merged trigger stream on any one error, so two watches failing in
