@@ -50,7 +50,14 @@ fn main() -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     raise_open_files_limit();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let rows = rt.block_on(run(&args))?;
+    // Interrupted, the run is dropped: the hub's processes (etcd, the API server, the webhook,
+    // the reconciler) are killed with it, none left behind.
+    let rows = rt.block_on(async {
+        tokio::select! {
+            rows = run(&args) => rows,
+            () = liqo_serve::shutdown_signal() => anyhow::bail!("interrupted"),
+        }
+    })?;
     println!("\n{}", table(&rows));
     if let Some(path) = &args.json {
         let lines: Vec<String> = rows.iter().map(|r| serde_json::to_string(r).expect("serializable")).collect();
