@@ -446,11 +446,11 @@ async fn steady_state_is_one_remote_get_and_no_writes() {
         let action = w.reconcile(fc(joined_spec(), status.clone(), true)).await.unwrap();
         assert_eq!(action, Action::requeue(Duration::from_secs(30)));
     }
-    // Two health periods: one GET each on the remote, nothing written anywhere, the remote
-    // client built once.
+    // Two health periods: one GET each on the remote, nothing written anywhere, a client made
+    // for each round (none kept per peer: docs/scaling.md).
     expect(&w.remote, &remote);
     expect(&w.home, &[]);
-    assert_eq!(*w.peer.asked.lock().unwrap(), ["api_client:issued-kubeconfig"]);
+    assert_eq!(*w.peer.asked.lock().unwrap(), ["api_client:issued-kubeconfig", "api_client:issued-kubeconfig"]);
 }
 
 #[tokio::test]
