@@ -5,26 +5,17 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use kube::Client;
-use liqo_testenv::{ControlPlane, free_port};
+use liqo_testenv::{ControlPlane, Process, free_port};
 
 /// The repository's manifests folder.
 const MANIFESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests");
 
 /// A child process killed on drop.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The hub and its two components.
 pub struct Hub {
     pub cp: ControlPlane,
@@ -277,22 +268,12 @@ async fn wait_ready(ops: u16, limit: Duration) -> anyhow::Result<()> {
 }
 
 async fn http_status(port: u16, path: &str) -> Option<u16> {
-    let (head, _) = http_raw(port, path).await.ok()?;
+    let (head, _) = liqo_testenv::plain_get(port, path).await?;
     head.split_whitespace().nth(1)?.parse().ok()
 }
 
 async fn http_get(port: u16, path: &str) -> anyhow::Result<String> {
-    Ok(http_raw(port, path).await?.1)
-}
-
-async fn http_raw(port: u16, path: &str) -> anyhow::Result<(String, String)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes()).await?;
-    let mut answer = String::new();
-    conn.read_to_string(&mut answer).await?;
-    let (head, body) = answer.split_once("\r\n\r\n").context("an HTTP answer")?;
-    Ok((head.lines().next().unwrap_or_default().to_owned(), body.to_owned()))
+    Ok(liqo_testenv::plain_get(port, path).await.with_context(|| format!("GET 127.0.0.1:{port}{path}"))?.1)
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use crate::context::Shared;
 use crate::discovery::dnssd::DnsSd;
 use crate::discovery::mdns::{Interfaces, MDNS_PORT};
 use crate::discovery::{lan, memory, search_domain};
+use crate::events::{Recorder, Reporter};
 use crate::identity::ClusterIdentity;
 use crate::metrics::Metrics;
 use crate::peer::Network;
@@ -30,7 +31,6 @@ use axum::routing::get;
 use clap::Parser;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
 use kube::Api;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 use liqo_api::{Advertisement, FederationRequest, ForeignCluster, PeeringRequest};
 use liqo_serve::logging::LogFormat;
@@ -241,7 +241,14 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     let secrets = reflect_lean(Api::<Secret>::namespaced(client.clone(), &ns), watcher::Config::default().labels(&managed).any_semantic());
     let advertisements = reflect_lean(Api::<Advertisement>::all(client.clone()), watcher::Config::default().any_semantic());
     let nodes = reflect_lean(Api::<Node>::all(client.clone()), watcher::Config::default().any_semantic());
-    let foreign = reflect(Api::<ForeignCluster>::all(client.clone()), watcher::Config::default().any_semantic());
+    // One copy of each ForeignCluster, for the controller and everyone else, with only the
+    // managed fields someone reads.
+    let foreign_followed = crate::stores::Reflected::start(
+        Api::<ForeignCluster>::all(client.clone()),
+        watcher::Config::default().any_semantic(),
+        |fc: &mut ForeignCluster| crate::managers::trim(&mut fc.metadata.managed_fields),
+    );
+    let foreign = foreign_followed.store.clone();
     let mut roots = rustls::RootCertStore::empty();
     roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
     if let Some(file) = &args.trusted_ca_file {
@@ -345,7 +352,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         leader_gauge.leader.set(1);
         tracing::info!("controllers starting");
         tokio::join!(
-            foreign_cluster::run(fc_ctx, m1, shutdown_signal()),
+            foreign_cluster::run(fc_ctx, foreign_followed.follow(), m1, shutdown_signal()),
             incoming::run::<PeeringRequest, _>(in_ctx.clone(), m2, shutdown_signal()),
             incoming::run::<FederationRequest, _>(in_ctx, m3, shutdown_signal()),
             search_domain::run(sd_ctx, m4, shutdown_signal()),

@@ -5,8 +5,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::events::Recorder;
 use kube::Client;
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 use liqo_api::{ClusterConfigSpec, ForeignCluster};
 use tokio::sync::watch;

@@ -87,11 +87,17 @@ fn status_apply_entry<'a>(
 
 /// Folds `obj`'s status updates on the server (see [`fold_status_updates`]): one JSON patch,
 /// guarded by the resourceVersion. True when it changed anything; the caller's next apply then
-/// drops the fields no one sets any more.
+/// drops the fields no one sets any more. `obj` may come from a store that keeps only
+/// [`trim`]med managed fields: when it shows a status update, the object is read afresh and
+/// folded whole (once, after an upgrade from such a release).
 pub async fn take_over_status<K>(api: &Api<K>, obj: &K, owner_of: impl Fn(&str) -> &'static str) -> kube::Result<bool>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
+    if !obj.meta().managed_fields.iter().flatten().any(is_status_update) {
+        return Ok(false);
+    }
+    let obj = api.get(&obj.name_any()).await?;
     let entries = obj.meta().managed_fields.as_deref().unwrap_or_default();
     let api_version = K::api_version(&()).into_owned();
     let Some(folded) = fold_status_updates(entries, &api_version, &Time(k8s_openapi::jiff::Timestamp::now()), owner_of) else {
@@ -105,6 +111,28 @@ where
     api.patch(&obj.name_any(), &PatchParams::default(), &Patch::Json::<()>(patch)).await?;
     tracing::info!(object = %obj.name_any(), "status fields written by an earlier release taken over by their manager");
     Ok(true)
+}
+
+/// What a store of ForeignClusters keeps of their managed fields (pure): only the entries
+/// someone here reads, each without what no one reads — an entry setting `spec.join` (whose
+/// manager tells a user's choice from discovery's, [`crate::discovery::memory::users_choice`])
+/// as that one field, and a status `Update` (which [`take_over_status`] folds, reading the
+/// object afresh) without its fields. The whole set took about 6 KiB of memory per
+/// ForeignCluster, the largest part of a hub's memory (docs/scaling.md).
+pub fn trim(entries: &mut Option<Vec<ManagedFieldsEntry>>) {
+    let Some(list) = entries.as_mut() else { return };
+    list.retain_mut(|e| {
+        let sets_join = e.fields_v1.as_ref().is_some_and(|f| f.0.get("f:spec").and_then(|s| s.get("f:join")).is_some());
+        e.fields_v1 = sets_join.then(|| FieldsV1(serde_json::json!({"f:spec": {"f:join": {}}})));
+        e.api_version = None;
+        e.fields_type = None;
+        e.time = None;
+        sets_join || is_status_update(e)
+    });
+    list.shrink_to_fit();
+    if list.is_empty() {
+        *entries = None;
+    }
 }
 
 #[cfg(test)]
@@ -152,5 +180,25 @@ mod tests {
         assert_eq!(fields("liqo-incoming"), json!({"f:status": {".": {}, "f:incoming": {"f:peeringRequest": {}}}}));
         // Nothing to fold: nothing to write.
         assert_eq!(fold_status_updates(&folded, "discovery.liqo.io/v1alpha1", &now, route), None);
+    }
+
+    #[test]
+    fn a_trimmed_entry_list_keeps_who_set_join_and_that_a_status_update_happened() {
+        let mut entries = Some(vec![
+            entry("kubectl", "Update", None, json!({"f:spec": {"f:join": {}, "f:clusterIdentity": {"f:clusterID": {}}}})),
+            entry("liqo-discovery", "Apply", None, json!({"f:spec": {"f:clusterIdentity": {}}, "f:metadata": {"f:labels": {}}})),
+            entry("liqo-reconciler", "Apply", Some("status"), json!({"f:status": {"f:conditions": {}}})),
+            entry("old-release", "Update", Some("status"), json!({"f:status": {"f:tenantNamespace": {}}})),
+        ]);
+        trim(&mut entries);
+        let kept = entries.unwrap();
+        assert_eq!(kept.len(), 2);
+        assert_eq!(kept[0].manager.as_deref(), Some("kubectl"));
+        assert_eq!(kept[0].fields_v1.as_ref().unwrap().0, json!({"f:spec": {"f:join": {}}}));
+        assert!(is_status_update(&kept[1]) && kept[1].fields_v1.is_none());
+        // What discovery's memory reads of it still reads the same.
+        let mut nothing = Some(vec![entry("liqo-reconciler", "Apply", Some("status"), json!({"f:status": {}}))]);
+        trim(&mut nothing);
+        assert!(nothing.is_none());
     }
 }

@@ -2,12 +2,14 @@
 
 use std::fmt::Debug;
 use std::hash::Hash;
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
+use tokio::sync::mpsc::UnboundedSender;
 
 /// A store kept by a watch of `api` (restarted with backoff on errors) for as long as the
 /// process runs.
@@ -16,11 +18,7 @@ where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
-    let (reader, writer) = reflector::store();
-    let stream =
-        reflector::reflector(writer, watcher(api, config).backoff(liqo_api::watch_backoff::WatchBackoff::default())).applied_objects();
-    tokio::spawn(stream.for_each(|_| async {}));
-    reader
+    Reflected::start(api, config, |_| {}).store
 }
 
 /// [`reflect`], keeping no managed fields (for stores nobody asks who set a field): a
@@ -31,11 +29,63 @@ where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
-    let (reader, writer) = reflector::store();
-    let watch = watcher(api, config).backoff(liqo_api::watch_backoff::WatchBackoff::default());
-    let stream = reflector::reflector(writer, watch.modify(|o: &mut K| o.meta_mut().managed_fields = None)).applied_objects();
-    tokio::spawn(stream.for_each(|_| async {}));
-    reader
+    Reflected::start(api, config, |o: &mut K| o.meta_mut().managed_fields = None).store
+}
+
+/// A watch-fed store whose changes a controller can follow ([`Reflected::follow`]): one copy
+/// of each object for the controller and everyone else (a controller's own store held each
+/// ForeignCluster a second time).
+pub struct Reflected<K: Resource + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    pub store: Store<K>,
+    followers: Followers<K>,
+}
+
+impl<K: Resource + 'static> Clone for Reflected<K>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn clone(&self) -> Self {
+        Self { store: self.store.clone(), followers: self.followers.clone() }
+    }
+}
+
+type Followers<K> = Arc<Mutex<Vec<UnboundedSender<ObjectRef<K>>>>>;
+
+impl<K> Reflected<K>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    /// Starts the watch; `trim` takes from each object what the store need not keep.
+    pub fn start(api: Api<K>, config: watcher::Config, trim: fn(&mut K)) -> Self {
+        let (store, writer) = reflector::store();
+        let followers: Followers<K> = Arc::default();
+        let told = followers.clone();
+        let watch = watcher(api, config).backoff(liqo_api::watch_backoff::WatchBackoff::default()).modify(trim);
+        let stream = reflector::reflector(writer, watch).applied_objects();
+        tokio::spawn(stream.for_each(move |o| {
+            if let Ok(o) = o {
+                let changed = ObjectRef::from_obj(&o);
+                told.lock().expect("not poisoned").retain(|f| f.send(changed.clone()).is_ok());
+            }
+            async {}
+        }));
+        Self { store, followers }
+    }
+
+    /// Every object in the store now, then each object the watch changes, once it is in the
+    /// store (a controller's trigger: `Controller::reconcile_on`).
+    pub fn follow(&self) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        // Followed first, then listed: an object changed in between comes twice, never not at all.
+        self.followers.lock().expect("not poisoned").push(tx);
+        let now: Vec<ObjectRef<K>> = self.store.state().iter().map(|o| ObjectRef::from_obj(&**o)).collect();
+        let mut rx = rx;
+        futures::stream::iter(now).chain(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)))
+    }
 }
 
 /// `stream` restarted on its own backoff (`WatchBackoff`), its errors logged (debug, with

@@ -237,3 +237,42 @@ async fn an_issued_identity_manages_only_its_own_peering_request() {
     prs.delete(PEER, &DeleteParams::default()).await.expect("deleting its own PeeringRequest");
     secrets.delete(&own_secret, &DeleteParams::default()).await.expect("deleting its Secret");
 }
+
+/// The shared store a controller follows: what was there when it started following comes
+/// first, then each change, never before the store holds it (the controller reads the object
+/// from that store); trimmed as asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followed_store_names_each_object_once_it_holds_it() {
+    use futures::StreamExt;
+    use kube::runtime::reflector::ObjectRef;
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), "liqo");
+    let cm = |name: &str| ConfigMap { metadata: ObjectMeta { name: Some(name.into()), ..Default::default() }, ..Default::default() };
+    cms.create(&PostParams::default(), &cm("before")).await.unwrap();
+    let reflected =
+        liqo_reconciler::stores::Reflected::start(cms.clone(), kube::runtime::watcher::Config::default(), |o: &mut ConfigMap| {
+            o.metadata.managed_fields = None
+        });
+    reflected.store.wait_until_ready().await.unwrap();
+    let mut follow = Box::pin(reflected.follow());
+    let in_time = Duration::from_secs(30);
+    let first = tokio::time::timeout(in_time, follow.next()).await.expect("in time").expect("open");
+    assert!(reflected.store.get(&first).is_some());
+    // Everything there before following (the namespace's own ConfigMaps too) comes first.
+    let mut seen = vec![first.name.clone()];
+    while let Ok(Some(r)) = tokio::time::timeout(Duration::from_millis(200), follow.next()).await {
+        seen.push(r.name.clone());
+    }
+    assert!(seen.contains(&"before".to_owned()), "{seen:?}");
+    cms.create(&PostParams::default(), &cm("after")).await.unwrap();
+    let changed: ObjectRef<ConfigMap> = loop {
+        let r = tokio::time::timeout(in_time, follow.next()).await.expect("the new ConfigMap in time").expect("open");
+        if r.name == "after" {
+            break r;
+        }
+    };
+    let held = reflected.store.get(&changed).expect("in the store when named");
+    assert!(held.metadata.managed_fields.is_none(), "trimmed as asked");
+}

@@ -375,9 +375,9 @@ fn lan_discovery_keeps_foreign_clusters_of_the_peers_it_sees() {
         let mut config = ClusterConfigSpec::default();
         config.discovery_config.ttl = 3; // a strike a second
         let (cfg_tx, cfg_rx) = tokio::sync::watch::channel(Some(config.clone()));
-        let recorder = kube::runtime::events::Recorder::new(
+        let recorder = liqo_reconciler::events::Recorder::new(
             admin.clone(),
-            kube::runtime::events::Reporter { controller: "liqo-reconciler".into(), instance: None },
+            liqo_reconciler::events::Reporter { controller: "liqo-reconciler".into(), instance: None },
         );
         let foreign = liqo_reconciler::stores::reflect(fcs.clone(), Default::default());
         let shared = liqo_reconciler::context::Shared::new(admin.clone(), "liqo", id_rx, cfg_rx, std::sync::Arc::new(peers()), foreign)

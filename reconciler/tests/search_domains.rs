@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::{Api, ObjectMeta, PostParams};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::{Client, ResourceExt};
 use liqo_api::names::{LABEL_CLUSTER_ID, LABEL_DISCOVERY_TYPE, LABEL_SEARCHDOMAIN};
 use liqo_api::{ClusterConfigSpec, DiscoveryType, ForeignCluster, SearchDomain, SearchDomainSpec};
@@ -16,6 +15,7 @@ use liqo_reconciler::auth::service::{ApiServer, AuthService};
 use liqo_reconciler::context::Shared;
 use liqo_reconciler::discovery::dnssd::DnsSd;
 use liqo_reconciler::discovery::search_domain::{self, Ctx};
+use liqo_reconciler::events::{Recorder, Reporter};
 use liqo_reconciler::metrics::Metrics;
 use liqo_reconciler::peer::Network;
 use liqo_reconciler::stores::reflect;

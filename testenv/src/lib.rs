@@ -54,6 +54,18 @@ pub fn assets() -> Result<PathBuf, String> {
 /// handed out and the moment its server binds it (a port from `bind(0)` was such a race).
 const PORTS: std::ops::Range<u16> = 20_000..32_000;
 
+/// `GET path` over plain HTTP on 127.0.0.1:`port` (an ops port: `/metrics`, `/readyz`): the
+/// status line and the body, `None` when it does not answer.
+pub async fn plain_get(port: u16, path: &str) -> Option<(String, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    conn.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).await.ok()?;
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).await.ok()?;
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    Some((head.lines().next()?.to_owned(), body.to_owned()))
+}
+
 /// A TCP port free on 127.0.0.1 right now, never handed out before in this process.
 pub fn free_port() -> u16 {
     use std::sync::Mutex;
@@ -70,7 +82,8 @@ pub fn free_port() -> u16 {
     port
 }
 
-struct Process(Child);
+/// A child process killed (and reaped) when dropped.
+pub struct Process(pub Child);
 
 impl Drop for Process {
     fn drop(&mut self) {

@@ -3,8 +3,8 @@
 //!
 //! [`merge`]: super::merge
 
+use crate::events::Recorder;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::Recorder;
 use kube::{Client, ResourceExt};
 use liqo_api::ForeignCluster;
 

@@ -162,7 +162,7 @@ async fn pipeline<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, con
     let pinned = pin_ca(j, &remote, r).await?;
     let credentials = authenticate(j, &remote, r).await?;
     let access = RemoteAccess { kubeconfig: credentials, api_url: fc.spec.api_url.clone(), ca_pem: Some(pinned.pem.clone()) };
-    let client = ctx.remote_client(access).await?;
+    let client = ctx.shared.peers.api_client(&access).await?;
     let reached = reach(j, &client, &remote, &pinned, r).await?;
     offer(j, &client, &remote, reached, r).await?;
     Ok(finish(j, &remote, r))

@@ -39,7 +39,7 @@ use crate::auth::service::{ApiServer, kubeconfig};
 use crate::context::Shared;
 use crate::error::{Result, is_conflict};
 use crate::grant;
-use crate::peer::{Peers, RemoteAccess};
+use crate::peer::Peers;
 
 /// Field manager of the objects this controller applies (its status: [`report::STATUS_MANAGER`]).
 pub const FIELD_MANAGER: &str = "liqo-peering";
@@ -206,15 +206,6 @@ impl<P: Peers> Ctx<P> {
             }
         }
         Ok(())
-    }
-
-    /// A client for the remote's API server, made for this round and dropped after it: a
-    /// client kept per peer held 23-31 KiB (its TLS configuration, pool and buffer task), 300
-    /// MiB at 10,000 peers, while making one costs about 0.2 ms and the connection is not kept
-    /// between health checks anyway (our 10 s read timeout closes it). Measured by the fleet
-    /// (docs/scaling.md).
-    async fn remote_client(&self, access: RemoteAccess) -> Result<Client> {
-        self.shared.peers.api_client(&access).await
     }
 
     fn forget_remote(&self, fc_name: &str) {
@@ -434,27 +425,28 @@ fn error_policy<P: Peers>(fc: Arc<ForeignCluster>, e: &crate::Error, ctx: Arc<Ct
     Action::requeue(ctx.timing.retry.min(ctx.timing.health))
 }
 
-/// Runs the controller until shutdown. Also watches the Advertisements peers create here, so
-/// a deleted one shows at once on its ForeignCluster.
+/// Runs the controller until shutdown, reconciling each ForeignCluster `changes` names (from
+/// the shared store's watch: [`crate::stores::Reflected::follow`]; the controller reads the
+/// objects from that store, `ctx.shared.foreign`). Also watches the Advertisements peers
+/// create here, so a deleted one shows at once on its ForeignCluster.
 pub async fn run<P: Peers>(
     ctx: Arc<Ctx<P>>,
+    changes: impl futures::Stream<Item = ObjectRef<ForeignCluster>> + Send + 'static,
     metrics: Arc<crate::metrics::Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     use kube::runtime::WatchStreamExt;
-    use kube::runtime::reflector;
     let config = watcher::Config::default().any_semantic();
-    let (reader, writer) = reflector::store();
-    let fcs = watcher(Api::<ForeignCluster>::all(ctx.shared.client.clone()), config.clone()).reflect(writer).applied_objects();
     let adverts = watcher(Api::<Advertisement>::all(ctx.shared.client.clone()), config).touched_objects();
     // Each watch retries on its own: one failing does not hold up the other.
-    let controller = Controller::for_stream(crate::stores::retried_alone(fcs, "ForeignClusters"), reader)
+    let controller = Controller::for_stream(futures::stream::pending(), ctx.shared.foreign.clone())
         .with_config(kube::runtime::controller::Config::default().concurrency(ctx.max_concurrent_reconciles));
     let store = controller.store();
     // Reconciles our own watches ask for (see `Ctx::wake_when_gone`).
     let (wakes, mut woken) = tokio::sync::mpsc::unbounded_channel();
     let _ = ctx.wakes.set(wakes);
     controller
+        .reconcile_on(changes)
         .reconcile_on(futures::stream::poll_fn(move |cx| woken.poll_recv(cx)))
         .watches_stream(crate::stores::retried_alone(adverts, "Advertisements"), move |adv| {
             let sender = adv.spec.cluster_id.clone();

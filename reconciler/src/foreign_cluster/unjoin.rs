@@ -169,7 +169,7 @@ async fn withdraw_offer<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &st
         None => return Ok(Withdrawal::Gone),
     };
     let access = RemoteAccess { kubeconfig, api_url: fc.spec.api_url.clone(), ca_pem: Some(ca_pem) };
-    let remote = ctx.remote_client(access).await?;
+    let remote = ctx.shared.peers.api_client(&access).await?;
     let remote_err = |e| Error::remote_api(Step::ApiServer, e);
     let requests = Api::<PeeringRequest>::all(remote.clone());
     if !deleted {

@@ -104,13 +104,7 @@ pub fn start_reconciler_on(cp: &ControlPlane, name: &str, token: &str, extra: &[
 
 /// `GET <path>` on the ops port: the status line and the body.
 pub async fn ops_get(r: &Reconciler, path: &str) -> Option<(String, String)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", r.ops)).await.ok()?;
-    conn.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).await.ok()?;
-    let mut answer = String::new();
-    conn.read_to_string(&mut answer).await.ok()?;
-    let (head, body) = answer.split_once("\r\n\r\n")?;
-    Some((head.lines().next()?.to_owned(), body.to_owned()))
+    liqo_testenv::plain_get(r.ops, path).await
 }
 
 /// `GET /readyz` on the ops port answers 200 (within 90 s: a loaded machine starts two control
