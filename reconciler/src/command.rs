@@ -238,7 +238,12 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     // The peering controllers, on watch-fed stores.
     let ns = args.namespace.clone();
     let managed = format!("{}={}", foreign_cluster::MANAGED_BY.0, foreign_cluster::MANAGED_BY.1);
-    let secrets = reflect_lean(Api::<Secret>::namespaced(client.clone(), &ns), watcher::Config::default().labels(&managed).any_semantic());
+    let secrets = crate::stores::Reflected::start(
+        Api::<Secret>::namespaced(client.clone(), &ns),
+        watcher::Config::default().labels(&managed).any_semantic(),
+        crate::stores::keep_only_data,
+    )
+    .store;
     let advertisements = reflect_lean(Api::<Advertisement>::all(client.clone()), watcher::Config::default().any_semantic());
     let nodes = reflect_lean(Api::<Node>::all(client.clone()), watcher::Config::default().any_semantic());
     // One copy of each ForeignCluster, for the controller and everyone else, with only the
