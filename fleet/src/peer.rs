@@ -84,6 +84,8 @@ pub struct Peer {
     certs: Mutex<Arc<Certs>>,
     mode: Mutex<(Mode, Instant)>,
     pub objects: Mutex<Objects>,
+    /// Reads of its Kubernetes API answered (a health check is one).
+    pub reads: std::sync::atomic::AtomicU64,
     /// Bumped when open connections must go (down, a new certificate).
     cut: watch::Sender<u64>,
 }
@@ -100,6 +102,7 @@ impl Peer {
             certs: Mutex::new(Arc::new(certs)),
             mode: Mutex::new((Mode::Accepting, Instant::now())),
             objects: Mutex::default(),
+            reads: Default::default(),
             cut: watch::channel(0).0,
         })
     }

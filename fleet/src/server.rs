@@ -219,6 +219,9 @@ impl Fleet {
             Kind::Watch(_) => &self.counts.watches,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        if matches!(answer.kind, Kind::Read) {
+            peer.reads.fetch_add(1, Ordering::Relaxed);
+        }
         if let Kind::Watch(seconds) = answer.kind {
             tokio::time::sleep(Duration::from_secs(seconds)).await;
         }

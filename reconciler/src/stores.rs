@@ -37,7 +37,8 @@ where
 /// fields took about 0.7 KiB a Secret, two Secrets a joined peer.
 pub fn keep_only_data(s: &mut k8s_openapi::api::core::v1::Secret) {
     let meta = std::mem::take(&mut s.metadata);
-    s.metadata = kube::api::ObjectMeta { name: meta.name, namespace: meta.namespace, resource_version: meta.resource_version, ..Default::default() };
+    s.metadata =
+        kube::api::ObjectMeta { name: meta.name, namespace: meta.namespace, resource_version: meta.resource_version, ..Default::default() };
     s.string_data = None;
     s.type_ = None;
 }

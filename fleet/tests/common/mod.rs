@@ -26,18 +26,29 @@ pub fn binaries() -> Option<std::path::PathBuf> {
 /// A hub with the health period [`HEALTH`], or `None` (after a loud skip) without API server
 /// binaries.
 pub async fn hub() -> Option<Hub> {
+    hub_with(&[]).await
+}
+
+/// [`hub`], the reconciler given `more` flags.
+pub async fn hub_with(more: &[&str]) -> Option<Hub> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     if let Err(why) = liqo_testenv::assets() {
         liqo_testenv::skip(&why);
         return None;
     }
-    let flags = [format!("--health-period-seconds={}", HEALTH.as_secs())];
+    let mut flags = vec![format!("--health-period-seconds={}", HEALTH.as_secs())];
+    flags.extend(more.iter().map(|f| f.to_string()));
     Some(Hub::start(&binaries()?, &flags).await.expect("the hub"))
 }
 
 /// A hub and `n` peers acting toward it.
 pub async fn hub_and_fleet(n: usize) -> Option<(Hub, Arc<Fleet>, Duration)> {
-    let hub = hub().await?;
+    hub_and_fleet_with(n, &[]).await
+}
+
+/// [`hub_and_fleet`], the reconciler given `more` flags.
+pub async fn hub_and_fleet_with(n: usize, more: &[&str]) -> Option<(Hub, Arc<Fleet>, Duration)> {
+    let hub = hub_with(more).await?;
     let access = HubAccess { url: hub.cp.url.clone(), ca_pem: hub.cp.ca_pem.clone(), period: HEALTH };
     let fleet = Fleet::start(n, Endpoints::Ports, access).await.expect("the fleet");
     Some((hub, fleet, HEALTH))
