@@ -3,7 +3,7 @@
 //!
 //! Our own [`Recorder`] rather than kube's: kube's keeps the whole last Event of each series
 //! (about 1.5 KiB in memory) in a map it never shrinks, which held 12 MiB at 1,000 joined
-//! peers and grows past 90 MiB at 10,000 (docs/scaling.md). Ours keeps what a series needs
+//! peers and, by the same measure, would hold about 90 MiB at 10,000 (docs/scaling.md). Ours keeps what a series needs
 //! (the Event's name and namespace, its count, when it was last seen: about 100 bytes) under
 //! a 64-bit key, drops a series six minutes after its last Event as kube's does, and gives
 //! the memory back.
