@@ -15,7 +15,6 @@ use liqo_testenv::{ControlPlane, Process, free_port};
 /// The repository's manifests folder.
 const MANIFESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests");
 
-/// A child process killed on drop.
 /// The hub and its two components.
 pub struct Hub {
     pub cp: ControlPlane,

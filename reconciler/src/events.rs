@@ -3,10 +3,10 @@
 //!
 //! Our own [`Recorder`] rather than kube's: kube's keeps the whole last Event of each series
 //! (about 1.5 KiB in memory) in a map it never shrinks, which held 12 MiB at 1,000 joined
-//! peers and, by the same measure, would hold about 90 MiB at 10,000 (docs/scaling.md). Ours keeps what a series needs
-//! (the Event's name and namespace, its count, when it was last seen: about 100 bytes) under
-//! a 64-bit key, drops a series six minutes after its last Event as kube's does, and gives
-//! the memory back.
+//! peers and, by the same measure, would hold about 90 MiB at 10,000 (docs/scaling.md). Ours
+//! keeps what a series needs (the Event's name and namespace, its count, when it was last
+//! seen: about 100 bytes) under a 64-bit key, drops a series six minutes after its last Event
+//! as kube's does, and gives the memory back.
 
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
@@ -59,18 +59,13 @@ impl Recorder {
                     return Ok(());
                 }
                 // Gone (its TTL in the API server, or deleted): a new series.
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) if crate::error::is_not_found(&e) => {}
                 Err(e) => return Err(e),
             }
         }
         let created = api.create(&PostParams::default(), &self.event(ev, regarding, &namespace)).await?;
         self.series.lock().expect("not poisoned").record(key, created.metadata.name.unwrap_or_default(), 1, now);
         Ok(())
-    }
-
-    /// Open series (for tests and metrics).
-    pub fn open_series(&self) -> usize {
-        self.series.lock().expect("not poisoned").open.len()
     }
 
     fn event(&self, ev: &Event, regarding: &ObjectReference, namespace: &str) -> K8sEvent {

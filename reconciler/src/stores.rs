@@ -90,11 +90,10 @@ where
     /// Every object in the store now, then each object the watch changes, once it is in the
     /// store (a controller's trigger: `Controller::reconcile_on`).
     pub fn follow(&self) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         // Followed first, then listed: an object changed in between comes twice, never not at all.
         self.followers.lock().expect("not poisoned").push(tx);
         let now: Vec<ObjectRef<K>> = self.store.state().iter().map(|o| ObjectRef::from_obj(&**o)).collect();
-        let mut rx = rx;
         futures::stream::iter(now).chain(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)))
     }
 }

@@ -104,11 +104,9 @@ pub struct Ctx<P: Peers> {
     pub timing: Timing,
     /// Lifetime asked for the tokens we hand peers.
     pub token_lifetime: Duration,
-    /// ForeignClusters reconciled at once at most (0: no bound).
-    pub max_concurrent_reconciles: u16,
-    /// Taken by each reconcile for as long as it runs ([`Ctx::max_concurrent_reconciles`]
-    /// of them): given in the order they were asked for, so every ForeignCluster waits its
-    /// turn (see [`run`]).
+    /// Taken by each reconcile for as long as it runs, as many as ForeignClusters reconciled
+    /// at once at most (`None`: no bound; [`Ctx::with_max_concurrent_reconciles`]): given in
+    /// the order they were asked for, so every ForeignCluster waits its turn (see [`run`]).
     turns: Option<Arc<tokio::sync::Semaphore>>,
     /// Approved fingerprints the auth service proved, by ForeignCluster name (with its URL
     /// and when): read again after [`PROOF_PERIODS`] health periods or a failed call, not
@@ -161,7 +159,6 @@ impl<P: Peers> Ctx<P> {
             advertisements,
             timing: Timing::default(),
             token_lifetime: TOKEN_LIFETIME,
-            max_concurrent_reconciles: DEFAULT_MAX_CONCURRENT_RECONCILES,
             turns: Some(Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_CONCURRENT_RECONCILES.into()))),
             proven: Mutex::default(),
             refreshed: Mutex::default(),
@@ -189,7 +186,6 @@ impl<P: Peers> Ctx<P> {
     }
 
     pub fn with_max_concurrent_reconciles(mut self, max: u16) -> Self {
-        self.max_concurrent_reconciles = max;
         self.turns = (max > 0).then(|| Arc::new(tokio::sync::Semaphore::new(max.into())));
         self
     }
