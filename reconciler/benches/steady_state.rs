@@ -22,6 +22,7 @@ use liqo_reconciler::auth::wire::{IdentityRequest, IdentityResponse, Ids};
 use liqo_reconciler::context::Shared;
 use liqo_reconciler::foreign_cluster::{Ctx, MANAGED_BY, reconcile};
 use liqo_reconciler::peer::{Peers, RemoteAccess, Trust};
+use liqo_reconciler::slim_store::{exists, secret_data, slim_store};
 use serde_json::json;
 use tokio::sync::watch;
 
@@ -151,8 +152,8 @@ fn main() {
         let baseline = rss_kib();
 
         // The stores of 1,000 joined peers: ForeignClusters, their two Secrets, their Advertisements.
-        let (secrets, mut secrets_w) = reflector::store::<Secret>();
-        let (adverts, mut adverts_w) = reflector::store::<Advertisement>();
+        let (secrets, mut secrets_w) = slim_store(secret_data);
+        let (adverts, mut adverts_w) = slim_store(exists::<Advertisement>);
         let (fcs, mut fcs_w) = reflector::store::<ForeignCluster>();
         for i in 0..PEERS {
             let id = peer_id(i);

@@ -22,6 +22,7 @@ use crate::metrics::Metrics;
 use crate::peer::Network;
 use crate::published;
 use crate::singleton::keep;
+use crate::slim_store::{self, reflect_slim};
 use crate::stores::{reflect, reflect_lean};
 use crate::{foreign_cluster, incoming};
 use anyhow::Context;
@@ -238,13 +239,13 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     // The peering controllers, on watch-fed stores.
     let ns = args.namespace.clone();
     let managed = format!("{}={}", foreign_cluster::MANAGED_BY.0, foreign_cluster::MANAGED_BY.1);
-    let secrets = crate::stores::Reflected::start(
+    let secrets = reflect_slim(
         Api::<Secret>::namespaced(client.clone(), &ns),
         watcher::Config::default().labels(&managed).any_semantic(),
-        crate::stores::keep_only_data,
-    )
-    .store;
-    let advertisements = reflect_lean(Api::<Advertisement>::all(client.clone()), watcher::Config::default().any_semantic());
+        slim_store::secret_data,
+    );
+    let advertisements =
+        reflect_slim(Api::<Advertisement>::all(client.clone()), watcher::Config::default().any_semantic(), slim_store::exists);
     let nodes = reflect_lean(Api::<Node>::all(client.clone()), watcher::Config::default().any_semantic());
     // One copy of each ForeignCluster, for the controller and everyone else, with only the
     // managed fields someone reads.
@@ -268,8 +269,8 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     let stores_ready = {
         let (s, a, n, f) = (secrets.clone(), advertisements.clone(), nodes.clone(), foreign.clone());
         async move {
-            s.wait_until_ready().await.is_ok()
-                && a.wait_until_ready().await.is_ok()
+            s.wait_until_ready().await
+                && a.wait_until_ready().await
                 && n.wait_until_ready().await.is_ok()
                 && f.wait_until_ready().await.is_ok()
         }

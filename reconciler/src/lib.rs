@@ -10,7 +10,8 @@
 //!   to peers, with [`resources`]);
 //! - [`discovery`]: mDNS and DNS-SD discovery, merged into ForeignClusters, and the
 //!   standalone `discover` command;
-//! - [`stores`]: the watch-fed caches everything reads.
+//! - [`stores`]: the watch-fed caches everything reads, and [`slim_store`]: those that keep
+//!   only a name and the little read of each object.
 
 pub mod access;
 pub mod auth;
@@ -34,6 +35,7 @@ pub mod peer;
 pub mod published;
 pub mod resources;
 pub mod singleton;
+pub mod slim_store;
 pub mod stores;
 pub mod throttle;
 

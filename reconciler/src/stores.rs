@@ -32,17 +32,6 @@ where
     Reflected::start(api, config, |o: &mut K| o.meta_mut().managed_fields = None).store
 }
 
-/// What a store of our Secrets keeps (the reconciler reads their data by name, nothing else):
-/// the name, namespace and resourceVersion, and the data. Their labels, owner and managed
-/// fields took about 0.7 KiB a Secret, two Secrets a joined peer.
-pub fn keep_only_data(s: &mut k8s_openapi::api::core::v1::Secret) {
-    let meta = std::mem::take(&mut s.metadata);
-    s.metadata =
-        kube::api::ObjectMeta { name: meta.name, namespace: meta.namespace, resource_version: meta.resource_version, ..Default::default() };
-    s.string_data = None;
-    s.type_ = None;
-}
-
 /// A watch-fed store whose changes a controller can follow ([`Reflected::follow`]): one copy
 /// of each object for the controller and everyone else (a controller's own store held each
 /// ForeignCluster a second time).
@@ -130,24 +119,5 @@ mod tests {
         assert_eq!(passed.iter().map(|r| *r.as_ref().unwrap()).collect::<Vec<_>>(), [1, 2]);
         // Two errors, each followed by the first backoff step (200 ms; reset by the success between).
         assert_eq!(started.elapsed(), Duration::from_millis(400));
-    }
-
-    #[test]
-    fn a_kept_secret_has_its_name_and_data_and_nothing_else() {
-        use k8s_openapi::ByteString;
-        use k8s_openapi::api::core::v1::Secret;
-        let mut s: Secret = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "fc-identity", "namespace": "liqo", "resourceVersion": "7", "uid": "u",
-                "labels": {"app.kubernetes.io/managed-by": "liqo"}, "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "y"}]},
-            "type": "Opaque",
-            "data": {"kubeconfig": "YQ=="}
-        }))
-        .unwrap();
-        keep_only_data(&mut s);
-        assert_eq!(s.metadata.name.as_deref(), Some("fc-identity"));
-        assert_eq!(s.metadata.namespace.as_deref(), Some("liqo"));
-        assert_eq!(s.metadata.resource_version.as_deref(), Some("7"));
-        assert!(s.metadata.labels.is_none() && s.metadata.owner_references.is_none() && s.metadata.uid.is_none() && s.type_.is_none());
-        assert_eq!(s.data.unwrap()["kubeconfig"], ByteString(b"a".to_vec()));
     }
 }

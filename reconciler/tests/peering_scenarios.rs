@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::client::Body;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{self, Store, store::Writer};
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use liqo_api::{Advertisement, AdvertisementSpec, ClusterConfigSpec, ForeignCluster, TrustMode};
 use liqo_reconciler::Error;
@@ -22,6 +22,7 @@ use liqo_reconciler::context::Shared;
 use liqo_reconciler::error::Step;
 use liqo_reconciler::foreign_cluster::{self, Ctx, MANAGED_BY, Timing, reconcile};
 use liqo_reconciler::peer::{Peers, RemoteAccess, Trust};
+use liqo_reconciler::slim_store::{SecretData, SlimStore, SlimWriter, exists, secret_data, slim_store};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -180,8 +181,8 @@ struct World {
     peer: Arc<FakePeer>,
     home: Seen,
     remote: Seen,
-    secrets: Writer<Secret>,
-    adverts: Writer<Advertisement>,
+    secrets: SlimWriter<Secret, SecretData>,
+    adverts: SlimWriter<Advertisement, ()>,
     pinned: String,
 }
 
@@ -203,7 +204,7 @@ fn world(home: Vec<Call>, remote: Vec<Call>, trust: TrustMode) -> World {
 }
 
 /// The context of a home cluster with our auth service at `https://home.example:8443`.
-fn context<P: Peers>(client: Client, peers: P, secrets: Store<Secret>, adverts: Store<Advertisement>) -> Ctx<P> {
+fn context<P: Peers>(client: Client, peers: P, secrets: SlimStore<SecretData>, adverts: SlimStore<()>) -> Ctx<P> {
     context_knowing(client, peers, secrets, adverts, reflector::store().0)
 }
 
@@ -211,8 +212,8 @@ fn context<P: Peers>(client: Client, peers: P, secrets: Store<Secret>, adverts: 
 fn context_knowing<P: Peers>(
     client: Client,
     peers: P,
-    secrets: Store<Secret>,
-    adverts: Store<Advertisement>,
+    secrets: SlimStore<SecretData>,
+    adverts: SlimStore<()>,
     foreign: Store<ForeignCluster>,
 ) -> Ctx<P> {
     let (_, id_rx) = watch::channel(Some(HOME.to_owned()));
@@ -223,8 +224,8 @@ fn context_knowing<P: Peers>(
 }
 
 fn world_with(home_client: Client, home: Seen, remote: Seen, peer: Arc<FakePeer>, pinned: String) -> World {
-    let (secrets, secrets_w): (Store<Secret>, Writer<Secret>) = reflector::store();
-    let (adverts, adverts_w): (Store<Advertisement>, Writer<Advertisement>) = reflector::store();
+    let (secrets, secrets_w) = slim_store(secret_data);
+    let (adverts, adverts_w) = slim_store(exists);
     let ctx = Arc::new(context(home_client, Handle(peer.clone()), secrets, adverts));
     World { ctx, peer, home, remote, secrets: secrets_w, adverts: adverts_w, pinned }
 }

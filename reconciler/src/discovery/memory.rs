@@ -55,7 +55,7 @@ pub fn users_choice(fc: &ForeignCluster) -> Option<(String, bool)> {
         .managed_fields
         .iter()
         .flatten()
-        .find(|m| m.fields_v1.as_ref().is_some_and(|f| f.0.get("f:spec").and_then(|s| s.get("f:join")).is_some()))?;
+        .find(|m| crate::managers::sets_join(m))?;
     let id = fc.spec.remote_cluster_id()?;
     (setter.manager.as_deref() != Some(DISCOVERY)).then(|| (id.to_owned(), join))
 }
@@ -154,6 +154,12 @@ mod tests {
         assert_eq!(users_choice(&discovered("WAN", true, "kubectl-liqo")), Some((ID.into(), true)));
         assert_eq!(users_choice(&discovered("LAN", true, DISCOVERY)), None, "autojoin's choice is not the user's");
         assert_eq!(users_choice(&discovered("Manual", true, "kubectl-edit")), None, "a peer added by hand is not discovered");
+        // As the store keeps it: the same choices read the same.
+        for (kind, join, by) in [("LAN", false, "kubectl-edit"), ("LAN", true, DISCOVERY)] {
+            let mut kept = discovered(kind, join, by);
+            crate::managers::trim(&mut kept.metadata.managed_fields);
+            assert_eq!(users_choice(&kept), users_choice(&discovered(kind, join, by)), "{kind} {join} {by}");
+        }
     }
 
     #[test]

@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Client, Resource, ResourceExt};
 use liqo_api::names::{FINALIZER_PEERED, LABEL_CLUSTER_ID, advertisement_name, peering_kubeconfig_secret};
@@ -40,6 +40,7 @@ use crate::context::Shared;
 use crate::error::{Result, is_conflict};
 use crate::grant;
 use crate::peer::Peers;
+use crate::slim_store::{SecretData, SlimStore};
 
 /// Field manager of the objects this controller applies (its status: [`report::STATUS_MANAGER`]).
 pub const FIELD_MANAGER: &str = "liqo-peering";
@@ -98,9 +99,10 @@ pub struct Ctx<P: Peers> {
     pub api_server: ApiServer,
     /// Our auth service URL, written into our PeeringRequests.
     pub auth_url: Option<String>,
-    /// Secrets of our namespace labelled [`MANAGED_BY`].
-    pub secrets: Store<Secret>,
-    pub advertisements: Store<Advertisement>,
+    /// The data of the Secrets of our namespace labelled [`MANAGED_BY`].
+    pub secrets: SlimStore<SecretData>,
+    /// Which Advertisements exist.
+    pub advertisements: SlimStore<()>,
     pub timing: Timing,
     /// Lifetime asked for the tokens we hand peers.
     pub token_lifetime: Duration,
@@ -148,8 +150,8 @@ impl<P: Peers> Ctx<P> {
         shared: Shared<P>,
         api_server: ApiServer,
         auth_url: Option<String>,
-        secrets: Store<Secret>,
-        advertisements: Store<Advertisement>,
+        secrets: SlimStore<SecretData>,
+        advertisements: SlimStore<()>,
     ) -> Self {
         Self {
             shared,
@@ -191,9 +193,7 @@ impl<P: Peers> Ctx<P> {
     }
 
     fn secret_value(&self, name: &str, key: &str) -> Option<String> {
-        let s = self.secrets.get(&ObjectRef::new(name).within(&self.shared.namespace))?;
-        let bytes = s.data.as_ref()?.get(key)?;
-        String::from_utf8(bytes.0.clone()).ok()
+        self.secrets.text(name, key)
     }
 
     async fn event(&self, fc: &ForeignCluster, warning: bool, reason: &str, note: String) {
@@ -312,7 +312,7 @@ impl<P: Peers> Ctx<P> {
 
     /// Whether the peer's Advertisement is here now.
     fn advertisement_present(&self, remote_id: &str) -> bool {
-        self.advertisements.get(&ObjectRef::new(&advertisement_name(remote_id))).is_some()
+        self.advertisements.contains(&advertisement_name(remote_id))
     }
 
     /// Stores `value` under `key` in Secret `name` of our namespace, owned by `fc`.
