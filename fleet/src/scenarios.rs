@@ -133,7 +133,9 @@ impl Run {
             window_seconds: round(window.as_secs_f64()),
             rss_mib: round(rss as f64 / 1024.0),
             peak_rss_mib: round(peak as f64 / 1024.0),
-            cpu_seconds_per_period: round((to.cpu - from.cpu) / periods.max(1e-9)),
+            // A window shorter than a period (a cold start) is counted as one: its CPU, not
+            // that CPU stretched over a period it did not last.
+            cpu_seconds_per_period: round((to.cpu - from.cpu) / periods.max(1.0)),
             hub_gets: api.sum(|v, r, _| v == "GET" && r != "advertisements"),
             hub_lists: api.sum(|v, _, _| v == "LIST"),
             hub_watches: api.sum(|v, _, _| v == "WATCH"),

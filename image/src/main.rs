@@ -6,6 +6,7 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    liqo_serve::memory::no_huge_pages();
     match liqo_image::dispatch(std::env::args_os().collect()) {
         Ok((command, args)) => match command.run(args) {
             Ok(()) => std::process::ExitCode::SUCCESS,

@@ -8,5 +8,6 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> anyhow::Result<()> {
+    liqo_serve::memory::no_huge_pages();
     liqo_reconciler::command::main(std::env::args_os())
 }

@@ -1,10 +1,12 @@
 //! What the webhook and the reconciler share to serve: HTTPS with a certificate reloaded from
 //! its files ([`tls`]), the server loop with its limits on what one client may hold
-//! ([`limits`]), the shutdown signal, and one logging setup ([`logging`]).
+//! ([`limits`]), the shutdown signal, one logging setup ([`logging`]), and what a process does
+//! about its memory ([`memory`]).
 
 pub mod build_info;
 pub mod limits;
 pub mod logging;
+pub mod memory;
 pub mod quiet;
 pub mod tls;
 

@@ -6,5 +6,6 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> anyhow::Result<()> {
+    liqo_serve::memory::no_huge_pages();
     liqo_webhook::command::main(std::env::args_os())
 }

@@ -50,12 +50,7 @@ pub fn users_choice(fc: &ForeignCluster) -> Option<(String, bool)> {
         return None;
     }
     let join = fc.spec.join?;
-    let setter = fc
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .find(|m| crate::managers::sets_join(m))?;
+    let setter = fc.metadata.managed_fields.iter().flatten().find(|m| crate::managers::sets_join(m))?;
     let id = fc.spec.remote_cluster_id()?;
     (setter.manager.as_deref() != Some(DISCOVERY)).then(|| (id.to_owned(), join))
 }
