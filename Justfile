@@ -35,11 +35,11 @@ bench:
     cargo bench -p liqo-cli --bench status
 
 # One hub against N simulated peers (release build): a real API server with our webhook and
-# reconciler as they ship, N peers over real TLS in one process, scenarios (a)-(f) one table
-# row each (docs/scaling.md). Runs in a network namespace of its own (root: unshare -n), where
+# reconciler as they ship (and the dashboard), N peers over real TLS in one process,
+# scenarios (a)-(g) one table row each (docs/scaling.md). Runs in a network namespace of its own (root: unshare -n), where
 # each peer has an address of its own. `just fleet 10000`, `just fleet 100 --scenarios abc`.
 fleet peers="1000" *args:
-    cargo build --release -p liqo-webhook -p liqo-reconciler -p liqo-fleet
+    cargo build --release -p liqo-webhook -p liqo-reconciler -p liqo-dashboard -p liqo-fleet
     unshare -n sh -c 'ip link set lo up && exec target/release/liqo-fleet --peers {{peers}} {{args}}'
 
 # Fuzz every untrusted input for SECONDS each (cargo-fuzz/libFuzzer; `cargo install

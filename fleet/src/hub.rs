@@ -15,11 +15,20 @@ use liqo_testenv::{ControlPlane, Process, free_port};
 /// The repository's manifests folder.
 const MANIFESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests");
 
+/// The resident memory of process `pid` now and at its peak (KiB; 0 when it is gone).
+pub fn rss_of(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
 /// The hub and its two components.
 pub struct Hub {
     pub cp: ControlPlane,
     pub admin: Client,
-    bin: PathBuf,
+    pub bin: PathBuf,
     reconciler: Option<Process>,
     reconciler_token: String,
     reconciler_flags: Vec<String>,
@@ -110,11 +119,7 @@ impl Hub {
 
     /// The reconciler's resident memory now and at its peak (KiB).
     pub fn rss(&self) -> (u64, u64) {
-        let status = self.pid().and_then(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok()).unwrap_or_default();
-        let field = |name: &str| {
-            status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0)
-        };
-        (field("VmRSS:"), field("VmHWM:"))
+        self.pid().map(rss_of).unwrap_or_default()
     }
 
     /// CPU seconds the reconciler used so far (user + system).

@@ -12,10 +12,12 @@
 //! - [`server`]: the TLS listeners, one connection at a time, and the counts;
 //! - [`advertiser`]: the peers' broadcasters, writing to the hub;
 //! - [`hub`]: the hub (a real API server, our webhook and reconciler as binaries) and its readings;
-//! - [`scenarios`]: (a)–(f), each a row of the table `just fleet N` prints.
+//! - [`dashboard`]: the dashboard binary on the hub, fetched as a logged-in user;
+//! - [`scenarios`]: (a)–(g), each a row of the table `just fleet N` prints.
 
 pub mod advertiser;
 pub mod answer;
+pub mod dashboard;
 pub mod hub;
 pub mod peer;
 pub mod scenarios;

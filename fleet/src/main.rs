@@ -1,5 +1,5 @@
 //! `liqo-fleet`: a hub (a real API server, our webhook and reconciler from their release
-//! binaries) against N simulated peers, through scenarios (a)–(f), one table row each.
+//! binaries) against N simulated peers, through scenarios (a)–(g), one table row each.
 //! `just fleet N` builds and runs it in a network namespace of its own.
 
 use std::path::PathBuf;
@@ -24,11 +24,12 @@ struct Args {
     /// How often each peer's broadcaster looks at its Advertisement in the hub (ours: 30 s).
     #[arg(long, default_value_t = 30)]
     advertise_period_seconds: u64,
-    /// Where liqo-webhook and liqo-reconciler are (default: beside this binary).
+    /// Where liqo-webhook, liqo-reconciler and liqo-dashboard are (default: beside this binary).
     #[arg(long)]
     bin: Option<PathBuf>,
-    /// Scenarios to run, in order (a discovered, b joined, c steady, d cold start, e outage, f CA rotation).
-    #[arg(long, default_value = "abcdef", value_parser = parse_scenarios)]
+    /// Scenarios to run, in order (a discovered, b joined, c steady, d cold start, e outage, f CA
+    /// rotation, g the dashboard).
+    #[arg(long, default_value = "abcdefg", value_parser = parse_scenarios)]
     scenarios: String,
     /// Also write the rows as JSON lines here.
     #[arg(long)]
@@ -39,8 +40,8 @@ struct Args {
 }
 
 fn parse_scenarios(s: &str) -> Result<String, String> {
-    match s.chars().find(|c| !"abcdef".contains(*c)) {
-        Some(c) => Err(format!("unknown scenario {c:?}: a–f")),
+    match s.chars().find(|c| !"abcdefg".contains(*c)) {
+        Some(c) => Err(format!("unknown scenario {c:?}: a–g")),
         None => Ok(s.to_owned()),
     }
 }
@@ -97,7 +98,8 @@ async fn run(args: &Args) -> anyhow::Result<Vec<Row>> {
             'c' => vec![run.steady().await],
             'd' => vec![run.cold_start().await],
             'e' => run.outage_both().await.to_vec(),
-            _ => vec![run.ca_rotation().await],
+            'f' => vec![run.ca_rotation().await],
+            _ => vec![run.dashboard().await],
         };
         for row in new {
             eprintln!("{}", table(std::slice::from_ref(&row)).lines().nth(1).unwrap_or_default());

@@ -21,6 +21,7 @@ use liqo_api::summary::Peer as Summary;
 use serde::Serialize;
 use serde_json::json;
 
+use crate::dashboard::Dashboard;
 use crate::hub::{Hub, Requests, is_write, metric, quantile};
 use crate::peer::{Mode, Peer};
 use crate::server::{Fleet, Snapshot};
@@ -380,6 +381,123 @@ impl Run {
             back.map_or(f64::NAN, |d| d.as_secs_f64())
         );
         row
+    }
+
+    /// (g) The dashboard on the hub with every ForeignCluster the run made, as a logged-in
+    /// user: its home page, a search, a peer's page; a change to a ForeignCluster reaching an
+    /// open page (its live channel); the dashboard's own memory (in the row's RSS columns).
+    pub async fn dashboard(&self) -> Row {
+        let before = self.mark().await;
+        let measured = self.measure_dashboard().await;
+        let after = self.mark().await;
+        let mut row = self.row("g. dashboard", self.n(), (&before, &after), None, CHANGES as f64);
+        match measured {
+            Ok(f) => {
+                row.ok = f.all_served && f.changes_seen == CHANGES;
+                row.converged_seconds = f.slowest_change.map(|d| round(d.as_secs_f64()));
+                row.converged_periods = f.slowest_change.map(|d| round(d.as_secs_f64() / self.health.as_secs_f64()));
+                (row.rss_mib, row.peak_rss_mib) = (round(f.rss.0 as f64 / 1024.0), round(f.rss.1 as f64 / 1024.0));
+                row.note = f.to_string();
+            }
+            Err(e) => {
+                row.ok = false;
+                row.note = format!("the dashboard: {e:#}");
+            }
+        }
+        row
+    }
+
+    async fn measure_dashboard(&self) -> anyhow::Result<DashboardFigures> {
+        let d = Dashboard::start(&self.hub.cp, &self.hub.bin).await?;
+        let token = liqo_testenv::ADMIN_TOKEN;
+        // The first page starts the user's session; the shared stores may still be filling:
+        // the last peer's card shows once they hold everything.
+        let first = d.get("/", token).await?;
+        let last = self.fleet.peers.last().map(|p| p.name.clone()).unwrap_or_default();
+        let started = Instant::now();
+        loop {
+            let page = d.get_text(&format!("/?q={last}"), token).await?;
+            if page.contains(&format!("/peers/{last}")) {
+                break;
+            }
+            anyhow::ensure!(started.elapsed() < Duration::from_secs(120), "{last} not on the dashboard after 120 s");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let mut pages = Vec::new();
+        for path in ["/".to_owned(), format!("/?q={last}"), format!("/peers/{last}")] {
+            let mut took = Vec::new();
+            let mut bytes = 0;
+            for _ in 0..5 {
+                let page = d.get(&path, token).await?;
+                anyhow::ensure!(page.status == 200, "{path} answered {}", page.status);
+                took.push(page.took);
+                bytes = page.bytes;
+            }
+            took.sort();
+            pages.push((took[2], bytes));
+        }
+        let mut live = d.live(token).await?;
+        let api = Api::<ForeignCluster>::all(self.hub.admin.clone());
+        let (mut seen, mut slowest) = (0, None::<Duration>);
+        for (i, peer) in self.fleet.peers.iter().take(CHANGES).enumerate() {
+            while live.try_recv().is_ok() {}
+            let patch = json!({"metadata": {"labels": {"fleet.liqo.io/touched": i.to_string()}}});
+            let changed = Instant::now();
+            api.patch(&peer.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            if let Ok(Some(at)) = tokio::time::timeout(Duration::from_secs(5), live.recv()).await {
+                seen += 1;
+                slowest = slowest.max(Some(at - changed));
+            }
+        }
+        Ok(DashboardFigures {
+            all_served: first.status == 200,
+            first: first.took,
+            home: pages[0],
+            search: pages[1],
+            peer: pages[2],
+            changes_seen: seen,
+            slowest_change: slowest,
+            rss: d.rss(),
+        })
+    }
+}
+
+/// ForeignClusters changed in scenario (g), each change awaited on an open page.
+const CHANGES: usize = 5;
+
+/// What scenario (g) measured: pages as (median time of 5, bytes).
+struct DashboardFigures {
+    all_served: bool,
+    first: Duration,
+    home: (Duration, usize),
+    search: (Duration, usize),
+    peer: (Duration, usize),
+    changes_seen: usize,
+    slowest_change: Option<Duration>,
+    rss: (u64, u64),
+}
+
+impl std::fmt::Display for DashboardFigures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let kib = |b: usize| b as f64 / 1024.0;
+        write!(
+            f,
+            "home {:.1} ms ({:.0} KiB), search {:.1} ms ({:.0} KiB), a peer's page {:.1} ms ({:.0} KiB), medians of 5 (the first page, \
+             starting the session: {:.0} ms); {} of {CHANGES} changes reached an open page, the slowest in {:.0} ms; the dashboard's \
+             RSS {:.1} MiB (peak {:.1}) in the RSS columns",
+            ms(self.home.0),
+            kib(self.home.1),
+            ms(self.search.0),
+            kib(self.search.1),
+            ms(self.peer.0),
+            kib(self.peer.1),
+            ms(self.first),
+            self.changes_seen,
+            self.slowest_change.map_or(f64::NAN, ms),
+            self.rss.0 as f64 / 1024.0,
+            self.rss.1 as f64 / 1024.0,
+        )
     }
 }
 

@@ -23,6 +23,11 @@ async fn fifty_peers_through_every_scenario() {
     assert!(a.ok, "{}", show(&a));
     assert_eq!((a.peer_requests_per_peer, a.status_writes, a.hub_writes), (0.0, 0.0, 0.0), "peers not chosen are left alone: {}", show(&a));
 
+    // The dashboard on the hub: every page served to a logged-in user, each change on an open page.
+    let g = run.dashboard().await;
+    assert!(g.ok, "{}", show(&g));
+    assert!(g.rss_mib > 0.0, "the dashboard's memory is read: {}", show(&g));
+
     let b = run.join_all().await;
     assert!(b.ok, "{}", show(&b));
     // Our Secret and our PeeringRequest, once each (the join offered twice before).

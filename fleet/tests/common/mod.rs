@@ -12,11 +12,11 @@ use liqo_fleet::server::{Endpoints, Fleet};
 /// The tests' health period (and the peers' advertise period).
 pub const HEALTH: Duration = Duration::from_secs(4);
 
-/// Where `cargo test --workspace` put liqo-webhook and liqo-reconciler (beside the test's
+/// Where `cargo test --workspace` put liqo-webhook, liqo-reconciler and liqo-dashboard (beside the test's
 /// folder), or `None` after saying why not.
 pub fn binaries() -> Option<std::path::PathBuf> {
     let dir = std::env::current_exe().ok()?.parent()?.parent()?.to_owned();
-    let missing: Vec<&str> = ["liqo-webhook", "liqo-reconciler"].into_iter().filter(|b| !dir.join(b).exists()).collect();
+    let missing: Vec<&str> = ["liqo-webhook", "liqo-reconciler", "liqo-dashboard"].into_iter().filter(|b| !dir.join(b).exists()).collect();
     if !missing.is_empty() {
         panic!("{} not built in {} (cargo test --workspace builds them)", missing.join(" and "), dir.display());
     }
