@@ -18,9 +18,8 @@ const MANIFESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests");
 /// The resident memory of process `pid` now and at its peak (KiB; 0 when it is gone).
 pub fn rss_of(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0)
-    };
+    let field =
+        |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0);
     (field("VmRSS:"), field("VmHWM:"))
 }
 
