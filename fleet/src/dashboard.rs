@@ -5,21 +5,19 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
+use liqo_dashboard::sessions::COOKIE;
 use liqo_testenv::{ControlPlane, Process, create_manifest, free_port, service_account_token};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 /// The repository's dashboard manifests.
 const MANIFESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/dashboard");
-
-use liqo_dashboard::sessions::COOKIE;
 
 /// A running dashboard and how to reach it.
 pub struct Dashboard {
@@ -31,7 +29,7 @@ pub struct Dashboard {
 /// One page as a user got it.
 pub struct Page {
     pub status: u16,
-    pub bytes: usize,
+    pub text: String,
     pub took: Duration,
 }
 
@@ -60,13 +58,7 @@ impl Dashboard {
             anyhow::ensure!(Instant::now() < deadline, "the dashboard did not serve within 60 s (see dashboard.log)");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let mut roots = rustls::RootCertStore::empty();
-        let pem = std::fs::read(&ca)?;
-        for cert in certificates(&pem)? {
-            roots.add(cert)?;
-        }
-        let config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
-        Ok(Self { process, addr, tls: TlsConnector::from(Arc::new(config)) })
+        Ok(Self { process, addr, tls: liqo_testenv::https::connector(&ca) })
     }
 
     /// The dashboard's resident memory now and at its peak (KiB).
@@ -86,20 +78,14 @@ impl Dashboard {
         Ok(send.send_request(request).await?)
     }
 
-    /// `path` as the user whose token is `token`: its status and size, and the time to its
+    /// `path` as the user whose token is `token`: its status and text, and the time to its
     /// last byte.
     pub async fn get(&self, path: &str, token: &str) -> anyhow::Result<Page> {
         let started = Instant::now();
         let response = self.send(path, token).await?;
         let status = response.status().as_u16();
         let body = response.into_body().collect().await?.to_bytes();
-        Ok(Page { status, bytes: body.len(), took: started.elapsed() })
-    }
-
-    /// `path`'s text as that user.
-    pub async fn get_text(&self, path: &str, token: &str) -> anyhow::Result<String> {
-        let body = self.send(path, token).await?.into_body().collect().await?.to_bytes();
-        Ok(String::from_utf8_lossy(&body).into_owned())
+        Ok(Page { status, text: String::from_utf8_lossy(&body).into_owned(), took: started.elapsed() })
     }
 
     /// Opens the live channel as that user: each `change` event it sends is told, with when it
@@ -122,10 +108,4 @@ impl Dashboard {
         });
         Ok(rx)
     }
-}
-
-/// The certificates of a PEM file.
-fn certificates(pem: &[u8]) -> anyhow::Result<Vec<rustls::pki_types::CertificateDer<'static>>> {
-    use rustls::pki_types::pem::PemObject;
-    rustls::pki_types::CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>().context("the dashboard's CA")
 }

@@ -416,8 +416,8 @@ impl Run {
         let last = self.fleet.peers.last().map(|p| p.name.clone()).unwrap_or_default();
         let started = Instant::now();
         loop {
-            let page = d.get_text(&format!("/?q={last}"), token).await?;
-            if page.contains(&format!("/peers/{last}")) {
+            let page = d.get(&format!("/?q={last}"), token).await?;
+            if page.text.contains(&format!("/peers/{last}")) {
                 break;
             }
             anyhow::ensure!(started.elapsed() < Duration::from_secs(120), "{last} not on the dashboard after 120 s");
@@ -431,7 +431,7 @@ impl Run {
                 let page = d.get(&path, token).await?;
                 anyhow::ensure!(page.status == 200, "{path} answered {}", page.status);
                 took.push(page.took);
-                bytes = page.bytes;
+                bytes = page.text.len();
             }
             took.sort();
             pages.push((took[2], bytes));

@@ -74,7 +74,7 @@ impl<K: Resource, V> SlimWriter<K, V> {
                 self.map.write().expect("not poisoned").insert(name(o), value);
             }
             watcher::Event::Delete(o) => {
-                self.map.write().expect("not poisoned").remove(&name(o));
+                self.map.write().expect("not poisoned").remove(o.meta().name.as_deref().unwrap_or_default());
             }
             watcher::Event::Init => self.relisting = Some(Map::new()),
             watcher::Event::InitApply(o) => {
