@@ -50,6 +50,19 @@ enum Round {
     Failed,
 }
 
+impl Round {
+    /// When the next round runs, as our broadcaster's `retry_after`: a period after a success or
+    /// a refusal (new credentials restart it at once), sooner after any other failure (the hub
+    /// busy or not answering, the kubeconfig not there yet), so that a peer does not wait a
+    /// whole period for a hub that was briefly overloaded.
+    fn next_after(self, period: Duration) -> Duration {
+        match self {
+            Round::Created | Round::Refused => period,
+            Round::Failed | Round::KubeconfigMissing => period.min(liqo_reconciler::context::RETRY),
+        }
+    }
+}
+
 impl Advertiser {
     pub fn new(hub: HubAccess, counts: Arc<Counts>) -> anyhow::Result<Self> {
         let mut config = kube::Config::new(hub.url.parse()?);
@@ -102,7 +115,7 @@ impl Advertiser {
                 report(&peer, &requester, round);
                 last = Some(round);
             }
-            tokio::time::sleep(self.hub.period).await;
+            tokio::time::sleep(round.next_after(self.hub.period)).await;
         }
     }
 
@@ -192,4 +205,19 @@ fn pem_der(pem: &str) -> anyhow::Result<Vec<u8>> {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
     Ok(CertificateDer::from_pem_slice(pem.as_bytes())?.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_round_is_retried_sooner_than_a_period_a_refused_one_is_not() {
+        let period = Duration::from_secs(120);
+        assert_eq!(Round::Created.next_after(period), period);
+        assert_eq!(Round::Refused.next_after(period), period);
+        assert_eq!(Round::KubeconfigMissing.next_after(period), liqo_reconciler::context::RETRY);
+        assert_eq!(Round::Failed.next_after(period), liqo_reconciler::context::RETRY);
+        assert_eq!(Round::Failed.next_after(Duration::from_secs(3)), Duration::from_secs(3));
+    }
 }

@@ -184,16 +184,26 @@ impl Requests {
         self.0.iter().filter(|((v, r, s), _)| pick(v, r, s)).map(|(_, n)| n).sum()
     }
 
-    /// The writes among them, `pick`ed, as `verb resource[/subresource] count` by count.
+    /// The writes among them, `pick`ed by resource, as `verb resource[/subresource] count` by count.
     pub fn writes(&self, pick: impl Fn(&str) -> bool) -> String {
-        let mut writes: Vec<(String, f64)> = self
+        self.by_count(|v, r| is_write(v) && pick(r))
+    }
+
+    /// The LISTs among them, as `LIST resource count` by count.
+    pub fn lists(&self) -> String {
+        self.by_count(|v, _| v == "LIST")
+    }
+
+    /// What `pick(verb, resource)` selects, as `verb resource[/subresource] count` by count.
+    fn by_count(&self, pick: impl Fn(&str, &str) -> bool) -> String {
+        let mut picked: Vec<(String, f64)> = self
             .0
             .iter()
-            .filter(|((v, r, _), n)| is_write(v) && pick(r) && **n > 0.0)
+            .filter(|((v, r, _), n)| pick(v, r) && **n > 0.0)
             .map(|((v, r, s), n)| (if s.is_empty() { format!("{v} {r}") } else { format!("{v} {r}/{s}") }, *n))
             .collect();
-        writes.sort_by(|a, b| b.1.total_cmp(&a.1));
-        writes.iter().map(|(w, n)| format!("{w} {n}")).collect::<Vec<_>>().join(", ")
+        picked.sort_by(|a, b| b.1.total_cmp(&a.1));
+        picked.iter().map(|(w, n)| format!("{w} {n}")).collect::<Vec<_>>().join(", ")
     }
 
     pub fn since(&self, before: &Requests) -> Requests {
@@ -295,6 +305,7 @@ mod tests {
         assert_eq!(r.sum(|v, _, _| v == "LIST"), 7.0);
         let later = Requests::parse(&text.replace("} 7", "} 9"));
         assert_eq!(later.since(&r).sum(|v, _, _| v == "LIST"), 2.0);
+        assert_eq!(later.since(&r).lists(), "LIST secrets 2");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use liqo_reconciler::discovery::dnssd::{DnsSd, Listed, TargetError};
 use liqo_reconciler::discovery::records::{DiscoveredCluster, RecordError, WanTarget};
-use liqo_testenv::dns::{Named, ZoneServer, zone_file};
+use liqo_testenv::dns::{Named, ZoneServer, clusters_zone, zone_file};
 
 const ID: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
 const ID2: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
@@ -177,4 +177,59 @@ async fn bind9_serves_the_seed_zones_and_their_changes() {
     );
     let e = dns.browse("nothere.example.com").await.unwrap_err();
     assert!(e.to_string().contains("NXDOMAIN"), "{e}");
+}
+
+fn with_browsing_domains(domains: &[&str]) -> String {
+    let mut z = two_clusters(false);
+    for (d, id) in domains.iter().zip([ID2, "5e9f9c35-4a4c-4c39-9d52-2f3d1f6b8c11"]) {
+        z.push_str(&format!(
+            "b._dns-sd._udp.example.com. PTR {d}.example.com.\n\
+             {d}.example.com. PTR in-{d}._liqo._tcp.example.com.\n\
+             in-{d}._liqo._tcp.example.com. SRV 0 0 6443 api-a.example.com.\n\
+             in-{d}._liqo._tcp.example.com. TXT \"id={id}\" \"namespace=liqo\"\n"
+        ));
+    }
+    z
+}
+
+#[tokio::test]
+async fn browsing_domains_the_domain_names_are_listed_too_and_dropped_when_no_longer_named() {
+    let mut server = ZoneServer::start("example.com.", &with_browsing_domains(&["east", "west"])).await;
+    let dns = DnsSd::with_nameserver(server.addr).unwrap();
+    let got = dns.browse("example.com").await.unwrap();
+    let names: Vec<&str> = got.iter().map(|l| l.instance.as_str()).collect();
+    assert_eq!(names, ["a._liqo._tcp.example.com.", "in-east._liqo._tcp.example.com.", "in-west._liqo._tcp.example.com."]);
+    assert_eq!(got[1].target, api_target(ID2, "https://10.0.0.1:6443"));
+
+    server.set_zone(&with_browsing_domains(&["east"])).await;
+    let names: Vec<String> = dns.browse("example.com").await.unwrap().into_iter().map(|l| l.instance).collect();
+    assert_eq!(names, ["a._liqo._tcp.example.com.", "in-east._liqo._tcp.example.com."]);
+}
+
+#[tokio::test]
+async fn a_named_browsing_domain_that_does_not_exist_fails_the_whole_lookup() {
+    // A listing with a hole cannot be trusted: nothing it found may be taken as gone.
+    let zone = format!("{}b._dns-sd._udp.example.com. PTR gone.example.com.\n", two_clusters(false));
+    let server = ZoneServer::start("example.com.", &zone).await;
+    let e = DnsSd::with_nameserver(server.addr).unwrap().browse("example.com").await.unwrap_err();
+    assert!(e.to_string().contains("gone.example.com. does not exist"), "{e}");
+    assert_eq!(e.label(), "DnsLookupFailed");
+}
+
+#[tokio::test]
+async fn bind9_lists_a_domain_too_large_for_one_message_through_its_browsing_domains() {
+    if let Err(why) = Named::binary() {
+        liqo_testenv::skip(&format!("bind9_lists_a_domain_too_large_for_one_message_through_its_browsing_domains: {why}"));
+        return;
+    }
+    // 3,000 names in one PTR RRset are about 100 KB, more than a DNS message holds: BIND
+    // refuses to load such a zone ("ran out of space"). Listed 1,000 to a sub-domain, it serves
+    // them all.
+    let n = 3_000;
+    let named = Named::start("example.com.", &clusters_zone(n, 1_000)).await.unwrap();
+    let dns = DnsSd::with_nameserver(named.addr).unwrap();
+    let got = dns.browse("example.com").await.unwrap();
+    assert_eq!(got.len(), n, "{}", named.log());
+    assert!(got.iter().all(|l| l.target.is_ok()), "every target resolved");
+    assert_eq!(got[0].target, api_target("c00000000-0000-4000-8000-000000000000", "https://10.0.0.0:6443"));
 }

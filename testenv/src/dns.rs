@@ -23,6 +23,34 @@ pub fn zone_file(origin: &str, records: &str) -> String {
     )
 }
 
+/// A zone (origin `example.com.`) of `n` clusters as seed 003 publishes one: `c<i>._liqo._tcp`
+/// with an SRV to `api-<i>` (an A record of its own) and a TXT with its cluster ID and
+/// namespace. Listed at the apex when `per` is 0; else `per` to a sub-domain
+/// `s<k>.example.com.`, each named by `b._dns-sd._udp.example.com.` (RFC 6763 §11), as a
+/// domain too large for one PTR RRset lists them.
+pub fn clusters_zone(n: usize, per: usize) -> String {
+    let mut z = String::with_capacity(n * 200);
+    for i in 0..n {
+        let listed_at = match i.checked_div(per) {
+            Some(k) => format!("s{k}.example.com."),
+            None => "example.com.".to_owned(),
+        };
+        if per > 0 && i % per == 0 {
+            z.push_str(&format!("b._dns-sd._udp.example.com. PTR {listed_at}\n"));
+        }
+        z.push_str(&format!(
+            "{listed_at} PTR c{i}._liqo._tcp.example.com.\n\
+             c{i}._liqo._tcp.example.com. SRV 0 0 6443 api-{i}.example.com.\n\
+             c{i}._liqo._tcp.example.com. TXT \"id=c{i:08}-0000-4000-8000-000000000000\" \"namespace=liqo\"\n\
+             api-{i}.example.com. A 10.{}.{}.{}\n",
+            i / 65536 % 256,
+            i / 256 % 256,
+            i % 256
+        ));
+    }
+    zone_file("example.com.", &z)
+}
+
 /// hickory-server serving one zone on 127.0.0.1.
 pub struct ZoneServer {
     pub addr: SocketAddr,

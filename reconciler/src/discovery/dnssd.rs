@@ -92,23 +92,24 @@ impl DnsSd {
         Ok(Self { resolver, urls_by_name: false, concurrency: 64 })
     }
 
-    /// Every target `domain` lists. Errors only when the listing itself cannot be trusted.
+    /// Every target `domain` lists, and every target of the browsing domains it names
+    /// (`b._dns-sd._udp.<domain>`, RFC 6763 §11): one PTR RRset fits in one DNS message, about
+    /// 1,500 names, so a larger domain lists its clusters in sub-domains and names them there.
+    /// Those are browsed one level deep (theirs are not followed). Errors only when the listing
+    /// itself cannot be trusted: a domain or a named sub-domain that does not exist, a server
+    /// that does not answer.
     pub async fn browse(&self, domain: &str) -> Result<Vec<Listed>> {
         let fqdn = fqdn(domain);
-        let ptrs = match self.resolver.lookup(fqdn.as_str(), RecordType::PTR).await {
-            Ok(l) => l
-                .answers()
-                .iter()
-                .filter_map(|r| match &r.data {
-                    RData::PTR(p) => Some(p.0.to_ascii()),
-                    _ => None,
-                })
-                .collect::<Vec<_>>(),
-            Err(e) if e.is_nx_domain() => return Err(Error::Dns(format!("{fqdn} does not exist (NXDOMAIN)"))),
-            Err(e) if e.is_no_records_found() => vec![],
-            Err(e) => return Err(Error::Dns(format!("PTR {fqdn}: {e}"))),
-        };
-        let mut instances = ptrs;
+        let mut instances = self.ptr(&fqdn).await?;
+        let subdomains = self.browsing_domains(&fqdn).await?;
+        let listed: Vec<Result<Vec<String>>> = futures::stream::iter(subdomains)
+            .map(|d| async move { self.ptr(&d).await })
+            .buffer_unordered(self.concurrency.max(1))
+            .collect()
+            .await;
+        for names in listed {
+            instances.extend(names?);
+        }
         instances.sort();
         instances.dedup();
         let listed: Vec<Listed> = futures::stream::iter(instances)
@@ -127,6 +128,40 @@ impl DnsSd {
         let mut listed = listed;
         listed.sort_by(|a, b| a.instance.cmp(&b.instance));
         Ok(listed)
+    }
+
+    /// The names `PTR <name>` lists (none when it has no PTR record); an error when `name`
+    /// does not exist.
+    async fn ptr(&self, name: &str) -> Result<Vec<String>> {
+        self.ptr_if_exists(name).await?.ok_or_else(|| Error::Dns(format!("{name} does not exist (NXDOMAIN)")))
+    }
+
+    /// As [`Self::ptr`], `None` when `name` does not exist.
+    async fn ptr_if_exists(&self, name: &str) -> Result<Option<Vec<String>>> {
+        match self.resolver.lookup(name, RecordType::PTR).await {
+            Ok(l) => Ok(Some(
+                l.answers()
+                    .iter()
+                    .filter_map(|r| match &r.data {
+                        RData::PTR(p) => Some(p.0.to_ascii()),
+                        _ => None,
+                    })
+                    .collect(),
+            )),
+            Err(e) if e.is_nx_domain() => Ok(None),
+            Err(e) if e.is_no_records_found() => Ok(Some(vec![])),
+            Err(e) => Err(Error::Dns(format!("PTR {name}: {e}"))),
+        }
+    }
+
+    /// The browsing domains `fqdn` names besides itself (`b._dns-sd._udp.<fqdn>` PTR); none
+    /// when it names none.
+    async fn browsing_domains(&self, fqdn: &str) -> Result<Vec<String>> {
+        let mut domains = self.ptr_if_exists(&format!("b._dns-sd._udp.{fqdn}")).await?.unwrap_or_default();
+        domains.retain(|d| !d.eq_ignore_ascii_case(fqdn));
+        domains.sort();
+        domains.dedup();
+        Ok(domains)
     }
 
     async fn target(&self, instance: &str) -> Result<WanTarget, TargetError> {
