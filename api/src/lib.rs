@@ -1,7 +1,7 @@
 //! The Liqo discovery and peering API (SPEC §1): custom resource types, the names shared
 //! by every component (labels, finalizer, well-known objects) and the cluster-ID format.
 //!
-//! Nothing here does I/O. The CRD manifests in `manifests/crds/` are generated from these
+//! Nothing here does I/O (the slim stores take the events of watches others run). The CRD manifests in `manifests/crds/` are generated from these
 //! types by `cargo run -p liqo-api --bin crdgen` (see [`crds`]).
 
 pub mod advertisement;
@@ -14,6 +14,7 @@ pub mod names;
 pub mod peering_request;
 pub mod reasons;
 pub mod search_domain;
+pub mod slim_store;
 pub mod summary;
 pub mod terminal;
 pub mod watch_backoff;

@@ -105,12 +105,14 @@ impl Dashboard {
         let adverts = if seen.advertisements { self.stores.advertisements.state() } else { Vec::new() };
         let peers = model::peers(std::slice::from_ref(&fc), &adverts);
         let card = peers.connected.into_iter().chain(peers.available).next()?;
-        let mut events: Vec<_> = shown(&self.stores.events, seen.events)
-            .iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-            .map(|e| (e.type_.clone().unwrap_or_default(), e.reason.clone().unwrap_or_default(), e.note.clone().unwrap_or_default()))
-            .collect();
+        let mut events = if seen.events { self.stores.events.collect(|e| (&*e.regarding == name).then(|| e.clone())) } else { Vec::new() };
+        // The latest 20, latest first.
+        events.sort_by_key(|e| std::cmp::Reverse(e.at));
         events.truncate(20);
+        let events: Vec<_> = events
+            .into_iter()
+            .map(|e| ((if e.warning { "Warning" } else { "Normal" }).to_owned(), e.reason.into(), e.note.into()))
+            .collect();
         let mut raw = (*fc).clone();
         raw.metadata.managed_fields = None;
         // The request the peer sent us (named after its cluster ID) says how our Advertisement fares.

@@ -214,6 +214,38 @@ async fn a_success_goes_back_home_and_a_refusal_shows_at_its_field() {
     assert!(error > field && body[error..].contains("is not a DNS-1123 label"), "{body}");
 }
 
+fn event(name: &str, about: &str, reason: &str, minute: u32) -> k8s_openapi::api::events::v1::Event {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "eventTime": format!("2026-11-26T10:{minute:02}:00.000000Z"),
+        "regarding": {"kind": "ForeignCluster", "name": about},
+        "type": "Normal", "reason": reason, "note": format!("{reason} at minute {minute}"),
+        "reportingController": "liqo-reconciler", "reportingInstance": "r", "action": "Peering"
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_peers_page_lists_its_own_events_latest_first_at_most_twenty() {
+    let mut p = dashboard(200, json!({}));
+    for minute in 0..25 {
+        let e = event(&format!("beta.{minute}"), "beta", &format!("R{minute}"), minute);
+        p._writers.events.apply_watcher_event(&watcher::Event::Apply(e));
+    }
+    p._writers.events.apply_watcher_event(&watcher::Event::Apply(event("gamma.1", "gamma", "NotBetas", 59)));
+    let (status, _, body) = send(&p.dashboard, get("/peers/beta")).await;
+    assert_eq!(status, StatusCode::OK);
+    let shown: Vec<usize> = (0..25).filter_map(|m| body.find(&format!("R{m} at minute {m}"))).collect();
+    assert_eq!(shown.len(), 20, "the latest 20: {body}");
+    assert!(!body.contains("R4 at minute 4") && body.contains("R5 at minute 5"), "the oldest five left out");
+    assert!(body.find("R24 at").unwrap() < body.find("R5 at").unwrap(), "latest first");
+    assert!(!body.contains("NotBetas"), "another peer's Event is not on this page");
+    // Deleted (its TTL): gone from the page.
+    p._writers.events.apply_watcher_event(&watcher::Event::Delete(event("beta.24", "beta", "R24", 24)));
+    let (_, _, body) = send(&p.dashboard, get("/peers/beta")).await;
+    assert!(!body.contains("R24 at") && body.contains("R4 at minute 4"), "{body}");
+}
+
 #[tokio::test]
 async fn a_change_in_the_stores_reaches_the_live_channel() {
     let p = dashboard(200, json!({}));
