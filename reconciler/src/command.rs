@@ -185,9 +185,6 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     }
     let metrics = Arc::new(Metrics::default());
     let throttle = crate::throttle::ThrottleLayer::new(args.kube_api_qps, args.kube_api_burst, metrics.throttled.clone());
-    // Events have a client of their own, behind every other request (events::Recorder).
-    let events_client =
-        kube::client::ClientBuilder::try_from(kube_config.clone()).context("building the API client")?.with_layer(&throttle.low_priority()).build();
     let client = kube::client::ClientBuilder::try_from(kube_config).context("building the API client")?.with_layer(&throttle).build();
 
     let (id_tx, id_rx) = watch::channel(None);
@@ -267,11 +264,8 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         }
     }
     let peers = Arc::new(Network { roots: Verify::Roots(Arc::new(roots)), api_timeout: Duration::from_secs(10) });
-    let recorder = {
-        let throttle = throttle.clone();
-        Recorder::new(client.clone(), Reporter { controller: "liqo-reconciler".into(), instance: std::env::var("POD_NAME").ok() })
-            .queued_when(move || throttle.congested(), events_client, crate::events::QUEUE_LIMIT, metrics.events_dropped.clone())
-    };
+    let recorder =
+        Recorder::new(client.clone(), Reporter { controller: "liqo-reconciler".into(), instance: std::env::var("POD_NAME").ok() });
     let stores_ready = {
         let (s, a, n, f) = (secrets.clone(), advertisements.clone(), nodes.clone(), foreign.clone());
         async move {

@@ -7,17 +7,10 @@
 //! keeps what a series needs (the Event's name and namespace, its count, when it was last
 //! seen: about 100 bytes) under a 64-bit key, drops a series six minutes after its last Event
 //! as kube's does, and gives the memory back.
-//!
-//! While requests wait for the API client's rate limit, Events are queued and written in order
-//! by one task, behind every other request ([`Recorder::queued_when`]): a reconcile never
-//! waits on an Event, and 10,000 peers changing state at once have their status written first.
-//! At most [`QUEUE_LIMIT`] wait; more are dropped and counted, as client-go's broadcaster drops
-//! past its 1,000.
 
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,9 +26,6 @@ pub use kube::runtime::events::{Event, EventType, Reporter};
 pub const SERIES_TTL: Duration = Duration::from_secs(6 * 60);
 /// Closed series are dropped at most this often (each drop walks every open series).
 const PRUNE_EVERY: Duration = Duration::from_secs(30);
-/// How many Events wait in the queue at most (two transitions of 10,000 peers; about 0.5 KiB
-/// each).
-pub const QUEUE_LIMIT: usize = 20_000;
 
 /// Publishes Events, the repeats of one (same object, type, action and reason within
 /// [`SERIES_TTL`]) as a series: one Event whose `series.count` grows.
@@ -45,81 +35,16 @@ pub struct Recorder {
     controller: String,
     instance: String,
     series: Arc<Mutex<Series>>,
-    queue: Option<Arc<Queue>>,
-}
-
-/// Where Events wait for their turn, and when they must.
-struct Queue {
-    tx: tokio::sync::mpsc::Sender<(Event, ObjectReference)>,
-    /// Events queued and not written yet: while any are, every Event queues (in order).
-    waiting: Arc<AtomicUsize>,
-    congested: Box<dyn Fn() -> bool + Send + Sync>,
-    dropped: prometheus_client::metrics::counter::Counter,
 }
 
 impl Recorder {
     pub fn new(client: Client, reporter: Reporter) -> Self {
         let instance = reporter.instance.unwrap_or_else(|| reporter.controller.clone());
-        Self { client, controller: reporter.controller, instance, series: Arc::default(), queue: None }
+        Self { client, controller: reporter.controller, instance, series: Arc::default() }
     }
 
-    /// Events published while `congested()` (requests wait for the client's rate limit), or
-    /// while others are queued, are queued: written in order by one task with client `low`
-    /// (whose requests go behind every other), and `publish` returns at once. At most `limit`
-    /// wait; more are dropped and counted in `dropped`.
-    pub fn queued_when(
-        mut self,
-        congested: impl Fn() -> bool + Send + Sync + 'static,
-        low: Client,
-        limit: usize,
-        dropped: prometheus_client::metrics::counter::Counter,
-    ) -> Self {
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<(Event, ObjectReference)>(limit.max(1));
-        let waiting = Arc::new(AtomicUsize::new(0));
-        let writer = Self { client: low, queue: None, ..self.clone() };
-        let left = waiting.clone();
-        tokio::spawn(async move {
-            while let Some((ev, regarding)) = rx.recv().await {
-                if let Err(e) = writer.write(&ev, &regarding).await {
-                    tracing::debug!(error = %e, reason = ev.reason, "publishing a queued Event failed");
-                }
-                left.fetch_sub(1, Ordering::AcqRel);
-            }
-        });
-        self.queue = Some(Arc::new(Queue { tx, waiting, congested: Box::new(congested), dropped }));
-        self
-    }
-
-    /// How many Events wait in the queue.
-    pub fn queued(&self) -> usize {
-        self.queue.as_ref().map_or(0, |q| q.waiting.load(Ordering::Acquire))
-    }
-
-    /// Creates the Event, or adds one to its open series; or queues it (see
-    /// [`Self::queued_when`]).
+    /// Creates the Event, or adds one to its open series.
     pub async fn publish(&self, ev: &Event, regarding: &ObjectReference) -> kube::Result<()> {
-        if let Some(q) = &self.queue
-            && (q.waiting.load(Ordering::Acquire) > 0 || (q.congested)())
-        {
-            q.waiting.fetch_add(1, Ordering::AcqRel);
-            let copy = Event {
-                type_: ev.type_,
-                reason: ev.reason.clone(),
-                note: ev.note.clone(),
-                action: ev.action.clone(),
-                secondary: ev.secondary.clone(),
-            };
-            if q.tx.try_send((copy, regarding.clone())).is_err() {
-                q.waiting.fetch_sub(1, Ordering::AcqRel);
-                q.dropped.inc();
-            }
-            return Ok(());
-        }
-        self.write(ev, regarding).await
-    }
-
-    /// Creates the Event, or adds one to its open series, now.
-    async fn write(&self, ev: &Event, regarding: &ObjectReference) -> kube::Result<()> {
         let key = key(ev, regarding);
         let now = Instant::now();
         let namespace = regarding.namespace.clone().unwrap_or_else(|| "default".into());
@@ -282,69 +207,6 @@ mod tests {
             Step::Repeat { name: "a.1".into(), count: 3 }
         );
         assert_eq!(s.next(k, t0 + Duration::from_secs(60) + SERIES_TTL), Step::Create);
-    }
-
-    type Handle = tower_test::mock::Handle<http::Request<kube::client::Body>, http::Response<kube::client::Body>>;
-
-    /// A client whose requests `handle` answers.
-    fn mock_client() -> (Client, Handle) {
-        let (service, handle) = tower_test::mock::pair::<http::Request<kube::client::Body>, http::Response<kube::client::Body>>();
-        (Client::new(service, "default"), handle)
-    }
-
-    /// Answers the next request (an Event created) and says what it was: method and reason.
-    async fn answer_next(handle: &mut Handle) -> (String, String) {
-        let (request, send) = handle.next_request().await.expect("a request");
-        let method = request.method().to_string();
-        let body = request.into_body().collect_bytes().await.unwrap();
-        let created: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        let reason = created["reason"].as_str().unwrap_or_default().to_owned();
-        send.send_response(http::Response::builder().status(201).body(kube::client::Body::from(body.to_vec())).unwrap());
-        (method, reason)
-    }
-
-    #[tokio::test]
-    async fn while_requests_wait_for_the_rate_limit_events_queue_in_order_and_past_the_limit_are_dropped() {
-        let (now, mut now_handle) = mock_client();
-        let (low, mut low_handle) = mock_client();
-        let congested = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let dropped = prometheus_client::metrics::counter::Counter::default();
-        let reporter = Reporter { controller: "liqo-reconciler".into(), instance: None };
-        let c = congested.clone();
-        let recorder =
-            Recorder::new(now, reporter).queued_when(move || c.load(Ordering::SeqCst), low, 2, dropped.clone());
-
-        // Not congested: written at once, with the main client.
-        let (joined, a) = (event("Joined"), object("a"));
-        let (answered, ()) = tokio::join!(answer_next(&mut now_handle), async { recorder.publish(&joined, &a).await.unwrap() });
-        assert_eq!(answered, ("POST".into(), "Joined".into()));
-
-        // Congested: publish returns at once; two wait, the third is dropped and counted.
-        congested.store(true, Ordering::SeqCst);
-        for reason in ["RemoteUnreachable", "CaRetrieved", "Dropped"] {
-            tokio::time::timeout(Duration::from_secs(5), recorder.publish(&event(reason), &object("b")))
-                .await
-                .expect("publish does not wait")
-                .unwrap();
-        }
-        assert_eq!(dropped.get(), 1);
-        // While some wait, the next queues too (in order) though the limit is no longer in debt.
-        congested.store(false, Ordering::SeqCst);
-        let mut written = vec![answer_next(&mut low_handle).await.1];
-        recorder.publish(&event("Unjoined"), &object("b")).await.unwrap();
-        for _ in 0..2 {
-            written.push(answer_next(&mut low_handle).await.1);
-        }
-        assert_eq!(written, ["RemoteUnreachable", "CaRetrieved", "Unjoined"], "in order, with the low-priority client");
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while recorder.queued() > 0 {
-            assert!(tokio::time::Instant::now() < deadline, "the queue drains");
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        // Drained: written at once again.
-        let c = object("c");
-        let (answered, ()) = tokio::join!(answer_next(&mut now_handle), async { recorder.publish(&joined, &c).await.unwrap() });
-        assert_eq!(answered.1, "Joined");
     }
 
     #[test]

@@ -99,8 +99,6 @@ pub struct Metrics {
     pub mdns_cache_flushes: Counter,
     /// What the client's rate limit made requests to our API server wait.
     pub throttled: std::sync::Arc<crate::throttle::Waited>,
-    /// Events dropped because [`crate::events::QUEUE_LIMIT`] already waited.
-    pub events_dropped: Counter,
     /// Since when each peer asked to join has been seen not joined.
     unhealthy_since: Mutex<HashMap<PeerLabels, SystemTime>>,
 }
@@ -171,16 +169,9 @@ impl Default for Metrics {
             "Seconds requests to our API server waited for the client's rate limit, summed",
             throttled.seconds.clone(),
         );
-        let events_dropped = Counter::default();
-        registry.register(
-            "events_dropped",
-            "Events not written because as many as the queue holds already waited for the client's rate limit",
-            events_dropped.clone(),
-        );
         Self {
             registry,
             throttled,
-            events_dropped,
             foreign_clusters,
             reconciles,
             duration,

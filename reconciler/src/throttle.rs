@@ -4,13 +4,6 @@
 //! server as a steady stream its API Priority and Fairness queues can absorb, not as one burst
 //! it would answer with 429s. Each request waits its turn in order of arrival; a watch counts
 //! when it starts.
-//!
-//! Events go behind everything else ([`ThrottleLayer::low_priority`]): they take a token only
-//! when one is free, never one promised to a request waiting, so that 10,000 peers going down
-//! at once have their status written first (10,000 at 200 a second: 50 s) and their Events
-//! after, not the two interleaved (100 s, past the three health periods a status has to say
-//! so). The recorder writes them from a queue while the bucket is in debt
-//! ([`ThrottleLayer::congested`], `events::Recorder`), so no reconcile waits on one.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -48,38 +41,10 @@ impl Bucket {
         if self.qps <= 0.0 {
             return Duration::ZERO;
         }
-        self.refill(now);
-        self.tokens -= 1.0;
-        if self.tokens >= 0.0 { Duration::ZERO } else { Duration::from_secs_f64(-self.tokens / self.qps) }
-    }
-
-    /// Takes a token for a low-priority request at `now` only if one is free (none promised to
-    /// a request waiting): `None` when taken, else how long until one would be.
-    pub fn take_if_free(&mut self, now: Instant) -> Option<Duration> {
-        if self.qps <= 0.0 {
-            return None;
-        }
-        self.refill(now);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            None
-        } else {
-            Some(Duration::from_secs_f64((1.0 - self.tokens) / self.qps))
-        }
-    }
-
-    /// Whether a request at `now` would wait for its token.
-    pub fn congested(&mut self, now: Instant) -> bool {
-        self.qps > 0.0 && {
-            self.refill(now);
-            self.tokens < 1.0
-        }
-    }
-
-    fn refill(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
         self.last = self.last.max(now);
-        self.tokens = (self.tokens + elapsed * self.qps).min(self.burst);
+        self.tokens = (self.tokens + elapsed * self.qps).min(self.burst) - 1.0;
+        if self.tokens >= 0.0 { Duration::ZERO } else { Duration::from_secs_f64(-self.tokens / self.qps) }
     }
 }
 
@@ -97,30 +62,18 @@ pub struct Waited {
 pub struct ThrottleLayer {
     bucket: Arc<Mutex<Bucket>>,
     waited: Arc<Waited>,
-    low: bool,
 }
 
 impl ThrottleLayer {
     pub fn new(qps: f64, burst: u32, waited: Arc<Waited>) -> Self {
-        Self { bucket: Arc::new(Mutex::new(Bucket::new(qps, burst, Instant::now()))), waited, low: false }
-    }
-
-    /// The same bucket for requests that go behind every other: each takes a token only when
-    /// one is free (for a client of its own: requests wait in order behind a client's buffer).
-    pub fn low_priority(&self) -> Self {
-        Self { low: true, ..self.clone() }
-    }
-
-    /// Whether a request now would wait for its token (requests are waiting, or will).
-    pub fn congested(&self) -> bool {
-        self.bucket.lock().unwrap_or_else(|e| e.into_inner()).congested(Instant::now())
+        Self { bucket: Arc::new(Mutex::new(Bucket::new(qps, burst, Instant::now()))), waited }
     }
 }
 
 impl<S> Layer<S> for ThrottleLayer {
     type Service = Throttle<S>;
     fn layer(&self, inner: S) -> Self::Service {
-        Throttle { inner, bucket: self.bucket.clone(), waited: self.waited.clone(), low: self.low, sleep: None, holding: false }
+        Throttle { inner, bucket: self.bucket.clone(), waited: self.waited.clone(), sleep: None, holding: false }
     }
 }
 
@@ -130,8 +83,6 @@ pub struct Throttle<S> {
     inner: S,
     bucket: Arc<Mutex<Bucket>>,
     waited: Arc<Waited>,
-    /// Whether its requests go behind every other.
-    low: bool,
     /// The wait for the token taken for the next call, if it is not due yet.
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
     /// Whether the next call's token is taken.
@@ -140,14 +91,7 @@ pub struct Throttle<S> {
 
 impl<S: Clone> Clone for Throttle<S> {
     fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-            bucket: self.bucket.clone(),
-            waited: self.waited.clone(),
-            low: self.low,
-            sleep: None,
-            holding: false,
-        }
+        Self { inner: self.inner.clone(), bucket: self.bucket.clone(), waited: self.waited.clone(), sleep: None, holding: false }
     }
 }
 
@@ -160,9 +104,6 @@ where
     type Future = S::Future;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        if self.low {
-            return self.poll_ready_low(cx);
-        }
         if !self.holding {
             self.holding = true;
             let wait = self.bucket.lock().unwrap_or_else(|e| e.into_inner()).reserve(Instant::now());
@@ -182,30 +123,6 @@ where
     fn call(&mut self, request: R) -> Self::Future {
         self.holding = false;
         self.inner.call(request)
-    }
-}
-
-impl<S> Throttle<S> {
-    /// A low-priority request's turn: a free token, looked for again when one would be.
-    fn poll_ready_low<R>(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>>
-    where
-        S: Service<R>,
-    {
-        while !self.holding {
-            if let Some(sleep) = self.sleep.as_mut() {
-                std::task::ready!(sleep.as_mut().poll(cx));
-                self.sleep = None;
-            }
-            match self.bucket.lock().unwrap_or_else(|e| e.into_inner()).take_if_free(Instant::now()) {
-                None => self.holding = true,
-                Some(wait) => {
-                    self.waited.requests.inc();
-                    self.waited.seconds.inc_by(wait.as_secs_f64());
-                    self.sleep = Some(Box::pin(tokio::time::sleep(wait)));
-                }
-            }
-        }
-        self.inner.poll_ready(cx)
     }
 }
 
@@ -233,48 +150,6 @@ mod tests {
         let t0 = Instant::now();
         let mut b = Bucket::new(0.0, 1, t0);
         assert!((0..1000).all(|_| b.reserve(t0).is_zero()));
-    }
-
-    #[test]
-    fn a_low_priority_request_takes_only_a_free_token_and_never_one_promised() {
-        let t0 = Instant::now();
-        let mut b = Bucket::new(10.0, 2, t0);
-        assert!(!b.congested(t0));
-        assert_eq!(b.take_if_free(t0), None, "a free token");
-        assert_eq!(b.reserve(t0), Duration::ZERO);
-        assert_eq!(b.reserve(t0), Duration::from_millis(100), "the next is promised 100 ms from now");
-        assert!(b.congested(t0));
-        // Two tokens owed before one is free: 200 ms, and as long as more are promised meanwhile.
-        assert_eq!(b.take_if_free(t0), Some(Duration::from_millis(200)));
-        assert_eq!(b.reserve(t0 + Duration::from_millis(150)), Duration::from_millis(50));
-        assert_eq!(b.take_if_free(t0 + Duration::from_millis(200)), Some(Duration::from_millis(100)));
-        assert_eq!(b.take_if_free(t0 + Duration::from_millis(300)), None, "free at last");
-        assert!(b.congested(t0 + Duration::from_millis(300)), "and taken");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn low_priority_requests_go_after_the_others_waiting() {
-        use tower::ServiceExt;
-        let layer = ThrottleLayer::new(10.0, 1, Arc::new(Waited::default()));
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let service = |layer: &ThrottleLayer, order: &Arc<Mutex<Vec<&'static str>>>| {
-            let order = order.clone();
-            layer.layer(tower::service_fn(move |what: &'static str| {
-                order.lock().unwrap().push(what);
-                async { Ok::<_, std::convert::Infallible>(()) }
-            }))
-        };
-        let (normal, low) = (service(&layer, &order), service(&layer.low_priority(), &order));
-        let mut tasks = tokio::task::JoinSet::new();
-        for what in ["status 1", "status 2", "status 3"] {
-            tasks.spawn(normal.clone().oneshot(what));
-            tokio::task::yield_now().await;
-        }
-        tasks.spawn(low.clone().oneshot("event"));
-        tokio::task::yield_now().await;
-        tasks.spawn(normal.clone().oneshot("status 4"));
-        while tasks.join_next().await.is_some() {}
-        assert_eq!(*order.lock().unwrap(), ["status 1", "status 2", "status 3", "status 4", "event"]);
     }
 
     #[tokio::test(start_paused = true)]
