@@ -1,6 +1,7 @@
 //! What a ForeignCluster says about a peering, summed up for people (pure): its phases in
 //! order, which one stops it and what to do — the reasons and hints of `liqo_api::reasons`,
 //! the same the README's troubleshooting table shows.
+//! Also when an Event about one last happened ([`event_last_seen`]).
 
 use crate::ForeignCluster;
 use crate::reasons::{ConditionType, Reason};
@@ -187,6 +188,11 @@ impl Peer {
     }
 }
 
+/// When an Event last happened: its series' last observation, else its `eventTime`.
+pub fn event_last_seen(e: &k8s_openapi::api::events::v1::Event) -> Option<k8s_openapi::jiff::Timestamp> {
+    e.series.as_ref().map(|s| s.last_observed_time.0).or(e.event_time.as_ref().map(|t| t.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,5 +259,20 @@ mod tests {
         let p = Peer::of(&fc(true, &[], false));
         assert_eq!(p.state(), "Pending");
         assert_eq!(p.discovery_type, "LAN");
+    }
+
+    #[test]
+    fn an_event_was_last_seen_at_its_series_last_observation_else_its_event_time() {
+        let mut e: k8s_openapi::api::events::v1::Event = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "fc.1"},
+            "eventTime": "2026-11-26T00:00:00.000000Z",
+            "series": {"count": 3, "lastObservedTime": "2026-11-26T00:01:00.000000Z"}
+        }))
+        .unwrap();
+        assert_eq!(event_last_seen(&e), Some("2026-11-26T00:01:00Z".parse().unwrap()));
+        e.series = None;
+        assert_eq!(event_last_seen(&e), Some("2026-11-26T00:00:00Z".parse().unwrap()));
+        e.event_time = None;
+        assert_eq!(event_last_seen(&e), None);
     }
 }

@@ -500,7 +500,7 @@ pub async fn detail(client: &Client, peer: &str) -> Result<PeerDetail> {
         .into_iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("ForeignCluster"))
         .map(|e| {
-            let last = e.series.as_ref().map(|s| s.last_observed_time.0.to_string()).or(e.event_time.as_ref().map(|t| t.0.to_string()));
+            let last = liqo_api::summary::event_last_seen(&e).map(|t| t.to_string());
             EventLine {
                 type_: e.type_.unwrap_or_default(),
                 reason: e.reason.unwrap_or_default(),

@@ -122,11 +122,7 @@ pub fn event_as_shown(e: &Event) -> ShownEvent {
         warning: e.type_.as_deref() == Some("Warning"),
         reason: text(&e.reason),
         note: text(&e.note),
-        at: e.series.as_ref().map(|s| s.last_observed_time.0).or(e.event_time.as_ref().map(|t| t.0)).or(e
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0)),
+        at: liqo_api::summary::event_last_seen(e).or(e.metadata.creation_timestamp.as_ref().map(|t| t.0)),
     }
 }
 

@@ -292,7 +292,7 @@ impl Run {
         let events = Api::<Event>::all(self.hub.admin.clone()).list(&Default::default()).await.map(|l| l.items).unwrap_or_default();
         let mut reasons: std::collections::BTreeMap<String, usize> = Default::default();
         for e in events {
-            let last = e.series.as_ref().map(|s| s.last_observed_time.0).or(e.event_time.as_ref().map(|t| t.0));
+            let last = liqo_api::summary::event_last_seen(&e);
             if last.is_some_and(|t| t >= since) {
                 *reasons.entry(e.reason.unwrap_or_default()).or_default() += 1;
             }
