@@ -1,8 +1,9 @@
 //! The Liqo discovery and peering API (SPEC §1): custom resource types, the names shared
 //! by every component (labels, finalizer, well-known objects) and the cluster-ID format.
 //!
-//! Nothing here does I/O (the slim stores take the events of watches others run). The CRD manifests in `manifests/crds/` are generated from these
-//! types by `cargo run -p liqo-api --bin crdgen` (see [`crds`]).
+//! Nothing here does I/O (the slim stores take the events of watches others run). The CRD
+//! manifests in `manifests/crds/` are generated from these types by
+//! `cargo run -p liqo-api --bin crdgen` (see [`crds`]).
 
 pub mod advertisement;
 pub mod chosen;
