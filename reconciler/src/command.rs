@@ -30,7 +30,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
 use clap::Parser;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, ObjectReference, Secret};
 use kube::Api;
 use kube::runtime::watcher;
 use liqo_api::{Advertisement, FederationRequest, ForeignCluster, PeeringRequest};
@@ -133,6 +133,13 @@ struct Args {
     /// Requests to our API server at once before `--kube-api-qps` paces them.
     #[arg(long, env = "LIQO_KUBE_API_BURST", default_value_t = crate::throttle::DEFAULT_BURST)]
     kube_api_burst: u32,
+    /// Events of one kind (reason and object kind) a second after a burst; those over it are
+    /// counted and told every 10 s in one Event about the Lease (0: no limit).
+    #[arg(long, env = "LIQO_EVENTS_PER_SECOND", default_value_t = crate::event_budget::DEFAULT_PER_SECOND)]
+    events_per_second: f64,
+    /// Events of one kind at once before `--events-per-second` paces them.
+    #[arg(long, env = "LIQO_EVENTS_BURST", default_value_t = crate::event_budget::DEFAULT_BURST)]
+    events_burst: u32,
     /// Seconds between lookups of a SearchDomain.
     #[arg(long, default_value_t = 30)]
     search_domain_period_seconds: u64,
@@ -244,8 +251,13 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         watcher::Config::default().labels(&managed).any_semantic(),
         slim_store::secret_data,
     );
-    let advertisements =
-        reflect_slim(Api::<Advertisement>::all(client.clone()), watcher::Config::default().any_semantic(), slim_store::exists);
+    // One watch of the Advertisements: which exist, and whose changed (the controller's trigger).
+    let (advertisements, adverts_touched) = slim_store::reflect_slim_touching(
+        Api::<Advertisement>::all(client.clone()),
+        watcher::Config::default().any_semantic(),
+        slim_store::exists,
+        |a: &Advertisement| a.spec.cluster_id.clone(),
+    );
     let nodes = reflect_lean(Api::<Node>::all(client.clone()), watcher::Config::default().any_semantic());
     // One copy of each ForeignCluster, for the controller and everyone else, with only the
     // managed fields someone reads.
@@ -265,7 +277,16 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     }
     let peers = Arc::new(Network { roots: Verify::Roots(Arc::new(roots)), api_timeout: Duration::from_secs(10) });
     let recorder =
-        Recorder::new(client.clone(), Reporter { controller: "liqo-reconciler".into(), instance: std::env::var("POD_NAME").ok() });
+        Recorder::new(client.clone(), Reporter { controller: "liqo-reconciler".into(), instance: std::env::var("POD_NAME").ok() })
+            .with_budget(args.events_per_second, args.events_burst);
+    let lease = ObjectReference {
+        api_version: Some("coordination.k8s.io/v1".into()),
+        kind: Some("Lease".into()),
+        name: Some(crate::leader::LEASE_NAME.into()),
+        namespace: Some(ns.clone()),
+        ..Default::default()
+    };
+    let summaries = recorder.clone().tell_left_out(lease, metrics.events_left_out.clone());
     let stores_ready = {
         let (s, a, n, f) = (secrets.clone(), advertisements.clone(), nodes.clone(), foreign.clone());
         async move {
@@ -358,7 +379,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         leader_gauge.leader.set(1);
         tracing::info!("controllers starting");
         tokio::join!(
-            foreign_cluster::run(fc_ctx, foreign_followed.follow(), m1, shutdown_signal()),
+            foreign_cluster::run(fc_ctx, foreign_followed.follow(), adverts_touched, m1, shutdown_signal()),
             incoming::run::<PeeringRequest, _>(in_ctx.clone(), m2, shutdown_signal()),
             incoming::run::<FederationRequest, _>(in_ctx, m3, shutdown_signal()),
             search_domain::run(sd_ctx, m4, shutdown_signal()),
@@ -366,6 +387,12 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
             async move {
                 tokio::select! {
                     _ = remember => {}
+                    _ = shutdown_signal() => {}
+                }
+            },
+            async move {
+                tokio::select! {
+                    _ = summaries => {}
                     _ = shutdown_signal() => {}
                 }
             },

@@ -7,6 +7,9 @@
 //! keeps what a series needs (the Event's name and namespace, its count, when it was last
 //! seen: about 100 bytes) under a 64-bit key, drops a series six minutes after its last Event
 //! as kube's does, and gives the memory back.
+//!
+//! Each kind of Event has a budget ([`crate::event_budget`]): a mass transition's Events over
+//! it are counted and told in one Event about the reconciler's Lease ([`Recorder::tell_left_out`]).
 
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
@@ -19,6 +22,8 @@ use k8s_openapi::api::events::v1::Event as K8sEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
+
+use crate::event_budget::{Budget, Kind};
 
 pub use kube::runtime::events::{Event, EventType, Reporter};
 
@@ -35,16 +40,33 @@ pub struct Recorder {
     controller: String,
     instance: String,
     series: Arc<Mutex<Series>>,
+    budget: Arc<Mutex<Budget>>,
+    /// The budget's figures, for the summaries' note.
+    per_second: f64,
+    burst: u32,
 }
 
 impl Recorder {
     pub fn new(client: Client, reporter: Reporter) -> Self {
         let instance = reporter.instance.unwrap_or_else(|| reporter.controller.clone());
-        Self { client, controller: reporter.controller, instance, series: Arc::default() }
+        let (per_second, burst) = (crate::event_budget::DEFAULT_PER_SECOND, crate::event_budget::DEFAULT_BURST);
+        let budget = Arc::new(Mutex::new(Budget::new(per_second, burst)));
+        Self { client, controller: reporter.controller, instance, series: Arc::default(), budget, per_second, burst }
     }
 
-    /// Creates the Event, or adds one to its open series.
+    /// Events of one kind a second after a burst (`per_second` ≤ 0: no budget).
+    pub fn with_budget(mut self, per_second: f64, burst: u32) -> Self {
+        self.budget = Arc::new(Mutex::new(Budget::new(per_second, burst)));
+        (self.per_second, self.burst) = (per_second, burst);
+        self
+    }
+
+    /// Creates the Event, or adds one to its open series; an Event over its kind's budget is
+    /// only counted.
     pub async fn publish(&self, ev: &Event, regarding: &ObjectReference) -> kube::Result<()> {
+        if !self.budget.lock().expect("not poisoned").take(&kind(ev, regarding), Instant::now()) {
+            return Ok(());
+        }
         let key = key(ev, regarding);
         let now = Instant::now();
         let namespace = regarding.namespace.clone().unwrap_or_else(|| "default".into());
@@ -66,6 +88,35 @@ impl Recorder {
         let created = api.create(&PostParams::default(), &self.event(ev, regarding, &namespace)).await?;
         self.series.lock().expect("not poisoned").record(key, created.metadata.name.unwrap_or_default(), 1, now);
         Ok(())
+    }
+
+    /// Every [`crate::event_budget::SUMMARY_EVERY`], tells each kind's Events left out since
+    /// the last time in one new Event of the same type, action and reason about `about` (the
+    /// reconciler's Lease), and adds them to `counted`. Runs until dropped.
+    pub async fn tell_left_out(self, about: ObjectReference, counted: crate::metrics::EventsLeftOut) {
+        let mut tick = tokio::time::interval(crate::event_budget::SUMMARY_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let namespace = about.namespace.clone().unwrap_or_else(|| "default".into());
+        let api = Api::<K8sEvent>::namespaced(self.client.clone(), &namespace);
+        loop {
+            tick.tick().await;
+            let told = self.budget.lock().expect("not poisoned").left_out(Instant::now());
+            for (kind, count) in told {
+                counted.get_or_create(&crate::metrics::ReasonLabels { reason: kind.reason.clone() }).inc_by(count);
+                let note = crate::event_budget::summary_note(&kind, count, self.per_second, self.burst);
+                tracing::info!(reason = kind.reason, count, "Events over their budget left out");
+                let ev = Event {
+                    type_: if kind.warning { EventType::Warning } else { EventType::Normal },
+                    reason: kind.reason,
+                    note: Some(note),
+                    action: kind.action,
+                    secondary: None,
+                };
+                if let Err(e) = api.create(&PostParams::default(), &self.event(&ev, &about, &namespace)).await {
+                    tracing::debug!(error = %e, "publishing the Events left out failed");
+                }
+            }
+        }
     }
 
     fn event(&self, ev: &Event, regarding: &ObjectReference, namespace: &str) -> K8sEvent {
@@ -102,6 +153,16 @@ fn key(ev: &Event, regarding: &ObjectReference) -> u64 {
     (matches!(ev.type_, EventType::Warning), &ev.action, &ev.reason).hash(&mut h);
     ev.secondary.as_ref().map(|s| (&s.kind, &s.namespace, &s.name, &s.uid)).hash(&mut h);
     h.finish()
+}
+
+/// The kind of an Event, as its budget is kept.
+fn kind(ev: &Event, regarding: &ObjectReference) -> Kind {
+    Kind {
+        warning: matches!(ev.type_, EventType::Warning),
+        action: ev.action.clone(),
+        reason: ev.reason.clone(),
+        about: regarding.kind.clone().unwrap_or_default(),
+    }
 }
 
 /// The open series (pure: no I/O, time given).

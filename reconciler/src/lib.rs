@@ -22,6 +22,7 @@ pub mod config;
 pub mod context;
 pub mod discovery;
 pub mod error;
+pub mod event_budget;
 pub mod events;
 pub mod finalizer;
 pub mod foreign_cluster;

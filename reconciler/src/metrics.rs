@@ -60,6 +60,14 @@ pub struct ControllerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+/// Events left out over their budget, by reason.
+pub type EventsLeftOut = Family<ReasonLabels, Counter>;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ForeignClusterLabels {
     /// `LAN`, `WAN`, `Manual`, `IncomingPeering`.
     pub discovery_type: &'static str,
@@ -99,6 +107,8 @@ pub struct Metrics {
     pub mdns_cache_flushes: Counter,
     /// What the client's rate limit made requests to our API server wait.
     pub throttled: std::sync::Arc<crate::throttle::Waited>,
+    /// Events left out over their kind's budget (`--events-per-second`), by reason.
+    pub events_left_out: EventsLeftOut,
     /// Since when each peer asked to join has been seen not joined.
     unhealthy_since: Mutex<HashMap<PeerLabels, SystemTime>>,
 }
@@ -169,9 +179,16 @@ impl Default for Metrics {
             "Seconds requests to our API server waited for the client's rate limit, summed",
             throttled.seconds.clone(),
         );
+        let events_left_out = EventsLeftOut::default();
+        registry.register(
+            "events_left_out",
+            "Events left out over their kind's budget (--events-per-second, --events-burst), told in one Event about the Lease every 10 s",
+            events_left_out.clone(),
+        );
         Self {
             registry,
             throttled,
+            events_left_out,
             foreign_clusters,
             reconciles,
             duration,

@@ -1,6 +1,9 @@
 //! Slim stores (`liqo_api::slim_store`: a name and the little read of each object), and the
 //! watch that keeps one.
 
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
 use futures::StreamExt;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
@@ -15,13 +18,103 @@ where
     K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
     V: Send + Sync + 'static,
 {
+    follow(api, config, slim, |_| {})
+}
+
+/// As [`reflect_slim`], and each object the watch touches (applied, deleted or listed) told by
+/// the key `touch` gives it in the returned [`Touched`]: one watch for the store and for
+/// whoever acts on each change (the controller's Advertisement trigger).
+pub fn reflect_slim_touching<K, V>(api: Api<K>, config: watcher::Config, slim: fn(&K) -> V, touch: fn(&K) -> String) -> (SlimStore<V>, Touched)
+where
+    K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+{
+    let touched = Touched::default();
+    let told = touched.clone();
+    (follow(api, config, slim, move |o| told.add(touch(o))), touched)
+}
+
+fn follow<K, V>(api: Api<K>, config: watcher::Config, slim: fn(&K) -> V, mut on_touch: impl FnMut(&K) + Send + 'static) -> SlimStore<V>
+where
+    K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+{
     let (store, mut writer) = slim_store(slim);
     let events = watcher(api, config).backoff(liqo_api::watch_backoff::WatchBackoff::default());
     tokio::spawn(events.for_each(move |event| {
         if let Ok(event) = event {
             writer.apply_watcher_event(&event);
+            if let watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) = &event {
+                on_touch(o);
+            }
         }
         std::future::ready(())
     }));
     store
+}
+
+/// Keys of touched objects waiting to be taken, first touched first taken, each at most once
+/// however often it was touched meanwhile: bounded by the number of objects watched, even
+/// while no one takes them (a standby replica). Cheap to clone (shared); one taker.
+#[derive(Clone, Default)]
+pub struct Touched {
+    waiting: Arc<Mutex<Waiting>>,
+    notify: Arc<tokio::sync::Notify>,
+}
+
+#[derive(Default)]
+struct Waiting {
+    order: VecDeque<String>,
+    keys: HashSet<String>,
+}
+
+impl Touched {
+    pub fn add(&self, key: String) {
+        let mut w = self.waiting.lock().expect("not poisoned");
+        if w.keys.insert(key.clone()) {
+            w.order.push_back(key);
+        }
+        drop(w);
+        self.notify.notify_one();
+    }
+
+    fn take(&self) -> Option<String> {
+        let mut w = self.waiting.lock().expect("not poisoned");
+        let key = w.order.pop_front()?;
+        w.keys.remove(&key);
+        Some(key)
+    }
+
+    /// The keys as they are touched, for ever.
+    pub fn stream(self) -> impl futures::Stream<Item = String> + Send {
+        futures::stream::unfold(self, |touched| async move {
+            loop {
+                if let Some(key) = touched.take() {
+                    return Some((key, touched));
+                }
+                touched.notify.notified().await;
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn keys_are_taken_in_the_order_first_touched_each_once_while_waiting() {
+        let touched = Touched::default();
+        for key in ["a", "b", "a", "c", "b"] {
+            touched.add(key.into());
+        }
+        let mut keys = Box::pin(touched.clone().stream());
+        let first: Vec<String> = (&mut keys).take(3).collect().await;
+        assert_eq!(first, ["a", "b", "c"]);
+        // Taken, a key waits again when touched again; the taker wakes for it.
+        let later = tokio::spawn(async move { keys.next().await });
+        tokio::task::yield_now().await;
+        touched.add("a".into());
+        assert_eq!(tokio::time::timeout(std::time::Duration::from_secs(5), later).await.unwrap().unwrap().as_deref(), Some("a"));
+    }
 }

@@ -165,7 +165,7 @@ impl ControlPlane {
         let mut tokens = std::fs::File::create(d.join("tokens.csv")).map_err(|e| e.to_string())?;
         writeln!(tokens, "{ADMIN_TOKEN},admin,admin-uid,\"system:masters\"").map_err(|e| e.to_string())?;
 
-        let args = vec![
+        let mut args = vec![
             format!("--etcd-servers={etcd_url}"),
             "--bind-address=127.0.0.1".to_owned(),
             "--advertise-address=127.0.0.1".to_owned(),
@@ -182,6 +182,9 @@ impl ControlPlane {
             "--disable-admission-plugins=ServiceAccount".to_owned(),
             "--allow-privileged=true".to_owned(),
         ];
+        // Flags for a diagnostic run (an audit log, say), split on whitespace.
+        let extra = std::env::var("LIQO_TESTENV_APISERVER_FLAGS").unwrap_or_default();
+        args.extend(extra.split_whitespace().map(str::to_owned));
         let apiserver_command = (assets.join("kube-apiserver"), args);
         let apiserver = spawn_apiserver(d, &apiserver_command)?;
 

@@ -30,7 +30,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Client, Resource, ResourceExt};
 use liqo_api::names::{FINALIZER_PEERED, LABEL_CLUSTER_ID, advertisement_name, peering_kubeconfig_secret};
-use liqo_api::{Advertisement, ForeignCluster, PeeringRequest};
+use liqo_api::{ForeignCluster, PeeringRequest};
 
 use self::decide::OurRequest;
 use self::report::Report;
@@ -432,17 +432,16 @@ fn error_policy<P: Peers>(fc: Arc<ForeignCluster>, e: &crate::Error, ctx: Arc<Ct
 
 /// Runs the controller until shutdown, reconciling each ForeignCluster `changes` names (from
 /// the shared store's watch: [`crate::stores::Reflected::follow`]; the controller reads the
-/// objects from that store, `ctx.shared.foreign`). Also watches the Advertisements peers
-/// create here, so a deleted one shows at once on its ForeignCluster.
+/// objects from that store, `ctx.shared.foreign`). Also reconciles the ForeignClusters of the
+/// peers whose Advertisement here was touched (`adverts`: their cluster IDs, told by the watch
+/// that keeps the Advertisements' store), so a deleted one shows at once on its ForeignCluster.
 pub async fn run<P: Peers>(
     ctx: Arc<Ctx<P>>,
     changes: impl futures::Stream<Item = ObjectRef<ForeignCluster>> + Send + 'static,
+    adverts: crate::slim_store::Touched,
     metrics: Arc<crate::metrics::Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    use kube::runtime::WatchStreamExt;
-    let config = watcher::Config::default().any_semantic();
-    let adverts = watcher(Api::<Advertisement>::all(ctx.shared.client.clone()), config).touched_objects();
     // Each watch retries on its own: one failing does not hold up the other. The controller
     // itself starts every reconcile when it is due; each then waits its turn
     // (`Ctx::turns`, first asked first served). Bounded by kube's own
@@ -458,15 +457,15 @@ pub async fn run<P: Peers>(
     controller
         .reconcile_on(changes)
         .reconcile_on(futures::stream::poll_fn(move |cx| woken.poll_recv(cx)))
-        .watches_stream(crate::stores::retried_alone(adverts, "Advertisements"), move |adv| {
-            let sender = adv.spec.cluster_id.clone();
-            store
+        .reconcile_on(adverts.stream().flat_map(move |sender| {
+            let senders: Vec<_> = store
                 .state()
                 .into_iter()
                 .filter(|fc| fc.spec.remote_cluster_id() == Some(sender.as_str()))
                 .map(|fc| ObjectRef::from_obj(&*fc))
-                .collect::<Vec<_>>()
-        })
+                .collect();
+            futures::stream::iter(senders)
+        }))
         .trigger_backoff(liqo_api::watch_backoff::WatchBackoff::default())
         .graceful_shutdown_on(shutdown)
         .run(
