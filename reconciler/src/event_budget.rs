@@ -75,12 +75,8 @@ impl Budget {
     /// The kinds that left Events out since the last call, with how many, in a stable order;
     /// their counts start again from zero. Kinds whose bucket is full again are forgotten.
     pub fn left_out(&mut self, now: Instant) -> Vec<(Kind, u64)> {
-        let mut told: Vec<(Kind, u64)> = self
-            .kinds
-            .iter_mut()
-            .filter(|(_, b)| b.left_out > 0)
-            .map(|(k, b)| (k.clone(), std::mem::take(&mut b.left_out)))
-            .collect();
+        let mut told: Vec<(Kind, u64)> =
+            self.kinds.iter_mut().filter(|(_, b)| b.left_out > 0).map(|(k, b)| (k.clone(), std::mem::take(&mut b.left_out))).collect();
         told.sort();
         let (per_second, burst) = (self.per_second, self.burst);
         self.kinds.retain(|_, b| b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * per_second < burst);

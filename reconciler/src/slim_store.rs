@@ -24,7 +24,12 @@ where
 /// As [`reflect_slim`], and each object the watch touches (applied, deleted or listed) told by
 /// the key `touch` gives it in the returned [`Touched`]: one watch for the store and for
 /// whoever acts on each change (the controller's Advertisement trigger).
-pub fn reflect_slim_touching<K, V>(api: Api<K>, config: watcher::Config, slim: fn(&K) -> V, touch: fn(&K) -> String) -> (SlimStore<V>, Touched)
+pub fn reflect_slim_touching<K, V>(
+    api: Api<K>,
+    config: watcher::Config,
+    slim: fn(&K) -> V,
+    touch: fn(&K) -> String,
+) -> (SlimStore<V>, Touched)
 where
     K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
     V: Send + Sync + 'static,

@@ -58,7 +58,10 @@ async fn a_storm_of_one_reason_writes_its_burst_and_one_event_about_the_lease_te
     let telling = tokio::spawn(recorder.clone().tell_left_out(lease, counted.clone()));
     let told = eventually("the Event about the Lease telling the 7 left out", || async {
         let in_liqo = Api::<K8sEvent>::namespaced(admin.clone(), "liqo");
-        with_reason(&in_liqo, "RemoteUnreachable").await.into_iter().find(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Lease"))
+        with_reason(&in_liqo, "RemoteUnreachable")
+            .await
+            .into_iter()
+            .find(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Lease"))
     })
     .await;
     telling.abort();
