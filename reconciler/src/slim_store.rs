@@ -18,7 +18,7 @@ where
     K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
     V: Send + Sync + 'static,
 {
-    follow(api, config, slim, |_| {})
+    follow(api, config, slim, None)
 }
 
 /// As [`reflect_slim`], and each object the watch touches (applied, deleted or listed) told by
@@ -35,11 +35,10 @@ where
     V: Send + Sync + 'static,
 {
     let touched = Touched::default();
-    let told = touched.clone();
-    (follow(api, config, slim, move |o| told.add(touch(o))), touched)
+    (follow(api, config, slim, Some(Teller::new(touched.clone(), touch))), touched)
 }
 
-fn follow<K, V>(api: Api<K>, config: watcher::Config, slim: fn(&K) -> V, mut on_touch: impl FnMut(&K) + Send + 'static) -> SlimStore<V>
+fn follow<K, V>(api: Api<K>, config: watcher::Config, slim: fn(&K) -> V, mut teller: Option<Teller<K>>) -> SlimStore<V>
 where
     K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
     V: Send + Sync + 'static,
@@ -49,13 +48,37 @@ where
     tokio::spawn(events.for_each(move |event| {
         if let Ok(event) = event {
             writer.apply_watcher_event(&event);
-            if let watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) = &event {
-                on_touch(o);
+            if let Some(teller) = teller.as_mut() {
+                teller.on(&event);
             }
         }
         std::future::ready(())
     }));
     store
+}
+
+/// Tells a [`Touched`] the key of each object a watch touched once the store shows it: at once
+/// for a change, at the end of a (re)list for what it listed (the store swaps a relist in
+/// whole, so a key told earlier would be acted on against the store before it).
+struct Teller<K> {
+    touched: Touched,
+    key: fn(&K) -> String,
+    listed: Vec<String>,
+}
+
+impl<K> Teller<K> {
+    fn new(touched: Touched, key: fn(&K) -> String) -> Self {
+        Self { touched, key, listed: Vec::new() }
+    }
+
+    fn on(&mut self, event: &watcher::Event<K>) {
+        match event {
+            watcher::Event::Apply(o) | watcher::Event::Delete(o) => self.touched.add((self.key)(o)),
+            watcher::Event::Init => self.listed.clear(),
+            watcher::Event::InitApply(o) => self.listed.push((self.key)(o)),
+            watcher::Event::InitDone => self.listed.drain(..).for_each(|k| self.touched.add(k)),
+        }
+    }
 }
 
 /// Keys of touched objects waiting to be taken, first touched first taken, each at most once
@@ -106,6 +129,29 @@ impl Touched {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn config_map(name: &str) -> k8s_openapi::api::core::v1::ConfigMap {
+        let mut cm = k8s_openapi::api::core::v1::ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        cm
+    }
+
+    /// What a relist gathers is told only when it ends, when the store has swapped it in; a
+    /// change is told at once.
+    #[test]
+    fn a_relist_is_told_at_its_end_and_a_change_at_once() {
+        let touched = Touched::default();
+        let mut teller =
+            Teller::new(touched.clone(), |cm: &k8s_openapi::api::core::v1::ConfigMap| cm.metadata.name.clone().unwrap_or_default());
+        teller.on(&watcher::Event::Apply(config_map("changed")));
+        assert_eq!(touched.take().as_deref(), Some("changed"));
+        teller.on(&watcher::Event::Init);
+        teller.on(&watcher::Event::InitApply(config_map("a")));
+        teller.on(&watcher::Event::InitApply(config_map("b")));
+        assert_eq!(touched.take(), None, "nothing before the relist ends");
+        teller.on(&watcher::Event::InitDone);
+        assert_eq!((touched.take().as_deref(), touched.take().as_deref(), touched.take()), (Some("a"), Some("b"), None));
+    }
 
     #[tokio::test]
     async fn keys_are_taken_in_the_order_first_touched_each_once_while_waiting() {
