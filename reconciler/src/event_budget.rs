@@ -82,17 +82,19 @@ impl Budget {
         self.kinds.retain(|_, b| b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * per_second < burst);
         told
     }
-}
 
-/// The note of the Event that tells `count` Events of `kind` left out.
-pub fn summary_note(kind: &Kind, count: u64, per_second: f64, burst: u32) -> String {
-    let every = SUMMARY_EVERY.as_secs();
-    format!(
-        "{count} more Events {reason} about {about}s were left out in the last {every} s (over {burst} at once, then \
-         {per_second} a second, of one reason); each object's status says what it is",
-        reason = kind.reason,
-        about = kind.about,
-    )
+    /// The note of the Event that tells `count` Events of `kind` left out.
+    pub fn note(&self, kind: &Kind, count: u64) -> String {
+        let every = SUMMARY_EVERY.as_secs();
+        format!(
+            "{count} more Events {reason} about {about}s were left out in the last {every} s (over {burst} at once, then \
+             {per_second} a second, of one reason); each object's status says what it is",
+            reason = kind.reason,
+            about = kind.about,
+            burst = self.burst,
+            per_second = self.per_second,
+        )
+    }
 }
 
 #[cfg(test)]
@@ -140,7 +142,7 @@ mod tests {
 
     #[test]
     fn the_summary_names_the_reason_the_count_and_the_budget() {
-        let note = summary_note(&kind("RemoteUnreachable"), 9_950, 5.0, 50);
+        let note = Budget::new(5.0, 50).note(&kind("RemoteUnreachable"), 9_950);
         assert!(note.starts_with("9950 more Events RemoteUnreachable about ForeignClusters"), "{note}");
         assert!(note.contains("over 50 at once, then 5 a second"), "{note}");
     }

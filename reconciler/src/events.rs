@@ -41,23 +41,18 @@ pub struct Recorder {
     instance: String,
     series: Arc<Mutex<Series>>,
     budget: Arc<Mutex<Budget>>,
-    /// The budget's figures, for the summaries' note.
-    per_second: f64,
-    burst: u32,
 }
 
 impl Recorder {
     pub fn new(client: Client, reporter: Reporter) -> Self {
         let instance = reporter.instance.unwrap_or_else(|| reporter.controller.clone());
-        let (per_second, burst) = (crate::event_budget::DEFAULT_PER_SECOND, crate::event_budget::DEFAULT_BURST);
-        let budget = Arc::new(Mutex::new(Budget::new(per_second, burst)));
-        Self { client, controller: reporter.controller, instance, series: Arc::default(), budget, per_second, burst }
+        let budget = Budget::new(crate::event_budget::DEFAULT_PER_SECOND, crate::event_budget::DEFAULT_BURST);
+        Self { client, controller: reporter.controller, instance, series: Arc::default(), budget: Arc::new(Mutex::new(budget)) }
     }
 
     /// Events of one kind a second after a burst (`per_second` ≤ 0: no budget).
     pub fn with_budget(mut self, per_second: f64, burst: u32) -> Self {
         self.budget = Arc::new(Mutex::new(Budget::new(per_second, burst)));
-        (self.per_second, self.burst) = (per_second, burst);
         self
     }
 
@@ -100,10 +95,12 @@ impl Recorder {
         let api = Api::<K8sEvent>::namespaced(self.client.clone(), &namespace);
         loop {
             tick.tick().await;
-            let told = self.budget.lock().expect("not poisoned").left_out(Instant::now());
-            for (kind, count) in told {
+            let told: Vec<_> = {
+                let mut budget = self.budget.lock().expect("not poisoned");
+                budget.left_out(Instant::now()).into_iter().map(|(kind, count)| (budget.note(&kind, count), kind, count)).collect()
+            };
+            for (note, kind, count) in told {
                 counted.get_or_create(&crate::metrics::ReasonLabels { reason: kind.reason.clone() }).inc_by(count);
-                let note = crate::event_budget::summary_note(&kind, count, self.per_second, self.burst);
                 tracing::info!(reason = kind.reason, count, "Events over their budget left out");
                 let ev = Event {
                     type_: if kind.warning { EventType::Warning } else { EventType::Normal },
