@@ -40,9 +40,13 @@ struct Args {
 }
 
 fn parse_scenarios(s: &str) -> Result<String, String> {
-    match s.chars().find(|c| !"abcdefg".contains(*c)) {
-        Some(c) => Err(format!("unknown scenario {c:?}: a–g")),
-        None => Ok(s.to_owned()),
+    if let Some(c) = s.chars().find(|c| !"abcdefg".contains(*c)) {
+        return Err(format!("unknown scenario {c:?}: a–g"));
+    }
+    // b–g work on the ForeignClusters that a creates.
+    match s.chars().next() {
+        Some('a') => Ok(s.to_owned()),
+        _ => Err("the scenarios start with a, which creates the ForeignClusters the others use (e.g. abe)".to_owned()),
     }
 }
 
@@ -136,5 +140,18 @@ fn raise_open_files_limit() {
             limit.rlim_cur = limit.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_scenarios;
+
+    #[test]
+    fn scenarios_start_with_the_discovery_that_creates_the_foreign_clusters() {
+        assert_eq!(parse_scenarios("abe").as_deref(), Ok("abe"));
+        assert!(parse_scenarios("be").unwrap_err().contains("start with a"));
+        assert!(parse_scenarios("").unwrap_err().contains("start with a"));
+        assert!(parse_scenarios("abx").unwrap_err().contains("unknown scenario 'x'"));
     }
 }
