@@ -64,6 +64,12 @@ pub struct ReasonLabels {
     pub reason: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OfferLabels {
+    pub plan: &'static str,
+    pub on_remote: &'static str,
+}
+
 /// Events left out over their budget, by reason.
 pub type EventsLeftOut = Family<ReasonLabels, Counter>;
 
@@ -109,6 +115,9 @@ pub struct Metrics {
     pub throttled: std::sync::Arc<crate::throttle::Waited>,
     /// Events left out over their kind's budget (`--events-per-second`), by reason.
     pub events_left_out: EventsLeftOut,
+    /// Offers put on peers (grant, token, kubeconfig and PeeringRequest), by plan and by what
+    /// was on the remote before.
+    pub offers: Family<OfferLabels, Counter>,
     /// Since when each peer asked to join has been seen not joined.
     unhealthy_since: Mutex<HashMap<PeerLabels, SystemTime>>,
 }
@@ -185,8 +194,15 @@ impl Default for Metrics {
             "Events left out over their kind's budget (--events-per-second, --events-burst), told in one Event about the Lease every 10 s",
             events_left_out.clone(),
         );
+        let offers = Family::<OfferLabels, Counter>::default();
+        registry.register(
+            "offers",
+            "Offers put on peers (a grant here, a token, the kubeconfig and our PeeringRequest there), by plan and by what was on the remote before",
+            offers.clone(),
+        );
         Self {
             registry,
+            offers,
             throttled,
             events_left_out,
             foreign_clusters,
@@ -267,6 +283,11 @@ impl Metrics {
             Err(e) => e.label(),
         };
         self.health_checks.get_or_create(&ResultLabels { result }).observe(took.as_secs_f64());
+    }
+
+    /// Counts an offer put on a peer: `plan` made, with `on_remote` found there before.
+    pub fn offered(&self, plan: &'static str, on_remote: &'static str) {
+        self.offers.get_or_create(&OfferLabels { plan, on_remote }).inc();
     }
 
     /// Counts a join that stopped at `phase` for `reason`.
@@ -407,12 +428,14 @@ mod tests {
         m.observe_health_check::<()>(&Err(Error::unreachable(crate::error::Step::ApiServer, "down")), Duration::from_secs(10));
         m.join_failed(ConditionType::Joined, Reason::PeerRefused);
         m.join_failed(ConditionType::Joined, Reason::PeerRefused);
+        m.offered("make", "missing");
         m.health_period.set(30);
         let text = m.encode();
         assert!(text.contains(r#"liqo_reconciler_peer_health_check_duration_seconds_count{result="ok"} 1"#), "{text}");
         assert!(text.contains(r#"liqo_reconciler_peer_health_check_duration_seconds_count{result="RemoteUnreachable"} 1"#), "{text}");
         assert!(text.contains(r#"liqo_reconciler_join_failures_total{phase="Joined",reason="PeerRefused"} 2"#), "{text}");
         assert!(text.contains("liqo_reconciler_health_period_seconds 30\n"), "{text}");
+        assert!(text.contains(r#"liqo_reconciler_offers_total{plan="make",on_remote="missing"} 1"#), "{text}");
         assert!(text.contains(&format!("liqo_reconciler_build_info{{version=\"{}\"}} 1\n", env!("CARGO_PKG_VERSION"))), "{text}");
     }
 

@@ -64,6 +64,9 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     // The ops port counts the work done.
     let (_, metrics) = ops_get(&home_rec, "/metrics").await.unwrap();
     assert!(metrics.contains(r#"liqo_reconciler_reconciles_total{controller="foreign_cluster",result="ok"}"#), "{metrics}");
+    // One offer for one join (grant, token, kubeconfig, request), none made again.
+    assert!(metrics.contains("liqo_reconciler_offers_total{plan=\"make\",on_remote=\"missing\"} 1\n"), "{metrics}");
+    assert_eq!(metrics.matches("liqo_reconciler_offers_total{").count(), 1, "{metrics}");
     let (_, metrics) = ops_get(&remote_rec, "/metrics").await.unwrap();
     assert!(metrics.contains("liqo_reconciler_broadcasters 1"), "{metrics}");
 
@@ -81,6 +84,8 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     })
     .await;
     fc_where(&home, "my-remote", "joined again after the repair", outgoing_joined).await;
+    let (_, metrics) = ops_get(&home_rec, "/metrics").await.unwrap();
+    assert!(metrics.contains("liqo_reconciler_offers_total{plan=\"repair\",on_remote=\"missing\"} 1\n"), "{metrics}");
     home_adverts.get(&format!("advertisement-{remote_id}")).await.unwrap();
 
     // Unjoin: join=false cascades to both sides.

@@ -217,6 +217,17 @@ pub enum OnRemote {
 }
 
 impl OnRemote {
+    /// A stable label (metrics).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unknown => "unknown",
+            Self::Missing => "missing",
+            Self::Terminating => "terminating",
+            Self::Matching => "matching",
+            Self::Differing => "differing",
+        }
+    }
+
     /// What `existing` is, compared with `ours`.
     pub fn of(ours: &OurRequest<'_>, existing: Option<&PeeringRequest>) -> Self {
         match existing {
@@ -252,6 +263,19 @@ pub enum Offer {
     /// An anonymous offer the remote has not answered for long: made again, in case the
     /// remote lost it before it ever advertised (we cannot read it there).
     Refresh,
+}
+
+impl Offer {
+    /// A stable label (metrics).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Keep => "keep",
+            Self::Make => "make",
+            Self::Repair => "repair",
+            Self::AwaitDeletion => "await_deletion",
+            Self::Refresh => "refresh",
+        }
+    }
 }
 
 /// The peer's Advertisement here, as far as the offer cares.

@@ -422,6 +422,7 @@ async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
     match way.put_offer(client, &secret, &ours.object()).await {
         Ok(()) => {
             ctx.record_offer(&name);
+            ctx.metrics.offered(plan.as_str(), on_remote.as_str());
             let anonymously = if way.reads_requests() { "" } else { " (anonymously)" };
             let (warning, reason, note) = match plan {
                 Offer::Repair => (
