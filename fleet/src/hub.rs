@@ -241,6 +241,21 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
     text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.split_whitespace().next()?.parse().ok())
 }
 
+/// The reconciler's offers by plan and what was on the remote before (`make/missing 3,
+/// make/matching 1`), from its metrics `text` (`none` without any).
+pub fn offers(text: &str) -> String {
+    let counted: Vec<String> = text
+        .lines()
+        .filter_map(|l| {
+            let labels = l.strip_prefix("liqo_reconciler_offers_total{")?;
+            let (labels, value) = labels.split_once("} ")?;
+            let label = |name: &str| labels.split(',').find_map(|kv| kv.strip_prefix(name)?.strip_prefix("=\"")?.strip_suffix('"'));
+            Some(format!("{}/{} {}", label("plan")?, label("on_remote")?, value.trim()))
+        })
+        .collect();
+    if counted.is_empty() { "none".to_owned() } else { counted.join(", ") }
+}
+
 async fn start_webhook(cp: &ControlPlane, bin: &Path, token: &str) -> anyhow::Result<(Process, u16)> {
     let (port, ops) = (free_port(), free_port());
     let certs = cp.path().join("webhook-certs");
@@ -306,6 +321,16 @@ mod tests {
         let later = Requests::parse(&text.replace("} 7", "} 9"));
         assert_eq!(later.since(&r).sum(|v, _, _| v == "LIST"), 2.0);
         assert_eq!(later.since(&r).lists(), "LIST secrets 2");
+    }
+
+    #[test]
+    fn offers_are_listed_by_plan_and_what_the_remote_had() {
+        let text = "# HELP liqo_reconciler_offers Offers\n\
+            liqo_reconciler_offers_total{plan=\"make\",on_remote=\"missing\"} 3\n\
+            liqo_reconciler_offers_total{plan=\"make\",on_remote=\"matching\"} 1\n\
+            liqo_reconciler_reconciles_total{controller=\"foreign_cluster\",result=\"ok\"} 9\n";
+        assert_eq!(offers(text), "make/missing 3, make/matching 1");
+        assert_eq!(offers("liqo_reconciler_reconciles_total{result=\"ok\"} 9\n"), "none");
     }
 
     #[test]

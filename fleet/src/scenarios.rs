@@ -265,7 +265,12 @@ impl Run {
         let joined = self.until(&self.fleet.peers, join_deadline(self.n(), self.health), healthy).await;
         let after = self.mark().await;
         let mut row = self.row("b. all joined", self.n(), (&before, &after), joined, self.n() as f64);
-        row.note = format!("{} broadcasters in the fleet", self.fleet.advertiser.running());
+        let metrics = self.hub.reconciler_metrics().await.unwrap_or_default();
+        row.note = format!(
+            "{} broadcasters in the fleet; offers by plan/on the remote before: {}",
+            self.fleet.advertiser.running(),
+            crate::hub::offers(&metrics)
+        );
         row
     }
 
