@@ -168,11 +168,8 @@ impl Requests {
     pub fn parse(text: &str) -> Self {
         let mut sums = BTreeMap::new();
         for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
-            let Some((labels, value)) = line.rsplit_once(' ') else { continue };
-            let label = |name: &str| {
-                let key = format!("{name}=\"");
-                labels.split(&key).nth(1).and_then(|r| r.split('"').next()).unwrap_or_default().to_owned()
-            };
+            let Some((series, value)) = line.rsplit_once(' ') else { continue };
+            let label = |name: &str| label(series, name).unwrap_or_default().to_owned();
             let v: f64 = value.parse().unwrap_or(0.0);
             *sums.entry((label("verb"), label("resource"), label("subresource"))).or_insert(0.0) += v;
         }
@@ -222,8 +219,8 @@ pub fn quantile(text: &str, name: &str, q: f64) -> Option<f64> {
     let mut buckets: BTreeMap<u64, f64> = BTreeMap::new();
     let prefix = format!("{name}_bucket{{");
     for line in text.lines().filter(|l| l.starts_with(&prefix)) {
-        let (labels, value) = line.rsplit_once(' ')?;
-        let le = labels.split("le=\"").nth(1)?.split('"').next()?;
+        let (series, value) = line.rsplit_once(' ')?;
+        let le = label(series, "le")?;
         let bound = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
         *buckets.entry(bound.to_bits()).or_insert(0.0) += value.parse::<f64>().ok()?;
     }
@@ -246,14 +243,20 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
 pub fn offers(text: &str) -> String {
     let counted: Vec<String> = text
         .lines()
+        .filter(|l| l.starts_with("liqo_reconciler_offers_total{"))
         .filter_map(|l| {
-            let labels = l.strip_prefix("liqo_reconciler_offers_total{")?;
-            let (labels, value) = labels.split_once("} ")?;
-            let label = |name: &str| labels.split(',').find_map(|kv| kv.strip_prefix(name)?.strip_prefix("=\"")?.strip_suffix('"'));
-            Some(format!("{}/{} {}", label("plan")?, label("on_remote")?, value.trim()))
+            let (series, value) = l.rsplit_once(' ')?;
+            Some(format!("{}/{} {value}", label(series, "plan")?, label(series, "on_remote")?))
         })
         .collect();
     if counted.is_empty() { "none".to_owned() } else { counted.join(", ") }
+}
+
+/// The value of label `name` in `series` as the Prometheus text prints it
+/// (`name{a="x",b="y"}`), by its exact name (pure).
+fn label<'a>(series: &'a str, name: &str) -> Option<&'a str> {
+    let labels = series.split_once('{')?.1.strip_suffix('}')?;
+    labels.split(',').find_map(|kv| kv.strip_prefix(name)?.strip_prefix("=\"")?.strip_suffix('"'))
 }
 
 async fn start_webhook(cp: &ControlPlane, bin: &Path, token: &str) -> anyhow::Result<(Process, u16)> {
