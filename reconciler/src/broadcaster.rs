@@ -357,8 +357,9 @@ impl<P: Peers> Broadcasters<P> {
         }
     }
 
-    /// Deletes our Advertisement from the peer. A peer that refuses us has revoked the access
-    /// it gave us when it unjoined, and removed our Advertisement itself: that is done too.
+    /// Deletes our Advertisement from the peer. A peer that no longer knows us (401) has revoked
+    /// the access it gave us when it unjoined, and removed our Advertisement itself: that is
+    /// done too.
     /// Withdraws our Advertisement from `peer` with `client`, or one made from `source`. A
     /// Secret we keep was never used (see [`Self::peer_client`]): nothing was published with
     /// it, nothing to withdraw.
@@ -387,8 +388,10 @@ impl<P: Peers> Broadcasters<P> {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) if is_not_found(&e) => Ok(()),
             Ok(Err(e)) => match Error::remote_api(Step::ApiServer, e) {
-                refused if refused.is_refusal() => {
-                    tracing::info!(error = %refused, "the peer revoked our access: nothing of ours is left there to withdraw");
+                // A 401 only: a 403 may be a restarted API server that has not read its RBAC
+                // yet, and is retried.
+                revoked if revoked.is_revocation() => {
+                    tracing::info!(error = %revoked, "the peer revoked our access: nothing of ours is left there to withdraw");
                     Ok(())
                 }
                 other => Err(other),

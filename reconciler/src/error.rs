@@ -112,6 +112,14 @@ impl Error {
         matches!(self, Error::Remote { status: Some(401 | 403), .. })
     }
 
+    /// The other cluster's API server no longer knows the identity we present (401): it was
+    /// revoked (its ServiceAccount deleted) or the cluster reinstalled. Only that ends what we
+    /// do there; a 403 does not: a restarted API server answers 403 for a good identity until
+    /// its RBAC cache is filled, and is retried like any failure.
+    pub fn is_revocation(&self) -> bool {
+        matches!(self, Error::Remote { status: Some(401), .. })
+    }
+
     /// The other cluster answered with an error status (4xx, 5xx).
     pub fn answered(&self) -> Option<u16> {
         match self {
@@ -133,9 +141,12 @@ impl Error {
     }
 }
 
-/// True for a Kubernetes API 404.
+/// True when the API server says the object does not exist (404, reason `NotFound`). A 404
+/// without that reason is not: it is the API server not serving the resource at all, as a
+/// freshly started one does until it has read the CRDs (taking that for "deleted" once left
+/// our PeeringRequest on a restarted remote).
 pub fn is_not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
+    matches!(e, kube::Error::Api(s) if s.is_not_found())
 }
 
 /// True for a Kubernetes API 409 (already exists / conflict).
@@ -158,6 +169,9 @@ mod tests {
         assert!(Error::remote_api(Step::ApiServer, api(403)).is_refusal());
         assert!(Error::remote_api(Step::ApiServer, api(401)).is_refusal());
         assert!(!Error::remote_api(Step::ApiServer, api(500)).is_refusal());
+        assert!(Error::remote_api(Step::ApiServer, api(401)).is_revocation());
+        assert!(!Error::remote_api(Step::ApiServer, api(403)).is_revocation(), "a 403 may pass (RBAC cache not filled yet)");
+        assert!(!Error::Kube(api(401)).is_revocation(), "our own API server's 401 is not the peer's");
         assert_eq!(Error::remote_api(Step::ApiServer, api(500)).answered(), Some(500));
         // A message that merely says "HTTP 403" is not a refusal.
         assert!(!Error::unreachable(Step::Identity, "HTTP 403").is_refusal());
@@ -166,5 +180,14 @@ mod tests {
         assert_eq!(Error::remote_api(Step::ApiServer, api(403)).reason(), Reason::PeerRefused);
         assert_eq!(Error::RemoteInvalid { step: Step::Ids, message: "x".into() }.label(), "RemoteInvalid");
         assert_eq!(Error::unreachable(Step::Ids, "refused").label(), "RemoteUnreachable");
+    }
+
+    #[test]
+    fn not_found_is_an_absent_object_not_an_unserved_resource() {
+        let object = kube::core::Status::failure("peeringrequests \"x\" not found", "NotFound").with_code(404);
+        assert!(is_not_found(&kube::Error::Api(Box::new(object))));
+        // What kube makes of "404 page not found" (the CRDs not read yet).
+        let page = kube::core::Status::failure("404 page not found", "Failed to parse error data").with_code(404);
+        assert!(!is_not_found(&kube::Error::Api(Box::new(page))));
     }
 }

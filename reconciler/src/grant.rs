@@ -63,16 +63,20 @@ pub async fn grant(client: &Client, namespace: &str, manager: &str, access: &Acc
     Ok(())
 }
 
-/// Removes the objects of `access` (bindings first, so no half-granted state remains).
+/// Removes the objects of `access`. A removal cut short leaves bindings to a ServiceAccount
+/// that no longer exists, which grant nothing; the next round removes them.
 pub async fn revoke(client: &Client, namespace: &str, access: &Access) -> Result<()> {
     let name = |m: &kube::api::ObjectMeta| m.name.clone().unwrap_or_default();
+    // The ServiceAccount first: its tokens are refused (401) at once, which the peer takes
+    // for the end; with the bindings first it would see 403s meanwhile, which it retries
+    // (a 403 may be a restarted API server that has not read its RBAC yet).
+    delete(&Api::<ServiceAccount>::namespaced(client.clone(), namespace), &name(&access.service_account.metadata)).await?;
     if let Some((role, binding)) = &access.role {
         delete(&Api::<RoleBinding>::namespaced(client.clone(), namespace), &name(&binding.metadata)).await?;
         delete(&Api::<Role>::namespaced(client.clone(), namespace), &name(&role.metadata)).await?;
     }
     delete(&Api::<ClusterRoleBinding>::all(client.clone()), &name(&access.cluster_role_binding.metadata)).await?;
     delete(&Api::<ClusterRole>::all(client.clone()), &name(&access.cluster_role.metadata)).await?;
-    delete(&Api::<ServiceAccount>::namespaced(client.clone(), namespace), &name(&access.service_account.metadata)).await?;
     Ok(())
 }
 

@@ -20,6 +20,7 @@
 //! | two joins racing (both clusters peer with each other at once) | `two_joins_racing` |
 //! | our own API server restarted mid-join | `our_api_server_restarted_mid_join` |
 //! | the remote API server down during unjoin (`join: false`), then back | `unjoin_while_the_remote_is_down` |
+//! | the remote answers 403 during unjoin (as a restarted API server does before its RBAC cache is filled) | `unjoin_while_the_remote_forbids_us` |
 //! | the remote API server gone for good during deletion | `two_clusters.rs`: `join_health_unjoin_and_deletion_with_the_remote_gone` |
 //! | the peer withdraws its Advertisement (advertisement off), then advertises again | `the_peer_stops_advertising_then_starts_again` |
 //! | the peer's auth service not answering (its reconciler paused), then back | `the_peers_auth_service_down` |
@@ -546,6 +547,39 @@ async fn unjoin_while_the_remote_is_down() {
     gone(&Api::<ServiceAccount>::namespaced(t.home.clone(), "liqo"), &t.remote_id, "the peer's access removed").await;
     assert_eq!(event_count(&t.home, "Unjoined", FC).await, 1, "one Unjoined Event");
     assert_eq!(event_count(&t.home, "RemoteGone", FC).await, 0, "not given up: the remote came back");
+}
+
+/// A restarted API server answers 403 for a good identity until its RBAC cache is filled (a CI
+/// run of `unjoin_while_the_remote_is_down` took that for the remote done with us, and left our
+/// request there). The same answer made deterministic: our binding on the remote removed, then
+/// put back. A 403 is waited out; only a 401 (our identity unknown there) ends the unjoin alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unjoin_while_the_remote_forbids_us() {
+    let Some(t) = two_clusters().await else { return };
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "joined", outgoing_joined).await;
+    let ours = liqo_reconciler::access::peer_identity(&t.home_id, "liqo").cluster_role_binding;
+    let bindings: Api<ClusterRoleBinding> = Api::all(t.remote.clone());
+    bindings.delete(&ours.name_any(), &DeleteParams::default()).await.unwrap();
+
+    let fcs: Api<ForeignCluster> = Api::all(t.home.clone());
+    fcs.patch(FC, &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
+    let pending = fc_where(&t.home, FC, "Joined True UnjoinPending, saying 403", |f| {
+        phase(f, "Joined").is_some_and(|p| p.1 == "UnjoinPending" && p.2.contains("403"))
+    })
+    .await;
+    assert!(!pending.finalizers().is_empty(), "the finalizer stays");
+    let requests: Api<PeeringRequest> = Api::all(t.remote.clone());
+    let standing = requests.get(&t.home_id).await.unwrap();
+    assert!(standing.metadata.deletion_timestamp.is_none(), "our request still there, not deleted");
+    assert_eq!(event_count(&t.home, "RemoteGone", FC).await, 0);
+
+    bindings.create(&Default::default(), &ours).await.unwrap();
+    fc_where(&t.home, FC, "unjoined once the remote lets us in again", |f| f.finalizers().is_empty() && !outgoing_joined(f)).await;
+    gone(&requests, &t.home_id, "our PeeringRequest gone from the remote").await;
+    gone(&Api::<Advertisement>::all(t.home.clone()), &format!("advertisement-{}", t.remote_id), "nothing of theirs here").await;
+    assert_eq!(event_count(&t.home, "Unjoined", FC).await, 1, "one Unjoined Event");
+    assert_eq!(event_count(&t.home, "RemoteGone", FC).await, 0, "not given up");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -609,9 +609,16 @@ fn advertisement_deleted() -> Call {
     call("DELETE", format!("/apis/sharing.liqo.io/v1alpha1/advertisements/advertisement-{REMOTE}"), 404, not_found())
 }
 
-/// The peer's access revoked, then its Advertisement deleted.
+/// The peer's access revoked (its ServiceAccount first), then its Advertisement deleted.
 fn unjoin_local() -> Vec<Call> {
     vec![
+        // The ServiceAccount first: the peer is refused with a 401 at once, never a 403.
+        call(
+            "DELETE",
+            format!("/api/v1/namespaces/liqo/serviceaccounts/{REMOTE}"),
+            200,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+        ),
         call(
             "DELETE",
             format!("{RBAC}/clusterrolebindings/{REMOTE}"),
@@ -619,12 +626,6 @@ fn unjoin_local() -> Vec<Call> {
             json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
         ),
         call("DELETE", format!("{RBAC}/clusterroles/{REMOTE}"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
-        call(
-            "DELETE",
-            format!("/api/v1/namespaces/liqo/serviceaccounts/{REMOTE}"),
-            200,
-            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
-        ),
         advertisement_deleted(),
     ]
 }
@@ -706,6 +707,69 @@ async fn unjoin_waits_while_our_request_is_terminating_on_the_remote() {
     assert_eq!(action, Action::requeue(Timing::default().health));
     expect(&w.remote, &remote);
     expect(&w.home, &home);
+}
+
+/// A remote API server just started answers "404 page not found" for a resource it has not
+/// read the CRD of yet: that is not our request gone. The unjoin waits (`UnjoinPending`, the
+/// finalizer kept, nothing revoked yet) and tries again within a health period.
+#[tokio::test]
+async fn unjoin_does_not_take_an_unserved_resource_for_our_request_gone() {
+    let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+    // Not a Status: what the API server's fallback handler writes.
+    let remote = vec![call("DELETE", format!("{PRS}/{HOME}"), 404, json!("404 page not found"))];
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    let mut spec = joined_spec();
+    spec["join"] = json!(false);
+    let action = w.reconcile(fc(spec, joined_status(true), true)).await.unwrap();
+    let timing = Timing::default();
+    assert_eq!(action, Action::requeue(timing.retry.min(timing.health)));
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
+    let written = w.home.lock().unwrap()[0].2.clone();
+    let (status, reason, message) = condition_of(&written["status"], "Joined");
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "UnjoinPending"));
+    assert!(message.contains("404"), "{message}");
+}
+
+/// Our request found again on the remote, not terminating, in a round that only looks (after one
+/// that saw it terminating): it is deleted again, not waited for.
+#[tokio::test]
+async fn unjoin_deletes_again_a_request_found_standing() {
+    let mut home = unjoin_local();
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    home.push(advertisement_deleted());
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    home.extend(unjoin_local());
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
+    let mut terminating = our_pr();
+    terminating["metadata"]["deletionTimestamp"] = json!("2026-11-25T10:00:00Z");
+    let mut remote = unjoin_remote();
+    remote.last_mut().unwrap().status = 200;
+    remote.last_mut().unwrap().body = terminating;
+    remote.push(call("GET", format!("{PRS}/{HOME}"), 200, our_pr()));
+    remote.extend(unjoin_remote());
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    let mut spec = joined_spec();
+    spec["join"] = json!(false);
+    let first = fc(spec, joined_status(true), true);
+    let timing = Timing::default();
+    assert_eq!(w.reconcile(first.clone()).await.unwrap(), Action::requeue(timing.health), "terminating: looked at again");
+    let written = w.home.lock().unwrap()[4].2.clone();
+    let action = w.reconcile(stored_after(first.clone(), &written)).await.unwrap();
+    assert_eq!(action, Action::requeue(timing.retry.min(timing.health)), "standing: deleted again soon");
+    let written = w.home.lock().unwrap()[6].2.clone();
+    let (_, reason, message) = condition_of(&written["status"], "Joined");
+    assert_eq!(reason, "UnjoinPending");
+    assert!(message.contains("not deleted yet"), "{message}");
+    let action = w.reconcile(stored_after(first, &written)).await.unwrap();
+    assert_eq!(action, Action::await_change(), "deleted and gone: unjoined");
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
+    let seen = w.home.lock().unwrap().clone();
+    assert_eq!(seen.last().unwrap().2, removes_the_finalizer());
 }
 
 /// The JSON patch that removes our finalizer: it tests the finalizer is where it was, so it needs
@@ -793,9 +857,9 @@ async fn a_forbidden_answer_keeps_the_identity() {
 }
 
 #[tokio::test]
-async fn unjoin_completes_locally_when_the_remote_refuses_us() {
-    // Not even being deleted: join=false, and the remote answers 403 (it forgot us).
-    let remote = vec![call("DELETE", format!("{PRS}/{HOME}"), 403, forbidden())];
+async fn unjoin_completes_locally_when_the_remote_no_longer_knows_us() {
+    // Not even being deleted: join=false, and the remote answers 401 (it forgot us).
+    let remote = vec![call("DELETE", format!("{PRS}/{HOME}"), 401, unauthorized())];
     let mut home = unjoin_local();
     home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
     home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
@@ -806,6 +870,25 @@ async fn unjoin_completes_locally_when_the_remote_refuses_us() {
     assert_eq!(w.reconcile(fc(spec, joined_status(true), true)).await.unwrap(), Action::await_change());
     expect(&w.remote, &remote);
     expect(&w.home, &home);
+}
+
+/// A 403 is not the remote done with us: a restarted API server answers 403 for a good identity
+/// until its RBAC cache is filled (a CI run saw our request left on the remote that way). The
+/// unjoin waits and tries again within a health period; nothing is revoked yet.
+#[tokio::test]
+async fn unjoin_waits_when_the_remote_forbids_us() {
+    let remote = vec![call("DELETE", format!("{PRS}/{HOME}"), 403, forbidden())];
+    let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    let mut spec = joined_spec();
+    spec["join"] = json!(false);
+    let timing = Timing::default();
+    assert_eq!(w.reconcile(fc(spec, joined_status(true), true)).await.unwrap(), Action::requeue(timing.retry.min(timing.health)));
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
+    let written = w.home.lock().unwrap()[0].2.clone();
+    assert_eq!(condition_of(&written["status"], "Joined").1, "UnjoinPending");
 }
 
 // Seed 003's manual form (clusterID + apiUrl, no authUrl): anonymous peering, the seed-001 way.

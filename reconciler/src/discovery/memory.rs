@@ -72,7 +72,7 @@ pub async fn record(client: &Client, namespace: &str, choices: &BTreeMap<String,
     let api = Api::<ConfigMap>::namespaced(client.clone(), namespace);
     let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
     match api.patch(KNOWN_PEERS, &params, &Patch::Merge(serde_json::json!({ "data": choices }))).await {
-        Err(kube::Error::Api(e)) if e.code == 404 => {
+        Err(e) if is_not_found(&e) => {
             let mut cm = ConfigMap { data: Some(choices.clone()), ..Default::default() };
             cm.metadata.name = Some(KNOWN_PEERS.into());
             cm.metadata.labels = Some([("app.kubernetes.io/managed-by".to_owned(), "liqo-reconciler".to_owned())].into());

@@ -354,7 +354,7 @@ async fn reach<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
     // 401 only: the remote no longer knows our identity (revoked, or reinstalled). A 403 is
     // not that: a restarted API server answers 403 until its RBAC cache is filled, and our
     // identity is still good; it is retried within a health period like any failure.
-    if e.answered() == Some(401) && way.reads_requests() {
+    if e.is_revocation() && way.reads_requests() {
         // Drop the identity so the next round asks for a new one.
         ctx.delete_local_secret(&identity_secret(&name)).await?;
         r.auth_status = Some(AuthStatus::Pending);

@@ -48,9 +48,12 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
     let again = ctx.withdrawing(&name);
     let withdrawal = match withdraw_offer(fc, ctx, own_id, again).await {
         Ok(w) => w,
-        Err(e) if e.is_refusal() => {
-            how = RemoteSide::Refused;
-            gone_note = Some(format!("the remote refuses our identity ({e}): it is done with us; unjoined locally"));
+        // Only a 401 (the remote no longer knows our identity): a 403 is retried below, as a
+        // restarted API server answers 403 for a good identity until its RBAC cache is filled
+        // (taking that for the end left our request on the remote).
+        Err(e) if e.is_revocation() => {
+            how = RemoteSide::Revoked;
+            gone_note = Some(format!("the remote no longer knows our identity ({e}): it is done with us; unjoined locally"));
             Withdrawal::Gone
         }
         Err(e) => {
@@ -83,11 +86,21 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
     // 3. Done only once our PeeringRequest is gone from the remote (NotFound, not Terminating:
     // the remote's reconciler holds it until its broadcaster has stopped).
     ctx.set_withdrawing(&name, withdrawal == Withdrawal::Terminating);
-    if withdrawal == Withdrawal::Terminating {
-        let why = "our PeeringRequest on the remote is terminating: the remote's reconciler has not released it yet".to_owned();
-        match pending(fc, ctx, deleting, why, ctx.timing.health).await? {
+    let waiting = match withdrawal {
+        Withdrawal::Gone => None,
+        Withdrawal::Terminating => Some((
+            "our PeeringRequest on the remote is terminating: the remote's reconciler has not released it yet",
+            ctx.timing.health,
+        )),
+        Withdrawal::Standing => Some((
+            "our PeeringRequest on the remote is not deleted yet (its API server was not serving it): deleting it again",
+            ctx.timing.retry.min(ctx.timing.health),
+        )),
+    };
+    if let Some((why, again)) = waiting {
+        match pending(fc, ctx, deleting, why.to_owned(), again).await? {
             Some(action) => return Ok(action),
-            None => gone_note = Some(given_up(ctx, "our PeeringRequest was still terminating there")),
+            None => gone_note = Some(given_up(ctx, "our PeeringRequest was still there")),
         }
     }
     ctx.forget_remote(&name);
@@ -140,6 +153,9 @@ enum Withdrawal {
     Gone,
     /// Deleted, but still there: the remote holds it until its broadcaster is done.
     Terminating,
+    /// Still there and not being deleted: our delete did not reach it (an API server just
+    /// started answers 404 for a resource it does not serve yet).
+    Standing,
 }
 
 /// How the remote side of an unjoin ended, as the `Joined` condition tells it.
@@ -148,8 +164,8 @@ enum RemoteSide {
     Removed,
     /// An anonymous requester cannot delete what it created there.
     Anonymous,
-    /// The remote refuses our identity.
-    Refused,
+    /// The remote no longer knows our identity (401).
+    Revoked,
 }
 
 /// Deletes our PeeringRequest and its Secret on the remote (unless `deleted` already, in an
@@ -178,10 +194,11 @@ async fn withdraw_offer<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &st
         grant::delete_raw(&secrets, &peering_kubeconfig_secret(own_id)).await.map_err(remote_err)?;
     }
     match requests.get_opt(own_id).await.map_err(remote_err)? {
-        Some(terminating) => {
+        Some(terminating) if terminating.metadata.deletion_timestamp.is_some() => {
             ctx.wake_when_gone(fc, requests, &terminating);
             Ok(Withdrawal::Terminating)
         }
+        Some(_) => Ok(Withdrawal::Standing),
         None => Ok(Withdrawal::Gone),
     }
 }
@@ -212,8 +229,8 @@ fn unjoined<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, how: RemoteSide) -> Rep
         RemoteSide::Anonymous => {
             "spec.join is false: the peer's access here is revoked; our PeeringRequest stays on the remote (an anonymous requester cannot delete it)"
         }
-        RemoteSide::Refused => {
-            "spec.join is false: the peer's access here is revoked; the remote refuses our identity (it is done with us)"
+        RemoteSide::Revoked => {
+            "spec.join is false: the peer's access here is revoked; the remote no longer knows our identity (it is done with us)"
         }
         RemoteSide::Removed => "spec.join is false: our PeeringRequest is gone from the remote",
     };
