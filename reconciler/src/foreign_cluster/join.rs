@@ -350,7 +350,8 @@ async fn reach<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
         }
         Err(e) => e,
     };
-    ctx.forget_remote(&name);
+    // What it proved is asked again; what we offered it stands (a repair follows if it lost it).
+    ctx.forget_proof(&name);
     // 401 only: the remote no longer knows our identity (revoked, or reinstalled). A 403 is
     // not that: a restarted API server answers 403 until its RBAC cache is filled, and our
     // identity is still good; it is retried within a health period like any failure.
@@ -396,7 +397,7 @@ async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
     };
     let previous = fc.status.as_ref().and_then(|s| s.outgoing.as_ref());
     let name = fc.name_any();
-    let offered = previous.is_some_and(|o| o.remote_peering_request_name.is_some()) || ctx.offered_lately(&name);
+    let offered = ctx.offered(&name, previous.is_some_and(|o| o.remote_peering_request_name.is_some()));
     let waiting_since = joined_since(fc, Reason::WaitingForAdvertisement);
     let overdue = || decide::anonymous_offer_overdue(waiting_since.as_ref(), &super::now(), ctx.refreshed_ago(&name), ctx.timing.refused);
     let advertised = match (ctx.advertisement_present(&remote.id), previous.is_some_and(|o| o.advertisement.is_some())) {

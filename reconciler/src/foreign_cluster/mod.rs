@@ -16,7 +16,7 @@ pub mod report;
 pub mod unjoin;
 pub mod way;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -119,10 +119,10 @@ pub struct Ctx<P: Peers> {
     /// When this process last put our request on each ForeignCluster's remote: a reconcile
     /// woken (by the peer's Advertisement, say) before the store shows the status written
     /// after the offer does not make it again (found by the fleet: every join offered twice).
-    offers: Mutex<HashMap<String, std::time::Instant>>,
+    offers: Mutex<HashSet<String>>,
     /// ForeignClusters whose unjoin deleted our request on the remote and found it
     /// terminating: the next rounds only look again.
-    withdrawing: Mutex<std::collections::HashSet<String>>,
+    withdrawing: Mutex<HashSet<String>>,
     /// Where a watch of ours asks for a ForeignCluster to be reconciled (our request on the
     /// remote gone): set by [`run`]; without it (a reconcile called directly) nothing is watched.
     wakes: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<ObjectRef<ForeignCluster>>>,
@@ -218,14 +218,23 @@ impl<P: Peers> Ctx<P> {
         self.forget_proof(fc_name);
     }
 
-    /// Whether this process put our request on `fc_name`'s remote within a health period
-    /// (and has not forgotten that remote since).
-    fn offered_lately(&self, fc_name: &str) -> bool {
-        self.offers.lock().expect("not poisoned").get(fc_name).is_some_and(|t| t.elapsed() < self.timing.health)
+    /// Whether our request is on `fc_name`'s remote: the status read says so (`recorded`), or
+    /// this process put it there and has not read a status saying so since. Remembered until
+    /// then, however long the store takes to show that status: a busy hub's watch can lag
+    /// behind it by more than a health period, and a memory of one period made the offer again
+    /// over a matching request (the fleet saw 1,155 such for 3,000 peers, each a grant, a token
+    /// and two writes to the peer). Forgotten on unjoin.
+    fn offered(&self, fc_name: &str, recorded: bool) -> bool {
+        let mut offers = self.offers.lock().expect("not poisoned");
+        if recorded {
+            offers.remove(fc_name);
+            return true;
+        }
+        offers.contains(fc_name)
     }
 
     fn record_offer(&self, fc_name: &str) {
-        self.offers.lock().expect("not poisoned").insert(fc_name.to_owned(), std::time::Instant::now());
+        self.offers.lock().expect("not poisoned").insert(fc_name.to_owned());
     }
 
     /// Whether `url` proved `fingerprint` for `fc_name` within the last [`PROOF_PERIODS`]
