@@ -46,19 +46,23 @@ pub struct Advertiser {
 enum Round {
     Created,
     KubeconfigMissing,
+    /// 401: the token is not known (a new kubeconfig restarts the broadcaster).
     Refused,
+    /// 403: reported as a refusal, but tried again soon (the hub may not have read the binding
+    /// made for this token yet).
+    Forbidden,
     Failed,
 }
 
 impl Round {
     /// When the next round runs, as our broadcaster's `retry_after`: a period after a success or
-    /// a refusal (new credentials restart it at once), sooner after any other failure (the hub
-    /// busy or not answering, the kubeconfig not there yet), so that a peer does not wait a
-    /// whole period for a hub that was briefly overloaded.
+    /// a 401 (new credentials restart it at once), sooner after any other failure (the hub
+    /// busy or not answering, its RBAC not caught up, the kubeconfig not there yet), so that a
+    /// peer does not wait a whole period for a hub that was briefly behind.
     fn next_after(self, period: Duration) -> Duration {
         match self {
             Round::Created | Round::Refused => period,
-            Round::Failed | Round::KubeconfigMissing => period.min(liqo_reconciler::context::RETRY),
+            Round::Forbidden | Round::Failed | Round::KubeconfigMissing => period.min(liqo_reconciler::context::RETRY),
         }
     }
 }
@@ -139,11 +143,13 @@ impl Advertiser {
                 let create = "/apis/sharing.liqo.io/v1alpha1/advertisements?fieldManager=liqo-broadcaster";
                 match self.call(http::Method::POST, create, token, Some(body)).await {
                     Some(201 | 409) => Round::Created,
-                    Some(401 | 403) => Round::Refused,
+                    Some(401) => Round::Refused,
+                    Some(403) => Round::Forbidden,
                     _ => Round::Failed,
                 }
             }
-            Some(401 | 403) => Round::Refused,
+            Some(401) => Round::Refused,
+            Some(403) => Round::Forbidden,
             _ => Round::Failed,
         }
     }
@@ -189,7 +195,7 @@ fn report(peer: &Peer, requester: &str, round: Round) {
         Round::KubeconfigMissing => {
             ("Pending", "False", Reason::KubeconfigMissing, "the kubeconfig Secret is missing: waiting for the peer to put it back")
         }
-        Round::Refused => ("Refused", "False", Reason::PeerRefused, "the peer refuses the kubeconfig it gave us"),
+        Round::Refused | Round::Forbidden => ("Refused", "False", Reason::PeerRefused, "the peer refuses the kubeconfig it gave us"),
         Round::Failed => ("Pending", "False", Reason::RemoteUnreachable, "cannot reach the peer's cluster yet"),
     };
     let reason = reason.as_str();
@@ -216,6 +222,7 @@ mod tests {
         let period = Duration::from_secs(120);
         assert_eq!(Round::Created.next_after(period), period);
         assert_eq!(Round::Refused.next_after(period), period);
+        assert_eq!(Round::Forbidden.next_after(period), liqo_reconciler::context::RETRY, "a 403 may pass soon");
         assert_eq!(Round::KubeconfigMissing.next_after(period), liqo_reconciler::context::RETRY);
         assert_eq!(Round::Failed.next_after(period), liqo_reconciler::context::RETRY);
         assert_eq!(Round::Failed.next_after(Duration::from_secs(3)), Duration::from_secs(3));

@@ -511,12 +511,14 @@ impl<P: Peers> Broadcasters<P> {
 }
 
 /// When a broadcaster runs its next round after `round` (pure): a period after a success, and
-/// after a refusal (new credentials wake it at once: the peer is not asked in vain meanwhile);
-/// sooner after any other failure.
+/// after a 401 (new credentials wake it at once: the peer is not asked in vain meanwhile);
+/// sooner after any other failure. A 403 among them: the peer's API server may not have read
+/// the binding made for us yet (a busy one, or one just restarted), and waiting a period for
+/// that made joins at 3,000 peers take 40 % longer.
 fn retry_after(round: &Result<()>, period: Duration) -> Duration {
     match round {
         Ok(()) => period,
-        Err(e) if e.is_refusal() => period,
+        Err(e) if e.is_revocation() => period,
         Err(_) => period.min(crate::context::RETRY),
     }
 }
@@ -544,7 +546,7 @@ mod tests {
     }
 
     #[test]
-    fn a_refusing_peer_waits_a_period_an_unreachable_one_is_retried_sooner() {
+    fn a_peer_that_no_longer_knows_us_waits_a_period_a_forbidding_or_unreachable_one_is_retried_sooner() {
         let period = Duration::from_secs(300);
         let refused = Error::remote_api(
             Step::ApiServer,
@@ -552,6 +554,11 @@ mod tests {
         );
         assert_eq!(retry_after(&Ok(()), period), period);
         assert_eq!(retry_after(&Err(refused), period), period);
+        let forbidden = Error::remote_api(
+            Step::ApiServer,
+            kube::Error::Api(Box::new(kube::core::Status::failure("RBAC not read yet", "Forbidden").with_code(403))),
+        );
+        assert_eq!(retry_after(&Err(forbidden), period), crate::context::RETRY, "a 403 may pass soon");
         assert_eq!(retry_after(&Err(Error::unreachable(Step::ApiServer, "refused")), period), crate::context::RETRY);
     }
 
