@@ -88,10 +88,9 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
     ctx.set_withdrawing(&name, withdrawal == Withdrawal::Terminating);
     let waiting = match withdrawal {
         Withdrawal::Gone => None,
-        Withdrawal::Terminating => Some((
-            "our PeeringRequest on the remote is terminating: the remote's reconciler has not released it yet",
-            ctx.timing.health,
-        )),
+        Withdrawal::Terminating => {
+            Some(("our PeeringRequest on the remote is terminating: the remote's reconciler has not released it yet", ctx.timing.health))
+        }
         Withdrawal::Standing => Some((
             "our PeeringRequest on the remote is not deleted yet (its API server was not serving it): deleting it again",
             ctx.timing.retry.min(ctx.timing.health),
