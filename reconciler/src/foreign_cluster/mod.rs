@@ -116,9 +116,10 @@ pub struct Ctx<P: Peers> {
     proven: Mutex<HashMap<String, (String, String, std::time::Instant)>>,
     /// When each ForeignCluster's anonymous offer was last made again for being overdue.
     refreshed: Mutex<HashMap<String, std::time::Instant>>,
-    /// When this process last put our request on each ForeignCluster's remote: a reconcile
-    /// woken (by the peer's Advertisement, say) before the store shows the status written
-    /// after the offer does not make it again (found by the fleet: every join offered twice).
+    /// ForeignClusters whose remote this process put our request on, until a status read
+    /// records it (see [`Ctx::offered`]): a reconcile woken (by the peer's Advertisement, say)
+    /// before the store shows the status written after the offer does not make it again
+    /// (found by the fleet: every join offered twice).
     offers: Mutex<HashSet<String>>,
     /// ForeignClusters whose unjoin deleted our request on the remote and found it
     /// terminating: the next rounds only look again.

@@ -92,7 +92,7 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
             Some(("our PeeringRequest on the remote is terminating: the remote's reconciler has not released it yet", ctx.timing.health))
         }
         Withdrawal::Standing => Some((
-            "our PeeringRequest on the remote is not deleted yet (its API server was not serving it): deleting it again",
+            "our PeeringRequest on the remote is not deleted yet (it is there and not terminating): deleting it again",
             ctx.timing.retry.min(ctx.timing.health),
         )),
     };
@@ -152,8 +152,8 @@ enum Withdrawal {
     Gone,
     /// Deleted, but still there: the remote holds it until its broadcaster is done.
     Terminating,
-    /// Still there and not being deleted: our delete did not reach it (an API server just
-    /// started answers 404 for a resource it does not serve yet).
+    /// There and not being deleted, in a round that only looked: made again since our delete
+    /// (it is deleted again, not waited for).
     Standing,
 }
 
