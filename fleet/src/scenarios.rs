@@ -277,6 +277,7 @@ impl Run {
     /// (c) Three health periods with every peer joined.
     pub async fn steady(&self) -> Row {
         let settled = self.until(&self.fleet.peers, 2.0, healthy).await;
+        self.quiet().await;
         let before = self.mark().await;
         tokio::time::sleep(self.health * 3).await;
         let after = self.mark().await;
@@ -289,6 +290,25 @@ impl Run {
             self.events_since(before.wall).await
         );
         row
+    }
+
+    /// Waits for the join's tail: until the hub has written no Event and no status for one
+    /// interval at which the reconciler tells the Events its budget left out (and a second),
+    /// so that the summary of a join's left-out Events, up to that interval after them, is
+    /// not taken for a write in steady state. Gives up after three such intervals; the window
+    /// then shows what kept writing.
+    async fn quiet(&self) {
+        let every = liqo_reconciler::event_budget::SUMMARY_EVERY + Duration::from_secs(1);
+        let started = Instant::now();
+        let written = |api: &Requests| api.sum(|v, r, s| is_write(v) && (r == "events" || (r == "foreignclusters" && s == "status")));
+        let mut last = (written(&self.hub.api_requests().await.unwrap_or_default()), Instant::now());
+        while last.1.elapsed() < every && started.elapsed() < every * 3 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let now = written(&self.hub.api_requests().await.unwrap_or_default());
+            if now != last.0 {
+                last = (now, Instant::now());
+            }
+        }
     }
 
     /// The reasons of the Events written (first or again) since `since`, with counts.
