@@ -109,16 +109,19 @@ impl Advertiser {
     }
 
     async fn broadcast(self: Arc<Self>, peer: Arc<Peer>, requester: String) {
-        let mut last = None;
+        let (mut last, mut previous) = (None, None);
         loop {
             let round = match kubeconfig_token(&peer, &requester) {
                 Some(token) => self.publish(&peer, &token).await,
                 None => Round::KubeconfigMissing,
             };
-            if last != Some(round) {
+            // A 403 is told once the next try is refused too, as our broadcaster does.
+            let passing = round == Round::Forbidden && previous != Some(Round::Forbidden);
+            if !passing && last != Some(round) {
                 report(&peer, &requester, round);
                 last = Some(round);
             }
+            previous = Some(round);
             tokio::time::sleep(round.next_after(self.hub.period)).await;
         }
     }

@@ -456,6 +456,8 @@ impl<P: Peers> Broadcasters<P> {
         let mut missing: Option<String> = None;
         // A change of the ClusterConfig (advertisement turned on or off) is acted on at once.
         let mut config = self.config.clone();
+        // Whether the last round was refused with a 403 (see [`first_forbidden`]).
+        let mut forbidden = false;
         loop {
             let advertising = self.advertising();
             let round = async {
@@ -487,12 +489,17 @@ impl<P: Peers> Broadcasters<P> {
                 (Ok(()), Some(what)) => report(&Err(Error::KubeconfigMissing(what.clone())), advertising),
                 _ => report(&round, advertising),
             };
-            if reported.as_ref() != Some(&now_reported) && self.write_report(&peer, &now_reported).await {
+            let passing = first_forbidden(&round, &mut forbidden);
+            if !passing && reported.as_ref() != Some(&now_reported) && self.write_report(&peer, &now_reported).await {
                 reported = Some(now_reported);
             }
             reread = round.is_err();
-            if let Err(e) = &round {
-                tracing::warn!(peer = %peer, error = %e, cause = e.label(), "advertising to the peer failed; retrying");
+            match &round {
+                Err(e) if passing => {
+                    tracing::debug!(peer = %peer, error = %e, "the peer forbids us (403); trying again before telling it")
+                }
+                Err(e) => tracing::warn!(peer = %peer, error = %e, cause = e.label(), "advertising to the peer failed; retrying"),
+                Ok(()) => {}
             }
             let signalled = tokio::select! {
                 _ = tokio::time::sleep(retry_after(&round, self.period)) => None,
@@ -508,6 +515,18 @@ impl<P: Peers> Broadcasters<P> {
             }
         }
     }
+}
+
+/// Whether `round` is a 403 after a round that was not (pure; `before` becomes whether it is
+/// one). Such a 403 is not told in the request's status yet, only once the next try (a retry
+/// interval later) is refused too: the peer's API server may not have read the binding made
+/// for us yet (a busy one, or one just restarted), and telling each such moment flipped the
+/// request to `Refused` and back, two status writes on the peer and a false alarm.
+fn first_forbidden(round: &Result<()>, before: &mut bool) -> bool {
+    let now = matches!(round, Err(e) if e.answered() == Some(403));
+    let first = now && !*before;
+    *before = now;
+    first
 }
 
 /// When a broadcaster runs its next round after `round` (pure): a period after a success, and
@@ -560,6 +579,21 @@ mod tests {
         );
         assert_eq!(retry_after(&Err(forbidden), period), crate::context::RETRY, "a 403 may pass soon");
         assert_eq!(retry_after(&Err(Error::unreachable(Step::ApiServer, "refused")), period), crate::context::RETRY);
+    }
+
+    #[test]
+    fn a_403_is_told_once_it_lasts_past_one_retry() {
+        let code = |c: u16| {
+            Err(Error::remote_api(Step::ApiServer, kube::Error::Api(Box::new(kube::core::Status::failure("no", "x").with_code(c)))))
+        };
+        let mut before = false;
+        assert!(first_forbidden(&code(403), &mut before), "the first 403 waits for the next try");
+        assert!(!first_forbidden(&code(403), &mut before), "the second in a row is told");
+        assert!(!first_forbidden(&Ok(()), &mut before));
+        assert!(first_forbidden(&code(403), &mut before), "a 403 after a success waits again");
+        assert!(!first_forbidden(&code(401), &mut before), "a 401 is told at once");
+        assert!(!before, "and is not a 403");
+        assert!(!first_forbidden(&Err(Error::unreachable(Step::ApiServer, "refused")), &mut before));
     }
 
     #[test]
