@@ -19,7 +19,7 @@ use liqo_api::names::{LABEL_CLUSTER_ID, advertisement_name};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
-use crate::peer::{NAMESPACE, Peer};
+use crate::peer::{Mode, NAMESPACE, Peer};
 use crate::server::Counts;
 
 /// The hub as the peers reach it.
@@ -112,6 +112,8 @@ impl Advertiser {
         let (mut last, mut previous) = (None, None);
         loop {
             let round = match kubeconfig_token(&peer, &requester) {
+                // A peer that is off reaches nothing: its round fails without a request.
+                _ if peer.mode() == Mode::Off => Round::Failed,
                 Some(token) => self.publish(&peer, &token).await,
                 None => Round::KubeconfigMissing,
             };

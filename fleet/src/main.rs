@@ -34,6 +34,11 @@ struct Args {
     /// Also write the rows as JSON lines here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// In the outage (e), the peers down are wholly down: their broadcasters stop writing to
+    /// the hub too (the whole cluster off, or cut off from the network). Without it they are
+    /// down one way: the hub cannot reach them while they still reach it.
+    #[arg(long)]
+    outage_wholly: bool,
     /// More flags for the reconciler (e.g. --reconciler-flag=--kube-api-qps=50).
     #[arg(long = "reconciler-flag")]
     reconciler_flags: Vec<String>,
@@ -94,6 +99,9 @@ async fn run(args: &Args) -> anyhow::Result<Vec<Row>> {
     let fleet = Fleet::start(args.peers, endpoints, access).await?;
     eprintln!("liqo-fleet: {} peers with their CAs made in {:.1} s", args.peers, made.elapsed().as_secs_f64());
     let mut run = Run::new(hub, fleet, Duration::from_secs(args.health_period_seconds));
+    if args.outage_wholly {
+        run.outage = liqo_fleet::peer::Mode::Off;
+    }
     let mut rows = Vec::new();
     for s in args.scenarios.chars() {
         let new: Vec<Row> = match s {

@@ -24,8 +24,13 @@ pub enum Mode {
     Refusing,
     /// Accepts, answering every request after this long.
     Slow(Duration),
-    /// Takes connections and resets them at once; open ones are dropped.
+    /// Takes connections and resets them at once; open ones are dropped. Its broadcasters
+    /// still write to the hub: an outage one way (its API server down, or a link that fails
+    /// one way).
     Down,
+    /// Down, and its broadcasters reach nothing either: the whole cluster off, or cut off from
+    /// the network.
+    Off,
     /// Down for this long, then up for as long, and so on (from when the mode was set).
     Flapping(Duration),
 }
@@ -138,7 +143,7 @@ impl Peer {
     pub fn up(&self) -> bool {
         let (mode, since) = *self.mode.lock().expect("not poisoned");
         match mode {
-            Mode::Down => false,
+            Mode::Down | Mode::Off => false,
             Mode::Flapping(half) => (since.elapsed().as_millis() / half.as_millis().max(1)) % 2 == 1,
             _ => true,
         }
@@ -193,6 +198,8 @@ mod tests {
         p.set_mode(Mode::Flapping(Duration::from_secs(3600)));
         assert!(!p.up(), "down for the first half period");
         p.set_mode(Mode::Down);
+        assert!(!p.up());
+        p.set_mode(Mode::Off);
         assert!(!p.up());
         p.set_mode(Mode::Slow(Duration::from_millis(1)));
         assert!(p.up());

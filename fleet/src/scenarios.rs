@@ -90,6 +90,9 @@ pub struct Run {
     pub hub: Hub,
     pub fleet: Arc<Fleet>,
     pub health: Duration,
+    /// How the peers of an outage (e) are down: [`Mode::Down`] (one way: their broadcasters
+    /// still write to the hub, the default) or [`Mode::Off`] (wholly).
+    pub outage: Mode,
     fcs: Store<ForeignCluster>,
 }
 
@@ -98,7 +101,7 @@ impl Run {
         let (fcs, writer) = reflector::store();
         let stream = watcher(Api::<ForeignCluster>::all(hub.admin.clone()), watcher::Config::default()).default_backoff().reflect(writer);
         tokio::spawn(stream.applied_objects().for_each(|_| async {}));
-        Self { hub, fleet, health, fcs }
+        Self { hub, fleet, health, outage: Mode::Down, fcs }
     }
 
     fn n(&self) -> usize {
@@ -352,14 +355,15 @@ impl Run {
         let count = (self.n() * percent).div_ceil(100).max(1);
         let down: Vec<Arc<Peer>> = self.fleet.peers[..count].to_vec();
         let before = self.mark().await;
-        self.fleet.set_mode(0..count, Mode::Down);
+        self.fleet.set_mode(0..count, self.outage);
         let seen = self.until(&down, 3.0, unreachable).await;
         let mid = self.mark().await;
-        let mut went = self.row(&format!("e. {percent} % down"), count, (&before, &mid), seen, 0.0);
+        let wholly = if self.outage == Mode::Off { ", wholly" } else { "" };
+        let mut went = self.row(&format!("e. {percent} % down{wholly}"), count, (&before, &mid), seen, 0.0);
         self.fleet.set_mode(0..count, Mode::Accepting);
         let back = self.until(&down, 2.0, healthy).await;
         let after = self.mark().await;
-        let mut came = self.row(&format!("e. {percent} % back"), count, (&mid, &after), back, 0.0);
+        let mut came = self.row(&format!("e. {percent} % back{wholly}"), count, (&mid, &after), back, 0.0);
         for row in [&mut went, &mut came] {
             let per_peer = row.status_writes / count as f64;
             row.note = format!("{per_peer:.2} status writes per affected peer");

@@ -53,6 +53,13 @@ async fn fifty_peers_through_every_scenario() {
         assert_eq!(row.peer_writes, 0, "{}", show(row));
     }
 
+    // Wholly down: the peers' broadcasters stop writing to the hub too.
+    run.outage = liqo_fleet::peer::Mode::Off;
+    for row in run.outage(10).await {
+        assert!(row.ok, "{}", show(&row));
+        assert!(row.status_writes <= 5.0, "at most one status write per peer per transition: {}", show(&row));
+    }
+
     let f = run.ca_rotation().await;
     assert!(f.ok, "{}", show(&f));
 }
