@@ -58,11 +58,12 @@ impl Round {
     /// When the next round runs, as our broadcaster's `retry_after`: a period after a success or
     /// a 401 (new credentials restart it at once), sooner after any other failure (the hub
     /// busy or not answering, its RBAC not caught up, the kubeconfig not there yet), so that a
-    /// peer does not wait a whole period for a hub that was briefly behind.
-    fn next_after(self, period: Duration) -> Duration {
+    /// peer does not wait a whole period for a hub that was briefly behind; backing off to the
+    /// period over `failures` in a row, at the broadcaster's place `spread` in the window.
+    fn next_after(self, period: Duration, failures: u32, spread: f64) -> Duration {
         match self {
             Round::Created | Round::Refused => period,
-            Round::Forbidden | Round::Failed | Round::KubeconfigMissing => period.min(liqo_reconciler::context::RETRY),
+            Round::Forbidden | Round::Failed | Round::KubeconfigMissing => liqo_reconciler::broadcaster::backoff(period, failures, spread),
         }
     }
 }
@@ -110,6 +111,7 @@ impl Advertiser {
 
     async fn broadcast(self: Arc<Self>, peer: Arc<Peer>, requester: String) {
         let (mut last, mut previous) = (None, None);
+        let (mut failures, spread) = (0u32, liqo_reconciler::broadcaster::spread_of(&format!("{}/{requester}", peer.name)));
         loop {
             let round = match kubeconfig_token(&peer, &requester) {
                 // A peer that is off reaches nothing: its round fails without a request.
@@ -124,7 +126,8 @@ impl Advertiser {
                 last = Some(round);
             }
             previous = Some(round);
-            tokio::time::sleep(round.next_after(self.hub.period)).await;
+            failures = if round == Round::Created { 0 } else { failures.saturating_add(1) };
+            tokio::time::sleep(round.next_after(self.hub.period, failures, spread)).await;
         }
     }
 
@@ -225,11 +228,15 @@ mod tests {
     #[test]
     fn a_failed_round_is_retried_sooner_than_a_period_a_refused_one_is_not() {
         let period = Duration::from_secs(120);
-        assert_eq!(Round::Created.next_after(period), period);
-        assert_eq!(Round::Refused.next_after(period), period);
-        assert_eq!(Round::Forbidden.next_after(period), liqo_reconciler::context::RETRY, "a 403 may pass soon");
-        assert_eq!(Round::KubeconfigMissing.next_after(period), liqo_reconciler::context::RETRY);
-        assert_eq!(Round::Failed.next_after(period), liqo_reconciler::context::RETRY);
-        assert_eq!(Round::Failed.next_after(Duration::from_secs(3)), Duration::from_secs(3));
+        let retry = liqo_reconciler::context::RETRY;
+        assert_eq!(Round::Created.next_after(period, 0, 1.0), period);
+        assert_eq!(Round::Refused.next_after(period, 1, 1.0), period);
+        assert_eq!(Round::Forbidden.next_after(period, 1, 1.0), retry, "a 403 may pass soon");
+        assert_eq!(Round::KubeconfigMissing.next_after(period, 1, 1.0), retry);
+        assert_eq!(Round::Failed.next_after(period, 1, 1.0), retry);
+        assert_eq!(Round::Failed.next_after(period, 2, 1.0), retry * 2, "backing off");
+        assert_eq!(Round::Failed.next_after(period, 9, 1.0), period, "up to the period");
+        assert_eq!(Round::Failed.next_after(period, 1, 0.0), retry / 2, "at its place in the window");
+        assert_eq!(Round::Failed.next_after(Duration::from_secs(3), 1, 1.0), Duration::from_secs(3));
     }
 }
