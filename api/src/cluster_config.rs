@@ -151,6 +151,14 @@ pub struct ClusterConfigStatus {
     /// The API server URL handed to peers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_url: Option<String>,
+    /// Where `authUrl` came from (ConfigMap liqo-reconciler-env, an Ingress, the NodePort on a
+    /// node's address...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_url_from: Option<String>,
+    /// Where `apiUrl` came from (ConfigMap liqo-reconciler-env, kube-public/cluster-info, the
+    /// `kubernetes` Service's endpoint...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_url_from: Option<String>,
     /// SHA-256 (lowercase hex) of the CA the auth service's certificate chains to (of that
     /// certificate when it is served alone): what a peer's operator approves when pairing by
     /// fingerprint (`kubectl liqo trust`).

@@ -23,6 +23,9 @@ pub enum ConditionType {
     Ready,
     /// PeeringRequest / FederationRequest: how our Advertisement to its sender fares.
     Advertised,
+    /// ClusterConfig: whether peers can reach the API server and auth URLs this cluster tells
+    /// them.
+    AddressesReachable,
 }
 
 impl ConditionType {
@@ -38,6 +41,7 @@ impl ConditionType {
             Self::Joined => "Joined",
             Self::Ready => "Ready",
             Self::Advertised => "Advertised",
+            Self::AddressesReachable => "AddressesReachable",
         }
     }
 }
@@ -171,6 +175,13 @@ reasons! {
     AdvertisementDisabled,
     /// The kubeconfig Secret the request names is missing: its sender puts it back.
     KubeconfigMissing,
+    // ClusterConfig AddressesReachable
+    /// Both URLs peers are told were found (or set) and none is plainly unreachable.
+    AddressesFound,
+    /// A URL peers are told is one no peer can reach (loopback, a ClusterIP, a pod address).
+    AddressUnreachable,
+    /// No address of the auth service was found.
+    NoAuthAddress,
 }
 
 impl fmt::Display for Reason {
@@ -399,6 +410,30 @@ pub const TROUBLESHOOTING: &[Entry] = &[
         reasons: &[R::KubeconfigMissing],
         meaning: "the kubeconfig Secret the request names is gone (deleted here)",
         hint: "nothing: the sender sees this in the request's status and puts the Secret back within a health period",
+    },
+    Entry {
+        kind: "ClusterConfig",
+        condition: Some(C::AddressesReachable),
+        status: S::True,
+        reasons: &[R::AddressesFound],
+        meaning: "peers are told an API server URL and an auth URL that they can reach; `status.apiUrlFrom`/`authUrlFrom` say where each came from",
+        hint: "",
+    },
+    Entry {
+        kind: "ClusterConfig",
+        condition: Some(C::AddressesReachable),
+        status: S::False,
+        reasons: &[R::AddressUnreachable],
+        meaning: "a URL peers are told is a loopback address, a Service ClusterIP, a pod address or a name only this cluster resolves (the message names it)",
+        hint: "set the value the message names (`LIQO_API_URL` or `LIQO_AUTH_URL`) in ConfigMap `liqo/liqo-reconciler-env`; it applies within 30 s",
+    },
+    Entry {
+        kind: "ClusterConfig",
+        condition: Some(C::AddressesReachable),
+        status: S::False,
+        reasons: &[R::NoAuthAddress],
+        meaning: "no address of the auth service was found (Service `liqo-auth` is not a NodePort or LoadBalancer, no Ingress `liqo-auth`, no node address); mDNS tells each interface's address",
+        hint: "set `LIQO_AUTH_URL` in ConfigMap `liqo/liqo-reconciler-env`",
     },
 ];
 

@@ -35,6 +35,15 @@ pub struct ThisCluster {
     /// ClusterConfig's status; else its Deployment's settings).
     pub auth_url: Option<String>,
     pub api_url: Option<String>,
+    /// Where each URL came from (ConfigMap liqo-reconciler-env, cluster-info, a NodePort...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth_url_from: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_url_from: Option<String>,
+    /// Why peers may not reach those URLs (condition `AddressesReachable` not True), with
+    /// the value to set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub addresses_warning: Option<String>,
     /// SHA-256 of the CA the auth service's certificate chains to: what a peer's operator
     /// approves when pairing by fingerprint (`kubectl liqo trust`), as the reconciler
     /// published it in the ClusterConfig's status; or why it is not known.
@@ -149,6 +158,10 @@ impl Overview {
                 let c = &self.cluster;
                 let on = |b: bool| if b { "on" } else { "off" };
                 let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+                let from = |v: &Option<String>, f: &Option<String>| match f {
+                    Some(f) => format!("{} (from {f})", dash(v)),
+                    None => dash(v),
+                };
                 let mut policy = c.peering_policy.clone();
                 if !c.allow.is_empty() {
                     policy.push_str(&format!(" (allow: {})", c.allow.join(", ")));
@@ -164,8 +177,9 @@ impl Overview {
                     ("ADVERTISEMENT", on(c.advertisement).into()),
                     ("AUTOJOIN", format!("{} (untrusted peers: {})", on(c.autojoin), on(c.autojoin_untrusted))),
                     ("PEERING-POLICY", policy),
-                    ("AUTH-URL", dash(&c.auth_url)),
-                    ("API-URL", dash(&c.api_url)),
+                    ("AUTH-URL", from(&c.auth_url, &c.auth_url_from)),
+                    ("API-URL", from(&c.api_url, &c.api_url_from)),
+                    ("ADDRESSES", c.addresses_warning.as_ref().map_or_else(|| "ok".into(), |w| format!("WARNING: {w}"))),
                     ("AUTH-CA-FINGERPRINT", c.auth_ca_fingerprint.clone()),
                     ("RECONCILER", c.reconciler.clone()),
                     ("WEBHOOK", c.webhook.clone()),
@@ -426,6 +440,13 @@ pub async fn overview(client: &Client, ns: &str, selection: &Selection, chunk: u
         peering_policy: spec.peering_policy.as_str().to_owned(),
         allow: spec.peering_allow_list.clone(),
         deny: spec.peering_deny_list.clone(),
+        auth_url_from: told.auth_url.as_ref().and(told.auth_url_from.clone()),
+        api_url_from: told.api_url.as_ref().and(told.api_url_from.clone()),
+        addresses_warning: told
+            .conditions
+            .iter()
+            .find(|c| c.type_ == liqo_api::reasons::ConditionType::AddressesReachable.as_str() && c.status != "True")
+            .map(|c| format!("{} ({})", c.message, c.reason)),
         auth_url: told.auth_url.or(auth_url),
         api_url: told.api_url.or(api_url),
         auth_ca_fingerprint: told
@@ -584,6 +605,9 @@ mod tests {
                 deny: vec!["66666666-7777-8888-9999-000000000000".into()],
                 auth_url: Some("https://10.77.0.1:30443".into()),
                 api_url: Some("https://10.77.0.1:6443".into()),
+                auth_url_from: Some("Service liqo-auth (NodePort) on node alpha-cp (InternalIP)".into()),
+                api_url_from: Some("ConfigMap kube-public/cluster-info".into()),
+                addresses_warning: None,
                 auth_ca_fingerprint: "3f1c5e0a9b7d2c4e6f8a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e".into(),
                 reconciler: "running, leader liqo-reconciler-7d9f (renewed 2s ago); Deployment 1/1 ready".into(),
                 webhook: "Deployment 2/2 ready".into(),
@@ -657,6 +681,23 @@ mod tests {
         golden("status.wide", &o.render(Output::Wide));
         golden("status.json", &o.render(Output::Json));
         golden("status.yaml", &o.render(Output::Yaml));
+    }
+
+    #[test]
+    fn where_the_addresses_came_from_and_a_warning_are_shown() {
+        let mut o = overview();
+        let table = o.render(Output::Table);
+        assert!(table.contains("https://10.77.0.1:6443 (from ConfigMap kube-public/cluster-info)"), "{table}");
+        assert!(table.contains("ADDRESSES             ok\n"), "{table}");
+        o.cluster.addresses_warning = Some("the API server URL https://10.96.0.1:443 is a Service ClusterIP, which no peer can reach: set LIQO_API_URL in ConfigMap liqo-reconciler-env (AddressUnreachable)".into());
+        let table = o.render(Output::Table);
+        assert!(
+            table.contains("ADDRESSES             WARNING: the API server URL https://10.96.0.1:443 is a Service ClusterIP"),
+            "{table}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&o.render(Output::Json)).unwrap();
+        assert!(json["cluster"]["addressesWarning"].as_str().unwrap().contains("LIQO_API_URL"), "{json}");
+        assert_eq!(json["cluster"]["apiUrlFrom"], "ConfigMap kube-public/cluster-info");
     }
 
     #[test]

@@ -310,6 +310,21 @@ fn told(this: &ThisCluster) -> String {
             esc(fp.as_deref().unwrap_or("(not published)"))
         ),
     };
+    let from = |url: &Option<String>, source: &Option<String>| match (url, source) {
+        (Some(u), Some(s)) => Some(format!("<code>{}</code> (from {})", esc(u), esc(s))),
+        _ => None,
+    };
+    let sources: Vec<String> =
+        [("Auth service", from(&this.auth_url, &this.auth_url_from)), ("API server", from(&this.api_url, &this.api_url_from))]
+            .into_iter()
+            .filter_map(|(what, v)| Some(format!("{what} {}", v?)))
+            .collect();
+    if !sources.is_empty() {
+        let _ = write!(out, "<p class=\"told-from\">{}</p>", sources.join(" · "));
+    }
+    if let Some(w) = &this.addresses_warning {
+        let _ = write!(out, "<p class=\"warning\" role=\"alert\">Peers may not reach this cluster: {}</p>", esc(w));
+    }
     if !this.refused.is_empty() {
         out.push_str(&table_start("Refused peering requests", false, &["Cluster ID", "Name", "Count", "Last", "Why"]));
         for r in &this.refused {
@@ -596,6 +611,32 @@ mod tests {
         assert!(page.contains(&format!("<code class=\"fingerprint\">{}</code>", "ab".repeat(32))), "{page}");
         let unpublished = home(&ThisCluster::default(), &Listing::default(), &[], "t", None, &Allowed::default());
         assert!(!unpublished.contains("class=\"told\""), "nothing claimed before the reconciler published it");
+        assert!(!unpublished.contains("class=\"warning\""));
+    }
+
+    #[test]
+    fn this_cluster_shows_where_its_addresses_came_from_and_why_peers_may_not_reach_it() {
+        let this = ThisCluster {
+            auth_url: Some("https://10.0.0.1:30443".into()),
+            auth_url_from: Some("Service liqo-auth (NodePort) on node <n> (InternalIP)".into()),
+            api_url: Some("https://10.96.0.1:443".into()),
+            api_url_from: Some("this process's API server URL".into()),
+            addresses_warning: Some("the API server URL https://10.96.0.1:443 is a Service ClusterIP, which no peer can reach: set LIQO_API_URL in ConfigMap liqo-reconciler-env".into()),
+            ..Default::default()
+        };
+        let page = home(&this, &Listing::default(), &[], "t", None, &Allowed::default());
+        assert!(
+            page.contains(
+                "Auth service <code>https://10.0.0.1:30443</code> (from Service liqo-auth (NodePort) on node &lt;n&gt; (InternalIP))"
+            ),
+            "{page}"
+        );
+        assert!(
+            page.contains("API server <code>https://10.96.0.1:443</code> (from this process&#x27;s API server URL)")
+                || page.contains("API server <code>https://10.96.0.1:443</code> (from this process&#39;s API server URL)"),
+            "{page}"
+        );
+        assert!(page.contains("<p class=\"warning\" role=\"alert\">Peers may not reach this cluster: the API server URL https://10.96.0.1:443 is a Service ClusterIP"), "{page}");
     }
 
     #[test]

@@ -20,6 +20,13 @@ pub struct ThisCluster {
     /// fingerprint a peer's operator approves.
     pub auth_url: Option<String>,
     pub auth_ca_fingerprint: Option<String>,
+    /// The API server URL peers are told, and where each URL came from.
+    pub api_url: Option<String>,
+    pub auth_url_from: Option<String>,
+    pub api_url_from: Option<String>,
+    /// Condition `AddressesReachable` when not True: why peers may not reach us, with the
+    /// value to set.
+    pub addresses_warning: Option<String>,
     /// PeeringRequests our policy refused lately (who asked, when, how often).
     pub refused: Vec<liqo_api::RefusedRequest>,
 }
@@ -37,6 +44,13 @@ impl ThisCluster {
             peering_policy: config.peering_policy.as_str().to_owned(),
             auth_url: told.and_then(|t| t.auth_url.clone()),
             auth_ca_fingerprint: told.and_then(|t| t.auth_ca_fingerprint.clone()),
+            api_url: told.and_then(|t| t.api_url.clone()),
+            auth_url_from: told.and_then(|t| t.auth_url_from.clone()),
+            api_url_from: told.and_then(|t| t.api_url_from.clone()),
+            addresses_warning: told.and_then(|t| {
+                let c = t.conditions.iter().find(|c| c.type_ == liqo_api::reasons::ConditionType::AddressesReachable.as_str())?;
+                (c.status != "True").then(|| c.message.clone())
+            }),
             refused: told.map(|t| t.refused_requests.clone()).unwrap_or_default(),
         }
     }

@@ -87,7 +87,7 @@ fn identity(peer: &Peer, body: &[u8]) -> (u16, Vec<u8>) {
         return refuse(400, "clusterID: that is this cluster's own ID".into());
     }
     let token = random_token();
-    let api = ApiServer { url: peer.url(), ca_pem: peer.certs().ca.cert_pem.clone() };
+    let api = ApiServer { url: peer.url().into(), ca_pem: peer.certs().ca.cert_pem.clone() };
     let user = liqo_api::names::peer_service_account(&request.cluster_id);
     let Ok(config) = kubeconfig(&api, &peer.name, &user, NAMESPACE, token.clone()) else {
         return refuse(500, "issuing the identity failed".into());

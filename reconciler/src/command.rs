@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::addresses;
 use crate::auth::client::Verify;
 use crate::auth::rate::{Limiter, Rate};
 use crate::auth::service::{ApiServer, AuthService, ensure_token_secret};
@@ -69,16 +70,24 @@ struct Args {
     /// Extra names or addresses for the generated certificate (repeatable).
     #[arg(long = "auth-host")]
     auth_hosts: Vec<String>,
-    /// URL peers use to reach this cluster's API server (default: the URL this process uses).
+    /// URL peers use to reach this cluster's API server (default: found in the cluster —
+    /// kube-public/cluster-info, else the `kubernetes` Service's endpoint; ConfigMap
+    /// liqo-reconciler-env's LIQO_API_URL, read live, wins over this flag).
     #[arg(long, env = "LIQO_API_URL")]
     api_url: Option<String>,
     /// PEM file of the API server's CA, handed to peers (default: the CA this process trusts).
     #[arg(long, env = "LIQO_API_CA_FILE")]
     api_ca_file: Option<PathBuf>,
     /// URL of this cluster's auth service as peers reach it, written into our PeeringRequests
-    /// and advertised on the LAN (`--advertised-auth-url` is its older name).
+    /// and advertised on the LAN (`--advertised-auth-url` is its older name). Default: found in
+    /// the cluster (Ingress liqo-auth, else Service liqo-auth's LoadBalancer address or NodePort
+    /// on a node's ExternalIP, else InternalIP); ConfigMap liqo-reconciler-env's LIQO_AUTH_URL,
+    /// read live, wins over this flag.
     #[arg(long, env = "LIQO_AUTH_URL", alias = "advertised-auth-url")]
     auth_url: Option<String>,
+    /// The node this process runs on: its address is preferred for the auth service's NodePort.
+    #[arg(long, env = "NODE_NAME")]
+    node_name: Option<String>,
     /// PEM file of extra CAs that make peers' auth services Trusted (besides the system roots).
     #[arg(long, env = "LIQO_TRUSTED_CA_FILE")]
     trusted_ca_file: Option<PathBuf>,
@@ -176,23 +185,29 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     }
 
     let kube_config = kube::Config::infer().await.context("finding the API server (in-cluster or KUBECONFIG)")?;
-    let api_server = ApiServer {
-        url: args
-            .api_url
-            .clone()
-            .filter(|u| !u.is_empty())
-            .unwrap_or_else(|| kube_config.cluster_url.to_string().trim_end_matches('/').to_owned()),
-        ca_pem: match &args.api_ca_file {
-            Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
-            None => ApiServer::pem_of(kube_config.root_cert.as_deref().unwrap_or_default()),
-        },
+    let lookup = addresses::Lookup {
+        namespace: args.namespace.clone(),
+        flags: addresses::Overrides { api_url: args.api_url.clone(), auth_url: args.auth_url.clone() },
+        in_cluster: kube_config.cluster_url.to_string().trim_end_matches('/').to_owned(),
+        own_node: args.node_name.clone().filter(|n| !n.is_empty()),
     };
-    if api_server.url.contains("kubernetes.default") {
-        tracing::warn!(url = %api_server.url, "peers will be told an in-cluster API server URL; set --api-url");
-    }
+    let ca_pem = match &args.api_ca_file {
+        Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+        None => ApiServer::pem_of(kube_config.root_cert.as_deref().unwrap_or_default()),
+    };
     let metrics = Arc::new(Metrics::default());
     let throttle = crate::throttle::ThrottleLayer::new(args.kube_api_qps, args.kube_api_burst, metrics.throttled.clone());
     let client = kube::client::ClientBuilder::try_from(kube_config).context("building the API client")?.with_layer(&throttle).build();
+
+    // The URLs peers use, found in the cluster (and kept current), before anything hands
+    // them out: the first look is awaited for a few seconds.
+    let nodes = reflect_lean(Api::<Node>::all(client.clone()), watcher::Config::default().any_semantic());
+    let (found_tx, mut found) = watch::channel(addresses::Found::initial(&lookup.flags, &lookup.in_cluster));
+    tokio::spawn(addresses::keep(client.clone(), lookup, nodes.clone(), found_tx, addresses::PERIOD));
+    if tokio::time::timeout(Duration::from_secs(5), found.changed()).await.is_err() {
+        tracing::warn!("the addresses peers use are not found yet; telling the flags' or this process's until they are");
+    }
+    let api_server = ApiServer { url: addresses::Live::api_url(found.clone()), ca_pem };
 
     let (id_tx, id_rx) = watch::channel(None);
     let (cfg_tx, cfg_rx) = watch::channel(None);
@@ -213,12 +228,11 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         None => CertFiles { cert: args.auth_tls_cert.clone(), key: args.auth_tls_key.clone() },
     };
     let cert = ReloadingCert::load(files).context("loading the auth service certificate")?;
-    let told = published::Told {
-        auth_url: args.auth_url.clone().filter(|u| !u.is_empty()),
-        api_url: Some(api_server.url.clone()),
-        auth_ca_fingerprint: published::approved_fingerprint(&cert.chain()),
-    };
+    let mut told = published::Told { auth_ca_fingerprint: published::approved_fingerprint(&cert.chain()), ..Default::default() };
+    told.set_addresses(&found.borrow_and_update());
     let (told_tx, told_rx) = watch::channel(told);
+    let told_tx = Arc::new(told_tx);
+    tokio::spawn(published::follow_addresses(found.clone(), told_tx.clone()));
     metrics.auth_certificate_expiry.set(liqo_certs::inspect::leaf_not_after_unix(&cert.chain()));
     let (served, reloaded) = (cert.clone(), metrics.clone());
     cert.clone().spawn_reloader(Duration::from_secs(5), move |result| {
@@ -258,7 +272,6 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         slim_store::exists,
         |a: &Advertisement| a.spec.cluster_id.clone(),
     );
-    let nodes = reflect_lean(Api::<Node>::all(client.clone()), watcher::Config::default().any_semantic());
     // One copy of each ForeignCluster, for the controller and everyone else, with only the
     // managed fields someone reads.
     let foreign_followed = crate::stores::Reflected::start(
@@ -314,6 +327,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     metrics.health_period.set(timing.health.as_secs() as i64);
     let fc_ctx = Arc::new(
         foreign_cluster::Ctx::new(shared.clone(), auth.api_server.clone(), auth_url.clone(), secrets, advertisements)
+            .with_addresses(found.clone())
             .with_metrics(metrics.clone())
             .with_timing(timing)
             .with_token_lifetime(Duration::from_secs(args.token_lifetime_hours * 3600))
@@ -345,7 +359,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         api_url: args.api_url.clone().filter(|u| !u.is_empty()),
         mdns_port: MDNS_PORT,
     };
-    let lan_ctx = Arc::new(lan::Ctx::new(shared.clone(), lan).with_metrics(metrics.clone()));
+    let lan_ctx = Arc::new(lan::Ctx::new(shared.clone(), lan).with_metrics(metrics.clone()).with_addresses(found.clone()));
     let sources = broadcasters.clone().follow_sources(ns.clone(), shutdown_signal());
     let in_ctx = Arc::new(incoming::Ctx::new(shared, broadcasters, Duration::from_secs(args.unjoin_grace_seconds)));
     let no_mdns = args.no_mdns;

@@ -14,6 +14,7 @@
 //!   only a name and the little read of each object.
 
 pub mod access;
+pub mod addresses;
 pub mod auth;
 pub mod broadcaster;
 pub mod command;

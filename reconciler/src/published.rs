@@ -1,4 +1,5 @@
-//! What this cluster tells its peers — the auth service URL, the API server URL and the
+//! What this cluster tells its peers — the auth service URL, the API server URL (each with
+//! where it came from, and condition `AddressesReachable`) and the
 //! fingerprint of the CA its auth service's certificate chains to — published in the status
 //! of the ClusterConfig by the reconciler that holds the Lease, so that `kubectl liqo status`
 //! and the dashboard show what the running reconciler serves, read with the same rights as the
@@ -17,6 +18,11 @@ use rustls::pki_types::CertificateDer;
 use serde_json::json;
 use tokio::sync::watch;
 
+use crate::addresses::{Found, choose};
+use crate::conditions::Wanted;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use liqo_api::reasons::{ConditionType, Reason, Status};
+
 /// The field manager of the published fields of the ClusterConfig's status.
 pub const FIELD_MANAGER: &str = "liqo-reconciler-published";
 
@@ -26,25 +32,103 @@ pub struct Told {
     pub auth_url: Option<String>,
     pub api_url: Option<String>,
     pub auth_ca_fingerprint: Option<String>,
+    /// Where each URL came from (see [`crate::addresses::Source`]).
+    pub auth_url_from: Option<String>,
+    pub api_url_from: Option<String>,
+    /// Why peers cannot reach a URL told, one sentence each.
+    pub problems: Vec<String>,
 }
 
 impl Told {
+    /// `found` as told: its URLs, their sources and their problems.
+    pub fn set_addresses(&mut self, found: &Found) {
+        self.api_url = Some(found.api.url.clone());
+        self.api_url_from = Some(found.api.source.to_string());
+        self.auth_url = found.auth.as_ref().map(|a| a.url.clone());
+        self.auth_url_from = found.auth.as_ref().map(|a| a.source.to_string());
+        self.problems = found.problems.iter().map(ToString::to_string).collect();
+    }
+
+    /// Condition `AddressesReachable`: a URL no peer can reach, else a missing auth URL, else
+    /// found.
+    pub fn condition(&self) -> Wanted {
+        let t = ConditionType::AddressesReachable;
+        if !self.problems.is_empty() {
+            return Wanted::new(t, Status::False, Reason::AddressUnreachable, self.problems.join("; "));
+        }
+        let from = |v: &Option<String>| v.as_deref().unwrap_or("-").to_owned();
+        match &self.auth_url {
+            None => Wanted::new(
+                t,
+                Status::False,
+                Reason::NoAuthAddress,
+                format!(
+                    "no address of the auth service was found (Service liqo-auth is not a NodePort or LoadBalancer, or no node has an address; no Ingress liqo-auth): mDNS tells each interface's address; set {} in ConfigMap {}",
+                    choose::AUTH_URL_KEY,
+                    choose::ENV_CONFIGMAP
+                ),
+            ),
+            Some(auth) => Wanted::new(
+                t,
+                Status::True,
+                Reason::AddressesFound,
+                format!(
+                    "API server {} (from {}), auth service {auth} (from {})",
+                    from(&self.api_url),
+                    from(&self.api_url_from),
+                    from(&self.auth_url_from)
+                ),
+            ),
+        }
+    }
+
+    /// Our conditions as they should stand, keeping `previous`' transition times.
+    fn conditions(&self, previous: &[Condition], generation: Option<i64>, now: &Time) -> Vec<Condition> {
+        crate::conditions::set_all(previous, vec![self.condition()], generation, now)
+    }
+
     /// Whether `stored` already says all of it, and nothing else of ours.
-    pub fn is_in(&self, stored: Option<&ClusterConfigStatus>) -> bool {
+    pub fn is_in(&self, stored: Option<&ClusterConfigStatus>, generation: Option<i64>) -> bool {
         let s = stored.cloned().unwrap_or_default();
-        (&s.auth_url, &s.api_url, &s.auth_ca_fingerprint) == (&self.auth_url, &self.api_url, &self.auth_ca_fingerprint)
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        (&s.auth_url, &s.api_url, &s.auth_ca_fingerprint, &s.auth_url_from, &s.api_url_from)
+            == (&self.auth_url, &self.api_url, &self.auth_ca_fingerprint, &self.auth_url_from, &self.api_url_from)
+            && s.conditions == self.conditions(&s.conditions, generation, &now)
     }
 
     /// The server-side apply body: every field we own, an unset one left out (and so removed).
-    pub fn apply_body(&self) -> serde_json::Value {
+    pub fn apply_body(&self, stored: Option<&ClusterConfigStatus>, generation: Option<i64>, now: &Time) -> serde_json::Value {
         let mut status = serde_json::Map::new();
-        for (key, value) in [("authUrl", &self.auth_url), ("apiUrl", &self.api_url), ("authCAFingerprint", &self.auth_ca_fingerprint)] {
+        for (key, value) in [
+            ("authUrl", &self.auth_url),
+            ("apiUrl", &self.api_url),
+            ("authCAFingerprint", &self.auth_ca_fingerprint),
+            ("authUrlFrom", &self.auth_url_from),
+            ("apiUrlFrom", &self.api_url_from),
+        ] {
             if let Some(v) = value {
                 status.insert(key.into(), json!(v));
             }
         }
+        let previous = stored.map(|s| s.conditions.as_slice()).unwrap_or_default();
+        status.insert("conditions".into(), json!(self.conditions(previous, generation, now)));
         json!({"apiVersion": "config.liqo.io/v1alpha1", "kind": "ClusterConfig",
                "metadata": {"name": CLUSTER_CONFIG_NAME}, "status": status})
+    }
+}
+
+/// Keeps `told` saying the addresses `found` holds, until either side is gone.
+pub async fn follow_addresses(mut found: watch::Receiver<Found>, told: std::sync::Arc<watch::Sender<Told>>) {
+    loop {
+        let now = found.borrow_and_update().clone();
+        told.send_if_modified(|t| {
+            let before = t.clone();
+            t.set_addresses(&now);
+            *t != before
+        });
+        if found.changed().await.is_err() || told.is_closed() {
+            return;
+        }
     }
 }
 
@@ -74,14 +158,16 @@ pub async fn keep(client: Client, mut told: watch::Receiver<Told>, retry: Durati
         }
         let Some(object) = &last else { continue };
         let now = told.borrow().clone();
-        if now.is_in(object.status.as_ref()) {
+        let generation = object.metadata.generation;
+        if now.is_in(object.status.as_ref(), generation) {
             failed = false;
             continue;
         }
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        match api.patch_status(CLUSTER_CONFIG_NAME, &params, &Patch::Apply(now.apply_body())).await {
+        let body = now.apply_body(object.status.as_ref(), generation, &Time(k8s_openapi::jiff::Timestamp::now()));
+        match api.patch_status(CLUSTER_CONFIG_NAME, &params, &Patch::Apply(body)).await {
             Ok(written) => {
-                tracing::info!(auth_url = ?now.auth_url, fingerprint = ?now.auth_ca_fingerprint, "published what peers are told");
+                tracing::info!(auth_url = ?now.auth_url, api_url = ?now.api_url, fingerprint = ?now.auth_ca_fingerprint, "published what peers are told");
                 last = Some(written);
                 failed = false;
             }
@@ -102,31 +188,77 @@ mod tests {
             auth_url: Some("https://10.0.0.1:30443".into()),
             api_url: Some("https://10.0.0.1:6443".into()),
             auth_ca_fingerprint: Some("ab".into()),
+            auth_url_from: Some("Service liqo-auth (NodePort) on node n (InternalIP)".into()),
+            api_url_from: Some("EndpointSlice default/kubernetes".into()),
+            problems: vec![],
         }
+    }
+
+    fn t(secs: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(secs).unwrap())
+    }
+
+    fn stored(t: &Told, at: i64) -> ClusterConfigStatus {
+        let body = t.apply_body(None, Some(1), &self::t(at));
+        serde_json::from_value(body["status"].clone()).unwrap()
     }
 
     #[test]
     fn written_only_when_the_stored_status_says_something_else() {
         let t = told();
-        assert!(!t.is_in(None), "nothing stored yet");
-        let stored = ClusterConfigStatus {
-            auth_url: t.auth_url.clone(),
-            api_url: t.api_url.clone(),
-            auth_ca_fingerprint: t.auth_ca_fingerprint.clone(),
-            ..Default::default()
-        };
-        assert!(t.is_in(Some(&stored)));
+        assert!(!t.is_in(None, Some(1)), "nothing stored yet");
+        let stored = stored(&t, 100);
+        assert!(t.is_in(Some(&stored), Some(1)), "the same, written earlier");
+        assert!(!t.is_in(Some(&stored), Some(2)), "a new generation is recorded");
         let renewed = Told { auth_ca_fingerprint: Some("cd".into()), ..told() };
-        assert!(!renewed.is_in(Some(&stored)), "a new CA");
+        assert!(!renewed.is_in(Some(&stored), Some(1)), "a new CA");
         let no_auth_url = Told { auth_url: None, ..told() };
-        assert!(!no_auth_url.is_in(Some(&stored)), "a field we no longer tell is removed");
+        assert!(!no_auth_url.is_in(Some(&stored), Some(1)), "a field we no longer tell is removed");
+        let moved = Told { auth_url_from: Some("Ingress liqo-auth".into()), ..told() };
+        assert!(!moved.is_in(Some(&stored), Some(1)), "a new source");
     }
 
     #[test]
     fn the_apply_body_holds_what_is_told_and_leaves_out_the_rest() {
-        let body = Told { auth_url: None, ..told() }.apply_body();
+        let body = Told { auth_url: None, auth_url_from: None, ..told() }.apply_body(None, Some(3), &t(100));
         assert_eq!(body["metadata"]["name"], CLUSTER_CONFIG_NAME);
-        assert_eq!(body["status"], json!({"apiUrl": "https://10.0.0.1:6443", "authCAFingerprint": "ab"}));
+        let status = body["status"].as_object().unwrap();
+        assert_eq!(status["apiUrl"], "https://10.0.0.1:6443");
+        assert_eq!(status["apiUrlFrom"], "EndpointSlice default/kubernetes");
+        assert_eq!(status["authCAFingerprint"], "ab");
+        assert!(!status.contains_key("authUrl") && !status.contains_key("authUrlFrom"));
+        let c = &status["conditions"][0];
+        assert_eq!(
+            (c["type"].as_str(), c["status"].as_str(), c["reason"].as_str()),
+            (Some("AddressesReachable"), Some("False"), Some("NoAuthAddress"))
+        );
+        assert_eq!(c["observedGeneration"], 3);
+        assert!(c["message"].as_str().unwrap().contains("LIQO_AUTH_URL"));
+    }
+
+    #[test]
+    fn the_condition_says_what_is_wrong_and_keeps_its_transition_time() {
+        let ok = told().condition();
+        assert_eq!((ok.status, ok.reason), (Status::True, Reason::AddressesFound));
+        assert!(ok.message.contains("https://10.0.0.1:6443") && ok.message.contains("EndpointSlice default/kubernetes"), "{}", ok.message);
+        let mut found = crate::addresses::Found::initial(&Default::default(), "https://10.96.0.1:443");
+        found.problems.push(crate::addresses::Problem {
+            which: choose::Which::Api,
+            url: "https://10.96.0.1:443".into(),
+            why: choose::Unreachable::ClusterIp,
+        });
+        let mut bad = told();
+        bad.set_addresses(&found);
+        let c = bad.condition();
+        assert_eq!((c.status, c.reason), (Status::False, Reason::AddressUnreachable));
+        assert!(c.message.contains("LIQO_API_URL") && c.message.contains("ClusterIP"), "{}", c.message);
+        assert_eq!(bad.api_url_from.as_deref(), Some("this process's API server URL"));
+        // The same condition written later keeps the first time; a flip takes the new one.
+        let first = stored(&told(), 100);
+        let again = told().apply_body(Some(&first), Some(1), &t(200));
+        assert_eq!(again["status"]["conditions"][0]["lastTransitionTime"], json!(t(100)));
+        let flipped = bad.apply_body(Some(&first), Some(1), &t(300));
+        assert_eq!(flipped["status"]["conditions"][0]["lastTransitionTime"], json!(t(300)));
     }
 
     #[test]

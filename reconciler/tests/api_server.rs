@@ -117,8 +117,12 @@ async fn what_peers_are_told_is_published_in_the_cluster_config_status() {
     let configs: Api<ClusterConfig> = Api::all(admin.clone());
     let (config_tx, _config) = watch::channel(None);
     tokio::spawn(keep(ClusterConfigKeeper, configs.clone(), config_tx));
-    let told =
-        Told { auth_url: Some("https://10.0.0.1:30443".into()), api_url: Some(cp.url.clone()), auth_ca_fingerprint: Some("ab".repeat(32)) };
+    let told = Told {
+        auth_url: Some("https://10.0.0.1:30443".into()),
+        api_url: Some(cp.url.clone()),
+        auth_ca_fingerprint: Some("ab".repeat(32)),
+        ..Default::default()
+    };
     let (tx, rx) = watch::channel(told.clone());
     tokio::spawn(published::keep(admin.clone(), rx, Duration::from_millis(200)));
 
@@ -126,7 +130,7 @@ async fn what_peers_are_told_is_published_in_the_cluster_config_status() {
         let configs = configs.clone();
         move || {
             let (configs, t) = (configs.clone(), t.clone());
-            async move { configs.get("liqo-configuration").await.ok().filter(|c| t.is_in(c.status.as_ref())) }
+            async move { configs.get("liqo-configuration").await.ok().filter(|c| t.is_in(c.status.as_ref(), c.metadata.generation)) }
         }
     };
     let written = eventually("the status saying what peers are told", says(told.clone())).await;
@@ -153,7 +157,7 @@ async fn what_peers_are_told_is_published_in_the_cluster_config_status() {
     configs.delete("liqo-configuration", &DeleteParams::default()).await.unwrap();
     let again = eventually("re-created and published again", || async {
         let c = configs.get("liqo-configuration").await.ok()?;
-        (c.uid() != before && renewed.is_in(c.status.as_ref())).then_some(c)
+        (c.uid() != before && renewed.is_in(c.status.as_ref(), c.metadata.generation)).then_some(c)
     })
     .await;
     assert_eq!(again.spec.peering_policy, PeeringPolicy::AcceptAll, "the defaults");
@@ -184,7 +188,7 @@ async fn an_issued_identity_manages_only_its_own_peering_request() {
         namespace: "liqo".into(),
         cluster_id: id_rx,
         config: cfg_rx,
-        api_server: ApiServer { url: cp.url.clone(), ca_pem: cp.ca_pem.clone() },
+        api_server: ApiServer { url: cp.url.clone().into(), ca_pem: cp.ca_pem.clone() },
         token_lifetime: Duration::from_secs(3600),
         limiter: liqo_reconciler::auth::rate::Limiter::new(Default::default()),
         outcomes: Default::default(),

@@ -201,7 +201,7 @@ async fn seed_002_zones_are_identified_through_the_auth_service() {
         namespace: "liqo".into(),
         cluster_id: id_rx,
         config: cfg_rx,
-        api_server: ApiServer { url: cp.url.clone(), ca_pem: cp.ca_pem.clone() },
+        api_server: ApiServer { url: cp.url.clone().into(), ca_pem: cp.ca_pem.clone() },
         token_lifetime: Duration::from_secs(3600),
         limiter: liqo_reconciler::auth::rate::Limiter::new(Default::default()),
         outcomes: Default::default(),

@@ -6,6 +6,7 @@
 //! and the RBAC of [`crate::access::peer_identity`], requests a token for it and answers with
 //! a kubeconfig for this cluster's API server.
 
+use crate::addresses::Live;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,8 +44,9 @@ pub const FIELD_MANAGER: &str = "liqo-auth";
 /// How peers reach this cluster's API server.
 #[derive(Clone, Debug)]
 pub struct ApiServer {
-    /// URL a peer uses (not the in-cluster `kubernetes.default.svc`).
-    pub url: String,
+    /// URL a peer uses (not the in-cluster `kubernetes.default.svc`): fixed, or the one found
+    /// at each use ([`crate::addresses`]).
+    pub url: Live<String>,
     /// PEM of the CA that signed the API server's certificate.
     pub ca_pem: String,
 }
@@ -112,7 +114,7 @@ pub fn kubeconfig(api: &ApiServer, cluster_name: &str, user: &str, namespace: &s
         clusters: vec![NamedCluster {
             name: cluster_name.to_owned(),
             cluster: Some(Cluster {
-                server: Some(api.url.clone()),
+                server: Some(api.url.get()),
                 certificate_authority_data: Some(base64::engine::general_purpose::STANDARD.encode(&api.ca_pem)),
                 ..Default::default()
             }),

@@ -29,6 +29,9 @@ pub struct Ctx<P: Peers> {
     pub settings: Settings,
     /// The mDNS cache's size and flushes are counted here.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The addresses found in the cluster: when set, they are advertised instead of
+    /// `settings`' (those no peer can reach are left out), and a change is advertised anew.
+    pub addresses: Option<tokio::sync::watch::Receiver<crate::addresses::Found>>,
 }
 
 /// How this cluster is seen and sought on the LAN.
@@ -46,7 +49,24 @@ pub struct Settings {
 
 impl<P: Peers> Ctx<P> {
     pub fn new(shared: Shared<P>, settings: Settings) -> Self {
-        Self { shared, settings, metrics: Arc::default() }
+        Self { shared, settings, metrics: Arc::default(), addresses: None }
+    }
+
+    pub fn with_addresses(mut self, found: tokio::sync::watch::Receiver<crate::addresses::Found>) -> Self {
+        self.addresses = Some(found);
+        self
+    }
+
+    /// What the TXT and SRV records say of us now: auth URL, API server URL, auth port.
+    fn told(&self) -> (Option<String>, Option<String>, u16) {
+        let s = &self.settings;
+        let Some(found) = &self.addresses else { return (s.auth_url.clone(), s.api_url.clone(), s.auth_port) };
+        let found = found.borrow();
+        let reachable = |which, url: &str| !found.problems.iter().any(|p| p.which == which && p.url == url);
+        let auth = found.auth.as_ref().map(|a| a.url.clone()).filter(|u| reachable(crate::addresses::choose::Which::Auth, u));
+        let api = Some(found.api.url.clone()).filter(|u| reachable(crate::addresses::choose::Which::Api, u));
+        let port = auth.as_deref().and_then(|u| url::Url::parse(u).ok()).and_then(|u| u.port_or_known_default()).unwrap_or(s.auth_port);
+        (auth, api, port)
     }
 
     pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
@@ -113,15 +133,9 @@ impl State {
         let Some((_, _, mdns)) = &self.mdns else { return };
         let Some(own_id) = own_id else { return };
 
+        let (auth_url, api_url, auth_port) = ctx.told();
         let ad = d.enable_advertisement.then(|| {
-            Advertised::new(
-                own_id,
-                d.cluster_name.as_deref(),
-                &ctx.shared.namespace,
-                ctx.settings.auth_url.as_deref(),
-                ctx.settings.api_url.as_deref(),
-                ctx.settings.auth_port,
-            )
+            Advertised::new(own_id, d.cluster_name.as_deref(), &ctx.shared.namespace, auth_url.as_deref(), api_url.as_deref(), auth_port)
         });
         if self.advertised.as_ref().map(|(a, _)| a) != ad.as_ref() {
             if let Some((_, fullname)) = self.advertised.take() {
@@ -263,6 +277,7 @@ impl State {
 pub async fn run<P: Peers>(ctx: Arc<Ctx<P>>, shutdown: impl std::future::Future<Output = ()> + Send) {
     let mut id_rx = ctx.shared.cluster_id.clone();
     let mut cfg_rx = ctx.shared.config.clone();
+    let mut addresses = ctx.addresses.clone();
     let mut state = State::default();
     tokio::pin!(shutdown);
     let mut period = expiry::check_period(ClusterConfigSpec::default().discovery_config.ttl);
@@ -281,6 +296,9 @@ pub async fn run<P: Peers>(ctx: Arc<Ctx<P>>, shutdown: impl std::future::Future<
             _ = &mut shutdown => break,
             r = id_rx.changed() => if r.is_err() { break },
             r = cfg_rx.changed() => if r.is_err() { break },
+            r = async { match addresses.as_mut() { Some(rx) => rx.changed().await, None => std::future::pending().await } } => {
+                if r.is_err() { addresses = None }
+            }
             ev = async { match &browsing { Some(rx) => rx.recv_async().await.ok(), None => std::future::pending().await } } => {
                 match ev.and_then(sighting_of) {
                     Some(s) => if let Some(own) = &own_id

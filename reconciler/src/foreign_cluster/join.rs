@@ -384,12 +384,13 @@ struct Reached(Option<Option<PeeringRequest>>);
 /// PeeringRequest on the remote, when [`decide::offer`] says so.
 async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote, reached: Reached, r: &mut Report) -> Step<()> {
     let Join { fc, ctx, way, own_id, config } = j;
+    let home_auth_url = ctx.auth_url.get();
     let ours = OurRequest {
         home_id: own_id,
         home_name: config.discovery_config.cluster_name.as_deref().filter(|n| !n.is_empty()),
         home_namespace: &ctx.shared.namespace,
         remote_namespace: &remote.namespace,
-        home_auth_url: ctx.auth_url.as_deref(),
+        home_auth_url: home_auth_url.as_deref(),
     };
     let on_remote = match &reached.0 {
         Some(existing) => OnRemote::of(&ours, existing.as_ref()),

@@ -97,8 +97,8 @@ pub struct Ctx<P: Peers> {
     pub shared: Shared<P>,
     /// How the peer reaches our API server (for the kubeconfig we hand it).
     pub api_server: ApiServer,
-    /// Our auth service URL, written into our PeeringRequests.
-    pub auth_url: Option<String>,
+    /// Our auth service URL, written into our PeeringRequests (fixed, or found at each use).
+    pub auth_url: crate::addresses::Live<Option<String>>,
     /// The data of the Secrets of our namespace labelled [`MANAGED_BY`].
     pub secrets: SlimStore<SecretData>,
     /// Which Advertisements exist.
@@ -157,7 +157,7 @@ impl<P: Peers> Ctx<P> {
         Self {
             shared,
             api_server,
-            auth_url,
+            auth_url: crate::addresses::Live::Fixed(auth_url),
             secrets,
             advertisements,
             timing: Timing::default(),
@@ -171,6 +171,13 @@ impl<P: Peers> Ctx<P> {
             awaiting_gone: Arc::default(),
             metrics: Arc::default(),
         }
+    }
+
+    /// The API server and auth URLs handed to peers read from the addresses found, at each use.
+    pub fn with_addresses(mut self, found: tokio::sync::watch::Receiver<crate::addresses::Found>) -> Self {
+        self.api_server.url = crate::addresses::Live::api_url(found.clone());
+        self.auth_url = crate::addresses::Live::auth_url(found);
+        self
     }
 
     pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
