@@ -242,7 +242,10 @@ async fn run(cli: Cli) -> Result<()> {
                         (None, Some(cluster_id), Some(api_url)) => peer::Target::ApiServer { cluster_id, api_url },
                         _ => return Err(CliError::Usage("give AUTH_URL, or --cluster-id with --api-url".into())),
                     };
-                    let name = peer::peer(&client, &target, name.as_deref(), allow_untrusted_ca).await?;
+                    let peer::Peered { name, note } = peer::peer(&client, &target, name.as_deref(), allow_untrusted_ca).await?;
+                    if let Some(note) = note {
+                        println!("{note}");
+                    }
                     println!("ForeignCluster {name}: join requested");
                     if let Some(deadline) = wait {
                         peer::wait_joined(&client, &name, deadline, &mut stdout).await?;

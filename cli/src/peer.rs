@@ -50,9 +50,119 @@ pub fn spec(target: &Target, allow_untrusted_ca: bool) -> serde_json::Value {
     spec
 }
 
-/// Creates (or turns to `join: true`) the ForeignCluster for `target`; returns its name.
-pub async fn peer(client: &Client, target: &Target, name: Option<&str>, allow_untrusted_ca: bool) -> Result<String> {
+/// What the auth service at the URL given shows of itself, before anything is written.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Presented {
+    /// Its cluster ID (`/ids`), when it answered with a well-formed one.
+    pub cluster_id: Option<String>,
+    /// SHA-256 of the API server CA it serves (`/ca`).
+    pub api_ca_fingerprint: Option<String>,
+    /// The fingerprints its TLS handshake proves (its leaf's, its CA's).
+    pub auth_fingerprints: Vec<String>,
+}
+
+/// Asks the auth service at `url` who it is (`/ids`), its API server CA (`/ca`) and its TLS
+/// chain, trusting nothing yet; a part that does not answer in 5 s is left unknown.
+pub async fn presented(url: &str) -> Presented {
+    use liqo_reconciler::auth::client::{self, Verify};
+    let within = Duration::from_secs(5);
+    let ids = tokio::time::timeout(within, client::ids(url, &Verify::Nothing)).await.ok().and_then(|r| r.ok()).map(|i| i.cluster_id);
+    let ca = tokio::time::timeout(within, client::ca(url, &Verify::Nothing)).await.ok().and_then(|r| r.ok());
+    let auth = tokio::time::timeout(within, client::presented_fingerprints(url)).await.ok().and_then(|r| r.ok()).unwrap_or_default();
+    Presented {
+        cluster_id: ids.filter(|id| liqo_api::cluster_id::validate_cluster_id(id).is_ok()),
+        api_ca_fingerprint: ca.and_then(|pem| liqo_certs::inspect::fingerprint_sha256(&pem).ok()),
+        auth_fingerprints: auth,
+    }
+}
+
+/// Why joining `known` through `url` would trust someone else (pure): the address presents
+/// another API server CA than the one pinned for that cluster, or an auth certificate the
+/// approved fingerprint does not cover. `None` when nothing contradicts it.
+pub fn impersonation(known: &ForeignCluster, url: &str, presented: &Presented) -> Option<String> {
+    let name = known.name_any();
+    let id = presented.cluster_id.as_deref().unwrap_or("?");
+    let pinned = known.status.as_ref().and_then(|s| s.ca_fingerprint.as_deref());
+    if let (Some(pinned), Some(now)) = (pinned, presented.api_ca_fingerprint.as_deref())
+        && pinned != now
+    {
+        return Some(format!(
+            "{url} answers as cluster {id}, which ForeignCluster {name} stands for, but serves another API server CA ({now}) than the one pinned for it ({pinned}): it may be another cluster impersonating {id}. \
+             Nothing was changed. If {id}'s CA was rotated, check the new fingerprint with its operator, then `kubectl -n liqo delete secret {name}-ca-data` to pin the new one; otherwise check the address"
+        ));
+    }
+    if let Some(approved) = known.spec.trusted_ca_fingerprint.as_deref()
+        && !presented.auth_fingerprints.is_empty()
+        && !presented.auth_fingerprints.iter().any(|f| f == approved)
+    {
+        return Some(format!(
+            "{url} answers as cluster {id}, which ForeignCluster {name} stands for, but its certificate is not the approved fingerprint {approved}: it may be another cluster impersonating {id}. \
+             Nothing was changed. Check the address, or approve the new fingerprint after checking it with {id}'s operator (`kubectl liqo trust {name} --fingerprint …`)"
+        ));
+    }
+    None
+}
+
+/// What `peer` tells the user when the cluster was known already (pure).
+pub fn known_note(known: &ForeignCluster, name_given: Option<&str>) -> String {
+    let name = known.name_any();
+    let how = match known.spec.discovery_type {
+        Some(liqo_api::DiscoveryType::Lan) => "found on the LAN",
+        Some(liqo_api::DiscoveryType::Wan) => "found through a SearchDomain",
+        Some(liqo_api::DiscoveryType::IncomingPeering) => "peering with us already",
+        _ => "added earlier",
+    };
+    let id = known.spec.remote_cluster_id().unwrap_or("?");
+    let mut note = format!("cluster {id} is known already as ForeignCluster {name} ({how}): joining it");
+    if let Some(given) = name_given.filter(|g| *g != name) {
+        note.push_str(&format!(" (--name {given} not applied)"));
+    }
+    note
+}
+
+/// The ForeignCluster that stands for cluster `id`, by its label, else by its spec.
+async fn by_cluster_id(api: &Api<ForeignCluster>, id: &str) -> Result<Option<ForeignCluster>> {
+    let label = format!("{}={id}", liqo_api::names::LABEL_CLUSTER_ID);
+    let labelled = api.list(&ListParams::default().labels(&label)).await.map_err(|e| CliError::api("listing ForeignClusters", e))?;
+    if let Some(fc) = labelled.items.into_iter().next() {
+        return Ok(Some(fc));
+    }
+    let all = api.list(&ListParams::default()).await.map_err(|e| CliError::api("listing ForeignClusters", e))?;
+    Ok(all.items.into_iter().find(|f| f.spec.remote_cluster_id() == Some(id)))
+}
+
+/// What `peer` did: the ForeignCluster joined, and a note when it was one known already.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peered {
+    pub name: String,
+    pub note: Option<String>,
+}
+
+/// Creates (or turns to `join: true`) the ForeignCluster for `target`. A cluster known
+/// already under another ForeignCluster (the URL's `/ids` names its cluster ID) is joined as it
+/// is, unless the URL presents another CA than the one pinned for it.
+pub async fn peer(client: &Client, target: &Target, name: Option<&str>, allow_untrusted_ca: bool) -> Result<Peered> {
     let api = Api::<ForeignCluster>::all(client.clone());
+    if let Target::AuthUrl(url) = target {
+        let presented = presented(url).await;
+        if let Some(id) = presented.cluster_id.as_deref()
+            && let Some(known) = by_cluster_id(&api, id).await?
+            && name.is_none_or(|n| n != known.name_any())
+        {
+            if let Some(why) = impersonation(&known, url, &presented) {
+                return Err(CliError::Failed(why));
+            }
+            let known_name = known.name_any();
+            let mut patch = serde_json::json!({"spec": {"join": true}});
+            if allow_untrusted_ca {
+                patch["spec"]["allowUntrustedCA"] = true.into();
+            }
+            api.patch(&known_name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map_err(|e| CliError::api(format!("updating ForeignCluster {known_name}"), e))?;
+            return Ok(Peered { note: Some(known_note(&known, name)), name: known_name });
+        }
+    }
     let existing = match name {
         Some(n) => api.get_opt(n).await.map_err(|e| CliError::api(format!("reading ForeignCluster {n}"), e))?,
         None => {
@@ -72,7 +182,7 @@ pub async fn peer(client: &Client, target: &Target, name: Option<&str>, allow_un
             api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
                 .map_err(|e| CliError::api(format!("updating ForeignCluster {name}"), e))?;
-            Ok(name)
+            Ok(Peered { name, note: None })
         }
         None => {
             let name = name.map(str::to_owned).unwrap_or_else(|| match target {
@@ -85,7 +195,7 @@ pub async fn peer(client: &Client, target: &Target, name: Option<&str>, allow_un
             object["spec"]["discoveryType"] = "Manual".into();
             let fc: ForeignCluster = serde_json::from_value(object).map_err(|e| CliError::Usage(e.to_string()))?;
             api.create(&PostParams::default(), &fc).await.map_err(|e| CliError::api(format!("creating ForeignCluster {name}"), e))?;
-            Ok(name)
+            Ok(Peered { name, note: None })
         }
     }
 }
@@ -301,6 +411,57 @@ async fn remote_gone_since(client: &Client, name: &str, since: k8s_openapi::jiff
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn known(discovery: &str, pinned: Option<&str>, approved: Option<&str>) -> ForeignCluster {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9"},
+            "spec": {"clusterIdentity": {"clusterID": "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9"}, "discoveryType": discovery,
+                     "authUrl": "https://10.213.0.12:8443", "trustedCAFingerprint": approved},
+            "status": {"caFingerprint": pinned}
+        }))
+        .unwrap()
+    }
+
+    fn presented(ca: Option<&str>, auth: &[&str]) -> Presented {
+        Presented {
+            cluster_id: Some("9a596a4b-591c-4ac6-8fd6-80258b4b3bf9".into()),
+            api_ca_fingerprint: ca.map(str::to_owned),
+            auth_fingerprints: auth.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_known_cluster_is_joined_and_the_name_given_said_not_applied() {
+        let fc = known("LAN", None, None);
+        let note = known_note(&fc, Some("node-b"));
+        assert_eq!(
+            note,
+            "cluster 9a596a4b-591c-4ac6-8fd6-80258b4b3bf9 is known already as ForeignCluster 9a596a4b-591c-4ac6-8fd6-80258b4b3bf9 (found on the LAN): joining it (--name node-b not applied)"
+        );
+        assert!(!known_note(&known("WAN", None, None), None).contains("--name"));
+        assert!(known_note(&known("WAN", None, None), None).contains("found through a SearchDomain"));
+        assert!(known_note(&known("Manual", None, None), None).contains("added earlier"));
+    }
+
+    #[test]
+    fn another_ca_than_the_pinned_one_is_refused_as_an_impersonation() {
+        let url = "https://10.213.0.12:31443";
+        assert_eq!(impersonation(&known("LAN", None, None), url, &presented(Some("bb"), &["cc"])), None, "nothing pinned yet");
+        assert_eq!(impersonation(&known("LAN", Some("aa"), None), url, &presented(Some("aa"), &["cc"])), None, "the same CA");
+        assert_eq!(
+            impersonation(&known("LAN", Some("aa"), None), url, &presented(None, &[])),
+            None,
+            "no /ca answer: the reconciler checks"
+        );
+        let why = impersonation(&known("LAN", Some("aa"), None), url, &presented(Some("bb"), &[])).unwrap();
+        assert!(why.contains("impersonating") && why.contains("(bb)") && why.contains("(aa)"), "{why}");
+        assert!(why.contains("kubectl -n liqo delete secret 9a596a4b-591c-4ac6-8fd6-80258b4b3bf9-ca-data"), "what to do: {why}");
+        assert!(why.contains("Nothing was changed"), "{why}");
+        let approved = known("LAN", None, Some("dd"));
+        assert_eq!(impersonation(&approved, url, &presented(None, &["ee", "dd"])), None, "its CA is the approved one");
+        let why = impersonation(&approved, url, &presented(None, &["ee"])).unwrap();
+        assert!(why.contains("approved fingerprint dd") && why.contains("kubectl liqo trust"), "{why}");
+    }
 
     #[test]
     fn names_come_from_the_url() {

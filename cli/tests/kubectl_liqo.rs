@@ -342,3 +342,45 @@ async fn domain_add_finds_the_clusters_a_zone_lists() {
     assert!(out.status.success(), "{}", text(&out));
     gone(&Api::<SearchDomain>::all(admin.clone()), "example.com", "the SearchDomain removed").await;
 }
+
+/// `peer URL` for a cluster known already (found on the LAN at another address): that
+/// ForeignCluster is joined and said so, the `--name` given is not applied, nothing else is
+/// created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_url_of_a_cluster_known_already_joins_it() {
+    if !ready_to_run() {
+        return;
+    }
+    let Some(t) = two_clusters_with(&["--leader-election=false"]).await else { return };
+    let _webhooks = (start_webhook(&t.home).await, start_webhook(&t.remote).await);
+    // As LAN discovery records it: named after the cluster ID, another address of the same
+    // auth service, not joined.
+    let lan_url = match t.remote_rec.auth_url.contains("localhost") {
+        true => t.remote_rec.auth_url.replace("localhost", "127.0.0.1"),
+        false => t.remote_rec.auth_url.replace("127.0.0.1", "localhost"),
+    };
+    assert_ne!(lan_url, t.remote_rec.auth_url);
+    let found: ForeignCluster = serde_json::from_value(serde_json::json!({
+        "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
+        "metadata": {"name": t.remote_id, "labels": {"discovery.liqo.io/cluster-id": t.remote_id, "discovery.liqo.io/discovery-type": "LAN"}},
+        "spec": {"clusterIdentity": {"clusterID": t.remote_id}, "authUrl": lan_url, "discoveryType": "LAN", "join": false}
+    }))
+    .unwrap();
+    let fcs = Api::<ForeignCluster>::all(t.home.clone());
+    fcs.create(&Default::default(), &found).await.unwrap();
+
+    let out = kubectl_liqo(&t.home_cp, &["peer", &t.remote_rec.auth_url, "--name", "node-b", "--allow-untrusted-ca", "--wait=60s"]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    let note = format!(
+        "cluster {} is known already as ForeignCluster {} (found on the LAN): joining it (--name node-b not applied)",
+        t.remote_id, t.remote_id
+    );
+    assert!(said.contains(&note), "{said}");
+    assert!(said.contains(&format!("joined {} (cluster {})", t.remote_id, t.remote_id)), "{said}");
+    let fc = fcs.get(&t.remote_id).await.unwrap();
+    assert!(outgoing_joined(&fc) && fc.spec.join == Some(true), "the known ForeignCluster joined");
+    assert_eq!(fc.spec.auth_url.as_deref(), Some(lan_url.as_str()), "its address is discovery's to keep");
+    assert!(fcs.get_opt("node-b").await.unwrap().is_none(), "no second ForeignCluster for the same cluster");
+    assert_eq!(fcs.list(&ListParams::default()).await.unwrap().items.len(), 1);
+}
