@@ -4,6 +4,7 @@ mod connect;
 mod domain;
 mod error;
 mod follow;
+mod install;
 mod peer;
 mod progress;
 mod render;
@@ -146,6 +147,48 @@ enum Command {
         #[arg(long)]
         open: bool,
     },
+    /// Install Liqo on the cluster, or upgrade it to this plugin's version (peerings are kept):
+    /// the manifests of this version by server-side apply, waiting for each part; ends with the
+    /// line another cluster runs to peer with this one. The addresses peers use are found in the
+    /// cluster; --api-url/--auth-url override them (ConfigMap liqo-reconciler-env).
+    #[command(
+        after_help = "Examples:\n  kubectl liqo install\n  kubectl liqo install --with dashboard,monitoring\n  kubectl liqo install --image registry.example.com/liqo/liqo-discovery:0.1.0 --auth-url https://liqo-auth.example.com\n  kubectl liqo install --dry-run > liqo.yaml"
+    )]
+    Install {
+        /// The image of every component (default: liqo-discovery:<this version>).
+        #[arg(long)]
+        image: Option<String>,
+        /// The URL peers use for this cluster's API server (default: found in the cluster).
+        #[arg(long)]
+        api_url: Option<String>,
+        /// The URL peers use for the auth service (default: found in the cluster).
+        #[arg(long)]
+        auth_url: Option<String>,
+        /// Optional parts, comma-separated.
+        #[arg(long, value_enum, value_delimiter = ',')]
+        with: Vec<install::Extra>,
+        /// Print the YAML that would be applied, and apply nothing (no cluster needed).
+        #[arg(long)]
+        dry_run: bool,
+        /// How long to wait for every part to be ready.
+        #[arg(long, default_value = "5m", value_parser = parse_duration)]
+        timeout: Duration,
+    },
+    /// Remove Liqo from the cluster: every object install made, the ForeignClusters and tenant
+    /// namespaces, the CRDs (unless --keep-crds). Refuses while peerings are up, naming them,
+    /// unless --unpeer, which unpeers them first and waits.
+    #[command(after_help = "Examples:\n  kubectl liqo uninstall\n  kubectl liqo uninstall --unpeer --keep-crds")]
+    Uninstall {
+        /// Unpeer from every peer first (waits for each unjoin).
+        #[arg(long)]
+        unpeer: bool,
+        /// Keep the CustomResourceDefinitions (and so the custom resources left).
+        #[arg(long)]
+        keep_crds: bool,
+        /// How long to wait for the unpeering and the removal.
+        #[arg(long, default_value = "5m", value_parser = parse_duration)]
+        timeout: Duration,
+    },
     /// Shell completion script.
     #[command(
         after_help = "Examples:\n  source <(kubectl liqo completion bash)\n  kubectl liqo completion zsh > \"${fpath[1]}/_kubectl-liqo\""
@@ -206,6 +249,10 @@ async fn run(cli: Cli) -> Result<()> {
             clap_complete::generate(shell, &mut Cli::command(), "kubectl-liqo", &mut stdout);
             Ok(())
         }
+        Command::Install { dry_run: true, image, with, .. } => {
+            print!("{}", install::yaml(&install::objects(&with, image.as_deref())));
+            Ok(())
+        }
         Command::Discover(args) => {
             let _ = rustls::crypto::ring::default_provider().install_default();
             match liqo_reconciler::discovery::discover::run(args).await {
@@ -259,6 +306,20 @@ async fn run(cli: Cli) -> Result<()> {
                         peer::wait_unjoined(&client, &name, &id, delete, deadline, &mut stdout).await?;
                     }
                     Ok(())
+                }
+                Command::Install { image, api_url, auth_url, with, timeout, .. } => {
+                    let i = install::Install {
+                        namespace: ns,
+                        with: &with,
+                        image: image.as_deref(),
+                        api_url: api_url.as_deref(),
+                        auth_url: auth_url.as_deref(),
+                        timeout,
+                    };
+                    install::install(&client, &i, &mut stdout).await
+                }
+                Command::Uninstall { unpeer, keep_crds, timeout } => {
+                    install::uninstall(&client, &install::Uninstall { namespace: ns, unpeer, keep_crds, timeout }, &mut stdout).await
                 }
                 Command::Forget { cluster_id } => {
                     let had = liqo_reconciler::discovery::memory::forget(&client, ns, &cluster_id)
