@@ -26,15 +26,17 @@ env_configmap() {
 }
 
 # install A|B [MANIFESTS]: CRDs, the base and the default ClusterConfig as the README says (an
-# upgrade as its Upgrades section says); waits for the certificates Job, the webhook and the
-# reconciler; tells the reconciler its addresses.
+# upgrade as its Upgrades section says), with LAN discovery off (the checks peer by hand
+# first); waits for the certificates Job, the webhook and the reconciler. Manifests whose
+# reconciler does not find its own addresses (before NODE_NAME) are told them, as their README
+# said: ConfigMap liqo-reconciler-env, or `kubectl set env` before that ConfigMap existed.
 install() {
-  local c=$1 manifests=${2:-manifests} k ip port old_style=false changed=false
+  local c=$1 manifests=${2:-manifests} k ip port old_style=false changed=false finds=false
   k=$(k_of "$c")
   ip=$(addr "$c")
   say "install on $c ($ip) from $manifests"
-  # Manifests before ConfigMap liqo-reconciler-env took the addresses by `kubectl set env`.
   case "$(render "$manifests")" in *"name: LIQO_API_URL"*) old_style=true ;; esac
+  case "$(render "$manifests")" in *"name: NODE_NAME"*) finds=true ;; esac
   "$k" apply -k "$manifests/crds" >/dev/null
   "$k" wait --for condition=established --timeout=60s crd --all >/dev/null
   # The default ClusterConfig before the reconciler, with LAN discovery off: the checks peer
@@ -43,14 +45,14 @@ install() {
   discovery "$c" false
   # An upgrade: the addresses are in place before the new reconciler starts, and a finished
   # certificates Job still there is deleted (its pod template is immutable).
-  [ $old_style = false ] && env_configmap "$c" && changed=true
+  [ $old_style = false ] && [ $finds = false ] && env_configmap "$c" && changed=true
   "$k" -n liqo delete job liqo-certs --ignore-not-found --wait >/dev/null
   render "$manifests" | "$k" apply -f - >/dev/null
   "$k" -n liqo wait --for=condition=complete --timeout=180s job/liqo-certs >/dev/null || fail "job liqo-certs on $c"
   if [ $old_style = true ]; then
     port=$("$k" -n liqo get service liqo-auth -o jsonpath='{.spec.ports[0].nodePort}')
     "$k" -n liqo set env deployment/liqo-reconciler LIQO_API_URL="https://$ip:6443" LIQO_AUTH_URL="https://$ip:$port" >/dev/null
-  else
+  elif [ $finds = false ]; then
     env_configmap "$c" && changed=true
     # A first install: the reconciler started before the ConfigMap could name the NodePort.
     [ $changed = true ] && "$k" -n liqo rollout restart deployment/liqo-reconciler >/dev/null

@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
 # The node tier (`just e2e-node`): two real single-node clusters on this machine (node-up.sh),
-# our image on a real kubelet, installed with `kubectl apply -k manifests/` as the README says,
-# then the suite's checks (checks.sh, the same the kind suite runs) and what only real pods show:
+# our image on real kubelets, then what only real pods show:
 #
-#   1. the previous commit's manifests and image on both nodes (LIQO_PREVIOUS_REF, default
-#      HEAD~1; skipped, and said so, where that commit has no image recipe), A peers with B
-#      through B's NodePort auth service; then this commit's applied: the peering survives
-#      (no re-join, nothing written to B), the reconciler's leader hands over to the new pod;
-#   2. the ClusterConfig exists, the API server calls our webhook through its Service, and
-#      `kubectl liqo status` is green (exit 0);
+#   1. this commit installed as the README says, `kubectl apply -k manifests/` and nothing else
+#      (LAN discovery on, no address typed): the clusters find their own addresses and peer
+#      both ways within 3 health periods; the ClusterConfig says where each address came from;
+#      ConfigMap liqo-reconciler-env overrides one, read live, and is removed again;
+#   2. the API server calls our webhook through its Service, `kubectl liqo status` is green;
 #   3. a rolling update of the reconciler keeps the peering (no re-join, no write to the peer);
 #   4. leader failover: a second reconciler (a standby on other ports), the leader's process
 #      frozen (SIGSTOP, no Lease release): the standby leads within the Lease's duration; woken,
 #      the old leader exits; then the leading pod killed: another leads within that duration;
-#   5. the shared checks: a forged PeeringRequest refused, unjoin cascade, LAN discovery between
-#      the nodes (mDNS across their bridge) and autojoin both ways, `kubectl get
+#   5. the shared checks (checks.sh, the same the kind suite runs): a forged PeeringRequest
+#      refused, unjoin cascade, LAN discovery and autojoin both ways, `kubectl get
 #      foreignclusters`, a ForeignCluster deleted while the other cluster is unreachable;
-#   6. both nodes removed (node-down.sh), nothing left behind.
+#   6. `kubectl liqo uninstall --unpeer` on both: no object of ours is left (every resource kind
+#      listed, the CRDs included);
+#   7. the previous commit (LIQO_PREVIOUS_REF, default HEAD~1; skipped, and said so, where that
+#      commit has no image recipe) installed as its README said, LAN discovery off, A peered
+#      with B by hand; then `kubectl liqo install` of this commit over it on both: the peering
+#      survives (no re-join, nothing written to B); then B runs the `kubectl liqo peer` line A's
+#      install printed: joined both ways; both uninstalled (--unpeer), nothing left;
+#   8. `kubectl liqo install` on both, fresh (LAN discovery on): peered both ways within 3 health
+#      periods; `uninstall --unpeer` on both, nothing left;
+#   9. both nodes removed (node-down.sh), nothing left behind.
 #
 # Skips loudly (exit 0) where the node's binaries or packages are missing. KEEP=1 keeps the
 # nodes. Prints how long each part took.
@@ -80,67 +87,122 @@ partition() { ip link set "lq$(cat "$(node_dir "$NODE_B")/index")h" down; }
 heal() { ip link set "lq$(cat "$(node_dir "$NODE_B")/index")h" up; }
 took "two nodes up"
 
-# --- 1. install (the previous commit first, when there is one), peer, upgrade in place ---
-joined_since() { ka get foreigncluster cluster-b -o jsonpath='{.status.conditions[?(@.type=="Joined")].lastTransitionTime}'; }
+HEALTH=30 # the reconciler's --health-period-seconds, as the manifests ship it
+kubeconfig_of() { case "$1" in A) echo "$KA" ;; B) echo "$KB" ;; esac; }
+liqo() {
+  local c=$1
+  shift
+  "$KUBECTL_LIQO" --kubeconfig "$(kubeconfig_of "$c")" "$@"
+}
+# FC_B: A's ForeignCluster for B (LAN discovery names it after B's cluster ID; by hand: cluster-b).
+FC_B=""
+joined_since() { ka get foreigncluster "$FC_B" -o jsonpath='{.status.conditions[?(@.type=="Joined")].lastTransitionTime}'; }
 # When A last wrote our PeeringRequest on B (its own status is B's to write).
 request_written() { kb get peeringrequest "$(cluster_id A)" --show-managed-fields -o jsonpath='{.metadata.managedFields[?(@.manager=="liqo-peering")].time}'; }
 secret_version() { kb -n liqo get secret "pr-kubeconfig-$(cluster_id A)" -o jsonpath='{.metadata.resourceVersion}'; }
 holder() { "$(k_of "$1")" -n liqo get lease liqo-reconciler -o jsonpath='{.spec.holderIdentity}'; }
 held_by() { [ "$(holder "$1")" = "$2" ]; }
-held_by_other_than() { local h; h="$(holder "$1")"; [ -n "$h" ] && [ "$h" != "$2" ]; }
+held_by_other_than() {
+  local h
+  h="$(holder "$1")"
+  [ -n "$h" ] && [ "$h" != "$2" ]
+}
 # The peering as it stands: joined since when, and the objects on B at which versions.
 peering_state() { echo "joined-since=$(joined_since) request-written=$(request_written) secret=$(secret_version)"; }
 kept() { # STATE WHAT: the peering is still joined and nothing about it changed
-  fc_joined A cluster-b || fail "$2: cluster-b is no longer joined"
+  fc_joined A "$FC_B" || fail "$2: $FC_B is no longer joined"
   [ "$(peering_state)" = "$1" ] || fail "$2: the peering changed: was $1, now $(peering_state)"
   echo "ok: $2: still joined, nothing re-joined or written to B ($1)" >&2
 }
+# Both clusters joined to each other (each ForeignCluster named after the other's cluster ID).
+peered_both_ways() { fc_joined A "$(cluster_id B)" && fc_joined B "$(cluster_id A)"; }
+told() { "$(k_of "$1")" get clusterconfig liqo-configuration -o jsonpath="{.status.$2}"; }
+addresses_ok() { [ "$("$(k_of "$1")" get clusterconfig liqo-configuration -o jsonpath='{.status.conditions[?(@.type=="AddressesReachable")].status}')" = True ]; }
+auth_from() { [ "$(told "$1" authUrlFrom)" = "$2" ]; }
+auth_from_node_port() {
+  case "$(told "$1" authUrlFrom)" in
+    "Service liqo-auth (NodePort) on node "*) return 0 ;;
+    *) return 1 ;;
+  esac
+}
 
-if [ -n "$previous_tree" ]; then
-  for n in "$NODE_A" "$NODE_B"; do import_image "$n" "$PREVIOUS" "docker.io/library/$PREVIOUS"; done
-  IMAGE=$PREVIOUS
-  install A "$previous_tree/manifests"
-  install B "$previous_tree/manifests"
-else
-  IMAGE=$CURRENT
-  install A
-  install B
-fi
-discovery A false
-discovery B false
-peer_a_with_b cluster-b
-took "install and peer"
+# install_as_readme A|B: `kubectl apply -k manifests/` and the default ClusterConfig, nothing
+# else: no address given, LAN discovery as shipped (on).
+install_as_readme() {
+  local k
+  k=$(k_of "$1")
+  say "install on $1 as the README says (nothing else)"
+  "$k" apply -k manifests/ >/dev/null
+  "$k" wait --for condition=established --timeout=60s crd --all >/dev/null
+  wait_for 30 "the default ClusterConfig applied on $1" "$k" apply -k manifests/config
+  "$k" -n liqo wait --for=condition=complete --timeout=180s job/liqo-certs >/dev/null || fail "job liqo-certs on $1"
+  "$k" -n liqo rollout status deployment/liqo-webhook --timeout=180s >/dev/null || fail "webhook rollout on $1"
+  "$k" -n liqo rollout status deployment/liqo-reconciler --timeout=180s >/dev/null || fail "reconciler rollout on $1"
+  wait_for 60 "the reconciler of $1 ready and leading" leading "$1"
+}
 
-if [ -n "$previous_tree" ]; then
-  say "upgrade in place: this commit's manifests and image over $previous_ref's"
-  before="$(peering_state)"
-  old_leader="$(holder A)"
-  IMAGE=$CURRENT
-  install A
-  install B
-  wait_for 60 "A's Lease handed over from $old_leader" held_by_other_than A "$old_leader"
-  [ "$(ka -n liqo get pod "$(holder A)" -o jsonpath='{.spec.containers[0].image}')" = "$CURRENT" ] || fail "the new leader does not run $CURRENT"
-  wait_for 120 "a health round of A's new leader" health_round A
-  kept "$before" "upgrade in place"
-  took "upgrade in place"
-fi
+# peer_by_lan HOW: peered both ways within 3 health periods of both reconcilers leading.
+peer_by_lan() {
+  local began=$SECONDS
+  wait_for $((3 * HEALTH)) "$1: A and B peered both ways by LAN discovery" peered_both_ways
+  echo "ok: $1: peered both ways $((SECONDS - began)) s after both reconcilers led (3 health periods: $((3 * HEALTH)) s)" >&2
+  FC_B="$(cluster_id B)"
+}
+
+# leftovers A|B: every object of ours in the cluster (by name, or labelled with a peer's ID),
+# of every resource kind that can be listed; one per line.
+leftovers() {
+  local k r
+  k=$(k_of "$1")
+  for r in $("$k" api-resources --verbs=list -o name | grep -v '^events'); do
+    "$k" get "$r" -A -o name 2>/dev/null | grep -i 'liqo' || true
+    "$k" get "$r" -A -o name -l discovery.liqo.io/cluster-id 2>/dev/null || true
+  done
+}
+
+# uninstall_both: `kubectl liqo uninstall --unpeer` on both clusters; then nothing of ours left.
+uninstall_both() {
+  local c left
+  for c in A B; do
+    say "kubectl liqo uninstall --unpeer on $c"
+    liqo "$c" uninstall --unpeer --timeout 5m >&2 || fail "uninstall on $c"
+  done
+  for c in A B; do
+    left="$(leftovers "$c")"
+    [ -z "$left" ] || fail "objects of ours left on $c after uninstall: $(echo "$left" | tr '\n' ' ')"
+    echo "ok: nothing of ours left on $c (every resource kind listed)" >&2
+  done
+}
+
+# --- 1. this commit as the README says, nothing else: LAN peering both ways ---
+install_as_readme A
+install_as_readme B
+peer_by_lan "kubectl apply -k"
+for c in A B; do
+  wait_for 60 "$c's auth URL found from its NodePort" auth_from_node_port "$c"
+  [ "$(told "$c" authUrl)" = "$(auth_url "$c")" ] || fail "$c tells the auth URL $(told "$c" authUrl), not $(auth_url "$c")"
+  [ "$(told "$c" apiUrl)" = "https://$(addr "$c"):6443" ] || fail "$c tells the API server $(told "$c" apiUrl) ($(told "$c" apiUrlFrom))"
+  addresses_ok "$c" || fail "$c: AddressesReachable is not True"
+  echo "ok: $c tells $(told "$c" apiUrl) ($(told "$c" apiUrlFrom)) and $(told "$c" authUrl) ($(told "$c" authUrlFrom))" >&2
+done
+say "ConfigMap liqo-reconciler-env overrides an address, read live"
+port=$(ka -n liqo get service liqo-auth -o jsonpath='{.spec.ports[0].nodePort}')
+ka -n liqo create configmap liqo-reconciler-env --from-literal=LIQO_AUTH_URL="https://$(addr A):$port/" >/dev/null
+wait_for 60 "A's auth URL from the ConfigMap, without a restart" auth_from A "ConfigMap liqo-reconciler-env"
+ka -n liqo delete configmap liqo-reconciler-env >/dev/null
+wait_for 60 "A's auth URL from its NodePort again" auth_from_node_port A
+took "install as the README says, LAN peering, addresses"
 
 # --- 2. what the install gives ---
 say "the install: ClusterConfig, webhook through its Service, kubectl liqo status"
 has ka get clusterconfig liqo-configuration || fail "no ClusterConfig"
-cat <<EOF | ka apply -f - >/dev/null
-apiVersion: discovery.liqo.io/v1alpha1
-kind: ForeignCluster
-metadata:
-  name: webhook-probe
-spec:
-  authUrl: "https://192.0.2.1:1234"
-EOF
+probe='{"apiVersion":"discovery.liqo.io/v1alpha1","kind":"ForeignCluster","metadata":{"name":"webhook-probe"},"spec":{"authUrl":"https://192.0.2.1:1234"}}'
+echo "$probe" | ka apply -f - >/dev/null
 [ "$(ka get foreigncluster webhook-probe -o jsonpath='{.spec.discoveryType}/{.spec.join}/{.metadata.labels.discovery\.liqo\.io/discovery-type}')" = "Manual/false/Manual" ] \
   || fail "the mutating webhook did not default the ForeignCluster: $(ka get foreigncluster webhook-probe -o jsonpath='{.spec}')"
 ka delete foreigncluster webhook-probe --wait --timeout=60s >/dev/null
 echo "ok: the API server called the webhook through Service liqo-webhook (defaults applied)" >&2
-"$KUBECTL_LIQO" --kubeconfig "$KA" status || fail "kubectl liqo status on A is not green"
+liqo A status || fail "kubectl liqo status on A is not green"
 took "the install's checks"
 
 # --- 3. a rolling update keeps the peering ---
@@ -184,19 +246,74 @@ wait_for 60 "the old leader exited on waking (container restarted)" restarted_si
 # The leading pod killed (deleted at once): another reconciler leads within the Lease's duration.
 ka -n liqo delete pod "$standby" --grace-period=0 --force >/dev/null 2>&1
 killed=$SECONDS
-wait_for 45 "another reconciler leading after the leader's pod was killed" held_by_other_than A "$standby"
+wait_for 45 "another reconciler leading after the leading pod was killed" held_by_other_than A "$standby"
 echo "ok: $(holder A) led $((SECONDS - killed)) s after the leading pod $standby was killed" >&2
 [ $((SECONDS - killed)) -le 30 ] || fail "the takeover took longer than the Lease's duration and a renewal"
 ka -n liqo delete deployment liqo-reconciler-standby --wait --timeout=60s >/dev/null
 wait_for 120 "A's reconciler leading again" leading A
-wait_for 120 "cluster-b joined after the failover" fc_joined A cluster-b
+wait_for 120 "$FC_B joined after the failover" fc_joined A "$FC_B"
 took "leader failover"
 
-# --- 5. the shared checks ---
+# --- 5. the shared checks (they peer by hand first: the LAN's ForeignClusters go) ---
+discovery A false
+discovery B false
+ka delete foreignclusters --all --wait --timeout=180s >/dev/null
+kb delete foreignclusters --all --wait --timeout=180s >/dev/null
 check_peering
 check_lan
 check_delete_while_unreachable
 took "shared checks"
+
+# --- 6. uninstall ---
+uninstall_both
+took "uninstall --unpeer, nothing left"
+
+# --- 7. the previous commit, then kubectl liqo install of this one over it ---
+if [ -n "$previous_tree" ]; then
+  for n in "$NODE_A" "$NODE_B"; do import_image "$n" "$PREVIOUS" "docker.io/library/$PREVIOUS"; done
+  IMAGE=$PREVIOUS
+  install A "$previous_tree/manifests"
+  install B "$previous_tree/manifests"
+  FC_B=cluster-b
+  peer_a_with_b cluster-b
+  took "the previous commit installed and peered"
+
+  say "upgrade in place: kubectl liqo install of this commit over $previous_ref's"
+  before="$(peering_state)"
+  old_leader="$(holder A)"
+  IMAGE=$CURRENT
+  out_a="$(liqo A install --timeout 5m)" || fail "kubectl liqo install on A: $out_a"
+  echo "$out_a" >&2
+  liqo B install --timeout 5m >&2 || fail "kubectl liqo install on B"
+  held_by_other_than A "$old_leader" || fail "A's Lease was not handed over to the new reconciler"
+  [ "$(ka -n liqo get pod "$(holder A)" -o jsonpath='{.spec.containers[0].image}')" = "$CURRENT" ] || fail "the new leader does not run $CURRENT"
+  wait_for 120 "a health round of A's new leader" health_round A
+  kept "$before" "upgrade in place with kubectl liqo install"
+  took "upgrade in place"
+
+  say "LAN discovery off: B peers with A by the line A's install printed"
+  line="$(echo "$out_a" | grep -m1 '^  kubectl liqo peer ')" || fail "A's install printed no peer line"
+  read -r _ _ _ url rest <<<"$line"
+  # shellcheck disable=SC2086 # the printed flags, one word each
+  liqo B peer "$url" $rest --wait=180s >&2 || fail "B's kubectl liqo peer $url $rest"
+  fc_joined A cluster-b || fail "A is no longer joined to B"
+  fc_joined B "$(cluster_id A)" || fail "B is not joined to A"
+  echo "ok: joined both ways (A by hand before the upgrade, B by the line A's install printed)" >&2
+  took "peered by the printed line"
+  uninstall_both
+  took "uninstall --unpeer, nothing left"
+else
+  say "SKIPPED: the previous commit and kubectl liqo install over it (no image recipe at $previous_ref)"
+fi
+
+# --- 8. kubectl liqo install on fresh clusters: LAN peering both ways ---
+for c in A B; do
+  say "kubectl liqo install on $c (fresh, LAN discovery on)"
+  liqo "$c" install --timeout 5m >&2 || fail "kubectl liqo install on $c"
+done
+peer_by_lan "kubectl liqo install"
+uninstall_both
+took "kubectl liqo install, LAN peering, uninstall"
 
 trap - EXIT
 if [ "${KEEP:-0}" != 1 ]; then
