@@ -552,3 +552,84 @@ fn a_flood_of_mdns_services_is_bounded() {
         flooder.shutdown().await;
     });
 }
+
+/// A cluster seen while the API server refuses to record it (our webhook not serving yet, as
+/// at install, when both start together) is recorded once it accepts: mDNS tells a cluster once
+/// and then only when it changes, so a failed recording is tried again, not dropped.
+#[test]
+fn a_cluster_seen_while_the_api_server_refuses_is_recorded_once_it_accepts() {
+    const NAME: &str = "a_cluster_seen_while_the_api_server_refuses_is_recorded_once_it_accepts";
+    if !inside() {
+        match liqo_testenv::assets() {
+            Ok(_) => {
+                in_netns(NAME);
+            }
+            Err(why) => liqo_testenv::skip(&format!("{NAME}: {why}")),
+        }
+        return;
+    }
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use kube::api::{Api, DeleteParams, PostParams};
+    use liqo_api::{ClusterConfigSpec, DiscoveryType, ForeignCluster};
+    use liqo_reconciler::discovery::lan;
+    use liqo_testenv::{ControlPlane, eventually, install_liqo};
+
+    const OWN: &str = "11111111-2222-4333-8444-555555555555";
+    runtime().block_on(async {
+        let cp = ControlPlane::start().await.map_err(|e| format!("{e:?}")).unwrap();
+        let admin = cp.admin();
+        install_liqo(&admin, "liqo").await;
+        // A webhook that does not serve (nothing listens there), failurePolicy Fail: every
+        // ForeignCluster write is refused, as before our webhook's pods are ready.
+        let not_serving: ValidatingWebhookConfiguration = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "not-serving-yet"},
+            "webhooks": [{"name": "not-serving-yet.liqo.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                "failurePolicy": "Fail", "timeoutSeconds": 1,
+                "clientConfig": {"url": "https://127.0.0.1:9/validate"},
+                "rules": [{"apiGroups": ["discovery.liqo.io"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": ["foreignclusters"]}]}]
+        }))
+        .unwrap();
+        let configurations: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
+        configurations.create(&PostParams::default(), &not_serving).await.unwrap();
+        let fcs: Api<ForeignCluster> = Api::all(admin.clone());
+        let probe = ForeignCluster::new("probe", Default::default());
+        eventually("the API server refusing ForeignClusters", || async { fcs.create(&PostParams::default(), &probe).await.is_err().then_some(()) })
+            .await;
+
+        let (_id, id_rx) = tokio::sync::watch::channel(Some(OWN.to_owned()));
+        let (_cfg, cfg_rx) = tokio::sync::watch::channel(Some(ClusterConfigSpec::default()));
+        let foreign = liqo_reconciler::stores::reflect(fcs.clone(), Default::default());
+        let shared = liqo_reconciler::context::Shared::new(admin.clone(), "liqo", id_rx, cfg_rx, std::sync::Arc::new(peers()), foreign);
+        let ctx = std::sync::Arc::new(lan::Ctx::new(shared, lan_settings()));
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let lan_task = tokio::spawn(lan::run(ctx, async move {
+            let _ = stop_rx.await;
+        }));
+
+        // The peer is seen while every write is refused (the webhook's own metric counts the
+        // refused calls), then the webhook goes: the peer is recorded without being seen again.
+        let calls = || async {
+            let text = admin.request_text(http::Request::get("/metrics").body(Vec::new()).unwrap()).await.ok()?;
+            let counted = ["apiserver_admission_webhook_request_total", "apiserver_admission_webhook_rejection_count"];
+            let calls: f64 = text
+                .lines()
+                .filter(|l| counted.iter().any(|c| l.starts_with(c)) && l.contains("not-serving-yet.liqo.io"))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum();
+            Some(calls)
+        };
+        let before = calls().await.unwrap_or(0.0);
+        let peer = Mdns::start("_liqo._tcp", "local.", &on("v0")).unwrap();
+        peer.advertise(&Advertised::new(ID_A, Some("alpha"), "liqo", Some("https://10.77.0.1:1"), None, 1)).unwrap();
+        eventually("our recording of the peer refused", || async { (calls().await? > before).then_some(()) }).await;
+        assert!(fcs.get_opt(ID_A).await.unwrap().is_none());
+        configurations.delete("not-serving-yet", &DeleteParams::default()).await.unwrap();
+        let fc = eventually("the peer recorded once the API server accepts", || async { fcs.get_opt(ID_A).await.unwrap() }).await;
+        assert_eq!(fc.spec.discovery_type, Some(DiscoveryType::Lan));
+        assert_eq!(fc.spec.auth_url.as_deref(), Some("https://10.77.0.1:1"));
+
+        peer.shutdown().await;
+        let _ = stop_tx.send(());
+        tokio::time::timeout(Duration::from_secs(10), lan_task).await.unwrap().unwrap();
+    });
+}

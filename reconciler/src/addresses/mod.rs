@@ -178,13 +178,14 @@ pub async fn keep(client: Client, lookup: Lookup, nodes: Store<Node>, found: wat
             Ok(seen) => {
                 let now = choose::choose(&seen);
                 // The first look is always told (a receiver may wait for it).
+                let was_first = std::mem::take(&mut first);
                 found.send_if_modified(|told| {
                     let changed = *told != now;
-                    if changed || first {
+                    if changed || was_first {
                         tell(&now);
                     }
                     *told = now.clone();
-                    changed || std::mem::take(&mut first)
+                    changed || was_first
                 });
             }
             Err(e) => tracing::warn!(error = %e, "looking for the addresses peers use; keeping the last ones"),

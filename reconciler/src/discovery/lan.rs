@@ -89,7 +89,16 @@ struct State {
     requery: Option<tokio::time::Instant>,
     /// Whether new clusters were last turned away by the cap (logged once per time).
     at_cap: bool,
+    /// Clusters seen whose recording failed (our webhook not serving yet at start, the API
+    /// server away), by service name: recorded again every [`RETRY_UNRECORDED`] until it
+    /// works or they go, since mDNS tells a cluster once and then only when it changes.
+    unrecorded: HashMap<String, super::records::DiscoveredCluster>,
+    /// When to try the unrecorded ones again.
+    retry_at: Option<tokio::time::Instant>,
 }
+
+/// How soon a cluster whose recording failed is recorded again.
+const RETRY_UNRECORDED: Duration = Duration::from_secs(5);
 
 /// How often the size of the mDNS cache is checked against [`cache_cap`].
 const CACHE_CHECK: Duration = Duration::from_secs(5);
@@ -164,6 +173,8 @@ impl State {
                 mdns.stop_browse();
                 self.browsing = None;
                 self.present.clear();
+                self.unrecorded.clear();
+                self.retry_at = None;
                 self.strikes = Strikes::default();
                 tracing::info!("LAN discovery stopped (ForeignClusters kept)");
             }
@@ -171,7 +182,30 @@ impl State {
         }
     }
 
+    /// Remembers a sighting whose recording failed, to record it again soon (bounded).
+    fn remember_unrecorded(&mut self, fullname: String, cluster: super::records::DiscoveredCluster) {
+        if self.unrecorded.len() < MAX_REMEMBERED || self.unrecorded.contains_key(&fullname) {
+            self.unrecorded.insert(fullname, cluster);
+        }
+        self.retry_at.get_or_insert_with(|| tokio::time::Instant::now() + RETRY_UNRECORDED);
+    }
+
+    /// Records again every sighting whose recording failed; those failing again wait another
+    /// [`RETRY_UNRECORDED`].
+    async fn record_again<P: Peers>(&mut self, ctx: &Ctx<P>, own_id: &str, config: &ClusterConfigSpec) {
+        self.retry_at = None;
+        for (fullname, cluster) in std::mem::take(&mut self.unrecorded) {
+            let sighting = Sighting::Found { fullname: fullname.clone(), cluster: cluster.clone() };
+            if let Err(e) = self.sighted(ctx, sighting, own_id, config).await {
+                tracing::warn!(error = %e, cause = e.label(), cluster = %cluster.cluster_id, "recording a LAN cluster failed again; retrying");
+                self.remember_unrecorded(fullname, cluster);
+            }
+        }
+    }
+
     async fn stop(&mut self) {
+        self.unrecorded.clear();
+        self.retry_at = None;
         self.browsing = None;
         self.present.clear();
         self.strikes = Strikes::default();
@@ -220,6 +254,7 @@ impl State {
             Sighting::Pending { .. } => Ok(()),
             Sighting::Gone { fullname } => {
                 // Not deleted here: the strikes decide, and the auth endpoint gets its say.
+                self.unrecorded.remove(&fullname);
                 let cluster = self.present.remove(&fullname);
                 tracing::debug!(service = %fullname, ?cluster, "mDNS service gone");
                 self.requery = Some(tokio::time::Instant::now() + REQUERY_AFTER_GOODBYE);
@@ -301,10 +336,23 @@ pub async fn run<P: Peers>(ctx: Arc<Ctx<P>>, shutdown: impl std::future::Future<
             }
             ev = async { match &browsing { Some(rx) => rx.recv_async().await.ok(), None => std::future::pending().await } } => {
                 match ev.and_then(sighting_of) {
-                    Some(s) => if let Some(own) = &own_id
-                        && let Err(e) = state.sighted(&ctx, s, own, &config).await {
-                            tracing::warn!(error = %e, cause = e.label(), "recording a LAN cluster failed");
-                        },
+                    Some(s) => if let Some(own) = &own_id {
+                        let found = match &s {
+                            Sighting::Found { fullname, cluster } => Some((fullname.clone(), cluster.clone())),
+                            _ => None,
+                        };
+                        match state.sighted(&ctx, s, own, &config).await {
+                            Err(e) => {
+                                tracing::warn!(error = %e, cause = e.label(), "recording a LAN cluster failed; retrying");
+                                if let Some((fullname, cluster)) = found {
+                                    state.remember_unrecorded(fullname, cluster);
+                                }
+                            }
+                            Ok(()) => if let Some((fullname, _)) = found {
+                                state.unrecorded.remove(&fullname);
+                            },
+                        }
+                    },
                     None if browsing.as_ref().is_some_and(|rx| rx.is_disconnected()) => state.browsing = None,
                     None => {}
                 }
@@ -316,6 +364,12 @@ pub async fn run<P: Peers>(ctx: Arc<Ctx<P>>, shutdown: impl std::future::Future<
                         Ok(rx) => state.browsing = Some(rx),
                         Err(e) => tracing::warn!(error = %e, "querying the LAN again failed"),
                     }
+                }
+            }
+            _ = tokio::time::sleep_until(state.retry_at.unwrap_or_else(tokio::time::Instant::now)), if state.retry_at.is_some() => {
+                match &own_id {
+                    Some(own) => state.record_again(&ctx, own, &config).await,
+                    None => state.retry_at = Some(tokio::time::Instant::now() + RETRY_UNRECORDED),
                 }
             }
             _ = cache_tick.tick() => state.bound_cache(&ctx).await,
