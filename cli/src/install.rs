@@ -449,7 +449,11 @@ pub async fn uninstall(client: &Client, u: &Uninstall<'_>, out: &mut impl Write)
             let left = fcs_api.list(&ListParams::default()).await.map_err(|e| CliError::api("listing ForeignClusters", e))?;
             Ok(match left.items.is_empty() {
                 true => Ok(String::new()),
-                false => Err(format!("still there: {}", left.items.iter().map(|f| f.name_any()).collect::<Vec<_>>().join(", "))),
+                false => Err(format!(
+                    "still there: {} (the reconciler lets each go once unpeered: is it running? kubectl -n {} get pods)",
+                    left.items.iter().map(|f| f.name_any()).collect::<Vec<_>>().join(", "),
+                    u.namespace
+                )),
             })
         })
         .await?;

@@ -89,7 +89,7 @@ impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Source::ConfigMap => write!(f, "ConfigMap {ENV_CONFIGMAP}"),
-            Source::Flag => f.write_str("flag"),
+            Source::Flag => f.write_str("the reconciler's flag or environment"),
             Source::ClusterInfo => f.write_str("ConfigMap kube-public/cluster-info"),
             Source::KubernetesEndpoint => f.write_str("EndpointSlice default/kubernetes"),
             Source::InCluster => f.write_str("this process's API server URL"),
