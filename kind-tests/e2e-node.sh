@@ -152,12 +152,12 @@ peer_by_lan() {
 # leftovers A|B: every object of ours in the cluster (by name, or labelled with a peer's ID),
 # of every resource kind that can be listed; one per line.
 leftovers() {
-  local k r
+  local k kinds
   k=$(k_of "$1")
-  for r in $("$k" api-resources --verbs=list -o name | grep -v '^events'); do
-    "$k" get "$r" -A -o name 2>/dev/null | grep -i 'liqo' || true
-    "$k" get "$r" -A -o name -l discovery.liqo.io/cluster-id 2>/dev/null || true
-  done
+  kinds="$("$k" api-resources --verbs=list -o name | grep -v '^events' | paste -sd, -)"
+  [ -n "$kinds" ] || fail "no resource kinds listed on $1"
+  { "$k" get "$kinds" -A -o name 2>/dev/null || true; } | grep -i 'liqo' || true
+  "$k" get "$kinds" -A -o name -l discovery.liqo.io/cluster-id 2>/dev/null || true
 }
 
 # uninstall_both: `kubectl liqo uninstall --unpeer` on both clusters; then nothing of ours left.

@@ -431,6 +431,18 @@ pub async fn uninstall(client: &Client, u: &Uninstall<'_>, out: &mut impl Write)
             up.join(", ")
         )));
     }
+    // No peer may ask again from now on (a peer that still wants us would put its request back
+    // as soon as it is deleted): the webhook refuses every PeeringRequest, and the peer's
+    // ForeignCluster says so.
+    let configs = Api::<ClusterConfig>::all(client.clone());
+    let reject = serde_json::json!({"spec": {"peeringPolicy": "RejectAll"}});
+    match configs.patch("liqo-configuration", &PatchParams::default(), &Patch::Merge(reject)).await {
+        Ok(_) => {
+            let _ = writeln!(out, "peering requests refused from now on (ClusterConfig peeringPolicy: RejectAll)");
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => return Err(CliError::api("setting peeringPolicy RejectAll", e)),
+    }
     // Unpeered (and every ForeignCluster deleted) while the reconciler runs: it removes our
     // requests from the peers and its finalizers.
     if !fcs.is_empty() {

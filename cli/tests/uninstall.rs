@@ -1,0 +1,48 @@
+//! `kubectl liqo uninstall` against a real API server (envtest convention: `KUBEBUILDER_ASSETS`;
+//! skips loudly without it), with no reconciler running: what it deletes, and what it says when
+//! something does not go in time.
+
+use std::process::Command;
+
+use kube::api::{Api, PostParams};
+use liqo_api::{ClusterConfig, PeeringPolicy, PeeringRequest};
+use liqo_testenv::{ControlPlane, install_liqo};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstall_deletes_our_objects_and_says_what_holds_it_up() {
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    let request: PeeringRequest = serde_json::from_value(serde_json::json!({
+        "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "PeeringRequest",
+        "metadata": {"name": "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9", "finalizers": ["discovery.liqo.io/peered"]},
+        "spec": {"clusterIdentity": {"clusterID": "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9"}, "namespace": "liqo",
+                 "kubeConfigRef": {"name": "pr-kubeconfig-9a596a4b-591c-4ac6-8fd6-80258b4b3bf9", "namespace": "liqo"}}
+    }))
+    .unwrap();
+    let requests: Api<PeeringRequest> = Api::all(admin.clone());
+    requests.create(&PostParams::default(), &request).await.unwrap();
+    let configs: Api<ClusterConfig> = Api::all(admin.clone());
+    let config: ClusterConfig = serde_json::from_value(serde_json::json!({
+        "apiVersion": "config.liqo.io/v1alpha1", "kind": "ClusterConfig", "metadata": {"name": "liqo-configuration"}, "spec": {}
+    }))
+    .unwrap();
+    configs.create(&PostParams::default(), &config).await.unwrap();
+
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-liqo"))
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig(liqo_testenv::ADMIN_TOKEN))
+        .args(["uninstall", "--timeout", "3s"])
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("timed out waiting for 1 PeeringRequest(s) removed: 1 left"), "{said}");
+    let left = requests.get("9a596a4b-591c-4ac6-8fd6-80258b4b3bf9").await.unwrap();
+    assert!(left.metadata.deletion_timestamp.is_some(), "deleted, held by its finalizer (the reconciler's to remove)");
+    // A peer that still wants us is refused from the start: it cannot put its request back.
+    assert!(said.contains("peering requests refused from now on"), "{said}");
+    let config = configs.get("liqo-configuration").await.unwrap();
+    assert_eq!(config.spec.peering_policy, PeeringPolicy::RejectAll);
+}
