@@ -281,7 +281,6 @@ if [ -n "$previous_tree" ]; then
   say "upgrade in place: kubectl liqo install of this commit over $previous_ref's"
   before="$(peering_state)"
   old_leader="$(holder A)"
-  IMAGE=$CURRENT
   out_a="$(liqo A install --timeout 5m)" || fail "kubectl liqo install on A: $out_a"
   echo "$out_a" >&2
   liqo B install --timeout 5m >&2 || fail "kubectl liqo install on B"
