@@ -46,3 +46,36 @@ async fn uninstall_deletes_our_objects_and_says_what_holds_it_up() {
     let config = configs.get("liqo-configuration").await.unwrap();
     assert_eq!(config.spec.peering_policy, PeeringPolicy::RejectAll);
 }
+
+/// While a peering is up, `uninstall` refuses and names it (exit 1), changing nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstall_refuses_while_peerings_are_up_and_names_them() {
+    use kube::api::{Patch, PatchParams};
+    use liqo_api::ForeignCluster;
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    let fcs: Api<ForeignCluster> = Api::all(admin.clone());
+    let fc: ForeignCluster = serde_json::from_value(serde_json::json!({
+        "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "node-b"},
+        "spec": {"clusterIdentity": {"clusterID": "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9"}, "join": true}
+    }))
+    .unwrap();
+    fcs.create(&PostParams::default(), &fc).await.unwrap();
+    let joined = serde_json::json!({"status": {"outgoing": {"joined": true}}});
+    fcs.patch_status("node-b", &PatchParams::default(), &Patch::Merge(joined)).await.unwrap();
+
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-liqo"))
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig(liqo_testenv::ADMIN_TOKEN))
+        .args(["uninstall", "--timeout", "3s"])
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("1 peering(s) are up: node-b"), "{said}");
+    assert!(said.contains("--unpeer"), "says how to go on: {said}");
+    let kept = fcs.get("node-b").await.unwrap();
+    assert!(kept.metadata.deletion_timestamp.is_none(), "nothing deleted");
+}
