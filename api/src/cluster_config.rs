@@ -170,6 +170,15 @@ pub struct ClusterConfigStatus {
     pub refused_requests: Vec<RefusedRequest>,
 }
 
+impl ClusterConfigStatus {
+    /// Condition `AddressesReachable` when it is not `True`: why peers may not reach the URLs
+    /// this cluster tells them, and the value to set.
+    pub fn addresses_warning(&self) -> Option<&Condition> {
+        let t = crate::reasons::ConditionType::AddressesReachable.as_str();
+        self.conditions.iter().find(|c| c.type_ == t && c.status != "True")
+    }
+}
+
 /// Most refused requesters the ClusterConfig's status keeps (a stranger cannot fill it).
 pub const MAX_REFUSED_REQUESTS: usize = 20;
 

@@ -278,7 +278,7 @@ pub async fn install(client: &Client, i: &Install<'_>, out: &mut impl Write) -> 
     let told = wait_for("the addresses peers use, published", deadline, out, || told(client)).await;
     let config = Api::<ClusterConfig>::all(client.clone()).get_opt("liqo-configuration").await.ok().flatten();
     let status = config.and_then(|c| c.status).unwrap_or_default();
-    if let Some(c) = status.conditions.iter().find(|c| c.type_ == "AddressesReachable" && c.status != "True") {
+    if let Some(c) = status.addresses_warning() {
         let _ = writeln!(out, "WARNING: {} ({})", c.message, c.reason);
     }
     match (told, status.auth_url.as_deref()) {

@@ -62,13 +62,19 @@ pub struct Presented {
 }
 
 /// Asks the auth service at `url` who it is (`/ids`), its API server CA (`/ca`) and its TLS
-/// chain, trusting nothing yet; a part that does not answer in 5 s is left unknown.
+/// chain, all three at once, trusting nothing yet; a part that does not answer in 5 s is left
+/// unknown.
 pub async fn presented(url: &str) -> Presented {
     use liqo_reconciler::auth::client::{self, Verify};
     let within = Duration::from_secs(5);
-    let ids = tokio::time::timeout(within, client::ids(url, &Verify::Nothing)).await.ok().and_then(|r| r.ok()).map(|i| i.cluster_id);
-    let ca = tokio::time::timeout(within, client::ca(url, &Verify::Nothing)).await.ok().and_then(|r| r.ok());
-    let auth = tokio::time::timeout(within, client::presented_fingerprints(url)).await.ok().and_then(|r| r.ok()).unwrap_or_default();
+    let (ids, ca, auth) = tokio::join!(
+        tokio::time::timeout(within, client::ids(url, &Verify::Nothing)),
+        tokio::time::timeout(within, client::ca(url, &Verify::Nothing)),
+        tokio::time::timeout(within, client::presented_fingerprints(url)),
+    );
+    let ids = ids.ok().and_then(|r| r.ok()).map(|i| i.cluster_id);
+    let ca = ca.ok().and_then(|r| r.ok());
+    let auth = auth.ok().and_then(|r| r.ok()).unwrap_or_default();
     Presented {
         cluster_id: ids.filter(|id| liqo_api::cluster_id::validate_cluster_id(id).is_ok()),
         api_ca_fingerprint: ca.and_then(|pem| liqo_certs::inspect::fingerprint_sha256(&pem).ok()),
@@ -120,15 +126,14 @@ pub fn known_note(known: &ForeignCluster, name_given: Option<&str>) -> String {
     note
 }
 
-/// The ForeignCluster that stands for cluster `id`, by its label, else by its spec.
-async fn by_cluster_id(api: &Api<ForeignCluster>, id: &str) -> Result<Option<ForeignCluster>> {
-    let label = format!("{}={id}", liqo_api::names::LABEL_CLUSTER_ID);
-    let labelled = api.list(&ListParams::default().labels(&label)).await.map_err(|e| CliError::api("listing ForeignClusters", e))?;
-    if let Some(fc) = labelled.items.into_iter().next() {
-        return Ok(Some(fc));
+/// The ForeignCluster that stands for cluster `id` ([`find`]: by name, by its label, else by
+/// its spec, a page at a time), if any.
+async fn by_cluster_id(client: &Client, id: &str) -> Result<Option<ForeignCluster>> {
+    match find(client, id).await {
+        Ok(fc) => Ok(Some(fc).filter(|f| f.spec.remote_cluster_id() == Some(id))),
+        Err(CliError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
     }
-    let all = api.list(&ListParams::default()).await.map_err(|e| CliError::api("listing ForeignClusters", e))?;
-    Ok(all.items.into_iter().find(|f| f.spec.remote_cluster_id() == Some(id)))
 }
 
 /// What `peer` did: the ForeignCluster joined, and a note when it was one known already.
@@ -146,7 +151,7 @@ pub async fn peer(client: &Client, target: &Target, name: Option<&str>, allow_un
     if let Target::AuthUrl(url) = target {
         let presented = presented(url).await;
         if let Some(id) = presented.cluster_id.as_deref()
-            && let Some(known) = by_cluster_id(&api, id).await?
+            && let Some(known) = by_cluster_id(client, id).await?
             && name.is_none_or(|n| n != known.name_any())
         {
             if let Some(why) = impersonation(&known, url, &presented) {

@@ -442,11 +442,7 @@ pub async fn overview(client: &Client, ns: &str, selection: &Selection, chunk: u
         deny: spec.peering_deny_list.clone(),
         auth_url_from: told.auth_url.as_ref().and(told.auth_url_from.clone()),
         api_url_from: told.api_url.as_ref().and(told.api_url_from.clone()),
-        addresses_warning: told
-            .conditions
-            .iter()
-            .find(|c| c.type_ == liqo_api::reasons::ConditionType::AddressesReachable.as_str() && c.status != "True")
-            .map(|c| format!("{} ({})", c.message, c.reason)),
+        addresses_warning: told.addresses_warning().map(|c| format!("{} ({})", c.message, c.reason)),
         auth_url: told.auth_url.or(auth_url),
         api_url: told.api_url.or(api_url),
         auth_ca_fingerprint: told

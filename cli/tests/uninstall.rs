@@ -8,6 +8,18 @@ use kube::api::{Api, PostParams};
 use liqo_api::{ClusterConfig, PeeringPolicy, PeeringRequest};
 use liqo_testenv::{ControlPlane, install_liqo};
 
+/// `kubectl liqo uninstall --timeout 3s` as a user runs it: its exit code and what it said.
+fn uninstall(cp: &ControlPlane) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-liqo"))
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig(liqo_testenv::ADMIN_TOKEN))
+        .args(["uninstall", "--timeout", "3s"])
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uninstall_deletes_our_objects_and_says_what_holds_it_up() {
     let Some(cp) = ControlPlane::start_or_skip().await else { return };
@@ -29,15 +41,8 @@ async fn uninstall_deletes_our_objects_and_says_what_holds_it_up() {
     .unwrap();
     configs.create(&PostParams::default(), &config).await.unwrap();
 
-    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-liqo"))
-        .arg("--kubeconfig")
-        .arg(cp.kubeconfig(liqo_testenv::ADMIN_TOKEN))
-        .args(["uninstall", "--timeout", "3s"])
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap();
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(1), "{said}");
+    let (code, said) = uninstall(&cp);
+    assert_eq!(code, Some(1), "{said}");
     assert!(said.contains("timed out waiting for 1 PeeringRequest(s) removed: 1 left"), "{said}");
     let left = requests.get("9a596a4b-591c-4ac6-8fd6-80258b4b3bf9").await.unwrap();
     assert!(left.metadata.deletion_timestamp.is_some(), "deleted, held by its finalizer (the reconciler's to remove)");
@@ -65,15 +70,8 @@ async fn uninstall_refuses_while_peerings_are_up_and_names_them() {
     let joined = serde_json::json!({"status": {"outgoing": {"joined": true}}});
     fcs.patch_status("node-b", &PatchParams::default(), &Patch::Merge(joined)).await.unwrap();
 
-    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-liqo"))
-        .arg("--kubeconfig")
-        .arg(cp.kubeconfig(liqo_testenv::ADMIN_TOKEN))
-        .args(["uninstall", "--timeout", "3s"])
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap();
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(1), "{said}");
+    let (code, said) = uninstall(&cp);
+    assert_eq!(code, Some(1), "{said}");
     assert!(said.contains("1 peering(s) are up: node-b"), "{said}");
     assert!(said.contains("--unpeer"), "says how to go on: {said}");
     let kept = fcs.get("node-b").await.unwrap();

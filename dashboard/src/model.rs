@@ -47,10 +47,7 @@ impl ThisCluster {
             api_url: told.and_then(|t| t.api_url.clone()),
             auth_url_from: told.and_then(|t| t.auth_url_from.clone()),
             api_url_from: told.and_then(|t| t.api_url_from.clone()),
-            addresses_warning: told.and_then(|t| {
-                let c = t.conditions.iter().find(|c| c.type_ == liqo_api::reasons::ConditionType::AddressesReachable.as_str())?;
-                (c.status != "True").then(|| c.message.clone())
-            }),
+            addresses_warning: told.and_then(|t| t.addresses_warning()).map(|c| c.message.clone()),
             refused: told.map(|t| t.refused_requests.clone()).unwrap_or_default(),
         }
     }

@@ -326,7 +326,8 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     let auth_url = args.auth_url.clone().filter(|u| !u.is_empty());
     metrics.health_period.set(timing.health.as_secs() as i64);
     let fc_ctx = Arc::new(
-        foreign_cluster::Ctx::new(shared.clone(), auth.api_server.clone(), auth_url.clone(), secrets, advertisements)
+        // Both URLs it hands peers are read from the addresses found, at each use.
+        foreign_cluster::Ctx::new(shared.clone(), auth.api_server.clone(), None, secrets, advertisements)
             .with_addresses(found.clone())
             .with_metrics(metrics.clone())
             .with_timing(timing)
@@ -355,8 +356,9 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
             .and_then(|u| url::Url::parse(u).ok())
             .and_then(|u| u.port_or_known_default())
             .unwrap_or(args.auth_listen.port()),
-        auth_url,
-        api_url: args.api_url.clone().filter(|u| !u.is_empty()),
+        // The URLs advertised are the addresses found (`with_addresses`), overrides included.
+        auth_url: None,
+        api_url: None,
         mdns_port: MDNS_PORT,
     };
     let lan_ctx = Arc::new(lan::Ctx::new(shared.clone(), lan).with_metrics(metrics.clone()).with_addresses(found.clone()));

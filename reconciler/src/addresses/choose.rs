@@ -272,18 +272,15 @@ pub fn unreachable(url: &str, seen: &Seen) -> Option<Unreachable> {
         None => return Some(Unreachable::NotAUrl),
         Some(url::Host::Domain(name)) => {
             let name = name.trim_end_matches('.').to_ascii_lowercase();
-            let in_cluster = name == "localhost"
-                || name.ends_with(".localhost")
-                || name.ends_with(".svc")
+            if name == "localhost" || name.ends_with(".localhost") {
+                return Some(Unreachable::Loopback);
+            }
+            let in_cluster = name.ends_with(".svc")
                 || name.contains(".svc.")
                 || name.ends_with(".cluster.local")
                 || name == "kubernetes"
                 || name.starts_with("kubernetes.default");
-            return match (name == "localhost" || name.ends_with(".localhost"), in_cluster) {
-                (true, _) => Some(Unreachable::Loopback),
-                (false, true) => Some(Unreachable::InClusterName),
-                _ => None,
-            };
+            return in_cluster.then_some(Unreachable::InClusterName);
         }
         Some(url::Host::Ipv4(v4)) => IpAddr::V4(v4),
         Some(url::Host::Ipv6(v6)) => IpAddr::V6(v6),
