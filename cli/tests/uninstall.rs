@@ -77,3 +77,39 @@ async fn uninstall_refuses_while_peerings_are_up_and_names_them() {
     let kept = fcs.get("node-b").await.unwrap();
     assert!(kept.metadata.deletion_timestamp.is_none(), "nothing deleted");
 }
+
+/// `--keep-crds` keeps the CRDs (and so the custom resources); without it they go.
+/// (The API server here has no namespace controller, so neither run can finish.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstall_keeps_the_crds_only_when_asked() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::ListParams;
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    let ours = || async {
+        let all = crds.list(&ListParams::default()).await.unwrap();
+        all.items.iter().filter(|c| c.metadata.name.as_deref().is_some_and(|n| n.ends_with(".liqo.io"))).count()
+    };
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kubectl-liqo"))
+            .arg("--kubeconfig")
+            .arg(cp.kubeconfig(liqo_testenv::ADMIN_TOKEN))
+            .arg("uninstall")
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap();
+        (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    };
+    // This API server has no namespace controller: namespace liqo stays terminating, and
+    // each run says so (exit 1) after deleting what it deletes.
+    let (code, said) = run(&["--keep-crds", "--timeout", "3s"]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("namespace liqo terminating"), "{said}");
+    assert_eq!(ours().await, 6, "the CRDs kept: {said}");
+    let (code, said) = run(&["--timeout", "3s"]);
+    assert_eq!(code, Some(1), "{said}");
+    liqo_testenv::eventually("our CRDs gone", || async { (ours().await == 0).then_some(()) }).await;
+}
