@@ -27,6 +27,7 @@ pub struct ResourceSummary {
     group = "sharing.liqo.io",
     version = "v1alpha1",
     kind = "Advertisement",
+    namespaced,
     plural = "advertisements",
     shortname = "adv",
     category = "liqo",

@@ -95,6 +95,7 @@ pub enum AuthStatus {
     printcolumn(name = "Outgoing", type_ = "boolean", json_path = ".status.outgoing.joined"),
     printcolumn(name = "Incoming", type_ = "boolean", json_path = ".status.incoming.joined"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(name = "Tenant-Namespace", type_ = "string", json_path = ".status.tenantNamespace.local", priority = 1),
     printcolumn(name = "Presented-Fingerprint", type_ = "string", json_path = ".status.outgoing.presentedFingerprint", priority = 1)
 )]
 #[serde(rename_all = "camelCase")]
@@ -230,6 +231,23 @@ pub struct ForeignClusterStatus {
     pub incoming: Option<IncomingStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_status: Option<AuthStatus>,
+    /// Where each side keeps what is of the other (SPEC §9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_namespace: Option<TenantNamespaces>,
+}
+
+/// The tenant namespaces of a peering (SPEC §9).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantNamespaces {
+    /// Ours for the remote cluster (`liqo-tenant-<its ID>`): its requests, its kubeconfig
+    /// Secret, its Advertisement and the identities we issued it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<String>,
+    /// The remote cluster's for us, as its identity says: where our PeeringRequest and
+    /// kubeconfig Secret are (its Liqo namespace when we peer anonymously).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
 }
 
 /// A SHA-256 fingerprint as 64 lowercase hex digits (pure): accepts upper case, colons and

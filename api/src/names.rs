@@ -93,14 +93,65 @@ pub fn kept_secret(name: &str, requester_cluster_id: &str) -> Option<&'static st
     }
 }
 
-/// Name of the ClusterRole (and its binding) a peer's identity gets on this cluster.
-pub fn peer_role(cluster_id: &str) -> String {
+/// Name of the ClusterRole (and its binding) a peer's identity got on a cluster of the
+/// cluster-scoped protocol (0.1); removed on upgrade.
+pub fn legacy_peer_role(cluster_id: &str) -> String {
     format!("liqo-remote-{cluster_id}")
+}
+
+/// Label marking a peer's tenant namespace (SPEC §9).
+pub const LABEL_TENANT_NAMESPACE: &str = "discovery.liqo.io/tenant-namespace";
+/// Prefix of a peer's tenant namespace: `liqo-tenant-<its cluster ID>`.
+pub const TENANT_NAMESPACE_PREFIX: &str = "liqo-tenant-";
+/// The fixed ClusterRole a requester's identity (`remote-<id>`) is bound to, in its tenant
+/// namespace only: its PeeringRequest or FederationRequest and its kubeconfig Secret.
+pub const REQUESTER_CLUSTER_ROLE: &str = "liqo-peer-requester";
+/// The fixed ClusterRole a peer's broadcaster identity (`<id>`) is bound to, in its tenant
+/// namespace only: its Advertisement.
+pub const BROADCASTER_CLUSTER_ROLE: &str = "liqo-peer-broadcaster";
+/// The ResourceQuota of every tenant namespace.
+pub const TENANT_QUOTA: &str = "liqo-tenant";
+
+/// The peering protocol this build speaks, told in `/ids` (`protocolVersion`): 2 is tenant
+/// namespaces (SPEC §9); a peer whose `/ids` has none speaks 1 (cluster-scoped requests).
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// The namespace that holds everything of peer `cluster_id` on this cluster (pure):
+/// `liqo-tenant-<id>`, or, for an ID too long for a namespace name (a well-formed one may have
+/// 63 characters), its first 42 characters and 8 hex digits of its SHA-256, so that two long
+/// IDs with the same beginning still get two namespaces.
+pub fn tenant_namespace(cluster_id: &str) -> String {
+    let full = format!("{TENANT_NAMESPACE_PREFIX}{cluster_id}");
+    if full.len() <= 63 {
+        return full;
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(cluster_id.as_bytes());
+    let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let head = cluster_id[..42].trim_end_matches('-');
+    format!("{TENANT_NAMESPACE_PREFIX}{head}-{hex}")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tenant_namespace_is_a_namespace_name_for_every_well_formed_id() {
+        const ID: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
+        assert_eq!(tenant_namespace(ID), format!("liqo-tenant-{ID}"));
+        let long_a = "a".repeat(63);
+        let long_b = format!("{}b", "a".repeat(62));
+        for id in [&long_a, &long_b] {
+            let ns = tenant_namespace(id);
+            assert!(ns.len() <= 63, "{ns}");
+            assert!(crate::validate_cluster_id(&ns).is_ok(), "{ns}");
+        }
+        assert_ne!(tenant_namespace(&long_a), tenant_namespace(&long_b));
+        // A dash where the ID is cut does not end up doubled.
+        let dashed = format!("{}-{}", "a".repeat(41), "c".repeat(21));
+        assert!(!tenant_namespace(&dashed).contains("--"), "{}", tenant_namespace(&dashed));
+    }
 
     #[test]
     fn a_request_may_name_its_own_secret_and_none_this_cluster_keeps() {

@@ -150,6 +150,12 @@ reasons! {
     SelfPeering,
     /// The remote's `/ids` claims a cluster ID another ForeignCluster already stands for.
     ClusterIdTaken,
+    /// The remote speaks the cluster-scoped protocol of 0.1 (its `/ids` has no
+    /// `protocolVersion`): it cannot hold our request in a tenant namespace until upgraded.
+    PeerOnOlderProtocol,
+    /// The tenant namespace of this peer is still being deleted (a full unjoin just ended):
+    /// the join goes on once it is gone.
+    TenantNamespaceTerminating,
     /// A spec field is malformed.
     InvalidSpec,
     /// Unjoin waits for the remote to remove our PeeringRequest.
@@ -329,6 +335,20 @@ pub const TROUBLESHOOTING: &[Entry] = &[
         &[R::ClusterIdTaken],
         "the remote's `/ids` claims the cluster ID of another ForeignCluster here (the message names it); nothing was written",
         "check the URL: two addresses for one cluster, or a peer impersonating another; delete one of the two",
+    ),
+    fc(
+        C::Joined,
+        S::False,
+        &[R::PeerOnOlderProtocol],
+        "the remote runs the cluster-scoped protocol of 0.1 (no `protocolVersion` in its `/ids`); asked again once per health period",
+        "upgrade the remote (README, Upgrades); the peering forms by itself once it is",
+    ),
+    fc(
+        C::Joined,
+        S::False,
+        &[R::TenantNamespaceTerminating],
+        "the peer's tenant namespace here is still being deleted after a full unjoin",
+        "wait: the join goes on once it is gone (`kubectl get ns liqo-tenant-<id>`)",
     ),
     fc(C::Joined, S::False, &[R::InvalidSpec], "a field of the spec is malformed (the message names it)", "fix the field named"),
     fc(

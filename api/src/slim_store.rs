@@ -4,7 +4,8 @@
 //! Secret before its data, and a hub keeps two Secrets and an Advertisement per joined peer
 //! (docs/scaling.md). A slim store keeps a name and a value.
 //!
-//! Keyed by name only: for objects of one namespace, or cluster-scoped ones.
+//! Keyed by name ([`slim_store`]: for objects of one namespace, or cluster-scoped ones), or by
+//! `namespace/name` ([`slim_store_by_namespace`]: a watch of every namespace).
 //!
 //! Pure: a [`SlimWriter`] takes the events of a watch its owner runs (the reconciler's
 //! `reflect_slim`, the dashboard's stores).
@@ -35,6 +36,7 @@ impl<V> Clone for SlimStore<V> {
 pub struct SlimWriter<K, V> {
     map: Arc<RwLock<Map<V>>>,
     slim: fn(&K) -> V,
+    key: fn(&kube::api::ObjectMeta) -> Box<str>,
     /// What a relist gathered so far: swapped in whole when it ends, so readers never see a
     /// half-listed store.
     relisting: Option<Map<V>>,
@@ -43,21 +45,43 @@ pub struct SlimWriter<K, V> {
 
 /// An empty store and its writer; `slim` takes from each object what the store keeps.
 pub fn slim_store<K, V>(slim: fn(&K) -> V) -> (SlimStore<V>, SlimWriter<K, V>) {
+    keyed(slim, |m| m.name.as_deref().unwrap_or_default().into())
+}
+
+/// As [`slim_store`], keyed by `namespace/name` ([`namespaced_key`]; by name for an object of
+/// no namespace).
+pub fn slim_store_by_namespace<K, V>(slim: fn(&K) -> V) -> (SlimStore<V>, SlimWriter<K, V>) {
+    keyed(slim, |m| {
+        let name = m.name.as_deref().unwrap_or_default();
+        match m.namespace.as_deref() {
+            Some(ns) => namespaced_key(ns, name).into(),
+            None => name.into(),
+        }
+    })
+}
+
+/// The key of object `name` of `namespace` in a store made by [`slim_store_by_namespace`].
+pub fn namespaced_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+fn keyed<K, V>(slim: fn(&K) -> V, key: fn(&kube::api::ObjectMeta) -> Box<str>) -> (SlimStore<V>, SlimWriter<K, V>) {
     let map = Arc::new(RwLock::new(Map::new()));
     let (ready_tx, ready) = watch::channel(false);
-    (SlimStore { map: map.clone(), ready }, SlimWriter { map, slim, relisting: None, ready: ready_tx })
+    (SlimStore { map: map.clone(), ready }, SlimWriter { map, slim, key, relisting: None, ready: ready_tx })
 }
 
 impl<K: Resource, V> SlimWriter<K, V> {
     pub fn apply_watcher_event(&mut self, event: &watcher::Event<K>) {
-        let name = |o: &K| -> Box<str> { o.meta().name.as_deref().unwrap_or_default().into() };
+        let key = self.key;
+        let name = |o: &K| -> Box<str> { key(o.meta()) };
         match event {
             watcher::Event::Apply(o) => {
                 let value = (self.slim)(o);
                 self.map.write().expect("not poisoned").insert(name(o), value);
             }
             watcher::Event::Delete(o) => {
-                self.map.write().expect("not poisoned").remove(o.meta().name.as_deref().unwrap_or_default());
+                self.map.write().expect("not poisoned").remove(&name(o));
             }
             watcher::Event::Init => self.relisting = Some(Map::new()),
             watcher::Event::InitApply(o) => {

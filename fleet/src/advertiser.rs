@@ -96,8 +96,8 @@ impl Advertiser {
         let (this, peer) = (self.clone(), peer.clone());
         let secret = kubeconfig_token(&peer, requester);
         tokio::spawn(async move {
-            if let Some(token) = secret {
-                let path = format!("/apis/sharing.liqo.io/v1alpha1/advertisements/{}", advertisement_name(&peer.id));
+            if let Some((token, namespace)) = secret {
+                let path = format!("/apis/sharing.liqo.io/v1alpha1/namespaces/{namespace}/advertisements/{}", advertisement_name(&peer.id));
                 this.counts.hub_writes.fetch_add(1, Ordering::Relaxed);
                 let _ = this.call(http::Method::DELETE, &path, &token, None).await;
             }
@@ -116,7 +116,7 @@ impl Advertiser {
             let round = match kubeconfig_token(&peer, &requester) {
                 // A peer that is off reaches nothing: its round fails without a request.
                 _ if peer.mode() == Mode::Off => Round::Failed,
-                Some(token) => self.publish(&peer, &token).await,
+                Some((token, namespace)) => self.publish(&peer, &token, &namespace).await,
                 None => Round::KubeconfigMissing,
             };
             // A 403 is told once the next try is refused too, as our broadcaster does.
@@ -132,9 +132,9 @@ impl Advertiser {
     }
 
     /// One round: the Advertisement exists in the hub.
-    async fn publish(&self, peer: &Peer, token: &str) -> Round {
+    async fn publish(&self, peer: &Peer, token: &str, namespace: &str) -> Round {
         let name = advertisement_name(&peer.id);
-        let path = format!("/apis/sharing.liqo.io/v1alpha1/advertisements/{name}");
+        let path = format!("/apis/sharing.liqo.io/v1alpha1/namespaces/{namespace}/advertisements/{name}");
         self.counts.hub_reads.fetch_add(1, Ordering::Relaxed);
         match self.call(http::Method::GET, &path, token, None).await {
             Some(200) => Round::Created,
@@ -148,8 +148,8 @@ impl Advertiser {
                 let body = json!({"apiVersion": "sharing.liqo.io/v1alpha1", "kind": "Advertisement",
                     "metadata": {"name": name, "labels": {LABEL_CLUSTER_ID: peer.id}}, "spec": spec});
                 self.counts.hub_writes.fetch_add(1, Ordering::Relaxed);
-                let create = "/apis/sharing.liqo.io/v1alpha1/advertisements?fieldManager=liqo-broadcaster";
-                match self.call(http::Method::POST, create, token, Some(body)).await {
+                let create = format!("/apis/sharing.liqo.io/v1alpha1/namespaces/{namespace}/advertisements?fieldManager=liqo-broadcaster");
+                match self.call(http::Method::POST, &create, token, Some(body)).await {
                     Some(201 | 409) => Round::Created,
                     Some(401) => Round::Refused,
                     Some(403) => Round::Forbidden,
@@ -181,7 +181,9 @@ impl Advertiser {
 
 /// The token of the kubeconfig `requester` handed `peer` with its PeeringRequest (the Secret
 /// its `kubeConfigRef` names), if it is there and carries one.
-fn kubeconfig_token(peer: &Peer, requester: &str) -> Option<String> {
+/// The token of the kubeconfig `requester` handed `peer`, and the namespace its context names
+/// (the peer's tenant namespace at the requester, where the Advertisement goes).
+fn kubeconfig_token(peer: &Peer, requester: &str) -> Option<(String, String)> {
     let objects = peer.objects.lock().expect("not poisoned");
     let pr = objects.requests.get(requester)?;
     let reference = &pr["spec"]["kubeConfigRef"];
@@ -191,7 +193,8 @@ fn kubeconfig_token(peer: &Peer, requester: &str) -> Option<String> {
     let yaml = String::from_utf8(base64::engine::general_purpose::STANDARD.decode(data).ok()?).ok()?;
     let config = kube::config::Kubeconfig::from_yaml(&yaml).ok()?;
     let token = config.auth_infos.first()?.auth_info.as_ref()?.token.as_ref()?;
-    Some(secrecy::ExposeSecret::expose_secret(token).to_owned())
+    let namespace = config.contexts.first()?.context.as_ref()?.namespace.clone()?;
+    Some((secrecy::ExposeSecret::expose_secret(token).to_owned(), namespace))
 }
 
 /// Writes how the last round went into `requester`'s PeeringRequest status.

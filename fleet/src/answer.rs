@@ -3,7 +3,7 @@
 //! no socket, no clock but the creation timestamp.
 
 use http::Method;
-use liqo_api::names::{DISCOVERY_GROUP, LABEL_CLUSTER_ID, VERSION, peering_kubeconfig_secret};
+use liqo_api::names::{DISCOVERY_GROUP, LABEL_CLUSTER_ID, VERSION, peering_kubeconfig_secret, tenant_namespace};
 use liqo_reconciler::auth::service::{ApiServer, kubeconfig, random_token};
 use liqo_reconciler::auth::wire::{ErrorBody, IdentityRequest, IdentityResponse, Ids};
 use serde_json::{Value, json};
@@ -52,7 +52,7 @@ pub enum Then {
     Withdrawn(String),
 }
 
-const REQUESTS: &str = "/apis/discovery.liqo.io/v1alpha1/peeringrequests";
+const REQUESTS: &str = "/apis/discovery.liqo.io/v1alpha1/namespaces/";
 const SECRETS: &str = "/api/v1/namespaces/";
 const APPLY: &str = "application/apply-patch+yaml";
 
@@ -61,7 +61,12 @@ pub fn answer(peer: &Peer, asked: &Asked<'_>) -> Answer {
     let auth = |status, content_type, body| Answer { status, content_type, body, kind: Kind::Auth, then: Then::Nothing };
     match (asked.method, asked.path) {
         (&Method::GET, "/ids") => {
-            let ids = Ids { cluster_id: peer.id.clone(), cluster_name: peer.name.clone(), guest_namespace: NAMESPACE.into() };
+            let ids = Ids {
+                cluster_id: peer.id.clone(),
+                cluster_name: peer.name.clone(),
+                guest_namespace: NAMESPACE.into(),
+                protocol_version: Some(liqo_api::names::PROTOCOL_VERSION),
+            };
             auth(200, "application/json", to_vec(&ids))
         }
         (&Method::GET, "/ca") => auth(200, "application/x-pem-file", peer.certs().ca.cert_pem.clone().into_bytes()),
@@ -89,11 +94,13 @@ fn identity(peer: &Peer, body: &[u8]) -> (u16, Vec<u8>) {
     let token = random_token();
     let api = ApiServer { url: peer.url().into(), ca_pem: peer.certs().ca.cert_pem.clone() };
     let user = liqo_api::names::peer_service_account(&request.cluster_id);
-    let Ok(config) = kubeconfig(&api, &peer.name, &user, NAMESPACE, token.clone()) else {
+    // In the requester's tenant namespace, as ours issues it (SPEC §9).
+    let tenant = tenant_namespace(&request.cluster_id);
+    let Ok(config) = kubeconfig(&api, &peer.name, &user, &tenant, token.clone()) else {
         return refuse(500, "issuing the identity failed".into());
     };
     peer.objects.lock().expect("not poisoned").tokens.insert(token, request.cluster_id);
-    (201, to_vec(&IdentityResponse { kubeconfig: config, namespace: NAMESPACE.into(), cluster_id: peer.id.clone() }))
+    (201, to_vec(&IdentityResponse { kubeconfig: config, namespace: tenant, cluster_id: peer.id.clone() }))
 }
 
 /// The Kubernetes API: a peer identity's requests on its own PeeringRequest and Secret.
@@ -102,7 +109,10 @@ fn api(peer: &Peer, asked: &Asked<'_>) -> Answer {
     let Some(requester) = asked.bearer.and_then(|t| objects.tokens.get(t)).cloned() else {
         return status(401, "Unauthorized", "Unauthorized".into());
     };
-    if let Some(rest) = asked.path.strip_prefix(REQUESTS) {
+    if let Some((ns, rest)) = asked.path.strip_prefix(REQUESTS).and_then(|r| r.split_once("/peeringrequests")) {
+        if ns != tenant_namespace(&requester) {
+            return forbidden(&requester, "peeringrequests", rest.trim_start_matches('/'));
+        }
         return match rest.strip_prefix('/') {
             Some(name) => request(peer.mode(), &mut objects, asked, &requester, name),
             None => list_requests(&objects, asked, &requester),
@@ -169,7 +179,7 @@ fn list_requests(objects: &Objects, asked: &Asked<'_>, requester: &str) -> Answe
 }
 
 fn secret_call(objects: &mut Objects, asked: &Asked<'_>, requester: &str, ns: &str, name: &str) -> Answer {
-    if ns != NAMESPACE || name != peering_kubeconfig_secret(requester) {
+    if ns != tenant_namespace(requester) || name != peering_kubeconfig_secret(requester) {
         return forbidden(requester, "secrets", name);
     }
     let key = format!("{ns}/{name}");

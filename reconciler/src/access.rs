@@ -1,115 +1,84 @@
-//! The least-privilege access one cluster grants another, as Kubernetes objects (pure).
+//! The least-privilege access one cluster grants another, as Kubernetes objects (pure). Both
+//! live in the peer's tenant namespace (SPEC §9) and bind one of the fixed ClusterRoles
+//! shipped in `manifests/` there, by a RoleBinding: nothing per peer is cluster-wide.
 //!
 //! - [`peer_identity`]: what the auth service creates for a peer that asks for an identity
-//!   (`remote-<id>`): it may create PeeringRequests/FederationRequests and Secrets, and
-//!   read/update/delete only the PeeringRequest named after its own cluster ID and its Secret.
-//!   Kubernetes RBAC cannot restrict `create` by name; the admission webhook makes sure the
-//!   PeeringRequest it creates carries its own cluster ID.
-//! - [`advertisement_access`]: what a home cluster creates for the peer it joins (`<id>`): the
-//!   peer's broadcaster may create, and manage only, `advertisement-<its own id>`.
+//!   (`remote-<id>`, bound to `liqo-peer-requester`): its PeeringRequest or FederationRequest
+//!   and its kubeconfig Secret, in its tenant namespace. The admission webhook makes sure the
+//!   request it creates there carries its own cluster ID; the peer-Secret policy, that the
+//!   Secret is `pr-kubeconfig-<its id>`.
+//! - [`advertisement_access`]: what a home cluster creates for the peer it joins (`<id>`,
+//!   bound to `liqo-peer-broadcaster`): the peer's broadcaster keeps its Advertisement there.
 //!
 //! Every object carries the label `discovery.liqo.io/cluster-id: <peer id>`.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use kube::api::ObjectMeta;
-use liqo_api::names::{
-    DISCOVERY_GROUP, LABEL_CLUSTER_ID, SHARING_GROUP, advertisement_name, peer_role, peer_service_account, peering_kubeconfig_secret,
-};
+use liqo_api::names::{BROADCASTER_CLUSTER_ROLE, LABEL_CLUSTER_ID, REQUESTER_CLUSTER_ROLE, peer_service_account, tenant_namespace};
 
-/// A ServiceAccount and what it is allowed to do, cluster-wide and in its namespace.
+/// A ServiceAccount in a peer's tenant namespace and the RoleBinding that grants it a fixed
+/// ClusterRole there.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Access {
     pub service_account: ServiceAccount,
-    pub cluster_role: ClusterRole,
-    pub cluster_role_binding: ClusterRoleBinding,
-    pub role: Option<(Role, RoleBinding)>,
+    pub binding: RoleBinding,
 }
 
-fn meta(name: &str, namespace: Option<&str>, peer: &str) -> ObjectMeta {
+impl Access {
+    /// The tenant namespace both objects live in.
+    pub fn namespace(&self) -> &str {
+        self.service_account.metadata.namespace.as_deref().unwrap_or_default()
+    }
+
+    /// The ServiceAccount's name.
+    pub fn service_account_name(&self) -> &str {
+        self.service_account.metadata.name.as_deref().unwrap_or_default()
+    }
+}
+
+fn meta(name: &str, namespace: &str, peer: &str) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_owned()),
-        namespace: namespace.map(str::to_owned),
+        namespace: Some(namespace.to_owned()),
         labels: Some(BTreeMap::from([(LABEL_CLUSTER_ID.to_owned(), peer.to_owned())])),
         ..Default::default()
     }
 }
 
-fn rule(group: &str, resources: &[&str], names: &[String], verbs: &[&str]) -> PolicyRule {
-    PolicyRule {
-        api_groups: Some(vec![group.to_owned()]),
-        resources: Some(resources.iter().map(|r| (*r).to_owned()).collect()),
-        resource_names: (!names.is_empty()).then(|| names.to_vec()),
-        verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
-        ..Default::default()
-    }
-}
-
-fn subject(sa: &str, namespace: &str) -> Subject {
-    Subject { kind: "ServiceAccount".into(), name: sa.to_owned(), namespace: Some(namespace.to_owned()), ..Default::default() }
-}
-
-fn build(sa_name: &str, role_name: &str, namespace: &str, peer: &str, cluster_rules: Vec<PolicyRule>, ns_rules: Vec<PolicyRule>) -> Access {
-    let subjects = Some(vec![subject(sa_name, namespace)]);
-    let role = (!ns_rules.is_empty()).then(|| {
-        (
-            Role { metadata: meta(role_name, Some(namespace), peer), rules: Some(ns_rules) },
-            RoleBinding {
-                metadata: meta(role_name, Some(namespace), peer),
-                role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "Role".into(), name: role_name.into() },
-                subjects: subjects.clone(),
-            },
-        )
-    });
+fn build(sa_name: &str, cluster_role: &str, peer: &str) -> Access {
+    let namespace = tenant_namespace(peer);
     Access {
-        service_account: ServiceAccount { metadata: meta(sa_name, Some(namespace), peer), ..Default::default() },
-        cluster_role: ClusterRole { metadata: meta(role_name, None, peer), rules: Some(cluster_rules), ..Default::default() },
-        cluster_role_binding: ClusterRoleBinding {
-            metadata: meta(role_name, None, peer),
-            role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "ClusterRole".into(), name: role_name.into() },
-            subjects,
+        service_account: ServiceAccount { metadata: meta(sa_name, &namespace, peer), ..Default::default() },
+        binding: RoleBinding {
+            // Named after the role: one of each per tenant namespace.
+            metadata: meta(cluster_role, &namespace, peer),
+            role_ref: RoleRef {
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                kind: "ClusterRole".into(),
+                name: cluster_role.to_owned(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".into(),
+                name: sa_name.to_owned(),
+                namespace: Some(namespace.clone()),
+                ..Default::default()
+            }]),
         },
-        role,
     }
 }
 
 /// The identity the auth service issues to peer `peer` (ServiceAccount `remote-<peer>`).
-pub fn peer_identity(peer: &str, namespace: &str) -> Access {
-    let own = vec![peer.to_owned()];
-    let secret = vec![peering_kubeconfig_secret(peer)];
-    let requests = ["peeringrequests", "federationrequests"];
-    build(
-        &peer_service_account(peer),
-        &peer_role(peer),
-        namespace,
-        peer,
-        vec![
-            rule(DISCOVERY_GROUP, &requests, &[], &["create"]),
-            // list and watch by name (a field selector on it): the requester follows its own
-            // request being deleted by a watch.
-            rule(DISCOVERY_GROUP, &requests, &own, &["get", "list", "watch", "update", "patch", "delete"]),
-        ],
-        vec![rule("", &["secrets"], &[], &["create"]), rule("", &["secrets"], &secret, &["get", "update", "patch", "delete"])],
-    )
+pub fn peer_identity(peer: &str) -> Access {
+    build(&peer_service_account(peer), REQUESTER_CLUSTER_ROLE, peer)
 }
 
-/// What a home cluster grants the peer it joins: ServiceAccount and ClusterRole `<peer>`,
-/// limited to the Advertisement `advertisement-<peer>`.
-pub fn advertisement_access(peer: &str, namespace: &str) -> Access {
-    let own = vec![advertisement_name(peer)];
-    build(
-        peer,
-        peer,
-        namespace,
-        peer,
-        vec![
-            rule(SHARING_GROUP, &["advertisements"], &[], &["create"]),
-            rule(SHARING_GROUP, &["advertisements", "advertisements/status"], &own, &["get", "update", "patch", "delete"]),
-        ],
-        vec![],
-    )
+/// What a home cluster grants the peer it joins: ServiceAccount `<peer>`, allowed its
+/// Advertisement in its tenant namespace.
+pub fn advertisement_access(peer: &str) -> Access {
+    build(peer, BROADCASTER_CLUSTER_ROLE, peer)
 }
 
 #[cfg(test)]
@@ -118,56 +87,26 @@ mod tests {
 
     const PEER: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
 
-    fn verbs_on<'a>(rules: &'a [PolicyRule], resource: &str, name: Option<&str>) -> Vec<&'a str> {
-        rules
-            .iter()
-            .filter(|r| r.resources.as_ref().is_some_and(|rs| rs.iter().any(|x| x == resource)))
-            .filter(|r| match (name, &r.resource_names) {
-                (_, None) => true,
-                (Some(n), Some(names)) => names.iter().any(|x| x == n),
-                (None, Some(_)) => false,
-            })
-            .flat_map(|r| r.verbs.iter().map(String::as_str))
-            .collect()
-    }
-
     #[test]
-    fn a_peer_identity_manages_only_its_own_request_and_secret() {
-        let a = peer_identity(PEER, "liqo");
-        assert_eq!(a.service_account.metadata.name.as_deref(), Some(&*format!("remote-{PEER}")));
-        assert_eq!(a.service_account.metadata.namespace.as_deref(), Some("liqo"));
-        let rules = a.cluster_role.rules.as_deref().unwrap();
-        // Its own PeeringRequest: full management.
-        let mut own = verbs_on(rules, "peeringrequests", Some(PEER));
-        own.sort();
-        assert_eq!(own, ["create", "delete", "get", "list", "patch", "update", "watch"]);
-        // Somebody else's: create only (the webhook checks the name), never read or delete.
-        assert_eq!(verbs_on(rules, "peeringrequests", Some("other")), ["create"]);
-        assert_eq!(verbs_on(rules, "federationrequests", Some("other")), ["create"]);
-        // Nothing else cluster-wide.
-        assert!(rules.iter().all(|r| r.api_groups.as_deref() == Some(&["discovery.liqo.io".to_owned()][..])));
-        assert!(verbs_on(rules, "foreignclusters", None).is_empty());
-
-        let (role, binding) = a.role.unwrap();
-        let ns_rules = role.rules.as_deref().unwrap();
-        let secret = format!("pr-kubeconfig-{PEER}");
-        assert_eq!(verbs_on(ns_rules, "secrets", Some("auth-token")), ["create"]);
-        assert!(verbs_on(ns_rules, "secrets", Some(&secret)).contains(&"delete"));
-        assert_eq!(role.metadata.namespace.as_deref(), Some("liqo"));
-        let subject = &binding.subjects.unwrap()[0];
+    fn a_peer_identity_is_bound_to_the_requester_role_in_its_tenant_namespace_only() {
+        let a = peer_identity(PEER);
+        let tenant = format!("liqo-tenant-{PEER}");
+        assert_eq!(a.service_account_name(), format!("remote-{PEER}"));
+        assert_eq!(a.namespace(), tenant);
+        assert_eq!(a.binding.metadata.namespace.as_deref(), Some(&*tenant));
+        assert_eq!((a.binding.role_ref.kind.as_str(), a.binding.role_ref.name.as_str()), ("ClusterRole", "liqo-peer-requester"));
+        let subject = &a.binding.subjects.as_ref().unwrap()[0];
         assert_eq!((subject.kind.as_str(), subject.name.as_str()), ("ServiceAccount", &*format!("remote-{PEER}")));
-        assert_eq!(a.cluster_role_binding.role_ref.name, a.cluster_role.metadata.name.unwrap());
+        assert_eq!(subject.namespace.as_deref(), Some(&*tenant));
+        assert_eq!(a.service_account.metadata.labels.unwrap()[LABEL_CLUSTER_ID], PEER);
     }
 
     #[test]
-    fn advertisement_access_is_limited_to_the_peers_advertisement() {
-        let a = advertisement_access(PEER, "liqo");
-        assert_eq!(a.service_account.metadata.name.as_deref(), Some(PEER));
-        assert!(a.role.is_none());
-        let rules = a.cluster_role.rules.as_deref().unwrap();
-        let own = format!("advertisement-{PEER}");
-        assert!(verbs_on(rules, "advertisements/status", Some(&own)).contains(&"update"));
-        assert_eq!(verbs_on(rules, "advertisements", Some("advertisement-other")), ["create"]);
-        assert_eq!(a.cluster_role.metadata.labels.unwrap()[LABEL_CLUSTER_ID], PEER);
+    fn advertisement_access_is_bound_to_the_broadcaster_role_in_the_same_namespace() {
+        let a = advertisement_access(PEER);
+        assert_eq!(a.service_account_name(), PEER);
+        assert_eq!(a.namespace(), peer_identity(PEER).namespace());
+        assert_eq!(a.binding.role_ref.name, "liqo-peer-broadcaster");
+        assert_ne!(a.binding.metadata.name, peer_identity(PEER).binding.metadata.name, "two bindings side by side");
     }
 }

@@ -19,7 +19,7 @@
 //! `advertisementStatus` (`Created`, `Pending`, `Refused`: the peer no longer accepts the
 //! kubeconfig it gave us) and condition `Advertised`, written only when that changes.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -86,7 +86,8 @@ enum Signal {
 }
 
 struct Entry {
-    holders: BTreeSet<String>,
+    /// The kinds of request holding it, and the namespace each is in.
+    holders: BTreeMap<String, String>,
     source: SecretReference,
     versions: Arc<Mutex<Versions>>,
     signal: watch::Sender<Signal>,
@@ -128,6 +129,8 @@ pub struct Broadcasters<P: Peers> {
     pub nodes: Store<Node>,
     pub peers: Arc<P>,
     pub period: Duration,
+    /// Our Liqo namespace, where the CAs we pinned for peers are kept.
+    pub namespace: String,
     running: Mutex<HashMap<String, Entry>>,
 }
 
@@ -139,8 +142,10 @@ impl<P: Peers> Broadcasters<P> {
         nodes: Store<Node>,
         peers: Arc<P>,
         period: Duration,
+        namespace: &str,
     ) -> Arc<Self> {
-        Arc::new(Self { client, cluster_id, config, nodes, peers, period, running: Mutex::new(HashMap::new()) })
+        let namespace = namespace.to_owned();
+        Arc::new(Self { client, cluster_id, config, nodes, peers, period, namespace, running: Mutex::new(HashMap::new()) })
     }
 
     fn advertising(&self) -> bool {
@@ -154,19 +159,19 @@ impl<P: Peers> Broadcasters<P> {
         v
     }
 
-    /// Makes sure one broadcaster runs for `peer`, held by `holder` (e.g. `PeeringRequest`),
-    /// reading the peer's kubeconfig from `source`. A changed `source` restarts it.
-    pub fn ensure(self: &Arc<Self>, peer: &str, holder: &str, source: SecretReference) {
+    /// Makes sure one broadcaster runs for `peer`, held by `holder` (e.g. `PeeringRequest`) in
+    /// `namespace`, reading the peer's kubeconfig from `source`. A changed `source` restarts it.
+    pub fn ensure(self: &Arc<Self>, peer: &str, holder: &str, namespace: &str, source: SecretReference) {
         let mut running = self.running.lock().expect("not poisoned");
         if let Some(entry) = running.get_mut(peer) {
             if entry.source == source && !entry.task.is_finished() {
-                entry.holders.insert(holder.to_owned());
+                entry.holders.insert(holder.to_owned(), namespace.to_owned());
                 return;
             }
             let _ = entry.signal.send(Signal::Stop);
         }
         let mut holders = running.remove(peer).map(|e| e.holders).unwrap_or_default();
-        holders.insert(holder.to_owned());
+        holders.insert(holder.to_owned(), namespace.to_owned());
         let (signal, rx) = watch::channel(Signal::Run);
         let versions = Arc::new(Mutex::new(Versions::default()));
         let task = tokio::spawn(self.clone().broadcast(peer.to_owned(), source.clone(), versions.clone(), rx));
@@ -194,48 +199,51 @@ impl<P: Peers> Broadcasters<P> {
         }
     }
 
-    /// A new list of `namespace`'s Secrets (after a watch restart) holds only `present`: a
-    /// Secret a broadcaster reads that is not among them was deleted while the watch was down,
-    /// which no event tells (found by the chaos soak, seed 7: a deleted kubeconfig Secret left
-    /// unrepaired for good).
-    fn relisted(&self, namespace: &str, present: &std::collections::HashSet<String>) {
-        let gone: Vec<String> = {
+    /// A new list of the Secrets (after a watch restart) holds only `present` (namespace,
+    /// name): a Secret a broadcaster reads that is not among them was deleted while the watch
+    /// was down, which no event tells (found by the chaos soak, seed 7: a deleted kubeconfig
+    /// Secret left unrepaired for good).
+    fn relisted(&self, present: &std::collections::HashSet<(String, String)>) {
+        let gone: Vec<(String, String)> = {
             let running = self.running.lock().expect("not poisoned");
             running
                 .values()
-                .filter(|e| e.source.namespace.as_deref().unwrap_or_default() == namespace)
-                .filter_map(|e| e.source.name.clone())
-                .filter(|name| !present.contains(name))
+                .map(|e| (e.source.namespace.clone().unwrap_or_default(), e.source.name.clone().unwrap_or_default()))
+                .filter(|source| !present.contains(source))
                 .collect()
         };
-        for name in gone {
-            self.source_changed(namespace, &name, None);
+        for (namespace, name) in gone {
+            self.source_changed(&namespace, &name, None);
         }
     }
 
-    /// Follows the Secrets of `namespace` (metadata only) until `shutdown`, telling each
-    /// broadcaster when the Secret it reads its kubeconfig from changes or goes, deletions
-    /// missed while the watch was down included.
-    pub async fn follow_sources(self: Arc<Self>, namespace: String, shutdown: impl std::future::Future<Output = ()>) {
+    /// Follows the kubeconfig Secrets peers hand us (metadata only, in every namespace: they
+    /// are in the peers' tenant namespaces, labelled with the peer's cluster ID) until
+    /// `shutdown`, telling each broadcaster when the Secret it reads its kubeconfig from
+    /// changes or goes, deletions missed while the watch was down included. A Secret without
+    /// the label is read at each start of its broadcaster only.
+    pub async fn follow_sources(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
         use futures::StreamExt;
         use kube::runtime::WatchStreamExt;
         use kube::runtime::watcher::{self, Event, watcher};
-        let api: Api<kube::core::PartialObjectMeta<Secret>> = Api::namespaced(self.client.clone(), &namespace);
+        let api: Api<kube::core::PartialObjectMeta<Secret>> = Api::all(self.client.clone());
+        let labelled = watcher::Config::default().labels(LABEL_CLUSTER_ID).any_semantic();
         // Restarted with backoff: without it, a down API server is dialled hundreds of times a
         // second (the chaos soak saw 7,699 failed connects in 10 s).
-        let events = watcher(api, watcher::Config::default().any_semantic()).backoff(liqo_api::watch_backoff::WatchBackoff::default());
-        // The names a list in progress has shown so far.
-        let mut listing: Option<std::collections::HashSet<String>> = None;
+        let events = watcher(api, labelled).backoff(liqo_api::watch_backoff::WatchBackoff::default());
+        // What a list in progress has shown so far.
+        let mut listing: Option<std::collections::HashSet<(String, String)>> = None;
+        let at = |m: &kube::core::PartialObjectMeta<Secret>| (m.namespace().unwrap_or_default(), m.name_any());
         let follow = events.for_each(|event| {
             match event {
-                Ok(Event::Apply(m)) => self.source_changed(&namespace, &m.name_any(), m.resource_version()),
+                Ok(Event::Apply(m)) => self.source_changed(&at(&m).0, &m.name_any(), m.resource_version()),
                 Ok(Event::InitApply(m)) => {
-                    listing.get_or_insert_default().insert(m.name_any());
-                    self.source_changed(&namespace, &m.name_any(), m.resource_version());
+                    listing.get_or_insert_default().insert(at(&m));
+                    self.source_changed(&at(&m).0, &m.name_any(), m.resource_version());
                 }
-                Ok(Event::Delete(m)) => self.source_changed(&namespace, &m.name_any(), None),
+                Ok(Event::Delete(m)) => self.source_changed(&at(&m).0, &m.name_any(), None),
                 Ok(Event::Init) => listing = Some(Default::default()),
-                Ok(Event::InitDone) => self.relisted(&namespace, &listing.take().unwrap_or_default()),
+                Ok(Event::InitDone) => self.relisted(&listing.take().unwrap_or_default()),
                 Err(e) => tracing::debug!(error = %e, "watching the kubeconfig Secrets failed; the watch restarts"),
             }
             std::future::ready(())
@@ -296,16 +304,16 @@ impl<P: Peers> Broadcasters<P> {
             .and_then(|d| d.get(KUBECONFIG_KEY).cloned())
             .and_then(|b| String::from_utf8(b.0).ok())
             .ok_or_else(|| Error::invalid("kubeConfigRef", format!("Secret {ns}/{name} has no {KUBECONFIG_KEY}")))?;
-        let ca_pem = self.pinned_ca(peer, &ns).await?;
+        let ca_pem = self.pinned_ca(peer).await?;
         self.peers.api_client(&RemoteAccess { kubeconfig, api_url: None, ca_pem }).await
     }
 
     /// The API server CA we pinned for `peer` when we joined it (Secret `<name>-ca-data` of the
-    /// ForeignCluster standing for it, in `namespace`), if any.
-    async fn pinned_ca(&self, peer: &str, namespace: &str) -> Result<Option<String>> {
+    /// ForeignCluster standing for it, in our namespace), if any.
+    async fn pinned_ca(&self, peer: &str) -> Result<Option<String>> {
         let selector = format!("{LABEL_CLUSTER_ID}={peer}");
         let fcs = Api::<ForeignCluster>::all(self.client.clone()).list(&ListParams::default().labels(&selector)).await?;
-        let secrets = Api::<Secret>::namespaced(self.client.clone(), namespace);
+        let secrets = Api::<Secret>::namespaced(self.client.clone(), &self.namespace);
         for fc in fcs.items.iter().filter(|f| f.spec.remote_cluster_id() == Some(peer)) {
             let Some(secret) = secrets.get_opt(&ca_data_secret(&fc.name_any())).await? else { continue };
             if let Some(pem) = secret.data.and_then(|d| d.get(CA_DATA_KEY).cloned()).and_then(|b| String::from_utf8(b.0).ok()) {
@@ -326,7 +334,8 @@ impl<P: Peers> Broadcasters<P> {
     }
 
     async fn publish_as(&self, client: &Client, own: String) -> kube::Result<()> {
-        let api: Api<Advertisement> = Api::all(client.clone());
+        // Where the peer's kubeconfig says: our tenant namespace there.
+        let api: Api<Advertisement> = Api::default_namespaced(client.clone());
         let name = advertisement_name(&own);
         let resources = summarize(self.nodes.state().iter().map(|n| &**n));
         match api.get_opt(&name).await? {
@@ -383,7 +392,7 @@ impl<P: Peers> Broadcasters<P> {
 
     async fn withdraw(&self, client: &Client) -> Result<()> {
         let name = advertisement_name(&self.own_id()?);
-        let api: Api<Advertisement> = Api::all(client.clone());
+        let api: Api<Advertisement> = Api::default_namespaced(client.clone());
         match tokio::time::timeout(WITHDRAW_TIMEOUT, api.delete(&name, &Default::default())).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) if is_not_found(&e) => Ok(()),
@@ -403,8 +412,13 @@ impl<P: Peers> Broadcasters<P> {
     /// Writes `report` into the status of the requests named `peer` that hold the broadcaster;
     /// true when every write succeeded.
     async fn write_report(&self, peer: &str, report: &(AdvertisementState, Reason, String)) -> bool {
-        let holders: Vec<String> =
-            self.running.lock().expect("not poisoned").get(peer).map(|e| e.holders.iter().cloned().collect()).unwrap_or_default();
+        let holders: Vec<(String, String)> = self
+            .running
+            .lock()
+            .expect("not poisoned")
+            .get(peer)
+            .map(|e| e.holders.iter().map(|(k, ns)| (k.clone(), ns.clone())).collect())
+            .unwrap_or_default();
         let (state, reason, message) = report;
         let condition = serde_json::json!({
             "type": "Advertised",
@@ -415,7 +429,7 @@ impl<P: Peers> Broadcasters<P> {
         });
         let status = serde_json::json!({"advertisementStatus": state, "conditions": [condition]});
         let mut ok = true;
-        for holder in holders {
+        for (holder, namespace) in holders {
             // The status is this broadcaster's alone: written whole by server-side apply.
             let pp = PatchParams::apply(FIELD_MANAGER).force();
             let apply = |kind: &str| {
@@ -423,9 +437,13 @@ impl<P: Peers> Broadcasters<P> {
             };
             let result = match holder.as_str() {
                 "FederationRequest" => {
-                    Api::<FederationRequest>::all(self.client.clone()).patch_status(peer, &pp, &apply("FederationRequest")).await.map(drop)
+                    let api = Api::<FederationRequest>::namespaced(self.client.clone(), &namespace);
+                    api.patch_status(peer, &pp, &apply("FederationRequest")).await.map(drop)
                 }
-                _ => Api::<PeeringRequest>::all(self.client.clone()).patch_status(peer, &pp, &apply("PeeringRequest")).await.map(drop),
+                _ => {
+                    let api = Api::<PeeringRequest>::namespaced(self.client.clone(), &namespace);
+                    api.patch_status(peer, &pp, &apply("PeeringRequest")).await.map(drop)
+                }
             };
             if let Err(e) = result {
                 tracing::debug!(peer, holder, error = %e, "writing the advertisement status failed");

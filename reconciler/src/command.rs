@@ -341,6 +341,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         nodes,
         peers.clone(),
         Duration::from_secs(args.advertise_period_seconds),
+        &ns,
     );
     let broadcasters_view = broadcasters.clone();
     let foreign_for_metrics = foreign.clone();
@@ -362,7 +363,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         mdns_port: MDNS_PORT,
     };
     let lan_ctx = Arc::new(lan::Ctx::new(shared.clone(), lan).with_metrics(metrics.clone()).with_addresses(found.clone()));
-    let sources = broadcasters.clone().follow_sources(ns.clone(), shutdown_signal());
+    let sources = broadcasters.clone().follow_sources(shutdown_signal());
     let in_ctx = Arc::new(incoming::Ctx::new(shared, broadcasters, Duration::from_secs(args.unjoin_grace_seconds)));
     let no_mdns = args.no_mdns;
     let (m1, m2, m3, m4) = (metrics.clone(), metrics.clone(), metrics.clone(), metrics.clone());

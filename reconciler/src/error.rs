@@ -63,6 +63,12 @@ pub enum Error {
     KubeconfigMissing(String),
     #[error("serialization: {0}")]
     Serialization(String),
+    /// A peer's tenant namespace is still being deleted: nothing can be stored there yet.
+    #[error("the tenant namespace {0} is still being deleted")]
+    TenantTerminating(String),
+    /// The remote speaks the cluster-scoped protocol of 0.1.
+    #[error("the remote runs the cluster-scoped peering protocol of 0.1 (no protocolVersion in its /ids)")]
+    OlderProtocol,
     #[error("DNS: {0}")]
     Dns(String),
     #[error("mDNS: {0}")]
@@ -84,6 +90,8 @@ impl Error {
             Error::NotReady(_) => "NotReady",
             Error::KubeconfigMissing(_) => Reason::KubeconfigMissing.as_str(),
             Error::Serialization(_) => "SerializationError",
+            Error::TenantTerminating(_) => Reason::TenantNamespaceTerminating.as_str(),
+            Error::OlderProtocol => Reason::PeerOnOlderProtocol.as_str(),
             Error::Dns(_) => Reason::DnsLookupFailed.as_str(),
             Error::Mdns(_) => "MdnsError",
         }
@@ -135,6 +143,8 @@ impl Error {
             Error::CaChanged { .. } => Reason::RemoteCaChanged,
             Error::Tls(_) => Reason::TlsError,
             Error::Invalid { .. } => Reason::InvalidSpec,
+            Error::TenantTerminating(_) => Reason::TenantNamespaceTerminating,
+            Error::OlderProtocol => Reason::PeerOnOlderProtocol,
             Error::Remote { .. } if self.is_refusal() => Reason::PeerRefused,
             _ => Reason::RemoteUnreachable,
         }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use serde::Serialize;
@@ -51,32 +51,24 @@ where
     }
 }
 
-/// Creates (or leaves as they are) the objects of `access` in `namespace`.
-pub async fn grant(client: &Client, namespace: &str, manager: &str, access: &Access) -> Result<()> {
-    apply(&Api::<ServiceAccount>::namespaced(client.clone(), namespace), manager, &access.service_account).await?;
-    apply(&Api::<ClusterRole>::all(client.clone()), manager, &access.cluster_role).await?;
-    apply(&Api::<ClusterRoleBinding>::all(client.clone()), manager, &access.cluster_role_binding).await?;
-    if let Some((role, binding)) = &access.role {
-        apply(&Api::<Role>::namespaced(client.clone(), namespace), manager, role).await?;
-        apply(&Api::<RoleBinding>::namespaced(client.clone(), namespace), manager, binding).await?;
-    }
+/// Creates (or leaves as they are) the objects of `access`, in the peer's tenant namespace,
+/// made first when missing.
+pub async fn grant(client: &Client, manager: &str, peer: &str, access: &Access) -> Result<()> {
+    let namespace = crate::tenant::ensure(client, peer, manager).await?;
+    apply(&Api::<ServiceAccount>::namespaced(client.clone(), &namespace), manager, &access.service_account).await?;
+    apply(&Api::<RoleBinding>::namespaced(client.clone(), &namespace), manager, &access.binding).await?;
     Ok(())
 }
 
-/// Removes the objects of `access`. A removal cut short leaves bindings to a ServiceAccount
-/// that no longer exists, which grant nothing; the next round removes them.
-pub async fn revoke(client: &Client, namespace: &str, access: &Access) -> Result<()> {
-    let name = |m: &kube::api::ObjectMeta| m.name.clone().unwrap_or_default();
+/// Removes the objects of `access`. A removal cut short leaves a binding to a ServiceAccount
+/// that no longer exists, which grants nothing; the next round removes it.
+pub async fn revoke(client: &Client, access: &Access) -> Result<()> {
+    let namespace = access.namespace();
     // The ServiceAccount first: its tokens are refused (401) at once, which the peer takes
-    // for the end; with the bindings first it would see 403s meanwhile, which it retries
+    // for the end; with the binding first it would see 403s meanwhile, which it retries
     // (a 403 may be a restarted API server that has not read its RBAC yet).
-    delete(&Api::<ServiceAccount>::namespaced(client.clone(), namespace), &name(&access.service_account.metadata)).await?;
-    if let Some((role, binding)) = &access.role {
-        delete(&Api::<RoleBinding>::namespaced(client.clone(), namespace), &name(&binding.metadata)).await?;
-        delete(&Api::<Role>::namespaced(client.clone(), namespace), &name(&role.metadata)).await?;
-    }
-    delete(&Api::<ClusterRoleBinding>::all(client.clone()), &name(&access.cluster_role_binding.metadata)).await?;
-    delete(&Api::<ClusterRole>::all(client.clone()), &name(&access.cluster_role.metadata)).await?;
+    delete(&Api::<ServiceAccount>::namespaced(client.clone(), namespace), access.service_account_name()).await?;
+    delete(&Api::<RoleBinding>::namespaced(client.clone(), namespace), access.binding.metadata.name.as_deref().unwrap_or_default()).await?;
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::ClusterResourceScope;
+use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::Store;
@@ -29,7 +29,7 @@ use crate::peer::Peers;
 
 /// PeeringRequest or FederationRequest.
 pub trait Request:
-    Resource<DynamicType = (), Scope = ClusterResourceScope> + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
+    Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
 {
     const KIND: &'static str;
     fn request_spec(&self) -> &PeeringRequestSpec;
@@ -128,6 +128,7 @@ pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> R
         return Ok(Action::await_change());
     }
     let spec = req.request_spec();
+    let namespace = req.namespace().unwrap_or_default();
     let held = req.finalizers().iter().any(|f| f == FINALIZER_PEERED);
     tracing::debug!(kind = K::KIND, name = %id, version = ?req.resource_version(), held, deleting = req.meta().deletion_timestamp.is_some(), "reconciling");
 
@@ -146,14 +147,15 @@ pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> R
         if let Some(fc) = find_foreign(&ctx.shared.foreign, &id) {
             set_incoming(&ctx.shared.client, &fc, IncomingStatus { joined: false, peering_request: None }).await?;
         }
-        crate::finalizer::remove(&Api::<K>::all(ctx.shared.client.clone()), &*req).await?;
+        crate::finalizer::remove(&Api::<K>::namespaced(ctx.shared.client.clone(), &namespace), &*req).await?;
         let note = format!("the {} of cluster {id} is gone: our Advertisement withdrawn from it", K::KIND);
         crate::events::publish(ctx.shared.recorder.as_ref(), &*req, false, "Peering", "PeeringEnded", note).await;
+        retire_tenant(&ctx, &id).await?;
         return Ok(Action::await_change());
     }
 
     if !held {
-        crate::finalizer::add(&Api::<K>::all(ctx.shared.client.clone()), &*req).await?;
+        crate::finalizer::add(&Api::<K>::namespaced(ctx.shared.client.clone(), &namespace), &*req).await?;
         let note = format!("accepted the {} of cluster {id}: it gets our Advertisement", K::KIND);
         crate::events::publish(ctx.shared.recorder.as_ref(), &*req, false, "Peering", "PeeringAccepted", note).await;
         return Ok(Action::await_change());
@@ -174,8 +176,19 @@ pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> R
     let Some(source) = spec.kube_config_ref.clone() else {
         return Err(Error::invalid("spec.kubeConfigRef", "missing (the webhook requires it)"));
     };
-    ctx.broadcasters.ensure(&id, K::KIND, source);
+    ctx.broadcasters.ensure(&id, K::KIND, &namespace, source);
     Ok(Action::await_change())
+}
+
+/// Once the incoming direction of peer `id` has ended and we do not join it either, the
+/// identity we issued it goes, and its tenant namespace with it when nothing else of it is
+/// there (SPEC §9): a peer asking again later gets a new identity.
+async fn retire_tenant<P: Peers>(ctx: &Ctx<P>, id: &str) -> Result<()> {
+    let joining = find_foreign(&ctx.shared.foreign, id).is_some_and(|fc| fc.spec.join());
+    if joining {
+        return Ok(());
+    }
+    crate::tenant::retire(&ctx.shared.client, id).await
 }
 
 fn error_policy<K: Request, P: Peers>(req: Arc<K>, e: &Error, ctx: Arc<Ctx<P>>) -> Action {

@@ -39,6 +39,7 @@ pub mod resources;
 pub mod singleton;
 pub mod slim_store;
 pub mod stores;
+pub mod tenant;
 pub mod throttle;
 
 pub use error::{Error, Result};

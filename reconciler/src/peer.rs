@@ -160,6 +160,17 @@ pub fn pinned_kubeconfig(access: &RemoteAccess) -> Result<Kubeconfig> {
     Ok(kubeconfig)
 }
 
+/// The tenant namespace the current context of `kubeconfig` names (pure): where a remote of
+/// the tenant-namespace protocol (SPEC §9) keeps what we write there. `None` for a kubeconfig
+/// naming another namespace (the Liqo namespace of a remote of the cluster-scoped protocol),
+/// none, or that does not parse.
+pub fn tenant_of(kubeconfig: &str) -> Option<String> {
+    let k = Kubeconfig::from_yaml(kubeconfig).ok()?;
+    let current = k.current_context.as_deref()?;
+    let context = k.contexts.iter().find(|c| c.name == current)?.context.as_ref()?;
+    context.namespace.clone().filter(|ns| ns.starts_with(liqo_api::names::TENANT_NAMESPACE_PREFIX))
+}
+
 /// Why a kubeconfig a peer gave us may not be used (pure): it must carry its credentials
 /// inline. A command to run (`exec`, `auth-provider`), a local file to read (`tokenFile`,
 /// `client-certificate`, `client-key`, `certificate-authority` — e.g. our own ServiceAccount
@@ -278,6 +289,16 @@ mod tests {
         };
         assert!(err.to_string().contains("exec credential plugin (never run)"), "{err}");
         assert!(!marker.exists(), "the command ran");
+    }
+
+    #[test]
+    fn the_tenant_namespace_is_the_current_contexts_when_it_is_one() {
+        let with = |ns: &str| ISSUED.replace("    user: u\n", &format!("    user: u\n    namespace: {ns}\n"));
+        assert_eq!(tenant_of(&with("liqo-tenant-abc")).as_deref(), Some("liqo-tenant-abc"));
+        assert_eq!(tenant_of(&with("liqo")), None, "the cluster-scoped protocol's Liqo namespace");
+        assert_eq!(tenant_of(ISSUED), None);
+        assert_eq!(tenant_of(ANONYMOUS_KUBECONFIG), None);
+        assert_eq!(tenant_of("not yaml: ["), None);
     }
 
     #[test]

@@ -43,7 +43,11 @@ where
     K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
     V: Send + Sync + 'static,
 {
-    let (store, mut writer) = slim_store(slim);
+    // A watch of every namespace keeps `namespace/name` (just `name` for a cluster-scoped kind).
+    let (store, mut writer) = match api.namespace() {
+        None => slim_store_by_namespace(slim),
+        Some(_) => slim_store(slim),
+    };
     let events = watcher(api, config).backoff(liqo_api::watch_backoff::WatchBackoff::default());
     tokio::spawn(events.for_each(move |event| {
         if let Ok(event) = event {

@@ -9,15 +9,18 @@ mod common;
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::authorization::v1::{SelfSubjectRulesReview, SelfSubjectRulesReviewSpec};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use liqo_api::names::tenant_namespace;
 use liqo_api::{Advertisement, ClusterConfig, ClusterIdentity, ForeignCluster, PeeringRequest, PeeringRequestSpec};
-use liqo_reconciler::access::{advertisement_access, peer_identity};
+use liqo_reconciler::access::{Access, advertisement_access, peer_identity};
 use liqo_testenv::{ControlPlane, create_manifest, install_liqo, service_account_token};
 
 const PEER: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
 const OTHER: &str = "c1f0e2d3-4b5a-4c6d-8e7f-0a1b2c3d4e5f";
+const THIRD: &str = "0c0c0c0c-1d1d-4e4e-8f8f-2a2a2a2a2a2a";
 
 /// (API group, resource, name or `*`, verb), one per verb.
 type Rule = (String, String, String, String);
@@ -70,23 +73,43 @@ fn forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) -> 
     }
 }
 
-fn request(name: &str) -> PeeringRequest {
-    PeeringRequest::new(
+/// A request of cluster `name`, in `namespace`, naming its Secret there.
+fn request_in(name: &str, namespace: &str) -> PeeringRequest {
+    let mut pr = PeeringRequest::new(
         name,
         PeeringRequestSpec {
             cluster_identity: Some(ClusterIdentity { cluster_id: name.into(), cluster_name: Some("x".into()) }),
             namespace: Some("liqo".into()),
             kube_config_ref: Some(k8s_openapi::api::core::v1::SecretReference {
                 name: Some(format!("pr-kubeconfig-{name}")),
-                namespace: Some("liqo".into()),
+                namespace: Some(namespace.into()),
             }),
             ..Default::default()
         },
-    )
+    );
+    pr.metadata.namespace = Some(namespace.into());
+    pr
+}
+
+/// A request of cluster `name` in its tenant namespace.
+fn request(name: &str) -> PeeringRequest {
+    request_in(name, &tenant_namespace(name))
+}
+
+/// How many ClusterRoles and ClusterRoleBindings the cluster has.
+async fn cluster_wide(admin: &Client) -> (usize, usize) {
+    let roles = Api::<ClusterRole>::all(admin.clone()).list_metadata(&ListParams::default()).await.unwrap().items.len();
+    let bindings = Api::<ClusterRoleBinding>::all(admin.clone()).list_metadata(&ListParams::default()).await.unwrap().items.len();
+    (roles, bindings)
+}
+
+/// A token of the ServiceAccount of `access`.
+async fn token_of(admin: &Client, access: &Access) -> String {
+    service_account_token(admin, access.namespace(), access.service_account_name()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_peer_identity_can_do_exactly_what_the_readme_says() {
+async fn a_peer_identity_can_do_exactly_what_the_readme_says_in_its_tenant_namespace_only() {
     let Some(cp) = ControlPlane::start_or_skip().await else { return };
     let admin = cp.admin();
     install_liqo(&admin, "liqo").await;
@@ -95,65 +118,91 @@ async fn a_peer_identity_can_do_exactly_what_the_readme_says() {
                                 "data": {"cluster-id": "0558de48-097b-4b7d-ba04-6bd2a0f9d24f"}});
     create_manifest(&admin, &serde_json::to_string(&id).unwrap(), "liqo").await;
     let _webhook = common::start_webhook(&admin).await;
-    liqo_reconciler::grant::grant(&admin, "liqo", "test", &peer_identity(PEER, "liqo")).await.unwrap();
-    let peer = cp.client(&service_account_token(&admin, "liqo", &format!("remote-{PEER}")).await).unwrap();
+    // Nothing per peer is cluster-wide: as many ClusterRoles and bindings with 3 peers as with 0.
+    let before = cluster_wide(&admin).await;
+    for peer in [PEER, OTHER, THIRD] {
+        liqo_reconciler::grant::grant(&admin, "test", peer, &peer_identity(peer)).await.unwrap();
+        liqo_reconciler::grant::grant(&admin, "test", peer, &advertisement_access(peer)).await.unwrap();
+    }
+    assert_eq!(cluster_wide(&admin).await, before, "ClusterRoles and ClusterRoleBindings with 0 peers and with 3");
+    let tenant = tenant_namespace(PEER);
+    let ns = Api::<Namespace>::all(admin.clone()).get(&tenant).await.unwrap();
+    let labels = ns.metadata.labels.unwrap();
+    assert_eq!((labels["discovery.liqo.io/tenant-namespace"].as_str(), labels["discovery.liqo.io/cluster-id"].as_str()), ("true", PEER));
+    let peer = cp.client(&token_of(&admin, &peer_identity(PEER)).await).unwrap();
 
-    let own_secret = format!("pr-kubeconfig-{PEER}");
     let expected = rule_set(&[
-        ("discovery.liqo.io", "peeringrequests", "*", &["create"]),
-        ("discovery.liqo.io", "federationrequests", "*", &["create"]),
-        ("discovery.liqo.io", "peeringrequests", PEER, &["get", "list", "watch", "update", "patch", "delete"]),
-        ("discovery.liqo.io", "federationrequests", PEER, &["get", "list", "watch", "update", "patch", "delete"]),
-        ("", "secrets", "*", &["create"]),
-        ("", "secrets", &own_secret, &["get", "update", "patch", "delete"]),
+        ("discovery.liqo.io", "peeringrequests", "*", &["get", "list", "watch", "create", "update", "patch", "delete"]),
+        ("discovery.liqo.io", "federationrequests", "*", &["get", "list", "watch", "create", "update", "patch", "delete"]),
+        ("", "secrets", "*", &["create", "get", "update", "patch", "delete"]),
     ]);
-    assert_eq!(rules(&peer, "liqo").await, expected);
-    // Elsewhere, only the cluster-wide part.
-    let elsewhere: BTreeSet<_> = expected.iter().filter(|r| r.1 != "secrets").cloned().collect();
-    assert_eq!(rules(&peer, "default").await, elsewhere);
+    assert_eq!(rules(&peer, &tenant).await, expected);
+    // Anywhere else: nothing at all (the Liqo namespace, another peer's, an unrelated one).
+    for elsewhere in ["liqo", "default", &tenant_namespace(OTHER)] {
+        assert_eq!(rules(&peer, elsewhere).await, BTreeSet::new(), "in {elsewhere}");
+    }
 
-    // Its own request: yes. Another cluster's: RBAC lets `create` through, our webhook does not.
-    let prs = Api::<PeeringRequest>::all(peer.clone());
+    // Its own request, in its tenant namespace: yes. Claiming another cluster there: our
+    // webhook says no; in that cluster's tenant namespace: RBAC says no.
+    let prs = Api::<PeeringRequest>::namespaced(peer.clone(), &tenant);
     liqo_testenv::eventually("our own request admitted", || async { prs.create(&PostParams::default(), &request(PEER)).await.ok() }).await;
-    let refused = prs.create(&PostParams::default(), &request(OTHER)).await.unwrap_err();
+    let refused = prs.create(&PostParams::default(), &request_in(OTHER, &tenant)).await.unwrap_err();
     assert!(refused.to_string().contains("is not allowed for this requester"), "{refused}");
-    // Another peer's request, made by an admin: not readable, not deletable.
-    Api::<PeeringRequest>::all(admin.clone()).create(&PostParams::default(), &request(OTHER)).await.unwrap();
-    forbidden(prs.get(OTHER).await, "reading another peer's request");
-    forbidden(prs.delete(OTHER, &DeleteParams::default()).await, "deleting another peer's request");
-    forbidden(prs.list(&ListParams::default()).await, "listing requests");
-    // Its own, by name (a field selector): listed and watched, to follow its deletion.
-    let own = prs.list(&ListParams::default().fields(&format!("metadata.name={PEER}"))).await.expect("its own request, listed by name");
-    assert_eq!(own.items.len(), 1);
-    forbidden(prs.list(&ListParams::default().fields(&format!("metadata.name={OTHER}"))).await, "listing another's by name");
-    // Secrets: not the auth token, not a list; ForeignClusters, the ClusterConfig, Advertisements: nothing.
-    let secrets = Api::<Secret>::namespaced(peer.clone(), "liqo");
-    forbidden(secrets.get("auth-token").await, "reading the auth token");
-    forbidden(secrets.list(&ListParams::default()).await, "listing Secrets");
+    let theirs = Api::<PeeringRequest>::namespaced(peer.clone(), &tenant_namespace(OTHER));
+    forbidden(theirs.create(&PostParams::default(), &request(OTHER)).await, "writing in another peer's tenant namespace");
+    // Another peer's request, made by an admin: not readable, not deletable, not listed.
+    Api::<PeeringRequest>::namespaced(admin.clone(), &tenant_namespace(OTHER))
+        .create(&PostParams::default(), &request(OTHER))
+        .await
+        .unwrap();
+    forbidden(theirs.get(OTHER).await, "reading another peer's request");
+    forbidden(theirs.delete(OTHER, &DeleteParams::default()).await, "deleting another peer's request");
+    forbidden(Api::<PeeringRequest>::all(peer.clone()).list(&ListParams::default()).await, "listing requests cluster-wide");
+    // Its own, listed and watched there, to follow its deletion.
+    assert_eq!(prs.list(&ListParams::default()).await.expect("its own namespace's requests").items.len(), 1);
+    // Secrets: not the auth token, not ours; ForeignClusters, the ClusterConfig, Advertisements: nothing.
+    forbidden(Api::<Secret>::namespaced(peer.clone(), "liqo").get("auth-token").await, "reading the auth token");
+    forbidden(Api::<Secret>::namespaced(peer.clone(), &tenant).list(&ListParams::default()).await, "listing Secrets");
     forbidden(Api::<ForeignCluster>::all(peer.clone()).list(&ListParams::default()).await, "listing ForeignClusters");
     forbidden(Api::<ClusterConfig>::all(peer.clone()).get("liqo-configuration").await, "reading the ClusterConfig");
-    forbidden(Api::<Advertisement>::all(peer.clone()).list(&ListParams::default()).await, "listing Advertisements");
+    forbidden(Api::<Advertisement>::namespaced(peer.clone(), &tenant).list(&ListParams::default()).await, "listing Advertisements");
+    forbidden(Api::<Namespace>::all(peer.clone()).list(&ListParams::default()).await, "listing namespaces");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_advertisement_access_we_grant_is_one_advertisement() {
+async fn the_advertisement_access_we_grant_is_advertisements_in_its_tenant_namespace_capped_by_its_quota() {
     let Some(cp) = ControlPlane::start_or_skip().await else { return };
     let admin = cp.admin();
     install_liqo(&admin, "liqo").await;
-    liqo_reconciler::grant::grant(&admin, "liqo", "test", &advertisement_access(PEER, "liqo")).await.unwrap();
-    let peer = cp.client(&service_account_token(&admin, "liqo", PEER).await).unwrap();
-    let own = format!("advertisement-{PEER}");
+    liqo_reconciler::grant::grant(&admin, "test", PEER, &advertisement_access(PEER)).await.unwrap();
+    liqo_reconciler::grant::grant(&admin, "test", OTHER, &advertisement_access(OTHER)).await.unwrap();
+    let peer = cp.client(&token_of(&admin, &advertisement_access(PEER)).await).unwrap();
+    let tenant = tenant_namespace(PEER);
     let expected = rule_set(&[
-        ("sharing.liqo.io", "advertisements", "*", &["create"]),
-        ("sharing.liqo.io", "advertisements", &own, &["get", "update", "patch", "delete"]),
-        ("sharing.liqo.io", "advertisements/status", &own, &["get", "update", "patch", "delete"]),
+        ("sharing.liqo.io", "advertisements", "*", &["get", "create", "update", "patch", "delete"]),
+        ("sharing.liqo.io", "advertisements/status", "*", &["get", "create", "update", "patch", "delete"]),
     ]);
-    assert_eq!(rules(&peer, "liqo").await, expected);
-    let ads = Api::<Advertisement>::all(peer.clone());
-    forbidden(ads.get(&format!("advertisement-{OTHER}")).await, "reading another peer's Advertisement");
-    forbidden(ads.list(&ListParams::default()).await, "listing Advertisements");
-    forbidden(Api::<PeeringRequest>::all(peer.clone()).list(&ListParams::default()).await, "listing requests");
-    forbidden(Api::<Secret>::namespaced(peer.clone(), "liqo").list(&ListParams::default()).await, "listing Secrets");
+    assert_eq!(rules(&peer, &tenant).await, expected);
+    for elsewhere in ["liqo", "default", &tenant_namespace(OTHER)] {
+        assert_eq!(rules(&peer, elsewhere).await, BTreeSet::new(), "in {elsewhere}");
+    }
+    forbidden(Api::<Advertisement>::all(peer.clone()).list(&ListParams::default()).await, "listing Advertisements cluster-wide");
+    forbidden(Api::<Advertisement>::namespaced(peer.clone(), &tenant_namespace(OTHER)).list(&ListParams::default()).await, "another's");
+    forbidden(Api::<PeeringRequest>::namespaced(peer.clone(), &tenant).list(&ListParams::default()).await, "listing requests");
+    forbidden(Api::<Secret>::namespaced(peer.clone(), &tenant).list(&ListParams::default()).await, "listing Secrets");
+
+    // The tenant namespace's ResourceQuota caps what it writes there (no quota controller
+    // needed: the status the reconciler wrote with it lets the API server count).
+    let ads = Api::<Advertisement>::namespaced(peer.clone(), &tenant);
+    let advertisement = |name: &str| -> Advertisement {
+        serde_json::from_value(serde_json::json!({"apiVersion": "sharing.liqo.io/v1alpha1", "kind": "Advertisement",
+            "metadata": {"name": name}, "spec": {"clusterId": PEER}}))
+        .unwrap()
+    };
+    ads.create(&PostParams::default(), &advertisement(&format!("advertisement-{PEER}"))).await.unwrap();
+    ads.create(&PostParams::default(), &advertisement("advertisement-second")).await.unwrap();
+    let over = forbidden(ads.create(&PostParams::default(), &advertisement("advertisement-third")).await, "a third Advertisement");
+    assert!(over.contains("exceeded quota: liqo-tenant"), "{over}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -192,9 +241,11 @@ async fn the_anonymous_overlay_lets_strangers_create_requests_and_read_nothing()
             api.create(&PostParams::default(), &r).await.unwrap().status.unwrap().allowed
         }
     };
-    for (group, resource, namespace) in
-        [("discovery.liqo.io", "peeringrequests", None), ("discovery.liqo.io", "federationrequests", None), ("", "secrets", Some("liqo"))]
-    {
+    for (group, resource, namespace) in [
+        ("discovery.liqo.io", "peeringrequests", Some("liqo")),
+        ("discovery.liqo.io", "federationrequests", Some("liqo")),
+        ("", "secrets", Some("liqo")),
+    ] {
         assert!(may(group, resource, "create", namespace).await, "create {resource}");
         for verb in ["get", "list", "watch", "update", "patch", "delete"] {
             assert!(!may(group, resource, verb, namespace).await, "{verb} {resource}");
@@ -211,10 +262,14 @@ async fn the_anonymous_overlay_lets_strangers_create_requests_and_read_nothing()
         }
     }
     assert!(!may("", "secrets", "create", Some("default")).await, "Secrets only in the Liqo namespace");
+    for elsewhere in [None, Some("default".to_owned()), Some(tenant_namespace(PEER))] {
+        let ns = elsewhere.as_deref();
+        assert!(!may("discovery.liqo.io", "peeringrequests", "create", ns).await, "requests only in the Liqo namespace, not {ns:?}");
+    }
 
     // And in practice: a request can be made, then not read back.
-    let prs = Api::<PeeringRequest>::all(anonymous.clone());
-    prs.create(&PostParams::default(), &request(PEER)).await.unwrap();
+    let prs = Api::<PeeringRequest>::namespaced(anonymous.clone(), "liqo");
+    prs.create(&PostParams::default(), &request_in(PEER, "liqo")).await.unwrap();
     forbidden(prs.get(PEER).await, "reading the request back");
     forbidden(Api::<Secret>::namespaced(anonymous.clone(), "liqo").get("auth-token").await, "reading the auth token");
     forbidden(Api::<ForeignCluster>::all(anonymous).list(&ListParams::default()).await, "listing ForeignClusters");
@@ -240,8 +295,8 @@ async fn policy_in_force(secrets: &Api<Secret>, probe: &Secret) {
 }
 
 /// Our ValidatingAdmissionPolicy (manifests/reconciler/peer-secrets.yaml), in the real API
-/// server: a peer's identity creates its own kubeconfig Secret, up to 16 KiB, and nothing
-/// else; an anonymous caller (the overlay) only Secrets named `pr-kubeconfig-<a cluster ID>`;
+/// server: a peer's identity creates its own kubeconfig Secret in its tenant namespace, up to
+/// 16 KiB, and nothing else; an anonymous caller (the overlay) only Secrets named `pr-kubeconfig-<a cluster ID>`;
 /// nobody else is touched (an admin, an unrelated `remote-*` ServiceAccount elsewhere).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_identity_creates_only_its_own_kubeconfig_secret() {
@@ -250,9 +305,10 @@ async fn a_peer_identity_creates_only_its_own_kubeconfig_secret() {
     install_liqo(&admin, "liqo").await;
     let policy = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/reconciler/peer-secrets.yaml");
     create_manifest(&admin, &std::fs::read_to_string(policy).unwrap(), "liqo").await;
-    liqo_reconciler::grant::grant(&admin, "liqo", "test", &peer_identity(PEER, "liqo")).await.unwrap();
-    let peer = cp.client(&service_account_token(&admin, "liqo", &format!("remote-{PEER}")).await).unwrap();
-    let secrets = Api::<Secret>::namespaced(peer.clone(), "liqo");
+    liqo_reconciler::grant::grant(&admin, "test", PEER, &peer_identity(PEER)).await.unwrap();
+    let peer = cp.client(&token_of(&admin, &peer_identity(PEER)).await).unwrap();
+    let tenant = tenant_namespace(PEER);
+    let secrets = Api::<Secret>::namespaced(peer.clone(), &tenant);
     policy_in_force(&secrets, &secret("filler-0", 10)).await;
 
     let refused = |r: Result<Secret, kube::Error>| match r {
@@ -272,8 +328,8 @@ async fn a_peer_identity_creates_only_its_own_kubeconfig_secret() {
     let bigger = Secret { data: secret("x", 17 * 1024).data, ..own.clone() };
     refused(secrets.replace(&own.metadata.name.clone().unwrap(), &PostParams::default(), &bigger).await);
     // Nothing else was written: only the admin's view shows what exists.
-    let all = Api::<Secret>::namespaced(admin.clone(), "liqo").list(&ListParams::default()).await.unwrap();
-    let names: Vec<String> = all.items.iter().filter_map(|s| s.metadata.name.clone()).filter(|n| n != "auth-token").collect();
+    let all = Api::<Secret>::namespaced(admin.clone(), &tenant).list(&ListParams::default()).await.unwrap();
+    let names: Vec<String> = all.items.iter().filter_map(|s| s.metadata.name.clone()).collect();
     assert_eq!(names, [format!("pr-kubeconfig-{PEER}")]);
 
     // Not matched: an admin, and a ServiceAccount named remote-* in another namespace.

@@ -148,7 +148,12 @@ impl Peers for Handle {
     async fn ids(&self, _: &str, trust: Trust) -> Result<Ids, Error> {
         self.check("ids")?;
         self.trusts.lock().unwrap().push(trust);
-        Ok(Ids { cluster_id: REMOTE.into(), cluster_name: "remote".into(), guest_namespace: "liqo-remote".into() })
+        Ok(Ids {
+            cluster_id: REMOTE.into(),
+            cluster_name: "remote".into(),
+            guest_namespace: "liqo-remote".into(),
+            protocol_version: Some(2),
+        })
     }
     async fn ca(&self, _: &str, _: Trust) -> Result<String, Error> {
         self.check("ca")?;

@@ -3,8 +3,12 @@
 //! loopback with its own data directory and stops them when dropped.
 //!
 //! Without the binaries [`ControlPlane::start`] returns the reason, and tests print
-//! `SKIPPED: <reason>` (visible in `cargo test` output) and pass without asserting anything else. There is no
-//! kube-controller-manager: no garbage collection, no namespace deletion, no token controller.
+//! `SKIPPED: <reason>` (visible in `cargo test` output) and pass without asserting anything else.
+//!
+//! Where the folder also has `kube-controller-manager`, it runs beside them with two
+//! controllers only: `namespace` (a deleted namespace goes, with what it holds) and
+//! `resourcequota` (what a quota's status says is used). No garbage collection, no token
+//! controller. [`ControlPlane::controllers`] tells whether it runs.
 
 pub mod browser;
 pub mod dns;
@@ -101,7 +105,8 @@ pub struct ControlPlane {
     pub dir: tempfile::TempDir,
     /// How the API server is started, to start it again after [`ControlPlane::stop_apiserver`].
     apiserver_command: (PathBuf, Vec<String>),
-    // Dropped in field order: the API server stops before etcd.
+    // Dropped in field order: the controllers, then the API server, then etcd.
+    _controllers: Option<Process>,
     _apiserver: Option<Process>,
     _etcd: Process,
 }
@@ -189,10 +194,48 @@ impl ControlPlane {
         let apiserver = spawn_apiserver(d, &apiserver_command)?;
 
         let ca_pem = std::fs::read_to_string(certs.join("ca.crt")).map_err(|e| e.to_string())?;
-        let mut cp =
-            Self { url: format!("https://127.0.0.1:{api_port}"), ca_pem, dir, apiserver_command, _apiserver: Some(apiserver), _etcd: etcd };
+        let mut cp = Self {
+            url: format!("https://127.0.0.1:{api_port}"),
+            ca_pem,
+            dir,
+            apiserver_command,
+            _controllers: None,
+            _apiserver: Some(apiserver),
+            _etcd: etcd,
+        };
         cp.wait_ready(Duration::from_secs(90)).await.map_err(StartError::Failed)?;
+        let controllers = assets.join("kube-controller-manager");
+        if controllers.exists() {
+            cp._controllers = Some(cp.spawn_controllers(&controllers)?);
+        }
         Ok(cp)
+    }
+
+    /// kube-controller-manager with the namespace and resourcequota controllers, serving
+    /// nothing, on the admin's kubeconfig.
+    fn spawn_controllers(&self, binary: &Path) -> Result<Process, StartError> {
+        let d = self.dir.path();
+        let kubeconfig = self.kubeconfig(ADMIN_TOKEN);
+        let log = |name: &str| std::fs::File::create(d.join(name)).map(Stdio::from).map_err(|e| e.to_string());
+        let child = Command::new(binary)
+            .current_dir(d)
+            .args([
+                format!("--kubeconfig={}", kubeconfig.display()),
+                "--controllers=namespace,resourcequota".to_owned(),
+                "--leader-elect=false".to_owned(),
+                "--secure-port=0".to_owned(),
+                "--use-service-account-credentials=false".to_owned(),
+            ])
+            .stdout(log("controllers.log")?)
+            .stderr(log("controllers.err.log")?)
+            .spawn()
+            .map_err(|e| format!("starting kube-controller-manager: {e}"))?;
+        Ok(Process(child))
+    }
+
+    /// Whether kube-controller-manager runs beside the API server (deleted namespaces go).
+    pub fn controllers(&self) -> bool {
+        self._controllers.is_some()
     }
 
     fn log_tail(&self, name: &str) -> String {
@@ -344,7 +387,12 @@ where
     }
 }
 
-/// Creates `namespace` and installs the generated CRDs, waiting until they are established.
+/// The fixed ClusterRoles of peers (`manifests/reconciler/peer-roles.yaml`), which the
+/// reconciler binds in tenant namespaces.
+pub const PEER_ROLES: &str = include_str!("../../manifests/reconciler/peer-roles.yaml");
+
+/// Creates `namespace`, installs the generated CRDs, waiting until they are established, and
+/// the fixed ClusterRoles of peers ([`PEER_ROLES`]).
 pub async fn install_liqo(client: &Client, namespace: &str) {
     use k8s_openapi::api::core::v1::Namespace;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -357,6 +405,7 @@ pub async fn install_liqo(client: &Client, namespace: &str) {
         crds.create(&PostParams::default(), &crd).await.unwrap();
     }
     crds_established(client).await;
+    create_manifest(client, PEER_ROLES, namespace).await;
 }
 
 /// Waits until every CRD of Liqo is established.

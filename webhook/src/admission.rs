@@ -275,6 +275,7 @@ fn decide(endpoint: Endpoint, req: &mut Request<'_>, view: &dyn ClusterView) -> 
                 kind,
                 operation: req.operation,
                 name,
+                namespace: &req.namespace,
                 spec: obj.spec.as_ref().unwrap_or(&empty),
                 old_spec: old.as_ref().map(|o| o.spec.as_ref().unwrap_or(&empty)),
                 user: &req.user_info,

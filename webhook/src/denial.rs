@@ -11,6 +11,9 @@ pub enum Reason {
     NameMismatch,
     OwnClusterId,
     IdentityMismatch,
+    /// A request outside the tenant namespace of the cluster it claims (or, from anyone else
+    /// than a peer's identity, outside the Liqo namespace too).
+    WrongNamespace,
     ImmutableField,
     KubeConfigRef,
     InvalidUrl,
@@ -31,6 +34,7 @@ impl Reason {
             Self::NameMismatch => "name_mismatch",
             Self::OwnClusterId => "own_cluster_id",
             Self::IdentityMismatch => "identity_mismatch",
+            Self::WrongNamespace => "wrong_namespace",
             Self::ImmutableField => "immutable_field",
             Self::KubeConfigRef => "kubeconfig_ref",
             Self::InvalidUrl => "invalid_url",
@@ -43,7 +47,7 @@ impl Reason {
     /// HTTP-style code and Kubernetes reason of the response status.
     pub fn status(self) -> (u16, &'static str) {
         match self {
-            Self::IdentityMismatch | Self::OwnClusterId | Self::Policy => (403, "Forbidden"),
+            Self::IdentityMismatch | Self::WrongNamespace | Self::OwnClusterId | Self::Policy => (403, "Forbidden"),
             Self::NotReady => (503, "ServiceUnavailable"),
             Self::Unsupported => (400, "BadRequest"),
             _ => (422, "Invalid"),

@@ -1,6 +1,6 @@
 //! The rules for PeeringRequest and FederationRequest CREATE/UPDATE (SPEC §6), pure.
 
-use liqo_api::names::{PEER_SERVICE_ACCOUNT_PREFIX, kept_secret, peering_kubeconfig_secret};
+use liqo_api::names::{PEER_SERVICE_ACCOUNT_PREFIX, kept_secret, peering_kubeconfig_secret, tenant_namespace};
 use liqo_api::{PeeringRequestSpec, validate_cluster_id};
 
 use crate::denial::{Denial, Reason};
@@ -11,7 +11,7 @@ use crate::review::{Operation, UserInfo};
 pub struct Local<'a> {
     /// Our cluster ID; `None` until the `cluster-id` ConfigMap is known.
     pub cluster_id: Option<&'a str>,
-    /// The Liqo namespace here (where peer ServiceAccounts and kubeconfig Secrets live).
+    /// The Liqo namespace here (where anonymous requests and their Secrets go).
     pub namespace: &'a str,
     pub policy: &'a PolicyConfig,
     /// Whether a ForeignCluster for this cluster ID exists here.
@@ -23,6 +23,8 @@ pub struct Candidate<'a> {
     pub kind: &'a str,
     pub operation: Operation,
     pub name: &'a str,
+    /// The namespace the request is in.
+    pub namespace: &'a str,
     pub spec: &'a PeeringRequestSpec,
     pub old_spec: Option<&'a PeeringRequestSpec>,
     pub user: &'a UserInfo,
@@ -58,9 +60,9 @@ fn is_dns1123_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(|label| validate_cluster_id(label).is_ok())
 }
 
-/// `requester`: whose Secret the reference must not leave for one this cluster keeps (`None`:
-/// not judged, for an UPDATE that keeps the reference — a request stored before the rule can
-/// still lose its finalizer and go).
+/// `namespace`: the request's own, where its Secret must be. `requester`: whose Secret the
+/// reference must not leave for one this cluster keeps (`None`: not judged, for an UPDATE that
+/// keeps the reference — a request stored before the rule can still lose its finalizer and go).
 fn check_kubeconfig_ref(spec: &PeeringRequestSpec, namespace: &str, requester: Option<&str>) -> Result<(), Denial> {
     let bad = |m: String| Err(Denial::new(Reason::KubeConfigRef, m));
     let Some(r) = &spec.kube_config_ref else {
@@ -81,9 +83,9 @@ fn check_kubeconfig_ref(spec: &PeeringRequestSpec, namespace: &str, requester: O
         }
     }
     match r.namespace.as_deref() {
-        None | Some("") => bad(format!("spec.kubeConfigRef.namespace: required (the Liqo namespace, {namespace})")),
+        None | Some("") => bad(format!("spec.kubeConfigRef.namespace: required (the request's own namespace, {namespace})")),
         Some(ns) if ns != namespace => {
-            bad(format!("spec.kubeConfigRef.namespace: must be {namespace} (the Liqo namespace of this cluster), not {ns}"))
+            bad(format!("spec.kubeConfigRef.namespace: must be {namespace} (the request's own namespace), not {ns}"))
         }
         _ => Ok(()),
     }
@@ -100,12 +102,24 @@ pub fn review(c: &Candidate<'_>, local: &Local<'_>) -> Result<(), Denial> {
     if c.name != id {
         return Err(Denial::new(Reason::NameMismatch, format!("metadata.name ({}) must equal the requester cluster ID ({id})", c.name)));
     }
-    if let Some((ns, claimed)) = peer_identity(&c.user.username)
-        && (ns != local.namespace || claimed != id)
+    let tenant = tenant_namespace(id);
+    let peer = peer_identity(&c.user.username);
+    if let Some((ns, claimed)) = peer
+        && (ns != tenant || claimed != id)
     {
         return Err(Denial::new(
             Reason::IdentityMismatch,
             format!("clusterID {id} is not allowed for this requester ({})", c.user.username),
+        ));
+    }
+    // A peer's identity writes only in its tenant namespace; anyone else (an anonymous
+    // requester of the opt-in overlay, an admin) there or in the Liqo namespace.
+    let allowed = c.namespace == tenant || (peer.is_none() && c.namespace == local.namespace);
+    if !allowed {
+        let also = if peer.is_none() { format!(" (or the Liqo namespace, {})", local.namespace) } else { String::new() };
+        return Err(Denial::new(
+            Reason::WrongNamespace,
+            format!("a {} of cluster {id} belongs in its tenant namespace {tenant}{also}, not {:?}", c.kind, c.namespace),
         ));
     }
     if let Some(old) = c.old_spec.filter(|_| c.operation == Operation::Update) {
@@ -128,7 +142,7 @@ pub fn review(c: &Candidate<'_>, local: &Local<'_>) -> Result<(), Denial> {
         }
     }
     let same_ref = c.operation == Operation::Update && c.old_spec.is_some_and(|o| o.kube_config_ref == c.spec.kube_config_ref);
-    check_kubeconfig_ref(c.spec, local.namespace, (!same_ref).then_some(id))?;
+    check_kubeconfig_ref(c.spec, c.namespace, (!same_ref).then_some(id))?;
     if c.operation == Operation::Create {
         let Some(own) = local.cluster_id else {
             return Err(Denial::new(
@@ -159,13 +173,13 @@ mod tests {
             cluster_identity: Some(ClusterIdentity { cluster_id: id.into(), cluster_name: Some("home".into()) }),
             cluster_id: None,
             namespace: Some("liqo".into()),
-            kube_config_ref: Some(SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some("liqo".into()) }),
+            kube_config_ref: Some(SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some(tenant_namespace(id)) }),
             auth_url: Some("https://10.0.0.5:30740".into()),
         }
     }
 
     fn peer_user(id: &str) -> UserInfo {
-        UserInfo { username: format!("system:serviceaccount:liqo:remote-{id}") }
+        UserInfo { username: format!("system:serviceaccount:{}:remote-{id}", tenant_namespace(id)) }
     }
 
     fn admin() -> UserInfo {
@@ -180,9 +194,22 @@ mod tests {
         user: &UserInfo,
         policy: &PolicyConfig,
     ) -> Result<(), Denial> {
+        let namespace = tenant_namespace(spec.requester_cluster_id().unwrap_or(name));
+        judge_in(&namespace, op, name, spec, old, user, policy)
+    }
+
+    fn judge_in(
+        namespace: &str,
+        op: Operation,
+        name: &str,
+        spec: &PeeringRequestSpec,
+        old: Option<&PeeringRequestSpec>,
+        user: &UserInfo,
+        policy: &PolicyConfig,
+    ) -> Result<(), Denial> {
         let known = |id: &str| id == PEER;
         let local = Local { cluster_id: Some(OWN), namespace: "liqo", policy, is_known: &known };
-        review(&Candidate { kind: "PeeringRequest", operation: op, name, spec, old_spec: old, user }, &local)
+        review(&Candidate { kind: "PeeringRequest", operation: op, name, namespace, spec, old_spec: old, user }, &local)
     }
 
     fn create(spec: &PeeringRequestSpec, user: &UserInfo) -> Result<(), Denial> {
@@ -245,18 +272,29 @@ mod tests {
         let policy = PolicyConfig::default();
         let local = Local { cluster_id: None, namespace: "liqo", policy: &policy, is_known: &|_| true };
         let s = spec(PEER);
-        let c = Candidate { kind: "PeeringRequest", operation: Operation::Create, name: PEER, spec: &s, old_spec: None, user: &admin() };
+        let namespace = tenant_namespace(PEER);
+        let c = Candidate {
+            kind: "PeeringRequest",
+            operation: Operation::Create,
+            name: PEER,
+            namespace: &namespace,
+            spec: &s,
+            old_spec: None,
+            user: &admin(),
+        };
         assert_eq!(reason(review(&c, &local)), Reason::NotReady);
     }
 
     #[test]
-    fn kubeconfig_ref_must_point_at_a_secret_in_the_liqo_namespace() {
-        let cases: [(Option<SecretReference>, &str); 5] = [
+    fn kubeconfig_ref_must_point_at_a_secret_in_the_requests_namespace() {
+        let tenant = Some(tenant_namespace(PEER));
+        let cases: [(Option<SecretReference>, &str); 6] = [
             (None, "spec.kubeConfigRef: required"),
-            (Some(SecretReference { name: None, namespace: Some("liqo".into()) }), "spec.kubeConfigRef.name: required"),
-            (Some(SecretReference { name: Some("Bad Name".into()), namespace: Some("liqo".into()) }), "not a valid Secret name"),
+            (Some(SecretReference { name: None, namespace: tenant.clone() }), "spec.kubeConfigRef.name: required"),
+            (Some(SecretReference { name: Some("Bad Name".into()), namespace: tenant.clone() }), "not a valid Secret name"),
             (Some(SecretReference { name: Some("s".into()), namespace: None }), "spec.kubeConfigRef.namespace: required"),
-            (Some(SecretReference { name: Some("s".into()), namespace: Some("default".into()) }), "must be liqo"),
+            (Some(SecretReference { name: Some("s".into()), namespace: Some("default".into()) }), "must be liqo-tenant-"),
+            (Some(SecretReference { name: Some("s".into()), namespace: Some("liqo".into()) }), "the request's own namespace"),
         ];
         for (r, expected) in cases {
             let mut s = spec(PEER);
@@ -279,7 +317,7 @@ mod tests {
             ("liqo-auth-tls".to_owned(), "a serving certificate"),
         ] {
             let mut s = spec(PEER);
-            s.kube_config_ref = Some(SecretReference { name: Some(name.clone()), namespace: Some("liqo".into()) });
+            s.kube_config_ref = Some(SecretReference { name: Some(name.clone()), namespace: Some(tenant_namespace(PEER)) });
             for user in [peer_user(PEER), admin()] {
                 let err = create(&s, &user).unwrap_err();
                 assert_eq!(err.reason, Reason::KubeConfigRef);
@@ -287,13 +325,14 @@ mod tests {
             }
         }
         let mut own = spec(PEER);
-        own.kube_config_ref = Some(SecretReference { name: Some(format!("pr-kubeconfig-{PEER}")), namespace: Some("liqo".into()) });
+        own.kube_config_ref =
+            Some(SecretReference { name: Some(format!("pr-kubeconfig-{PEER}")), namespace: Some(tenant_namespace(PEER)) });
         assert_eq!(create(&own, &peer_user(PEER)), Ok(()));
 
         // A request stored before the rule may still be updated (its finalizer removed) as it
         // is, but not be made to name such a Secret.
         let mut stored = spec(PEER);
-        stored.kube_config_ref = Some(SecretReference { name: Some("beta-identity".into()), namespace: Some("liqo".into()) });
+        stored.kube_config_ref = Some(SecretReference { name: Some("beta-identity".into()), namespace: Some(tenant_namespace(PEER)) });
         let p = PolicyConfig::default();
         assert_eq!(judge(Operation::Update, PEER, &stored, Some(&stored), &peer_user(PEER), &p), Ok(()));
         assert_eq!(reason(judge(Operation::Update, PEER, &stored, Some(&own), &peer_user(PEER), &p)), Reason::KubeConfigRef);
@@ -330,6 +369,36 @@ mod tests {
         assert_eq!(judge(Operation::Create, PEER, &spec(PEER), None, &admin(), &known), Ok(()));
         let stranger = "22222222-2222-3333-4444-555555555555";
         assert_eq!(reason(judge(Operation::Create, stranger, &spec(stranger), None, &admin(), &known)), Reason::Policy);
+    }
+
+    /// SPEC §9: a peer's identity writes only in its own tenant namespace; an anonymous
+    /// requester or an admin there or in the Liqo namespace.
+    #[test]
+    fn a_request_outside_the_tenant_namespace_of_the_cluster_it_claims_is_refused() {
+        let p = PolicyConfig::default();
+        let other = "11111111-2222-3333-4444-555555555555";
+        let in_ns = |ns: &str, user: &UserInfo| {
+            let mut s = spec(PEER);
+            s.kube_config_ref.as_mut().unwrap().namespace = Some(ns.to_owned());
+            judge_in(ns, Operation::Create, PEER, &s, None, user, &p)
+        };
+        let err = in_ns(&tenant_namespace(other), &peer_user(PEER)).unwrap_err();
+        assert_eq!(err.reason, Reason::WrongNamespace);
+        assert_eq!(
+            err.message,
+            format!("a PeeringRequest of cluster {PEER} belongs in its tenant namespace liqo-tenant-{PEER}, not \"liqo-tenant-{other}\"")
+        );
+        assert_eq!(reason(in_ns("liqo", &peer_user(PEER))), Reason::WrongNamespace, "a peer's identity never writes in the Liqo namespace");
+        assert_eq!(reason(in_ns("default", &admin())), Reason::WrongNamespace);
+        let anonymous = UserInfo { username: "system:anonymous".into() };
+        assert_eq!(in_ns("liqo", &anonymous), Ok(()), "the anonymous overlay writes in the Liqo namespace");
+        assert_eq!(in_ns("liqo", &admin()), Ok(()));
+        let err = in_ns(&tenant_namespace(other), &anonymous).unwrap_err();
+        assert!(err.message.contains("(or the Liqo namespace, liqo)"), "{}", err.message);
+        // The identity of a peer of the cluster-scoped protocol (a ServiceAccount in the Liqo
+        // namespace) is no identity for a tenant namespace.
+        let legacy = UserInfo { username: format!("system:serviceaccount:liqo:remote-{PEER}") };
+        assert_eq!(reason(in_ns(&tenant_namespace(PEER), &legacy)), Reason::IdentityMismatch);
     }
 
     #[test]

@@ -85,6 +85,8 @@ pub struct Request<'a> {
     pub uid: String,
     pub kind: Gvk,
     pub name: String,
+    /// The object's namespace (empty for a cluster-scoped kind).
+    pub namespace: String,
     pub sub_resource: Option<String>,
     pub operation: Operation,
     pub user_info: UserInfo,
@@ -173,6 +175,7 @@ enum Field {
     Uid,
     Kind,
     Name,
+    Namespace,
     SubResource,
     Operation,
     UserInfo,
@@ -211,7 +214,7 @@ impl<'de> Visitor<'de> for RequestVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Request<'de>, A::Error> {
         let (mut uid, mut kind, mut operation) = (None, None, None);
-        let mut name = None;
+        let (mut name, mut namespace) = (None, None);
         let mut sub_resource = None;
         let mut user_info = None;
         let (mut object, mut old_object) = (Carried::Absent, Carried::Absent);
@@ -221,6 +224,7 @@ impl<'de> Visitor<'de> for RequestVisitor {
                 Field::Uid => uid = Some(map.next_value::<String>()?),
                 Field::Kind => kind = Some(map.next_value::<Gvk>()?),
                 Field::Name => name = map.next_value::<Option<String>>()?,
+                Field::Namespace => namespace = map.next_value::<Option<String>>()?,
                 Field::SubResource => sub_resource = map.next_value::<Option<String>>()?,
                 Field::Operation => operation = Some(map.next_value::<Operation>()?),
                 Field::UserInfo => user_info = map.next_value::<Option<UserInfo>>()?,
@@ -236,6 +240,7 @@ impl<'de> Visitor<'de> for RequestVisitor {
             uid: uid.ok_or_else(|| A::Error::missing_field("uid"))?,
             kind: kind.ok_or_else(|| A::Error::missing_field("kind"))?,
             name: name.unwrap_or_default(),
+            namespace: namespace.unwrap_or_default(),
             sub_resource,
             operation: operation.ok_or_else(|| A::Error::missing_field("operation"))?,
             user_info: user_info.unwrap_or_default(),

@@ -3,8 +3,9 @@
 //! `/identity` checks the caller's token against Secret `auth-token` (key `token`; an empty
 //! token is accepted only while `authConfig.allowEmptyToken` is true), then creates — with
 //! server-side apply, so asking twice changes nothing — ServiceAccount `remote-<clusterID>`
-//! and the RBAC of [`crate::access::peer_identity`], requests a token for it and answers with
-//! a kubeconfig for this cluster's API server.
+//! and the RoleBinding of [`crate::access::peer_identity`] in the peer's tenant namespace
+//! (made when missing), requests a token for it and answers with a kubeconfig for this
+//! cluster's API server whose context names that namespace. `/ids` tells the protocol spoken.
 
 use crate::addresses::Live;
 use std::net::SocketAddr;
@@ -189,6 +190,7 @@ impl AuthService {
             cluster_name: name.filter(|n| !n.is_empty()).unwrap_or_else(|| cluster_id.clone()),
             cluster_id,
             guest_namespace: self.namespace.clone(),
+            protocol_version: Some(liqo_api::names::PROTOCOL_VERSION),
         })
     }
 
@@ -203,14 +205,14 @@ impl AuthService {
     }
 
     async fn issue(&self, peer: &str, own_id: &str) -> Result<IdentityResponse, Error> {
-        let access = peer_identity(peer, &self.namespace);
-        crate::grant::grant(&self.client, &self.namespace, FIELD_MANAGER, &access).await?;
-        let sa_name = access.service_account.metadata.name.clone().unwrap_or_default();
-        let token = crate::grant::token(&self.client, &self.namespace, &sa_name, self.token_lifetime).await?;
-        let user = format!("{}-{sa_name}", self.namespace);
+        let access = peer_identity(peer);
+        crate::grant::grant(&self.client, FIELD_MANAGER, peer, &access).await?;
+        let (namespace, sa_name) = (access.namespace(), access.service_account_name());
+        let token = crate::grant::token(&self.client, namespace, sa_name, self.token_lifetime).await?;
+        let user = format!("{namespace}-{sa_name}");
         Ok(IdentityResponse {
-            kubeconfig: kubeconfig(&self.api_server, own_id, &user, &self.namespace, token)?,
-            namespace: self.namespace.clone(),
+            kubeconfig: kubeconfig(&self.api_server, own_id, &user, namespace, token)?,
+            namespace: namespace.to_owned(),
             cluster_id: own_id.to_owned(),
         })
     }
@@ -288,6 +290,10 @@ async fn answer_identity(
         Ok(answer) => {
             tracing::info!(peer = %req.cluster_id, "identity issued");
             ("issued", (StatusCode::CREATED, Json(answer)).into_response())
+        }
+        Err(e @ Error::TenantTerminating(_)) => {
+            tracing::info!(peer = %req.cluster_id, error = %e, "identity not issued yet: the tenant namespace is still going");
+            ("unavailable", error(StatusCode::SERVICE_UNAVAILABLE, format!("{e}: ask again in a few seconds")))
         }
         Err(e) => {
             tracing::warn!(peer = %req.cluster_id, error = %e, "issuing an identity failed");

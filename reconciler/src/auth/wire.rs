@@ -11,6 +11,17 @@ pub struct Ids {
     pub cluster_name: String,
     #[serde(rename = "guestNamespace")]
     pub guest_namespace: String,
+    /// The peering protocol spoken (`liqo_api::names::PROTOCOL_VERSION`); absent from a
+    /// cluster of the cluster-scoped protocol (0.1).
+    #[serde(rename = "protocolVersion", default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<u32>,
+}
+
+impl Ids {
+    /// Whether the cluster answering keeps peers' requests in tenant namespaces (SPEC §9).
+    pub fn tenant_namespaces(&self) -> bool {
+        self.protocol_version.is_some_and(|v| v >= 2)
+    }
 }
 
 /// `POST /identity` request body.
@@ -27,7 +38,8 @@ pub struct IdentityRequest {
 pub struct IdentityResponse {
     /// kubeconfig (YAML) for ServiceAccount `remote-<clusterID>` on the issuing cluster.
     pub kubeconfig: String,
-    /// The issuing cluster's Liqo namespace (where the PeeringRequest's Secret goes).
+    /// Where the PeeringRequest and its Secret go on the issuing cluster: the requester's tenant
+    /// namespace there (its Liqo namespace on a cluster of the cluster-scoped protocol).
     pub namespace: String,
     /// The issuing cluster's ID.
     #[serde(rename = "clusterId")]

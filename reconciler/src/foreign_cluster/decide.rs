@@ -81,6 +81,7 @@ pub struct OurRequest<'a> {
     pub home_id: &'a str,
     pub home_name: Option<&'a str>,
     pub home_namespace: &'a str,
+    /// Where on the remote: the tenant namespace it gave us (its Liqo namespace, anonymously).
     pub remote_namespace: &'a str,
     pub home_auth_url: Option<&'a str>,
 }
@@ -106,6 +107,7 @@ impl OurRequest<'_> {
         let mut pr = PeeringRequest::new(self.home_id, self.spec());
         pr.metadata = ObjectMeta {
             name: Some(self.home_id.to_owned()),
+            namespace: Some(self.remote_namespace.to_owned()),
             labels: Some([(LABEL_CLUSTER_ID.to_owned(), self.home_id.to_owned())].into()),
             ..Default::default()
         };

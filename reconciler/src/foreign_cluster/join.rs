@@ -11,9 +11,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use liqo_api::names::{advertisement_name, ca_data_secret};
+use liqo_api::names::{advertisement_name, ca_data_secret, tenant_namespace};
 use liqo_api::reasons::{ConditionType as Phase, Reason, Status};
-use liqo_api::{AuthStatus, ClusterConfigSpec, ForeignCluster, OutgoingStatus, PeeringRequest, SecretRef, TrustMode};
+use liqo_api::{AuthStatus, ClusterConfigSpec, ForeignCluster, OutgoingStatus, PeeringRequest, SecretRef, TenantNamespaces, TrustMode};
 
 use super::decide::{self, Advertised, Offer, OnRemote, OurRequest, TrustVerdict};
 use super::report::Report;
@@ -161,10 +161,12 @@ async fn pipeline<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, con
     add_finalizer(fc, &ctx.shared.client).await?;
     let pinned = pin_ca(j, &remote, r).await?;
     let credentials = authenticate(j, &remote, r).await?;
+    let there = tenant_on_remote(j, &remote, &credentials, r).await?;
+    r.tenant_namespace = Some(TenantNamespaces { local: Some(tenant_namespace(&remote.id)), remote: Some(there.clone()) });
     let access = RemoteAccess { kubeconfig: credentials, api_url: fc.spec.api_url.clone(), ca_pem: Some(pinned.pem.clone()) };
     let client = ctx.shared.peers.api_client(&access).await?;
-    let reached = reach(j, &client, &remote, &pinned, r).await?;
-    offer(j, &client, &remote, reached, r).await?;
+    let reached = reach(j, &client, &remote, &there, &pinned, r).await?;
+    offer(j, &client, &remote, &there, reached, r).await?;
     Ok(finish(j, &remote, r))
 }
 
@@ -333,13 +335,47 @@ async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report)
     Ok(kubeconfig)
 }
 
+/// Where on the remote our request goes: the tenant namespace our identity's kubeconfig names
+/// (SPEC §9); the remote's Liqo namespace on the anonymous way. An identity naming none was
+/// issued by a remote of the cluster-scoped protocol (0.1): if its `/ids` now tells a protocol
+/// with tenant namespaces (it was upgraded), a new identity is asked for; else the remote is
+/// named as older, and asked again once per health period, never blindly.
+async fn tenant_on_remote<P: Peers>(j: Join<'_, P>, remote: &Remote, credentials: &str, r: &mut Report) -> Step<String> {
+    let Join { fc, ctx, way, .. } = j;
+    let Way::AuthService { auth_url } = way else { return Ok(remote.namespace.clone()) };
+    if let Some(namespace) = crate::peer::tenant_of(credentials) {
+        return Ok(namespace);
+    }
+    let ids = ctx.shared.peers.ids(auth_url, remote.trust.clone()).await.map_err(|e| remote_failed(j, r, e))?;
+    if ids.tenant_namespaces() {
+        ctx.delete_local_secret(&identity_secret(&fc.name_any())).await?;
+        r.auth_status = Some(AuthStatus::Pending);
+        let message = "the remote now keeps peers in tenant namespaces and our identity from before names none: asking for a new one";
+        r.set(Phase::Authenticated, Status::False, Reason::IdentityRevoked, message);
+        return Err(Stop::Report(Action::requeue(ctx.timing.retry.min(ctx.timing.health))));
+    }
+    let message = format!(
+        "{auth_url}/ids tells no protocolVersion: the remote runs the cluster-scoped protocol of 0.1, which cannot hold our request in a tenant namespace; upgrade it (asked again every health period)"
+    );
+    r.set(Phase::Joined, Status::False, Reason::PeerOnOlderProtocol, message);
+    Err(Stop::Report(Action::requeue(ctx.timing.health)))
+}
+
 /// The remote API server answers through the pinned CA (and, with an identity, tells where our
-/// PeeringRequest stands). No answer: down, or presenting another CA — reported, never accepted.
-async fn reach<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote, pinned: &Pinned, r: &mut Report) -> Step<Reached> {
+/// PeeringRequest stands in `there`). No answer: down, or presenting another CA — reported,
+/// never accepted.
+async fn reach<P: Peers>(
+    j: Join<'_, P>,
+    client: &kube::Client,
+    remote: &Remote,
+    there: &str,
+    pinned: &Pinned,
+    r: &mut Report,
+) -> Step<Reached> {
     let Join { fc, ctx, way, own_id, .. } = j;
     let name = fc.name_any();
     let started = std::time::Instant::now();
-    let reached = way.reach(client, own_id).await;
+    let reached = way.reach(client, there, own_id).await;
     ctx.metrics.observe_health_check(&reached, started.elapsed());
     let e = match reached {
         Ok(existing) => {
@@ -382,14 +418,21 @@ struct Reached(Option<Option<PeeringRequest>>);
 
 /// Grants the peer its Advertisement access here and puts the kubeconfig for it and our
 /// PeeringRequest on the remote, when [`decide::offer`] says so.
-async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote, reached: Reached, r: &mut Report) -> Step<()> {
+async fn offer<P: Peers>(
+    j: Join<'_, P>,
+    client: &kube::Client,
+    remote: &Remote,
+    there: &str,
+    reached: Reached,
+    r: &mut Report,
+) -> Step<()> {
     let Join { fc, ctx, way, own_id, config } = j;
     let home_auth_url = ctx.auth_url.get();
     let ours = OurRequest {
         home_id: own_id,
         home_name: config.discovery_config.cluster_name.as_deref().filter(|n| !n.is_empty()),
         home_namespace: &ctx.shared.namespace,
-        remote_namespace: &remote.namespace,
+        remote_namespace: there,
         home_auth_url: home_auth_url.as_deref(),
     };
     let on_remote = match &reached.0 {
@@ -412,7 +455,7 @@ async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
         Offer::Keep => return Ok(()),
         Offer::AwaitDeletion => {
             if let Some(Some(terminating)) = &reached.0 {
-                ctx.wake_when_gone(fc, kube::Api::all(client.clone()), terminating);
+                ctx.wake_when_gone(fc, kube::Api::namespaced(client.clone(), there), terminating);
             }
             let message = "a PeeringRequest of ours is still being deleted on the remote; offering again once it is gone";
             r.set(Phase::Joined, Status::False, Reason::WaitingForAdvertisement, message);
@@ -420,7 +463,14 @@ async fn offer<P: Peers>(j: Join<'_, P>, client: &kube::Client, remote: &Remote,
         }
         Offer::Make | Offer::Repair | Offer::Refresh => {}
     }
-    let secret: Secret = ctx.grant_and_kubeconfig(&ours, &remote.id).await?;
+    let secret: Secret = match ctx.grant_and_kubeconfig(&ours, &remote.id).await {
+        Ok(secret) => secret,
+        Err(e @ Error::TenantTerminating(_)) => {
+            r.set(Phase::Joined, Status::False, Reason::TenantNamespaceTerminating, format!("{e}: offering once it is gone"));
+            return Err(Stop::Report(Action::requeue(ctx.timing.retry.min(ctx.timing.health))));
+        }
+        Err(e) => return Err(e.into()),
+    };
     match way.put_offer(client, &secret, &ours.object()).await {
         Ok(()) => {
             ctx.record_offer(&name);

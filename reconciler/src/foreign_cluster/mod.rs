@@ -29,7 +29,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Client, Resource, ResourceExt};
-use liqo_api::names::{FINALIZER_PEERED, LABEL_CLUSTER_ID, advertisement_name, peering_kubeconfig_secret};
+use liqo_api::names::{FINALIZER_PEERED, LABEL_CLUSTER_ID, advertisement_name, peering_kubeconfig_secret, tenant_namespace};
 use liqo_api::{ForeignCluster, PeeringRequest};
 
 use self::decide::OurRequest;
@@ -40,7 +40,7 @@ use crate::context::Shared;
 use crate::error::{Result, is_conflict};
 use crate::grant;
 use crate::peer::Peers;
-use crate::slim_store::{SecretData, SlimStore};
+use crate::slim_store::{SecretData, SlimStore, namespaced_key};
 
 /// Field manager of the objects this controller applies (its status: [`report::STATUS_MANAGER`]).
 pub const FIELD_MANAGER: &str = "liqo-peering";
@@ -328,8 +328,10 @@ impl<P: Peers> Ctx<P> {
     }
 
     /// Whether the peer's Advertisement is here now.
+    /// Whether peer `remote_id`'s Advertisement is here, in its tenant namespace (one of the
+    /// same name elsewhere is another peer's doing, and not its).
     fn advertisement_present(&self, remote_id: &str) -> bool {
-        self.advertisements.contains(&advertisement_name(remote_id))
+        self.advertisements.contains(&namespaced_key(&tenant_namespace(remote_id), &advertisement_name(remote_id)))
     }
 
     /// Stores `value` under `key` in Secret `name` of our namespace, owned by `fc`.
@@ -363,10 +365,11 @@ impl<P: Peers> Ctx<P> {
     /// Grants the peer its Advertisement access here, and returns the Secret (for the remote's
     /// namespace) holding a kubeconfig for that access.
     async fn grant_and_kubeconfig(&self, ours: &OurRequest<'_>, remote_id: &str) -> Result<Secret> {
-        grant::grant(&self.shared.client, &self.shared.namespace, FIELD_MANAGER, &advertisement_access(remote_id, &self.shared.namespace))
-            .await?;
-        let token = grant::token(&self.shared.client, &self.shared.namespace, remote_id, self.token_lifetime).await?;
-        let config = kubeconfig(&self.api_server, ours.home_id, remote_id, &self.shared.namespace, token)?;
+        let access = advertisement_access(remote_id);
+        grant::grant(&self.shared.client, FIELD_MANAGER, remote_id, &access).await?;
+        let token = grant::token(&self.shared.client, access.namespace(), remote_id, self.token_lifetime).await?;
+        // Its context names the peer's tenant namespace here: where its broadcaster writes.
+        let config = kubeconfig(&self.api_server, ours.home_id, remote_id, access.namespace(), token)?;
         Ok(Secret {
             metadata: ObjectMeta {
                 name: Some(peering_kubeconfig_secret(ours.home_id)),

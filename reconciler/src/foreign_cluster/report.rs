@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use liqo_api::reasons::{ConditionType, Reason, Status};
-use liqo_api::{AuthStatus, ForeignCluster, ForeignClusterStatus, OutgoingStatus, SecretRef};
+use liqo_api::{AuthStatus, ForeignCluster, ForeignClusterStatus, OutgoingStatus, SecretRef, TenantNamespaces};
 
 use crate::conditions::{self, Wanted};
 use crate::error::Result;
@@ -26,6 +26,7 @@ pub struct Report {
     pub ca_fingerprint: Option<String>,
     pub auth_status: Option<AuthStatus>,
     pub outgoing: Option<OutgoingStatus>,
+    pub tenant_namespace: Option<TenantNamespaces>,
 }
 
 impl Report {
@@ -39,6 +40,7 @@ impl Report {
             ca_fingerprint: p.ca_fingerprint,
             auth_status: p.auth_status,
             outgoing: p.outgoing,
+            tenant_namespace: p.tenant_namespace,
         }
     }
 
@@ -98,6 +100,7 @@ impl Report {
             ca_fingerprint: self.ca_fingerprint.clone(),
             outgoing: self.outgoing.clone(),
             auth_status: self.auth_status,
+            tenant_namespace: self.tenant_namespace.clone(),
             ..Default::default()
         }
     }

@@ -3,9 +3,12 @@
 //! 1. our PeeringRequest and its Secret on the remote (with an identity; an anonymous requester
 //!    cannot delete). The remote's broadcaster then withdraws its Advertisement from us; if it
 //!    arrives after step 2 it is refused, which the remote takes as done;
-//! 2. here: the peer's access (ServiceAccount, ClusterRole, binding), then its Advertisement;
+//! 2. here: the peer's access (ServiceAccount and RoleBinding in its tenant namespace), then
+//!    its Advertisement;
 //! 3. the wait for our PeeringRequest to be gone from the remote (`UnjoinPending` while the
-//!    remote's reconciler holds it Terminating); then, on deletion, the identity and CA Secrets;
+//!    remote's reconciler holds it Terminating); then, once no direction is left (no request
+//!    of the peer stands here), the identities we issued it and its tenant namespace; on
+//!    deletion, the identity and CA Secrets;
 //! 4. the status (join false: every phase `Unknown`/`NotJoined`, `Joined` False `Unjoined`,
 //!    outgoing cleared), then the finalizer, then one `Unjoined` Event.
 //!
@@ -20,7 +23,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use liqo_api::names::{advertisement_name, ca_data_secret, peering_kubeconfig_secret};
+use liqo_api::names::{advertisement_name, ca_data_secret, peering_kubeconfig_secret, tenant_namespace};
 use liqo_api::reasons::{ConditionType as Phase, Reason, Status};
 use liqo_api::{Advertisement, ForeignCluster, OutgoingStatus, PeeringRequest, SecretRef};
 
@@ -78,9 +81,10 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
     // seed 7: an Advertisement left here after an unjoin).
     if !remote_id.is_empty() {
         if !again {
-            grant::revoke(&ctx.shared.client, &ctx.shared.namespace, &advertisement_access(&remote_id, &ctx.shared.namespace)).await?;
+            grant::revoke(&ctx.shared.client, &advertisement_access(&remote_id)).await?;
         }
-        grant::delete(&Api::<Advertisement>::all(ctx.shared.client.clone()), &advertisement_name(&remote_id)).await?;
+        let tenant = tenant_namespace(&remote_id);
+        grant::delete(&Api::<Advertisement>::namespaced(ctx.shared.client.clone(), &tenant), &advertisement_name(&remote_id)).await?;
     }
 
     // 3. Done only once our PeeringRequest is gone from the remote (NotFound, not Terminating:
@@ -103,6 +107,11 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
         }
     }
     ctx.forget_remote(&name);
+    // No direction left (the incoming one is its request's, which keeps the namespace while it
+    // stands): the identities we issued the peer and its tenant namespace go.
+    if !remote_id.is_empty() {
+        crate::tenant::retire(&ctx.shared.client, &remote_id).await?;
+    }
     if deleting {
         // Owner references would remove them with a garbage collector; do not depend on one.
         ctx.delete_local_secret(&identity_secret(&name)).await?;
@@ -183,13 +192,17 @@ async fn withdraw_offer<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &st
         },
         None => return Ok(Withdrawal::Gone),
     };
+    // Our request is in the tenant namespace our identity names. One naming none came from a
+    // remote of the cluster-scoped protocol: nothing of ours there is in a namespace we could
+    // name (it goes when that remote is upgraded, with its cluster-scoped kinds).
+    let Some(there) = crate::peer::tenant_of(&kubeconfig) else { return Ok(Withdrawal::Gone) };
     let access = RemoteAccess { kubeconfig, api_url: fc.spec.api_url.clone(), ca_pem: Some(ca_pem) };
     let remote = ctx.shared.peers.api_client(&access).await?;
     let remote_err = |e| Error::remote_api(Step::ApiServer, e);
-    let requests = Api::<PeeringRequest>::all(remote.clone());
+    let requests = Api::<PeeringRequest>::namespaced(remote.clone(), &there);
     if !deleted {
         grant::delete_raw(&requests, own_id).await.map_err(remote_err)?;
-        let secrets = Api::<Secret>::namespaced(remote, fc.spec.remote_namespace());
+        let secrets = Api::<Secret>::namespaced(remote, &there);
         grant::delete_raw(&secrets, &peering_kubeconfig_secret(own_id)).await.map_err(remote_err)?;
     }
     match requests.get_opt(own_id).await.map_err(remote_err)? {

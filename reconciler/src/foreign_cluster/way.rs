@@ -3,13 +3,13 @@
 //!
 //! - **auth service** (`spec.authUrl`, seed 002, recommended): trust from the auth service's
 //!   certificate, the CA from its `/ca`, an identity from its `/identity`; our Secret and
-//!   PeeringRequest are applied with that identity, read back every health round, and deleted
-//!   on unjoin;
+//!   PeeringRequest are applied with that identity, in the tenant namespace its kubeconfig
+//!   names (SPEC §9), read back every health round, and deleted on unjoin;
 //! - **anonymous** (`spec.apiUrl` + cluster ID, no `authUrl`: seed 003's manual form and
 //!   seed-003-style DNS zones; the seed-001 way): trust from the API server's certificate, the
 //!   CA from its anonymously readable `kube-public/cluster-info` (kubeadm and kind publish it),
 //!   no identity. The remote must opt in (`manifests/anonymous-peering/` there) and its webhook
-//!   judges the request by policy alone. An anonymous requester can create, never read, change
+//!   judges the request by policy alone. Both go to the remote's Liqo namespace. An anonymous requester can create, never read, change
 //!   or delete: "already exists" is fine, health is `/version`, and on unjoin our
 //!   PeeringRequest stays there (its admin removes it).
 
@@ -86,22 +86,23 @@ impl<'a> Way<'a> {
         }
     }
 
-    /// Whether the remote API server answers; with an identity, our PeeringRequest there
-    /// (`Some(None)`: it is not there). `None`: answers, but we cannot read it.
-    pub async fn reach(self, remote: &Client, own_id: &str) -> Result<Option<Option<PeeringRequest>>> {
+    /// Whether the remote API server answers; with an identity, our PeeringRequest there, in
+    /// `namespace` (`Some(None)`: it is not there). `None`: answers, but we cannot read it.
+    pub async fn reach(self, remote: &Client, namespace: &str, own_id: &str) -> Result<Option<Option<PeeringRequest>>> {
         let answer = match self {
-            Way::AuthService { .. } => Api::<PeeringRequest>::all(remote.clone()).get_opt(own_id).await.map(Some),
+            Way::AuthService { .. } => Api::<PeeringRequest>::namespaced(remote.clone(), namespace).get_opt(own_id).await.map(Some),
             Way::Anonymous { .. } => remote.apiserver_version().await.map(|_| None),
         };
         answer.map_err(|e| Error::remote_api(Step::ApiServer, e))
     }
 
-    /// Puts our Secret and PeeringRequest on the remote: applied with an identity, created
-    /// anonymously ("already exists" is fine: an anonymous requester cannot look).
+    /// Puts our Secret and PeeringRequest on the remote, in the namespace they name: applied
+    /// with an identity, created anonymously ("already exists" is fine: an anonymous requester
+    /// cannot look).
     pub async fn put_offer(self, remote: &Client, secret: &Secret, request: &PeeringRequest) -> Result<()> {
         let namespace = secret.namespace().unwrap_or_default();
         let secrets = Api::<Secret>::namespaced(remote.clone(), &namespace);
-        let requests = Api::<PeeringRequest>::all(remote.clone());
+        let requests = Api::<PeeringRequest>::namespaced(remote.clone(), &request.namespace().unwrap_or_default());
         let remote_err = |e| Error::remote_api(Step::ApiServer, e);
         match self {
             Way::AuthService { .. } => {

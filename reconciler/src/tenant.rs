@@ -1,0 +1,175 @@
+//! A peer's tenant namespace (SPEC §9): `liqo-tenant-<its ID>`, holding what that peer writes
+//! here (its request, its kubeconfig Secret, its Advertisement) and the identities we issued
+//! it, capped by a ResourceQuota.
+//!
+//! [`namespace`] and [`quota`] are the objects (pure); [`ensure`] makes them the first time
+//! something of the peer must be stored; [`retire`] revokes the identities we issued the peer
+//! and removes the namespace once no direction of the peering remains ([`unused`], pure).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, ResourceQuotaSpec, ResourceQuotaStatus};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::Client;
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use liqo_api::names::{LABEL_CLUSTER_ID, LABEL_TENANT_NAMESPACE, TENANT_QUOTA, tenant_namespace};
+use liqo_api::{Advertisement, FederationRequest, PeeringRequest};
+
+use crate::error::{Error, Result, is_conflict, is_not_found};
+
+/// The most objects of each kind a peer may have in its tenant namespace. One request and one
+/// Advertisement are all a peer needs (they are named after its ID); the second leaves room
+/// for one being replaced. Secrets: its kubeconfig, with the same room.
+pub const QUOTA: [(&str, &str); 4] = [
+    ("count/peeringrequests.discovery.liqo.io", "2"),
+    ("count/federationrequests.discovery.liqo.io", "2"),
+    ("count/advertisements.sharing.liqo.io", "2"),
+    ("count/secrets", "4"),
+];
+
+fn labels(peer: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([(LABEL_TENANT_NAMESPACE.to_owned(), "true".to_owned()), (LABEL_CLUSTER_ID.to_owned(), peer.to_owned())])
+}
+
+/// Peer `peer`'s tenant namespace.
+pub fn namespace(peer: &str) -> Namespace {
+    Namespace {
+        metadata: ObjectMeta { name: Some(tenant_namespace(peer)), labels: Some(labels(peer)), ..Default::default() },
+        ..Default::default()
+    }
+}
+
+/// The ResourceQuota of peer `peer`'s tenant namespace, with the status an empty namespace has:
+/// the API server admits nothing a quota covers until its status is known, which the quota
+/// controller fills only after a moment (and a bare API server never).
+pub fn quota(peer: &str) -> ResourceQuota {
+    let hard: BTreeMap<String, Quantity> = QUOTA.iter().map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned()))).collect();
+    let used = hard.keys().map(|k| (k.clone(), Quantity("0".into()))).collect();
+    ResourceQuota {
+        metadata: ObjectMeta {
+            name: Some(TENANT_QUOTA.to_owned()),
+            namespace: Some(tenant_namespace(peer)),
+            labels: Some(labels(peer)),
+            ..Default::default()
+        },
+        spec: Some(ResourceQuotaSpec { hard: Some(hard.clone()), ..Default::default() }),
+        status: Some(ResourceQuotaStatus { hard: Some(hard), used: Some(used) }),
+    }
+}
+
+/// Makes peer `peer`'s tenant namespace and its quota when missing; its name. A namespace
+/// still being deleted cannot hold anything: [`Error::TenantTerminating`], until it is gone.
+pub async fn ensure(client: &Client, peer: &str, manager: &str) -> Result<String> {
+    let name = tenant_namespace(peer);
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let existing = match namespaces.get_opt(&name).await? {
+        Some(ns) => ns,
+        None => {
+            match namespaces.create(&PostParams { field_manager: Some(manager.into()), ..Default::default() }, &namespace(peer)).await {
+                Ok(ns) => ns,
+                Err(e) if is_conflict(&e) => namespaces.get(&name).await?,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    };
+    if existing.metadata.deletion_timestamp.is_some() {
+        return Err(Error::TenantTerminating(name));
+    }
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &name);
+    if quotas.get_opt(TENANT_QUOTA).await?.is_none() {
+        let mut wanted = quota(peer);
+        let status = wanted.status.take();
+        match quotas.create(&PostParams { field_manager: Some(manager.into()), ..Default::default() }, &wanted).await {
+            Ok(_) => {
+                let body = serde_json::json!({"status": status});
+                quotas.patch_status(TENANT_QUOTA, &PatchParams::default(), &Patch::Merge(body)).await?;
+            }
+            Err(e) if is_conflict(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(name)
+}
+
+/// What of a peer is still in its tenant namespace: the incoming direction (its requests)
+/// and the outgoing one (its Advertisement to us).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Held {
+    pub requests: usize,
+    pub advertisements: usize,
+}
+
+/// Whether no direction of the peering holds the namespace any more (pure).
+pub fn unused(held: Held) -> bool {
+    held == Held::default()
+}
+
+/// Once no direction of peer `peer` remains here ([`unused`]), revokes the identities we
+/// issued it and deletes its tenant namespace (SPEC §9). Callers have made sure we are not
+/// joining it. Nothing to do for a namespace absent or already being deleted.
+pub async fn retire(client: &Client, peer: &str) -> Result<()> {
+    let name = tenant_namespace(peer);
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    match namespaces.get_opt(&name).await? {
+        Some(ns) if ns.metadata.deletion_timestamp.is_none() => {}
+        _ => return Ok(()),
+    }
+    let held = held(client, &name).await?;
+    if !unused(held) {
+        tracing::debug!(namespace = %name, ?held, "tenant namespace still in use");
+        return Ok(());
+    }
+    // The identities first: their tokens are refused (401) at once, which the peer takes for
+    // the end of what it did here.
+    crate::grant::revoke(client, &crate::access::peer_identity(peer)).await?;
+    crate::grant::revoke(client, &crate::access::advertisement_access(peer)).await?;
+    match namespaces.delete(&name, &Default::default()).await {
+        Ok(_) => tracing::info!(namespace = %name, "no direction of the peering is left: deleted the peer's tenant namespace"),
+        Err(e) if is_not_found(&e) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(())
+}
+
+fn live<K: Clone>(list: kube::api::ObjectList<kube::core::PartialObjectMeta<K>>) -> usize {
+    list.items.iter().filter(|o| o.metadata.deletion_timestamp.is_none()).count()
+}
+
+async fn held(client: &Client, namespace: &str) -> Result<Held> {
+    let one = ListParams::default().limit(1);
+    let pr = live(Api::<PeeringRequest>::namespaced(client.clone(), namespace).list_metadata(&one).await?);
+    let fr = live(Api::<FederationRequest>::namespaced(client.clone(), namespace).list_metadata(&one).await?);
+    let adv = live(Api::<Advertisement>::namespaced(client.clone(), namespace).list_metadata(&one).await?);
+    Ok(Held { requests: pr + fr, advertisements: adv })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PEER: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
+
+    #[test]
+    fn the_namespace_is_labelled_and_its_quota_caps_what_a_peer_writes() {
+        let ns = namespace(PEER);
+        assert_eq!(kube::ResourceExt::name_any(&ns), format!("liqo-tenant-{PEER}"));
+        let labels = ns.metadata.labels.unwrap();
+        assert_eq!(labels["discovery.liqo.io/tenant-namespace"], "true");
+        assert_eq!(labels["discovery.liqo.io/cluster-id"], PEER);
+        let q = quota(PEER);
+        assert_eq!(kube::ResourceExt::namespace(&q).as_deref(), Some(&*format!("liqo-tenant-{PEER}")));
+        let hard = q.spec.unwrap().hard.unwrap();
+        assert_eq!(hard["count/peeringrequests.discovery.liqo.io"].0, "2");
+        assert_eq!(hard["count/secrets"].0, "4");
+        let status = q.status.unwrap();
+        assert_eq!(status.hard.unwrap(), hard);
+        assert!(status.used.unwrap().values().all(|q| q.0 == "0"));
+    }
+
+    #[test]
+    fn only_a_namespace_holding_nothing_of_the_peer_is_unused() {
+        assert!(unused(Held::default()));
+        assert!(!unused(Held { requests: 1, ..Held::default() }));
+        assert!(!unused(Held { advertisements: 1, ..Held::default() }));
+    }
+}
