@@ -72,10 +72,13 @@ mod tests {
     }
 
     #[test]
-    fn every_crd_is_cluster_scoped_with_a_status_subresource() {
+    fn what_peers_write_is_namespaced_the_rest_cluster_scoped_all_with_a_status_subresource() {
+        // SPEC §9: what a peer writes lives in its tenant namespace.
+        let namespaced = ["peeringrequests.discovery.liqo.io", "federationrequests.discovery.liqo.io", "advertisements.sharing.liqo.io"];
         for crd in all() {
             let name = crd.metadata.name.clone().unwrap();
-            assert_eq!(crd.spec.scope, "Cluster", "{name}");
+            let scope = if namespaced.contains(&name.as_str()) { "Namespaced" } else { "Cluster" };
+            assert_eq!(crd.spec.scope, scope, "{name}");
             for v in &crd.spec.versions {
                 let sub = v.subresources.as_ref().unwrap_or_else(|| panic!("{name}: no subresources"));
                 assert!(sub.status.is_some(), "{name}: no status subresource");
@@ -92,6 +95,7 @@ mod tests {
         };
         assert_eq!(shown(false), ["CLUSTER-ID", "JOIN", "TYPE", "OUTGOING", "INCOMING", "AGE"], "the seeds' columns");
         assert_eq!(shown(true).last().map(String::as_str), Some("PRESENTED-FINGERPRINT"), "-o wide adds what awaits approval");
+        assert!(shown(true).contains(&"TENANT-NAMESPACE".to_owned()), "-o wide adds the peer's tenant namespace");
         assert_eq!(crd.spec.names.short_names, Some(vec!["fc".to_owned()]));
     }
 

@@ -77,6 +77,12 @@ pub struct Peer {
     /// The peer's Advertisement here, when the status says it is there.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub advertisement: Option<String>,
+    /// Where this cluster keeps what is of the peer (SPEC §9).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant_namespace: Option<String>,
+    /// Where the peer keeps what is of this cluster: our request's namespace there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote_tenant_namespace: Option<String>,
     pub phases: Vec<Phase>,
 }
 
@@ -118,6 +124,8 @@ impl Peer {
             presented_fingerprint: outgoing.presented_fingerprint.clone(),
             remote_peering_request: outgoing.remote_peering_request_name.clone(),
             advertisement: outgoing.advertisement.clone(),
+            tenant_namespace: status.tenant_namespace.as_ref().and_then(|t| t.local.clone()),
+            remote_tenant_namespace: status.tenant_namespace.as_ref().and_then(|t| t.remote.clone()),
             phases,
         }
     }

@@ -237,9 +237,11 @@ pub async fn install(client: &Client, i: &Install<'_>, out: &mut impl Write) -> 
     let objects = objects(i.with, i.image);
     let mut kinds = Kinds::new(client.clone());
     let (first, rest): (Vec<&Value>, Vec<&Value>) = objects.iter().partition(|o| goes_first(o));
+    upgrade_scopes(client, &first, deadline, out).await?;
     for o in &first {
         apply(&mut kinds, o).await?;
     }
+    remove_legacy_grants(client, i.namespace, out).await?;
     let _ = writeln!(out, "applied the namespace and {} CRDs", first.len().saturating_sub(1));
     let crds =
         first.iter().filter(|o| o["kind"] == "CustomResourceDefinition").filter_map(|o| o["metadata"]["name"].as_str()).collect::<Vec<_>>();
@@ -295,6 +297,91 @@ pub async fn install(client: &Client, i: &Install<'_>, out: &mut impl Write) -> 
         }
     }
     Ok(())
+}
+
+/// The CRDs among `wanted` whose scope differs from the one installed (pure): the
+/// cluster-scoped PeeringRequest, FederationRequest and Advertisement of 0.1, now namespaced.
+pub fn scope_changes<'a>(wanted: &[&'a Value], installed: &dyn Fn(&str) -> Option<String>) -> Vec<&'a str> {
+    wanted
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .filter_map(|o| {
+            let name = o["metadata"]["name"].as_str()?;
+            let scope = o["spec"]["scope"].as_str()?;
+            installed(name).filter(|old| old != scope).map(|_| name)
+        })
+        .collect()
+}
+
+/// A CRD's scope cannot change in place (SPEC §9): each CRD of `wanted` installed with another
+/// scope is deleted, with its objects (their finalizers released first: nothing holds them
+/// once their kind goes), and waited for. The peerings they carried form again by themselves
+/// once both sides run this version.
+async fn upgrade_scopes(client: &Client, wanted: &[&Value], deadline: Instant, out: &mut impl Write) -> Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let installed = crds.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+    let scope_of = |name: &str| installed.iter().find(|c| c.name_any() == name).map(|c| c.spec.scope.clone());
+    for name in scope_changes(wanted, &scope_of) {
+        let crd = installed.iter().find(|c| c.name_any() == name).expect("listed");
+        let version = crd.spec.versions.iter().find(|v| v.storage).map(|v| v.name.clone()).unwrap_or_else(|| "v1alpha1".into());
+        let gvk = kube::core::GroupVersionKind::gvk(&crd.spec.group, &version, &crd.spec.names.kind);
+        let resource = kube::core::ApiResource::from_gvk_with_plural(&gvk, &crd.spec.names.plural);
+        let every: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let held = every.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+        let release = serde_json::json!({"metadata": {"finalizers": null}});
+        for o in held.iter().filter(|o| !o.finalizers().is_empty()) {
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+            let _ = api.patch(&o.name_any(), &PatchParams::default(), &Patch::Merge(&release)).await;
+        }
+        let _ = writeln!(
+            out,
+            "upgrading CRD {name} from the cluster-scoped protocol of 0.1: it is replaced and its {} object(s) go; peerings form again by themselves once both sides run {}",
+            held.len(),
+            env!("CARGO_PKG_VERSION")
+        );
+        match crds.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(CliError::api(format!("deleting CRD {name}"), e)),
+        }
+        wait_for(&format!("the cluster-scoped CRD {name} removed"), deadline, out, || gone(&crds, name)).await?;
+    }
+    Ok(())
+}
+
+/// What the cluster-scoped protocol of 0.1 granted each peer: a ClusterRole and binding, and a
+/// ServiceAccount, Role and binding in the Liqo namespace, labelled with its cluster ID. Their
+/// identities no longer work here (peers are granted in tenant namespaces): removed, so that a
+/// peer holding one is told at once (401) and asks for a new one.
+async fn remove_legacy_grants(client: &Client, namespace: &str, out: &mut impl Write) -> Result<()> {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    let by_peer = ListParams::default().labels(liqo_api::names::LABEL_CLUSTER_ID);
+    let mut n = 0;
+    n += delete_listed(&Api::<ServiceAccount>::namespaced(client.clone(), namespace), &by_peer).await;
+    n += delete_listed(&Api::<RoleBinding>::namespaced(client.clone(), namespace), &by_peer).await;
+    n += delete_listed(&Api::<Role>::namespaced(client.clone(), namespace), &by_peer).await;
+    n += delete_listed(&Api::<ClusterRoleBinding>::all(client.clone()), &by_peer).await;
+    n += delete_listed(&Api::<ClusterRole>::all(client.clone()), &by_peer).await;
+    if n > 0 {
+        let _ = writeln!(out, "removed {n} per-peer grant(s) of the cluster-scoped protocol (peers now get theirs in tenant namespaces)");
+    }
+    Ok(())
+}
+
+/// Deletes what `api` lists with `params`; how many it deleted.
+async fn delete_listed<K>(api: &Api<K>, params: &ListParams) -> usize
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut n = 0;
+    for o in api.list(params).await.map(|l| l.items).unwrap_or_default() {
+        if api.delete(&o.name_any(), &DeleteParams::default()).await.is_ok() {
+            n += 1;
+        }
+    }
+    n
 }
 
 async fn crds_established(client: &Client, names: &[&str]) -> Result<std::result::Result<String, String>> {
@@ -556,34 +643,37 @@ pub async fn uninstall(client: &Client, u: &Uninstall<'_>, out: &mut impl Write)
 /// bindings labelled with a peer's cluster ID. Returns how many it deleted.
 async fn remove_peer_objects(client: &Client) -> Result<usize> {
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-    let mut n = 0;
     let by_peer = ListParams::default().labels(liqo_api::names::LABEL_CLUSTER_ID);
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    for ns in
-        namespaces.list(&ListParams::default().labels("discovery.liqo.io/tenant-namespace=true")).await.map(|l| l.items).unwrap_or_default()
-    {
-        if namespaces.delete(&ns.name_any(), &DeleteParams::default()).await.is_ok() {
-            n += 1;
-        }
-    }
-    let roles: Api<ClusterRole> = Api::all(client.clone());
-    for r in roles.list(&by_peer).await.map(|l| l.items).unwrap_or_default() {
-        if roles.delete(&r.name_any(), &DeleteParams::default()).await.is_ok() {
-            n += 1;
-        }
-    }
-    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
-    for b in bindings.list(&by_peer).await.map(|l| l.items).unwrap_or_default() {
-        if bindings.delete(&b.name_any(), &DeleteParams::default()).await.is_ok() {
-            n += 1;
-        }
-    }
+    let tenants = ListParams::default().labels("discovery.liqo.io/tenant-namespace=true");
+    let mut n = delete_listed(&Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()), &tenants).await;
+    // Those of a cluster still on the cluster-scoped protocol of 0.1.
+    n += delete_listed(&Api::<ClusterRole>::all(client.clone()), &by_peer).await;
+    n += delete_listed(&Api::<ClusterRoleBinding>::all(client.clone()), &by_peer).await;
     Ok(n)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cluster_scoped_kinds_of_0_1_are_the_crds_to_replace() {
+        let base = objects(&[], None);
+        let first: Vec<&Value> = base.iter().filter(|o| goes_first(o)).collect();
+        // 0.1: every kind cluster-scoped.
+        let old = |_: &str| Some("Cluster".to_owned());
+        let mut changed = scope_changes(&first, &old);
+        changed.sort();
+        assert_eq!(
+            changed,
+            ["advertisements.sharing.liqo.io", "federationrequests.discovery.liqo.io", "peeringrequests.discovery.liqo.io"]
+        );
+        // A fresh cluster (nothing installed) and an upgrade within this version: nothing.
+        assert!(scope_changes(&first, &|_| None).is_empty());
+        let now =
+            |name: &str| first.iter().find(|o| o["metadata"]["name"] == name).and_then(|o| o["spec"]["scope"].as_str().map(str::to_owned));
+        assert!(scope_changes(&first, &now).is_empty());
+    }
 
     #[test]
     fn the_namespace_and_the_crds_come_first_and_the_extras_only_when_asked() {

@@ -344,7 +344,9 @@ pub async fn wait_unjoined(client: &Client, name: &str, id: &str, delete: bool, 
     let since = k8s_openapi::jiff::Timestamp::now();
     let ends = tokio::time::Instant::now() + deadline;
     let mut fc = Followed::new(Api::<ForeignCluster>::all(client.clone()), name);
-    let mut advertisement = Followed::new(Api::<Advertisement>::all(client.clone()), &liqo_api::names::advertisement_name(id));
+    let tenant = liqo_api::names::tenant_namespace(id);
+    let mut advertisement =
+        Followed::new(Api::<Advertisement>::namespaced(client.clone(), &tenant), &liqo_api::names::advertisement_name(id));
     loop {
         if fc.known && advertisement.known {
             let done = match &fc.current {

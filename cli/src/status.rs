@@ -269,6 +269,11 @@ impl PeerDetail {
                     ("CA-FINGERPRINT", dash(&p.fingerprint_shown())),
                     ("OUR-PEERINGREQUEST", p.remote_peering_request.as_ref().map_or("-".into(), |n| format!("{n} (on the remote)"))),
                     ("ADVERTISEMENT", advertisement),
+                    ("TENANT-NAMESPACE", p.tenant_namespace.as_ref().map_or("-".into(), |n| format!("{n} (here)"))),
+                    (
+                        "REMOTE-TENANT-NAMESPACE",
+                        p.remote_tenant_namespace.as_ref().map_or("-".into(), |n| format!("{n} (ours, on the remote)")),
+                    ),
                 ]);
                 out.push_str("\nPHASES\n");
                 out.push_str(&if p.phases.is_empty() { "  none yet\n".into() } else { render::phases(&p.phases) });
@@ -500,7 +505,7 @@ pub async fn detail(client: &Client, peer: &str) -> Result<PeerDetail> {
     let fc = find(client, peer).await?;
     let summary = Peer::of(&fc);
     let advertisement = match &summary.advertisement {
-        Some(name) => Api::<Advertisement>::all(client.clone())
+        Some(name) => Api::<Advertisement>::namespaced(client.clone(), &liqo_api::names::tenant_namespace(&summary.cluster_id))
             .get_opt(name)
             .await
             .ok()
@@ -569,7 +574,9 @@ mod tests {
                 "caFingerprint": "ab:cd",
                 "outgoing": {"joined": true, "remotePeeringRequestName": "0558de48-097b-4b7d-ba04-6bd2a0f9d24f",
                              "advertisement": "advertisement-9a596a4b-591c-4ac6-8fd6-80258b4b3bf9"},
-                "incoming": {"joined": true, "peeringRequest": "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9"}}
+                "incoming": {"joined": true, "peeringRequest": "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9"},
+                "tenantNamespace": {"local": "liqo-tenant-9a596a4b-591c-4ac6-8fd6-80258b4b3bf9",
+                                    "remote": "liqo-tenant-0558de48-097b-4b7d-ba04-6bd2a0f9d24f"}}
         }));
         let refused = fc(serde_json::json!({
             "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "gamma"},

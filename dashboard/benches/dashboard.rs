@@ -73,7 +73,9 @@ fn main() {
             let spec = serde_json::from_value(json!({"clusterId": format!("{i:08x}-0000-4000-8000-000000000000"),
                 "resources": {"cpu": "8", "memory": "32Gi", "pods": "220"}}))
             .unwrap();
-            w.advertisements.apply_watcher_event(&watcher::Event::Apply(liqo_api::Advertisement::new(&format!("advertisement-{i}"), spec)));
+            let mut advertisement = liqo_api::Advertisement::new(&format!("advertisement-{i}"), spec);
+            advertisement.metadata.namespace = Some(liqo_api::names::tenant_namespace(&format!("{i:08x}-0000-4000-8000-000000000000")));
+            w.advertisements.apply_watcher_event(&watcher::Event::Apply(advertisement));
         }
         let dashboard = Dashboard::new(counting_api(requests.clone()), "liqo", stores);
         let filled = rss_kib();

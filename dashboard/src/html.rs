@@ -465,7 +465,8 @@ pub fn peer(
 <dt>Cluster ID</dt><dd><code>{}</code></dd><dt>Type</dt><dd>{}</dd><dt>State</dt><dd>{}</dd>\
 <dt>Auth URL</dt><dd>{}</dd><dt>API URL</dt><dd>{}</dd><dt>CA fingerprint</dt><dd><code>{}</code></dd>\
 <dt>Our PeeringRequest on the remote</dt><dd>{}</dd><dt>Its Advertisement here</dt><dd>{} {}</dd>\
-<dt>Its PeeringRequest here, and our Advertisement there</dt><dd>{}</dd></dl>\
+<dt>Its PeeringRequest here, and our Advertisement there</dt><dd>{}</dd>\
+<dt>Its tenant namespace here</dt><dd><code>{}</code></dd><dt>Ours on the remote</dt><dd><code>{}</code></dd></dl>\
 {phases}{ev}<details><summary>The object (YAML)</summary><pre>{}</pre></details></section>",
         esc(&p.name),
         esc(&p.cluster_id),
@@ -478,6 +479,8 @@ pub fn peer(
         dash(&p.advertisement),
         card.resources.as_deref().map(|r| format!("({})", esc(r))).unwrap_or_default(),
         esc(incoming.unwrap_or("-")),
+        dash(&p.tenant_namespace),
+        dash(&p.remote_tenant_namespace),
         esc(raw_yaml)
     );
     page(&format!("Liqo · {}", p.name), &main)

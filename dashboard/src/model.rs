@@ -104,8 +104,13 @@ fn resources_of(a: &Advertisement) -> Option<String> {
 /// Splits the ForeignClusters: Connected when a peering runs either way, else Available.
 pub fn peers<F: std::borrow::Borrow<ForeignCluster>, A: std::borrow::Borrow<Advertisement>>(fcs: &[F], adverts: &[A]) -> Peers {
     let mut out = Peers::default();
-    let by_sender: std::collections::HashMap<&str, &Advertisement> =
-        adverts.iter().map(|a| (a.borrow().spec.cluster_id.as_str(), a.borrow())).collect();
+    // A peer's own only: in its tenant namespace (another peer may write one claiming it in its own).
+    let by_sender: std::collections::HashMap<&str, &Advertisement> = adverts
+        .iter()
+        .map(|a| a.borrow())
+        .filter(|a| a.metadata.namespace.as_deref() == Some(liqo_api::names::tenant_namespace(&a.spec.cluster_id).as_str()))
+        .map(|a| (a.spec.cluster_id.as_str(), a))
+        .collect();
     let mut sorted: Vec<&ForeignCluster> = fcs.iter().map(|f| f.borrow()).collect();
     sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for fc in sorted {
@@ -327,13 +332,22 @@ mod tests {
     fn connected_peers_run_a_peering_either_way_the_others_are_available() {
         let fcs =
             [fc("b-out", true, true, false, "True"), fc("a-in", false, false, true, "True"), fc("c-new", false, false, false, "True")];
-        let adverts = [Advertisement::new(
-            "advertisement-b-out-id",
-            serde_json::from_value(
-                serde_json::json!({"clusterId": "b-out-id", "resources": {"cpu": "8", "memory": "32Gi", "pods": "220"}}),
-            )
-            .unwrap(),
-        )];
+        let advertisement = |name: &str, namespace: &str| {
+            let mut a = Advertisement::new(
+                name,
+                serde_json::from_value(
+                    serde_json::json!({"clusterId": "b-out-id", "resources": {"cpu": "8", "memory": "32Gi", "pods": "220"}}),
+                )
+                .unwrap(),
+            );
+            a.metadata.namespace = Some(namespace.into());
+            a
+        };
+        // Another peer's, claiming b-out-id in its own tenant namespace, is not b-out's.
+        let forged = advertisement("advertisement-b-out-id", "liqo-tenant-a-in-id");
+        let p = peers(&fcs, &[forged]);
+        assert_eq!(p.connected.iter().find(|c| c.peer.name == "b-out").unwrap().resources, None);
+        let adverts = [advertisement("advertisement-b-out-id", "liqo-tenant-b-out-id")];
         let p = peers(&fcs, &adverts);
         let names = |cs: &[Card]| cs.iter().map(|c| c.peer.name.clone()).collect::<Vec<_>>();
         assert_eq!(names(&p.connected), ["a-in", "b-out"]);

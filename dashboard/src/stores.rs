@@ -126,11 +126,11 @@ pub fn event_as_shown(e: &Event) -> ShownEvent {
     }
 }
 
-/// Only what a page shows of an Advertisement (pure): whom it is from and the resources it
-/// offers.
+/// Only what a page shows of an Advertisement (pure): whom it is from, where it is (a peer's
+/// own is in its tenant namespace) and the resources it offers.
 pub fn advertisement_as_shown(a: &mut Advertisement) {
     let meta = std::mem::take(&mut a.metadata);
-    a.metadata = ObjectMeta { name: meta.name, resource_version: meta.resource_version, ..Default::default() };
+    a.metadata = ObjectMeta { name: meta.name, namespace: meta.namespace, resource_version: meta.resource_version, ..Default::default() };
     a.spec.kube_config_ref = None;
     a.spec.timestamp = None;
     a.status = None;
@@ -258,7 +258,7 @@ mod tests {
     fn an_advertisement_keeps_its_sender_and_resources() {
         let mut a: Advertisement = serde_json::from_value(serde_json::json!({
             "apiVersion": "sharing.liqo.io/v1alpha1", "kind": "Advertisement",
-            "metadata": {"name": "advertisement-x", "resourceVersion": "4", "uid": "u", "labels": {"a": "b"}},
+            "metadata": {"name": "advertisement-x", "namespace": "liqo-tenant-x", "resourceVersion": "4", "uid": "u", "labels": {"a": "b"}},
             "spec": {"clusterId": "x", "kubeConfigRef": {"name": "k", "namespace": "liqo"}, "timestamp": "2026-11-26T00:00:00Z",
                      "resources": {"cpu": "8", "memory": "32Gi", "pods": "220"}},
             "status": {"advertisementStatus": "Accepted"}
@@ -267,6 +267,7 @@ mod tests {
         let resources = a.spec.resources.clone();
         advertisement_as_shown(&mut a);
         assert_eq!((a.metadata.name.as_deref(), a.spec.cluster_id.as_str()), (Some("advertisement-x"), "x"));
+        assert_eq!(a.metadata.namespace.as_deref(), Some("liqo-tenant-x"), "where it is tells whose it is");
         assert_eq!(a.spec.resources, resources);
         assert!(a.metadata.labels.is_none() && a.metadata.uid.is_none() && a.spec.kube_config_ref.is_none() && a.status.is_none());
     }

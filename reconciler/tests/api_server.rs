@@ -164,7 +164,7 @@ async fn what_peers_are_told_is_published_in_the_cluster_config_status() {
 }
 
 /// The identity `/identity` issues, used against the real API server: its own PeeringRequest
-/// and Secret only.
+/// and Secret, in its tenant namespace only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_issued_identity_manages_only_its_own_peering_request() {
     let Some(cp) = ControlPlane::start_or_skip().await else { return };
@@ -212,8 +212,11 @@ async fn an_issued_identity_manages_only_its_own_peering_request() {
     let kubeconfig = kube::config::Kubeconfig::from_yaml(&answer.unwrap().kubeconfig).unwrap();
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
     let peer = Client::try_from(config).unwrap();
+    // The kubeconfig's context names the peer's tenant namespace (SPEC §9).
+    let tenant = format!("liqo-tenant-{PEER}");
+    assert_eq!(peer.default_namespace(), tenant);
 
-    let prs: Api<PeeringRequest> = Api::all(peer.clone());
+    let prs: Api<PeeringRequest> = Api::default_namespaced(peer.clone());
     let pr = |name: &str| PeeringRequest {
         metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
         spec: PeeringRequestSpec {
@@ -225,18 +228,26 @@ async fn an_issued_identity_manages_only_its_own_peering_request() {
     };
     prs.create(&PostParams::default(), &pr(PEER)).await.expect("creating its own PeeringRequest");
     prs.get(PEER).await.expect("reading its own PeeringRequest");
-    Api::<PeeringRequest>::all(admin.clone()).create(&PostParams::default(), &pr("11111111-2222-3333-4444-555555555555")).await.unwrap();
+    // Another's, in the Liqo namespace: not readable, not deletable, not listable.
+    Api::<PeeringRequest>::namespaced(admin.clone(), "liqo")
+        .create(&PostParams::default(), &pr("11111111-2222-3333-4444-555555555555"))
+        .await
+        .unwrap();
     let forbidden = |r: Result<_, kube::Error>| matches!(r, Err(kube::Error::Api(s)) if s.code == 403);
-    assert!(forbidden(prs.get("11111111-2222-3333-4444-555555555555").await.map(|_| ())));
-    assert!(forbidden(prs.delete("11111111-2222-3333-4444-555555555555", &DeleteParams::default()).await.map(|_| ())));
-    assert!(forbidden(prs.list(&Default::default()).await.map(|_| ())));
+    let theirs: Api<PeeringRequest> = Api::namespaced(peer.clone(), "liqo");
+    assert!(forbidden(theirs.get("11111111-2222-3333-4444-555555555555").await.map(|_| ())));
+    assert!(forbidden(theirs.delete("11111111-2222-3333-4444-555555555555", &DeleteParams::default()).await.map(|_| ())));
+    assert!(forbidden(Api::<PeeringRequest>::all(peer.clone()).list(&Default::default()).await.map(|_| ())));
 
-    let secrets: Api<Secret> = Api::namespaced(peer.clone(), "liqo");
+    let secrets: Api<Secret> = Api::default_namespaced(peer.clone());
     let own_secret = format!("pr-kubeconfig-{PEER}");
     let s = Secret { metadata: ObjectMeta { name: Some(own_secret.clone()), ..Default::default() }, ..Default::default() };
     secrets.create(&PostParams::default(), &s).await.expect("creating its Secret");
     secrets.get(&own_secret).await.expect("reading its Secret");
-    assert!(forbidden(secrets.get("auth-token").await.map(|_| ())), "the peer must not read the auth token");
+    assert!(
+        forbidden(Api::<Secret>::namespaced(peer.clone(), "liqo").get("auth-token").await.map(|_| ())),
+        "the peer must not read the auth token"
+    );
     assert!(forbidden(Api::<ConfigMap>::namespaced(peer.clone(), "liqo").list(&Default::default()).await.map(|_| ())));
     prs.delete(PEER, &DeleteParams::default()).await.expect("deleting its own PeeringRequest");
     secrets.delete(&own_secret, &DeleteParams::default()).await.expect("deleting its Secret");

@@ -24,8 +24,9 @@ const PEER: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
 /// What the fake API server saw: method, path and query, JSON body.
 type Calls = Arc<Mutex<Vec<(String, String, Value)>>>;
 
-/// A fake API server: Secret `auth-token` holds `s3cret`; server-side apply echoes the object;
-/// a TokenRequest gets the token `issued-token`; anything else is 404.
+/// A fake API server: Secret `auth-token` holds `s3cret`; server-side apply and a create echo
+/// the object; a TokenRequest gets the token `issued-token`; anything else is 404 (so a tenant
+/// namespace and its quota are made).
 fn fake_api() -> (Client, Calls) {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let calls: Calls = Default::default();
@@ -49,6 +50,7 @@ fn fake_api() -> (Client, Calls) {
                     json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": body["spec"],
                            "status": {"token": "issued-token", "expirationTimestamp": "2030-01-01T00:00:00Z"}}),
                 ),
+                ("POST", _) => (201, body),
                 _ => (404, json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404})),
             };
             let resp = Response::builder().status(status).body(Body::from(serde_json::to_vec(&answer).unwrap())).unwrap();
@@ -115,7 +117,12 @@ async fn ids_answers_with_exactly_the_seed_keys() {
     let a = r.call("GET", "/ids", None).await;
     assert_eq!(a.status, 200);
     // Byte-compatible with seed 002's `curl --insecure https://<ADDRESS>:<PORT>/ids`.
-    assert_eq!(a.text(), r#"{"clusterId":"0558de48-097b-4b7d-ba04-6bd2a0f9d24f","clusterName":"LiqoCluster0692","guestNamespace":"liqo"}"#);
+    // And the protocol spoken (SPEC §3: more keys are allowed), which tells a cluster of the
+    // cluster-scoped protocol apart.
+    assert_eq!(
+        a.text(),
+        r#"{"clusterId":"0558de48-097b-4b7d-ba04-6bd2a0f9d24f","clusterName":"LiqoCluster0692","guestNamespace":"liqo","protocolVersion":2}"#
+    );
     let ids: Ids = serde_json::from_slice(&a.body).unwrap();
     assert_eq!(ids.cluster_id, OWN);
 
@@ -146,45 +153,44 @@ async fn the_right_token_gets_a_least_privilege_identity() {
     let a = r.call("POST", "/identity", Some(json!({"clusterID": PEER, "token": "s3cret"}))).await;
     assert_eq!(a.status, 201, "{}", a.text());
     let answer: IdentityResponse = serde_json::from_slice(&a.body).unwrap();
-    assert_eq!((answer.namespace.as_str(), answer.cluster_id.as_str()), ("liqo", OWN));
+    let tenant = format!("liqo-tenant-{PEER}");
+    assert_eq!((answer.namespace.as_str(), answer.cluster_id.as_str()), (tenant.as_str(), OWN));
     let kubeconfig = kube::config::Kubeconfig::from_yaml(&answer.kubeconfig).unwrap();
+    assert_eq!(kubeconfig.contexts[0].context.as_ref().unwrap().namespace.as_deref(), Some(tenant.as_str()), "the context names it");
     let cluster = kubeconfig.clusters[0].cluster.as_ref().unwrap();
     assert_eq!(cluster.server.as_deref(), Some("https://api.home.example:6443"));
     use secrecy::ExposeSecret;
     let token = kubeconfig.auth_infos[0].auth_info.as_ref().unwrap().token.as_ref().unwrap();
     assert_eq!(token.expose_secret(), "issued-token");
 
-    // Exactly these writes, in this order: the identity, its rights, then its token.
+    // Exactly these writes, in this order: its tenant namespace and quota (none existed), the
+    // identity there, its binding to the fixed requester role, then its token. Nothing
+    // cluster-wide but the namespace itself.
     let sa = format!("remote-{PEER}");
-    let role = format!("liqo-remote-{PEER}");
     let writes = r.writes();
     let paths: Vec<(&str, String)> = writes.iter().map(|(m, p, _)| (m.as_str(), p.split('?').next().unwrap().to_owned())).collect();
     assert_eq!(
         paths,
         vec![
-            ("PATCH", format!("/api/v1/namespaces/liqo/serviceaccounts/{sa}")),
-            ("PATCH", format!("/apis/rbac.authorization.k8s.io/v1/clusterroles/{role}")),
-            ("PATCH", format!("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{role}")),
-            ("PATCH", format!("/apis/rbac.authorization.k8s.io/v1/namespaces/liqo/roles/{role}")),
-            ("PATCH", format!("/apis/rbac.authorization.k8s.io/v1/namespaces/liqo/rolebindings/{role}")),
-            ("POST", format!("/api/v1/namespaces/liqo/serviceaccounts/{sa}/token")),
+            ("POST", "/api/v1/namespaces".to_owned()),
+            ("POST", format!("/api/v1/namespaces/{tenant}/resourcequotas")),
+            ("PATCH", format!("/api/v1/namespaces/{tenant}/resourcequotas/liqo-tenant/status")),
+            ("PATCH", format!("/api/v1/namespaces/{tenant}/serviceaccounts/{sa}")),
+            ("PATCH", format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{tenant}/rolebindings/liqo-peer-requester")),
+            ("POST", format!("/api/v1/namespaces/{tenant}/serviceaccounts/{sa}/token")),
         ]
     );
-    assert!(writes.iter().take(5).all(|(_, p, _)| p.contains("fieldManager=liqo-auth") && p.contains("force=true")));
-    assert_eq!(writes[5].2["spec"]["expirationSeconds"], 3600);
-    // The ClusterRole: its own PeeringRequest only, besides create.
-    let rules = &writes[1].2["rules"];
     assert_eq!(
-        rules,
-        &json!([
-            {"apiGroups": ["discovery.liqo.io"], "resources": ["peeringrequests", "federationrequests"], "verbs": ["create"]},
-            {"apiGroups": ["discovery.liqo.io"], "resources": ["peeringrequests", "federationrequests"],
-             "resourceNames": [PEER], "verbs": ["get", "list", "watch", "update", "patch", "delete"]},
-        ])
+        writes[0].2["metadata"]["labels"],
+        json!({"discovery.liqo.io/tenant-namespace": "true", "discovery.liqo.io/cluster-id": PEER})
     );
-    let secret_rules = &writes[3].2["rules"];
-    assert_eq!(secret_rules[1]["resourceNames"], json!([format!("pr-kubeconfig-{PEER}")]));
-    assert_eq!(writes[2].2["subjects"], json!([{"kind": "ServiceAccount", "name": sa, "namespace": "liqo"}]));
+    assert!(writes[3..5].iter().all(|(_, p, _)| p.contains("fieldManager=liqo-auth") && p.contains("force=true")));
+    assert_eq!(writes[5].2["spec"]["expirationSeconds"], 3600);
+    assert_eq!(
+        writes[4].2["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "liqo-peer-requester"})
+    );
+    assert_eq!(writes[4].2["subjects"], json!([{"kind": "ServiceAccount", "name": sa, "namespace": tenant}]));
 }
 
 #[tokio::test]

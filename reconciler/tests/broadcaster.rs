@@ -121,7 +121,7 @@ impl Peers for FakePeers {
 fn started(local: Client, peers: Arc<FakePeers>) -> (Arc<Broadcasters<FakePeers>>, watch::Sender<Option<liqo_api::ClusterConfigSpec>>) {
     let (_, id) = watch::channel(Some(OWN.to_owned()));
     let (config, config_rx) = watch::channel(Some(liqo_api::ClusterConfigSpec::default()));
-    (Broadcasters::new(local, id, config_rx, reflector::store::<Node>().0, peers, Duration::from_millis(50)), config)
+    (Broadcasters::new(local, id, config_rx, reflector::store::<Node>().0, peers, Duration::from_millis(50), "liqo"), config)
 }
 
 fn count(log: &Log, method: &str, needle: &str) -> usize {
@@ -141,14 +141,14 @@ async fn one_broadcaster_per_peer_even_under_concurrent_events() {
     ));
     let (_, id) = watch::channel(Some(OWN.to_owned()));
     let (config, config_rx) = watch::channel(Some(liqo_api::ClusterConfigSpec::default()));
-    let b = Broadcasters::new(api(local_log.clone()), id, config_rx.clone(), nodes, peers.clone(), Duration::from_millis(50));
+    let b = Broadcasters::new(api(local_log.clone()), id, config_rx.clone(), nodes, peers.clone(), Duration::from_millis(50), "liqo");
     let source = SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some("liqo".into()) };
 
     // Many events at once, from a PeeringRequest and a FederationRequest of the same peer.
     let tasks: Vec<_> = (0..64)
         .map(|i| {
             let (b, source) = (b.clone(), source.clone());
-            tokio::spawn(async move { b.ensure(PEER, if i % 2 == 0 { "PeeringRequest" } else { "FederationRequest" }, source) })
+            tokio::spawn(async move { b.ensure(PEER, if i % 2 == 0 { "PeeringRequest" } else { "FederationRequest" }, "liqo", source) })
         })
         .collect();
     for t in tasks {
@@ -194,7 +194,7 @@ async fn one_broadcaster_per_peer_even_under_concurrent_events() {
     assert_eq!(count(&remote_log, "GET", ""), gets, "no broadcaster left running");
 
     // After a restart (no broadcaster in memory) the release still withdraws.
-    b.ensure(PEER, "PeeringRequest", source.clone());
+    b.ensure(PEER, "PeeringRequest", "liqo", source.clone());
     tokio::time::sleep(Duration::from_millis(100)).await;
     let fresh = Broadcasters::new(
         api(Default::default()),
@@ -203,6 +203,7 @@ async fn one_broadcaster_per_peer_even_under_concurrent_events() {
         reflector::store::<Node>().0,
         peers.clone(),
         Duration::from_secs(30),
+        "liqo",
     );
     fresh.release(PEER, "PeeringRequest", Some(source)).await.unwrap();
     assert_eq!(count(&remote_log, "DELETE", &format!("advertisement-{OWN}")), 3);
@@ -220,7 +221,7 @@ async fn a_secret_this_cluster_keeps_is_never_used_as_a_peers_kubeconfig() {
         let source = SecretReference { name: Some(name.into()), namespace: Some("liqo".into()) };
         b.release(PEER, "PeeringRequest", Some(source.clone())).await.unwrap();
         let reports = count(&local_log, "PATCH", "/status");
-        b.ensure(PEER, "PeeringRequest", source.clone());
+        b.ensure(PEER, "PeeringRequest", "liqo", source.clone());
         liqo_testenv::eventually("the broadcaster's round reported", || async {
             (count(&local_log, "PATCH", "/status") > reports).then_some(())
         })
@@ -239,7 +240,7 @@ async fn a_peer_we_joined_is_reached_with_its_pinned_ca_only() {
     let (local_log, remote_log): (Log, Log) = Default::default();
     let peers = Arc::new(FakePeers { remote: api(remote_log.clone()), built: Default::default(), pinned: Default::default() });
     let (b, _config) = started(api_knowing(local_log.clone(), Some("PINNED-PEM")), peers.clone());
-    b.ensure(PEER, "PeeringRequest", SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some("liqo".into()) });
+    b.ensure(PEER, "PeeringRequest", "liqo", SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some("liqo".into()) });
     liqo_testenv::eventually("the client built", || async { (!peers.pinned.lock().unwrap().is_empty()).then_some(()) }).await;
     assert_eq!(*peers.pinned.lock().unwrap(), [Some("PINNED-PEM".to_owned())]);
     assert_eq!(count(&local_log, "GET", "/secrets/known-peer-ca-data"), 1);
@@ -254,7 +255,7 @@ async fn a_peer_known_only_from_its_request_is_reached_with_its_kubeconfigs_own_
     let (local_log, remote_log): (Log, Log) = Default::default();
     let peers = Arc::new(FakePeers { remote: api(remote_log.clone()), built: Default::default(), pinned: Default::default() });
     let (b, _config) = started(api_knowing(local_log.clone(), None), peers.clone());
-    b.ensure(PEER, "PeeringRequest", SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some("liqo".into()) });
+    b.ensure(PEER, "PeeringRequest", "liqo", SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some("liqo".into()) });
     liqo_testenv::eventually("the client built", || async { (!peers.pinned.lock().unwrap().is_empty()).then_some(()) }).await;
     assert_eq!(*peers.pinned.lock().unwrap(), [None], "no pinned CA: the kubeconfig's own");
     assert_eq!(*peers.built.lock().unwrap(), ["peer-kubeconfig"], "the kubeconfig the request names");
@@ -280,7 +281,7 @@ async fn a_down_api_server_is_not_dialled_in_a_loop() {
     let peers = Arc::new(FakePeers { remote: api(remote_log), built: Default::default(), pinned: Default::default() });
     let (b, _config) = started(Client::new(down, "default"), peers);
     let watched = Duration::from_secs(2);
-    b.follow_sources("liqo".into(), tokio::time::sleep(watched)).await;
+    b.follow_sources(tokio::time::sleep(watched)).await;
     // The backoff starts at 200 ms and doubles: about 5 attempts in 2 s; a loop makes thousands.
     let n = dials.load(Ordering::Relaxed);
     assert!((1..=20).contains(&n), "{n} attempts to reach the API server in {watched:?}");
@@ -297,8 +298,8 @@ async fn advertisement_turned_on_is_published_at_once() {
     let mut off = liqo_api::ClusterConfigSpec::default();
     off.discovery_config.enable_advertisement = false;
     let (config, config_rx) = watch::channel(Some(off));
-    let b = Broadcasters::new(api(local_log.clone()), id, config_rx, reflector::store::<Node>().0, peers, Duration::from_secs(600));
-    b.ensure(PEER, "PeeringRequest", SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some("liqo".into()) });
+    let b = Broadcasters::new(api(local_log.clone()), id, config_rx, reflector::store::<Node>().0, peers, Duration::from_secs(600), "liqo");
+    b.ensure(PEER, "PeeringRequest", "liqo", SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some("liqo".into()) });
     liqo_testenv::eventually("the first round reported", || async { (count(&local_log, "PATCH", "/status") >= 1).then_some(()) }).await;
     assert_eq!(count(&remote_log, "POST", "/advertisements"), 0, "nothing published while off");
     config.send_modify(|c| c.as_mut().unwrap().discovery_config.enable_advertisement = true);

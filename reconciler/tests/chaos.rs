@@ -24,10 +24,12 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use liqo_api::{Advertisement, ForeignCluster, PeeringRequest};
+use liqo_api::ForeignCluster;
+use liqo_api::names::tenant_namespace;
 use liqo_testenv::{ControlPlane, free_port};
 use serde_json::json;
 
@@ -265,7 +267,8 @@ struct Wanted {
 
 /// The kubeconfig Secret of `requester`'s request on `remote` (`None` when it cannot be read).
 async fn kubeconfig(remote: &Cluster, requester: &Cluster) -> Option<Option<Secret>> {
-    Api::<Secret>::namespaced(remote.admin.clone(), "liqo").get_opt(&format!("pr-kubeconfig-{}", requester.id)).await.ok()
+    let tenant = tenant_namespace(&requester.id);
+    Api::<Secret>::namespaced(remote.admin.clone(), &tenant).get_opt(&format!("pr-kubeconfig-{}", requester.id)).await.ok()
 }
 
 /// The first invariant that does not hold, if any.
@@ -277,9 +280,9 @@ async fn violation(cs: &[Cluster], wanted: &Wanted) -> Option<String> {
                 continue;
             }
             let fc = Api::<ForeignCluster>::all(cx.admin.clone()).get_opt(&fc_name(cy)).await.ok()?;
-            let ours_there = Api::<PeeringRequest>::all(cy.admin.clone()).get_opt(&cx.id).await.ok()?;
-            let theirs_here = Api::<Advertisement>::all(cx.admin.clone()).get_opt(&format!("advertisement-{}", cy.id)).await.ok()?;
-            let access = Api::<ServiceAccount>::namespaced(cx.admin.clone(), "liqo").get_opt(&cy.id).await.ok()?;
+            let ours_there = requests_of(&cy.admin, &cx.id).get_opt(&cx.id).await.ok()?;
+            let theirs_here = advertisements_of(&cx.admin, &cy.id).get_opt(&format!("advertisement-{}", cy.id)).await.ok()?;
+            let access = identities_of(&cx.admin, &cy.id).get_opt(&cy.id).await.ok()?;
             let what = format!("{}→{}", cx.name, cy.name);
             if wanted.join[x][y] && !wanted.advertising[y] {
                 // Joined but the remote advertises nothing: our request, its kubeconfig Secret
@@ -332,10 +335,26 @@ async fn violation(cs: &[Cluster], wanted: &Wanted) -> Option<String> {
                 if access.is_some() {
                     return Some(format!("{what}: the remote's access is left here after unjoin"));
                 }
+                // SPEC §9: once neither way is joined, the tenant namespace goes (asked to go:
+                // the namespace controller then empties it at its pace).
+                if !wanted.join[y][x] {
+                    let tenant = tenant_namespace(&cy.id);
+                    let ns = Api::<Namespace>::all(cx.admin.clone()).get_opt(&tenant).await.ok()?;
+                    if ns.is_some_and(|n| n.metadata.deletion_timestamp.is_none()) {
+                        return Some(format!("{what}: tenant namespace {tenant} is left after a full unjoin"));
+                    }
+                }
             }
             if wanted.join[y][x] {
                 held += 1;
             }
+        }
+        // SPEC §9: nothing per peer is cluster-wide, at any time.
+        let per_peer = kube::api::ListParams::default().labels(liqo_api::names::LABEL_CLUSTER_ID);
+        let roles = Api::<ClusterRole>::all(cx.admin.clone()).list_metadata(&per_peer).await.ok()?.items.len();
+        let bindings = Api::<ClusterRoleBinding>::all(cx.admin.clone()).list_metadata(&per_peer).await.ok()?.items.len();
+        if roles + bindings > 0 {
+            return Some(format!("{}: {roles} ClusterRoles and {bindings} ClusterRoleBindings made for a peer", cx.name));
         }
         let broadcasters = metric(cx.rec(), "liqo_reconciler_broadcasters").await;
         if broadcasters as usize != held {
@@ -455,17 +474,18 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
             format!("{xn}→{yn}: join {}", wanted.join[x][y])
         }
         Fault::DeletePeeringRequest => {
-            let _ = Api::<PeeringRequest>::all(cs[y].admin.clone()).delete(&cs[x].id, &DeleteParams::default()).await;
+            let _ = requests_of(&cs[y].admin, &cs[x].id).delete(&cs[x].id, &DeleteParams::default()).await;
             format!("{yn}'s admin deleted {xn}'s PeeringRequest")
         }
         Fault::DeleteAdvertisement => {
             let name = format!("advertisement-{}", cs[y].id);
-            let _ = Api::<Advertisement>::all(cs[x].admin.clone()).delete(&name, &DeleteParams::default()).await;
+            let _ = advertisements_of(&cs[x].admin, &cs[y].id).delete(&name, &DeleteParams::default()).await;
             format!("{xn}'s admin deleted {yn}'s Advertisement")
         }
         Fault::DeleteKubeconfigSecret => {
             let name = format!("pr-kubeconfig-{}", cs[x].id);
-            let _ = Api::<Secret>::namespaced(cs[y].admin.clone(), "liqo").delete(&name, &DeleteParams::default()).await;
+            let tenant = tenant_namespace(&cs[x].id);
+            let _ = Api::<Secret>::namespaced(cs[y].admin.clone(), &tenant).delete(&name, &DeleteParams::default()).await;
             format!("{yn}'s admin deleted {xn}'s kubeconfig Secret")
         }
         Fault::DeleteIdentitySecret => {

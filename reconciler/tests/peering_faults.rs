@@ -31,10 +31,11 @@
 mod common;
 
 use common::*;
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
+use liqo_api::names::tenant_namespace;
 use liqo_api::{Advertisement, ForeignCluster, PeeringRequest};
 use liqo_testenv::eventually;
 use serde_json::json;
@@ -57,16 +58,16 @@ async fn converged(t: &Two, both: bool) -> Option<()> {
         } else {
             home_prs.is_empty() && remote_adverts.is_empty()
         };
-    let access = Api::<ServiceAccount>::namespaced(t.home.clone(), "liqo").get_opt(&t.remote_id).await.ok()?.is_some();
+    let access = identities_of(&t.home, &t.remote_id).get_opt(&t.remote_id).await.ok()?.is_some();
     (ok && access).then_some(())
 }
 
 /// No access for the remote is left here, and no Secret of the peering.
 async fn nothing_left_here(t: &Two, fc: &str) {
-    let sas: Api<ServiceAccount> = Api::namespaced(t.home.clone(), "liqo");
-    gone(&sas, &t.remote_id, "the peer's ServiceAccount removed").await;
-    gone(&Api::<ClusterRole>::all(t.home.clone()), &t.remote_id, "the peer's ClusterRole removed").await;
-    gone(&Api::<ClusterRoleBinding>::all(t.home.clone()), &t.remote_id, "the peer's ClusterRoleBinding removed").await;
+    gone(&identities_of(&t.home, &t.remote_id), &t.remote_id, "the peer's ServiceAccount removed").await;
+    let bindings: Api<RoleBinding> = Api::namespaced(t.home.clone(), &tenant_namespace(&t.remote_id));
+    gone(&bindings, "liqo-peer-broadcaster", "the peer's RoleBinding removed").await;
+    tenant_gone(&t.home_cp, &t.home, &t.remote_id).await;
     let secrets: Api<Secret> = Api::namespaced(t.home.clone(), "liqo");
     for s in [format!("{fc}-identity"), format!("{fc}-ca-data")] {
         gone(&secrets, &s, &format!("Secret {s} removed")).await;
@@ -82,17 +83,17 @@ async fn the_peer_withdraws_under_reject_all_then_accepts_again() {
 
     // The remote refuses every peering and its admin deletes our PeeringRequest.
     set_policy(&t.remote, "RejectAll").await;
-    let remote_prs: Api<PeeringRequest> = Api::all(t.remote.clone());
+    let remote_prs: Api<PeeringRequest> = requests_of(&t.remote, &t.home_id);
     eventually("the remote's webhook refusing PeeringRequests", || async {
         let probe: PeeringRequest = serde_json::from_value(json!({
             "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "PeeringRequest",
-            "metadata": {"name": "11111111-2222-3333-4444-555555555555"},
+            "metadata": {"name": "11111111-2222-3333-4444-555555555555", "namespace": "liqo"},
             "spec": {"clusterIdentity": {"clusterID": "11111111-2222-3333-4444-555555555555"}, "namespace": "liqo",
                      "kubeConfigRef": {"name": "pr-kubeconfig-11111111-2222-3333-4444-555555555555", "namespace": "liqo"}}
         }))
         .unwrap();
         let dry = kube::api::PostParams { dry_run: true, ..Default::default() };
-        match remote_prs.create(&dry, &probe).await {
+        match Api::<PeeringRequest>::namespaced(t.remote.clone(), "liqo").create(&dry, &probe).await {
             Err(kube::Error::Api(s)) if s.message.contains("RejectAll") => Some(()),
             _ => None,
         }
@@ -161,7 +162,7 @@ async fn accept_known_refuses_a_cluster_discovery_only_saw_and_says_who_asked() 
         (event_count(&t.remote, "PeeringRefused", &t.home_id).await >= 1).then_some(())
     })
     .await;
-    assert!(Api::<PeeringRequest>::all(t.remote.clone()).get_opt(&t.home_id).await.unwrap().is_none(), "nothing of the stranger's stored");
+    assert!(requests_of(&t.remote, &t.home_id).get_opt(&t.home_id).await.unwrap().is_none(), "nothing of the stranger's stored");
 
     // A person chooses it: join: true there (not discovery's manager). Both sides join.
     let person = PatchParams { field_manager: Some("kubectl-edit".into()), ..Default::default() };
@@ -187,7 +188,7 @@ async fn a_kubeconfig_secret_deleted_under_a_running_broadcaster_is_put_back() {
     })
     .await;
     assert!(back.data.as_ref().is_some_and(|d| d.contains_key("kubeconfig")), "a kubeconfig in it");
-    let remote_prs: Api<PeeringRequest> = Api::all(t.remote.clone());
+    let remote_prs: Api<PeeringRequest> = requests_of(&t.remote, &t.home_id);
     advertisement_status(&remote_prs, &t.home_id, liqo_api::AdvertisementState::Created, "Published").await;
     assert!(outgoing_joined(&Api::<ForeignCluster>::all(t.home.clone()).get(FC).await.unwrap()), "joined throughout");
 }
@@ -235,7 +236,7 @@ async fn a_deleted_kubeconfig_secret_is_put_back() {
     ready(&mut t.remote_rec).await;
 
     eventually("the Secret put back", || async { remote_secrets.get_opt(&name).await.ok().flatten() }).await;
-    let remote_prs: Api<PeeringRequest> = Api::all(t.remote.clone());
+    let remote_prs: Api<PeeringRequest> = requests_of(&t.remote, &t.home_id);
     advertisement_status(&remote_prs, &t.home_id, liqo_api::AdvertisementState::Created, "Published").await;
     eventually("converged", || converged(&t, false)).await;
 
@@ -291,7 +292,7 @@ async fn peering_again_after_a_deletion_while_the_remote_was_down() {
     peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
     fc_where(&t.home, FC, "joined again without touching the remote", outgoing_joined).await;
     eprintln!("re-peered {:.1} s after the new ForeignCluster", started.elapsed().as_secs_f64());
-    let remote_prs: Api<PeeringRequest> = Api::all(t.remote.clone());
+    let remote_prs: Api<PeeringRequest> = requests_of(&t.remote, &t.home_id);
     advertisement_status(&remote_prs, &t.home_id, liqo_api::AdvertisementState::Created, "Published").await;
     eventually("converged", || converged(&t, false)).await;
     let log = std::fs::read_to_string(&t.remote_rec.log).unwrap();
@@ -303,7 +304,7 @@ async fn peering_again_after_a_deletion_while_the_remote_was_down() {
 async fn unjoin_with_the_remote_paused(t: &Two) -> (Api<PeeringRequest>, ForeignCluster) {
     peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
     fc_where(&t.home, FC, "joined", outgoing_joined).await;
-    let remote_prs: Api<PeeringRequest> = Api::all(t.remote.clone());
+    let remote_prs: Api<PeeringRequest> = requests_of(&t.remote, &t.home_id);
     advertisement_status(&remote_prs, &t.home_id, liqo_api::AdvertisementState::Created, "Published").await;
     signal(&t.remote_rec, "STOP");
     let fcs: Api<ForeignCluster> = Api::all(t.home.clone());
@@ -325,7 +326,7 @@ async fn unjoin_while_the_remote_reconciler_is_paused() {
     assert!(!waiting.finalizers().is_empty(), "not unjoined while our request is still there");
     let pr = remote_prs.get(&t.home_id).await.unwrap();
     assert!(pr.metadata.deletion_timestamp.is_some());
-    gone(&Api::<ServiceAccount>::namespaced(t.home.clone(), "liqo"), &t.remote_id, "the peer's access revoked at once").await;
+    gone(&identities_of(&t.home, &t.remote_id), &t.remote_id, "the peer's access revoked at once").await;
 
     // The remote's reconciler resumes: its withdrawal is refused (we revoked it), which is done;
     // our request is gone there, and only then are we unjoined.
@@ -345,7 +346,7 @@ async fn unjoin_while_the_remote_reconciler_is_paused() {
         phase(&unjoined, "Joined").map(|p| (p.1, p.2)),
         Some(("Unjoined".into(), "spec.join is false: our PeeringRequest is gone from the remote".into()))
     );
-    gone(&Api::<Advertisement>::all(t.home.clone()), &format!("advertisement-{}", t.remote_id), "no Advertisement here").await;
+    gone(&advertisements_of(&t.home, &t.remote_id), &format!("advertisement-{}", t.remote_id), "no Advertisement here").await;
     assert_eq!(event_count(&t.home, "Unjoined", FC).await, 1, "one Unjoined Event");
 }
 
@@ -541,10 +542,10 @@ async fn unjoin_while_the_remote_is_down() {
     assert!(!pending.finalizers().is_empty(), "the finalizer stays until the remote side is undone");
     t.remote_cp.restart_apiserver().await;
     fc_where(&t.home, FC, "unjoined once the remote is back", |f| f.finalizers().is_empty() && !outgoing_joined(f)).await;
-    gone(&Api::<PeeringRequest>::all(t.remote.clone()), &t.home_id, "our PeeringRequest gone from the remote").await;
-    gone(&Api::<Advertisement>::all(t.remote.clone()), &format!("advertisement-{}", t.home_id), "nothing of ours advertised there").await;
-    gone(&Api::<Advertisement>::all(t.home.clone()), &format!("advertisement-{}", t.remote_id), "nothing of theirs here").await;
-    gone(&Api::<ServiceAccount>::namespaced(t.home.clone(), "liqo"), &t.remote_id, "the peer's access removed").await;
+    gone(&requests_of(&t.remote, &t.home_id), &t.home_id, "our PeeringRequest gone from the remote").await;
+    gone(&advertisements_of(&t.remote, &t.home_id), &format!("advertisement-{}", t.home_id), "nothing of ours advertised there").await;
+    gone(&advertisements_of(&t.home, &t.remote_id), &format!("advertisement-{}", t.remote_id), "nothing of theirs here").await;
+    gone(&identities_of(&t.home, &t.remote_id), &t.remote_id, "the peer's access removed").await;
     assert_eq!(event_count(&t.home, "Unjoined", FC).await, 1, "one Unjoined Event");
     assert_eq!(event_count(&t.home, "RemoteGone", FC).await, 0, "not given up: the remote came back");
 }
@@ -558,8 +559,8 @@ async fn unjoin_while_the_remote_forbids_us() {
     let Some(t) = two_clusters().await else { return };
     peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
     fc_where(&t.home, FC, "joined", outgoing_joined).await;
-    let ours = liqo_reconciler::access::peer_identity(&t.home_id, "liqo").cluster_role_binding;
-    let bindings: Api<ClusterRoleBinding> = Api::all(t.remote.clone());
+    let ours = liqo_reconciler::access::peer_identity(&t.home_id).binding;
+    let bindings: Api<RoleBinding> = Api::namespaced(t.remote.clone(), &tenant_namespace(&t.home_id));
     bindings.delete(&ours.name_any(), &DeleteParams::default()).await.unwrap();
 
     let fcs: Api<ForeignCluster> = Api::all(t.home.clone());
@@ -569,7 +570,7 @@ async fn unjoin_while_the_remote_forbids_us() {
     })
     .await;
     assert!(!pending.finalizers().is_empty(), "the finalizer stays");
-    let requests: Api<PeeringRequest> = Api::all(t.remote.clone());
+    let requests: Api<PeeringRequest> = requests_of(&t.remote, &t.home_id);
     let standing = requests.get(&t.home_id).await.unwrap();
     assert!(standing.metadata.deletion_timestamp.is_none(), "our request still there, not deleted");
     assert_eq!(event_count(&t.home, "RemoteGone", FC).await, 0);
@@ -577,7 +578,7 @@ async fn unjoin_while_the_remote_forbids_us() {
     bindings.create(&Default::default(), &ours).await.unwrap();
     fc_where(&t.home, FC, "unjoined once the remote lets us in again", |f| f.finalizers().is_empty() && !outgoing_joined(f)).await;
     gone(&requests, &t.home_id, "our PeeringRequest gone from the remote").await;
-    gone(&Api::<Advertisement>::all(t.home.clone()), &format!("advertisement-{}", t.remote_id), "nothing of theirs here").await;
+    gone(&advertisements_of(&t.home, &t.remote_id), &format!("advertisement-{}", t.remote_id), "nothing of theirs here").await;
     assert_eq!(event_count(&t.home, "Unjoined", FC).await, 1, "one Unjoined Event");
     assert_eq!(event_count(&t.home, "RemoteGone", FC).await, 0, "not given up");
 }

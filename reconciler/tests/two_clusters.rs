@@ -7,7 +7,7 @@
 mod common;
 
 use common::{Two, advertisement_status, fc_where, gone, ops_get, outgoing_joined, terminate, two_clusters};
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use liqo_api::{Advertisement, ForeignCluster, PeeringRequest};
@@ -43,9 +43,14 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     assert_eq!(status.auth_status, Some(liqo_api::AuthStatus::Accepted));
     assert!(liqo_reconciler::conditions::is_true(&status.conditions, "Joined"));
 
-    let remote_prs: Api<PeeringRequest> = Api::all(remote.clone());
+    // SPEC §9: each side's tenant namespace for the other, as the status tells them.
+    let tenants = status.tenant_namespace.clone().expect("status.tenantNamespace");
+    assert_eq!(tenants.local, Some(format!("liqo-tenant-{remote_id}")));
+    assert_eq!(tenants.remote, Some(format!("liqo-tenant-{home_id}")));
+    let remote_prs = common::requests_of(&remote, &home_id);
     let pr = remote_prs.get(&home_id).await.unwrap();
     assert_eq!(pr.spec.requester_cluster_id(), Some(home_id.as_str()));
+    assert_eq!(pr.spec.kube_config_ref.as_ref().and_then(|r| r.namespace.clone()), Some(format!("liqo-tenant-{home_id}")));
     assert_eq!(pr.spec.auth_url.as_deref(), Some(home_rec.auth_url.as_str()));
     advertisement_status(&remote_prs, &home_id, liqo_api::AdvertisementState::Created, "Published").await;
     let accepted = eventually("a PeeringAccepted Event on the remote", || liqo_testenv::event(&remote, "PeeringAccepted", &home_id)).await;
@@ -55,11 +60,11 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     })
     .await;
     assert_eq!(incoming.spec.discovery_type, Some(liqo_api::DiscoveryType::IncomingPeering));
-    let home_adverts: Api<Advertisement> = Api::all(home.clone());
+    let home_adverts: Api<Advertisement> = common::advertisements_of(&home, &remote_id);
     let adv = home_adverts.get(&format!("advertisement-{remote_id}")).await.unwrap();
     assert_eq!(adv.spec.cluster_id, remote_id);
-    // The remote wrote it with the access we granted, limited to that one Advertisement.
-    Api::<ServiceAccount>::namespaced(home.clone(), "liqo").get(&remote_id).await.unwrap();
+    // The remote wrote it with the access we granted, in its tenant namespace here.
+    common::identities_of(&home, &remote_id).get(&remote_id).await.unwrap();
 
     // The ops port counts the work done.
     let (_, metrics) = ops_get(&home_rec, "/metrics").await.unwrap();
@@ -93,7 +98,10 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     gone(&remote_prs, &home_id, "our PeeringRequest removed from the remote").await;
     eventually("a PeeringEnded Event on the remote", || liqo_testenv::event(&remote, "PeeringEnded", &home_id)).await;
     gone(&home_adverts, &format!("advertisement-{remote_id}"), "the remote's Advertisement removed here").await;
-    gone(&Api::<ServiceAccount>::namespaced(home.clone(), "liqo"), &remote_id, "the peer's access removed here").await;
+    gone(&common::identities_of(&home, &remote_id), &remote_id, "the peer's access removed here").await;
+    // No direction is left on either side: the tenant namespaces go (SPEC §9).
+    common::tenant_gone(&home_cp, &home, &remote_id).await;
+    common::tenant_gone(&remote_cp, &remote, &home_id).await;
     let unjoined = fc_where(&home, "my-remote", "outgoing.joined cleared", |f| {
         !outgoing_joined(f) && !f.finalizers().iter().any(|x| x == "discovery.liqo.io/peered")
     })
@@ -195,10 +203,11 @@ async fn seed_003_manual_form_peers_anonymously_where_the_remote_allows_it() {
     assert_eq!(joined.spec.trust_mode, Some(liqo_api::TrustMode::Untrusted));
     let authenticated = liqo_reconciler::conditions::get(&status.conditions, "Authenticated").unwrap();
     assert_eq!(authenticated.reason, "Anonymous");
-    let remote_prs: Api<PeeringRequest> = Api::all(remote.clone());
+    // Anonymously: in the remote's Liqo namespace (the one place it may write without identity).
+    let remote_prs: Api<PeeringRequest> = Api::namespaced(remote.clone(), "liqo");
     let pr = remote_prs.get(&home_id).await.unwrap();
     assert_eq!(pr.spec.requester_cluster_id(), Some(home_id.as_str()));
-    let home_adverts: Api<Advertisement> = Api::all(home.clone());
+    let home_adverts: Api<Advertisement> = common::advertisements_of(&home, &remote_id);
     home_adverts.get(&format!("advertisement-{remote_id}")).await.unwrap();
     assert!(
         Api::<Secret>::namespaced(home.clone(), "liqo").get_opt("foreign-cluster-identity").await.unwrap().is_none(),
@@ -208,7 +217,7 @@ async fn seed_003_manual_form_peers_anonymously_where_the_remote_allows_it() {
     // Unjoin: the peer's access here is revoked, the condition says the PeeringRequest stays.
     fcs.patch("foreign-cluster", &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
     gone(&home_adverts, &format!("advertisement-{remote_id}"), "the remote's Advertisement removed here").await;
-    gone(&Api::<ServiceAccount>::namespaced(home.clone(), "liqo"), &remote_id, "the peer's access removed here").await;
+    gone(&common::identities_of(&home, &remote_id), &remote_id, "the peer's access removed here").await;
     let unjoined =
         fc_where(&home, "foreign-cluster", "outgoing.joined cleared", |f| !outgoing_joined(f) && f.finalizers().is_empty()).await;
     let joined_condition = liqo_reconciler::conditions::get(&unjoined.status.as_ref().unwrap().conditions, "Joined").unwrap().clone();

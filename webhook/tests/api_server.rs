@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, SecretReference, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
+use liqo_api::names::tenant_namespace;
 use liqo_api::{ClusterIdentity, ForeignCluster, PeeringRequest, PeeringRequestSpec};
 use liqo_testenv::{ControlPlane, eventually, install_liqo};
 use serde::Deserialize;
@@ -46,11 +47,16 @@ async fn install_webhook_configurations(client: &Client, running: &Running) {
     }
 }
 
-/// A ServiceAccount `remote-<PEER_ID>` allowed to create PeeringRequests, and a client using its token.
+/// A ServiceAccount `remote-<PEER_ID>` in its tenant namespace, allowed to create
+/// PeeringRequests anywhere (RBAC lets it: the webhook is what is tested), and a client using
+/// its token.
 async fn peer_client(cp: &ControlPlane, admin: &Client) -> Client {
     let sa_name = format!("remote-{PEER_ID}");
-    let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), "liqo");
-    sas.create(&PostParams::default(), &ServiceAccount { metadata: meta(&sa_name, Some("liqo")), ..Default::default() }).await.unwrap();
+    let tenant = tenant_namespace(PEER_ID);
+    let ns = k8s_openapi::api::core::v1::Namespace { metadata: meta(&tenant, None), ..Default::default() };
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone()).create(&PostParams::default(), &ns).await.unwrap();
+    let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), &tenant);
+    sas.create(&PostParams::default(), &ServiceAccount { metadata: meta(&sa_name, Some(&tenant)), ..Default::default() }).await.unwrap();
     let role = ClusterRole {
         metadata: meta("peer-create", None),
         rules: Some(vec![PolicyRule {
@@ -68,7 +74,7 @@ async fn peer_client(cp: &ControlPlane, admin: &Client) -> Client {
         subjects: Some(vec![Subject {
             kind: "ServiceAccount".into(),
             name: sa_name.clone(),
-            namespace: Some("liqo".into()),
+            namespace: Some(tenant.clone()),
             ..Default::default()
         }]),
     };
@@ -78,17 +84,20 @@ async fn peer_client(cp: &ControlPlane, admin: &Client) -> Client {
     cp.client(token.status.unwrap().token.as_deref().unwrap()).unwrap()
 }
 
-fn peering_request(id: &str) -> PeeringRequest {
-    PeeringRequest::new(
+/// A request of cluster `id` in `namespace`, naming its Secret there.
+fn peering_request(id: &str, namespace: &str) -> PeeringRequest {
+    let mut pr = PeeringRequest::new(
         id,
         PeeringRequestSpec {
             cluster_identity: Some(ClusterIdentity { cluster_id: id.into(), cluster_name: Some("home".into()) }),
             namespace: Some("liqo".into()),
-            kube_config_ref: Some(SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some("liqo".into()) }),
+            kube_config_ref: Some(SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some(namespace.into()) }),
             auth_url: Some("https://10.0.0.5:30740".into()),
             cluster_id: None,
         },
-    )
+    );
+    pr.metadata.namespace = Some(namespace.into());
+    pr
 }
 
 fn api_error(e: kube::Error) -> Box<kube::core::Status> {
@@ -188,8 +197,9 @@ async fn real_api_server_calls_the_webhook_and_acts_on_its_answers() {
 
     // PeeringRequests: the peer's own ID passes, a spoofed one is refused with our message.
     let peer = peer_client(&cp, &admin).await;
-    let prs: Api<PeeringRequest> = Api::all(peer);
-    let err = api_error(prs.create(&PostParams::default(), &peering_request(SPOOFED)).await.unwrap_err());
+    let tenant = tenant_namespace(PEER_ID);
+    let prs: Api<PeeringRequest> = Api::namespaced(peer.clone(), &tenant);
+    let err = api_error(prs.create(&PostParams::default(), &peering_request(SPOOFED, &tenant)).await.unwrap_err());
     assert_eq!(err.code, 403);
     assert!(
         err.message.contains(&format!(
@@ -198,17 +208,26 @@ async fn real_api_server_calls_the_webhook_and_acts_on_its_answers() {
         "{}",
         err.message
     );
-    prs.create(&PostParams::default(), &peering_request(PEER_ID)).await.expect("the peer's own request is accepted");
+    // Its own ID outside its tenant namespace: refused, saying where it belongs (SPEC §9).
+    let elsewhere: Api<PeeringRequest> = Api::namespaced(peer, "liqo");
+    let err = api_error(elsewhere.create(&PostParams::default(), &peering_request(PEER_ID, "liqo")).await.unwrap_err());
+    assert_eq!(err.code, 403);
+    assert!(
+        err.message.contains(&format!("a PeeringRequest of cluster {PEER_ID} belongs in its tenant namespace {tenant}, not \"liqo\"")),
+        "{}",
+        err.message
+    );
+    prs.create(&PostParams::default(), &peering_request(PEER_ID, &tenant)).await.expect("the peer's own request is accepted");
 
     // The policy follows ClusterConfig at runtime, through the watch-fed store.
     let cc = "apiVersion: config.liqo.io/v1alpha1\nkind: ClusterConfig\nmetadata:\n  name: liqo-configuration\nspec:\n  peeringPolicy: RejectAll\n";
     Api::<liqo_api::ClusterConfig>::all(admin.clone()).create(&PostParams::default(), &serde_yaml::from_str(cc).unwrap()).await.unwrap();
-    let admin_prs: Api<PeeringRequest> = Api::all(admin.clone());
+    let admin_prs: Api<PeeringRequest> = Api::namespaced(admin.clone(), "liqo");
     let stranger = "22222222-2222-3333-4444-555555555555";
     let err = eventually("RejectAll to apply", || {
         let prs = admin_prs.clone();
         async move {
-            match prs.create(&PostParams::default(), &peering_request(stranger)).await {
+            match prs.create(&PostParams::default(), &peering_request(stranger, "liqo")).await {
                 Ok(_) => {
                     let _ = prs.delete(stranger, &Default::default()).await;
                     None

@@ -378,3 +378,34 @@ pub async fn set_policy(admin: &Client, policy: &str) {
         .await
         .unwrap();
 }
+
+/// The PeeringRequests of cluster `id` on the cluster of `client`: in its tenant namespace
+/// there (SPEC §9).
+pub fn requests_of(client: &Client, id: &str) -> Api<PeeringRequest> {
+    Api::namespaced(client.clone(), &liqo_api::names::tenant_namespace(id))
+}
+
+/// The Advertisements of cluster `id` on the cluster of `client`: in its tenant namespace there.
+pub fn advertisements_of(client: &Client, id: &str) -> Api<liqo_api::Advertisement> {
+    Api::namespaced(client.clone(), &liqo_api::names::tenant_namespace(id))
+}
+
+/// The ServiceAccounts issued to cluster `id` on the cluster of `client`: in its tenant namespace.
+pub fn identities_of(client: &Client, id: &str) -> Api<k8s_openapi::api::core::v1::ServiceAccount> {
+    Api::namespaced(client.clone(), &liqo_api::names::tenant_namespace(id))
+}
+
+/// Waits until cluster `id`'s tenant namespace on the cluster of `client` is gone (with the
+/// controllers of `cp`), or asked to go (without them, a namespace never finishes going).
+pub async fn tenant_gone(cp: &ControlPlane, client: &Client, id: &str) {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let name = liqo_api::names::tenant_namespace(id);
+    liqo_testenv::eventually(&format!("tenant namespace {name} gone"), || async {
+        match namespaces.get_opt(&name).await.ok()? {
+            None => Some(()),
+            Some(ns) if ns.metadata.deletion_timestamp.is_some() && !cp.controllers() => Some(()),
+            Some(_) => None,
+        }
+    })
+    .await;
+}
