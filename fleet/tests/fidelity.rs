@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use liqo_api::names::{advertisement_name, ca_data_secret, identity_secret, peering_kubeconfig_secret};
+use liqo_api::names::{advertisement_name, ca_data_secret, identity_secret, peering_kubeconfig_secret, tenant_namespace};
 use liqo_api::{Advertisement, ForeignCluster, PeeringRequest};
 use liqo_fleet::advertiser::HubAccess;
 use liqo_fleet::scenarios::healthy;
@@ -100,14 +100,16 @@ async fn a_simulated_peer_is_joined_and_unjoined_as_a_real_one() {
     );
 
     // The Advertisement each peer wrote in the hub.
-    let adverts: Api<Advertisement> = Api::all(hub.admin.clone());
-    let sim_adv = serde_json::to_value(adverts.get(&advertisement_name(&sim.id)).await.unwrap()).unwrap();
-    let real_adv = serde_json::to_value(adverts.get(&advertisement_name(&real_id)).await.unwrap()).unwrap();
+    // Each in the sender's tenant namespace on the hub (SPEC §9).
+    let adverts = |id: &str| Api::<Advertisement>::namespaced(hub.admin.clone(), &tenant_namespace(id));
+    let sim_adv = serde_json::to_value(adverts(&sim.id).get(&advertisement_name(&sim.id)).await.unwrap()).unwrap();
+    let real_adv = serde_json::to_value(adverts(&real_id).get(&advertisement_name(&real_id)).await.unwrap()).unwrap();
     assert_eq!(object_shape(&sim_adv, &sim.id, &hub_id), object_shape(&real_adv, &real_id, &hub_id), "the Advertisements");
     assert_eq!(sim_adv["spec"]["resources"], real_adv["spec"]["resources"], "an empty cluster's resources either way");
 
     // Our PeeringRequest and its Secret on each peer.
-    let real_pr = serde_json::to_value(Api::<PeeringRequest>::all(real.admin.clone()).get(&hub_id).await.unwrap()).unwrap();
+    let ours_on_real = || Api::<PeeringRequest>::namespaced(real.admin.clone(), &tenant_namespace(&hub_id));
+    let real_pr = serde_json::to_value(ours_on_real().get(&hub_id).await.unwrap()).unwrap();
     let sim_pr = sim.objects.lock().unwrap().requests.get(&hub_id).cloned().expect("our request on the simulated peer");
     assert_eq!(sim_pr["spec"], real_pr["spec"], "the same request");
     assert_eq!(object_shape(&sim_pr, &sim.id, &hub_id), object_shape(&real_pr, &real_id, &hub_id));
@@ -117,15 +119,17 @@ async fn a_simulated_peer_is_joined_and_unjoined_as_a_real_one() {
         (pr["status"]["advertisementStatus"].clone(), c["status"].clone(), c["reason"].clone())
     };
     let real_pr = eventually("the real peer's broadcaster reports", || async {
-        let pr = serde_json::to_value(Api::<PeeringRequest>::all(real.admin.clone()).get(&hub_id).await.ok()?).ok()?;
+        let pr = serde_json::to_value(ours_on_real().get(&hub_id).await.ok()?).ok()?;
         (!pr["status"]["advertisementStatus"].is_null()).then_some(pr)
     })
     .await;
     let sim_pr = sim.objects.lock().unwrap().requests.get(&hub_id).cloned().unwrap();
     assert_eq!(advertised(&sim_pr), advertised(&real_pr), "what the peers' broadcasters say");
     let name = peering_kubeconfig_secret(&hub_id);
-    let real_secret = serde_json::to_value(Api::<Secret>::namespaced(real.admin.clone(), "liqo").get(&name).await.unwrap()).unwrap();
-    let sim_secret = sim.objects.lock().unwrap().secrets.get(&format!("liqo/{name}")).cloned().expect("our Secret on the simulated peer");
+    let tenant = tenant_namespace(&hub_id);
+    let real_secret = serde_json::to_value(Api::<Secret>::namespaced(real.admin.clone(), &tenant).get(&name).await.unwrap()).unwrap();
+    let sim_secret =
+        sim.objects.lock().unwrap().secrets.get(&format!("{tenant}/{name}")).cloned().expect("our Secret on the simulated peer");
     assert_eq!(object_shape(&sim_secret, &sim.id, &hub_id), object_shape(&real_secret, &real_id, &hub_id), "the kubeconfig Secrets");
 
     // Unjoined: gone from both peers and the hub, the same status.
@@ -138,17 +142,15 @@ async fn a_simulated_peer_is_joined_and_unjoined_as_a_real_one() {
     let sim_fc = fc_where(&fcs, "sim", "unjoined", unjoined).await;
     let real_fc = fc_where(&fcs, "real", "unjoined", unjoined).await;
     assert_eq!(status_shape(&sim_fc), status_shape(&real_fc), "the unjoined status");
-    eventually("our request gone from the real peer", || async {
-        Api::<PeeringRequest>::all(real.admin.clone()).get_opt(&hub_id).await.ok()?.is_none().then_some(())
-    })
-    .await;
+    eventually("our request gone from the real peer", || async { ours_on_real().get_opt(&hub_id).await.ok()?.is_none().then_some(()) })
+        .await;
     {
         let objects = sim.objects.lock().unwrap();
         assert!(objects.requests.is_empty() && objects.secrets.is_empty(), "our request and Secret gone from the simulated peer");
     }
     for id in [&sim.id, &real_id] {
         eventually("the Advertisement gone from the hub", || async {
-            adverts.get_opt(&advertisement_name(id)).await.ok()?.is_none().then_some(())
+            adverts(id).get_opt(&advertisement_name(id)).await.ok()?.is_none().then_some(())
         })
         .await;
     }

@@ -144,12 +144,18 @@ pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> R
             }
             tracing::warn!(peer = %id, error = %e, "peer unreachable; giving up on removing our Advertisement there");
         }
-        if let Some(fc) = find_foreign(&ctx.shared.foreign, &id) {
-            set_incoming(&ctx.shared.client, &fc, IncomingStatus { joined: false, peering_request: None }).await?;
+        let fc = find_foreign(&ctx.shared.foreign, &id);
+        if let Some(fc) = &fc {
+            set_incoming(&ctx.shared.client, fc, IncomingStatus { joined: false, peering_request: None }).await?;
         }
         crate::finalizer::remove(&Api::<K>::namespaced(ctx.shared.client.clone(), &namespace), &*req).await?;
+        // Told on the ForeignCluster when there is one: an Event about the request is in its
+        // tenant namespace, which goes with it once nothing of the peer is left.
         let note = format!("the {} of cluster {id} is gone: our Advertisement withdrawn from it", K::KIND);
-        crate::events::publish(ctx.shared.recorder.as_ref(), &*req, false, "Peering", "PeeringEnded", note).await;
+        match &fc {
+            Some(fc) => crate::events::publish(ctx.shared.recorder.as_ref(), &**fc, false, "Peering", "PeeringEnded", note).await,
+            None => crate::events::publish(ctx.shared.recorder.as_ref(), &*req, false, "Peering", "PeeringEnded", note).await,
+        }
         retire_tenant(&ctx, &id).await?;
         return Ok(Action::await_change());
     }

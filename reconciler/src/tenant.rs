@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, ResourceQuotaSpec, ResourceQuotaStatus};
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, ResourceQuotaSpec, ResourceQuotaStatus, Secret};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Client;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -58,7 +58,8 @@ pub fn quota(peer: &str) -> ResourceQuota {
 }
 
 /// Makes peer `peer`'s tenant namespace and its quota when missing; its name. A namespace
-/// still being deleted cannot hold anything: [`Error::TenantTerminating`], until it is gone.
+/// still being deleted cannot hold anything: it is waited for ([`TERMINATING_WAIT`]), then made
+/// anew, or [`Error::TenantTerminating`] when it does not go.
 pub async fn ensure(client: &Client, peer: &str, manager: &str) -> Result<String> {
     let name = tenant_namespace(peer);
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -73,7 +74,10 @@ pub async fn ensure(client: &Client, peer: &str, manager: &str) -> Result<String
         }
     };
     if existing.metadata.deletion_timestamp.is_some() {
-        return Err(Error::TenantTerminating(name));
+        // A full unjoin just retired it and the peer is back: the namespace controller
+        // empties a tenant namespace in seconds; made anew once it is gone.
+        wait_gone(&namespaces, &name).await?;
+        return Box::pin(ensure(client, peer, manager)).await;
     }
     let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &name);
     if quotas.get_opt(TENANT_QUOTA).await?.is_none() {
@@ -91,15 +95,36 @@ pub async fn ensure(client: &Client, peer: &str, manager: &str) -> Result<String
     Ok(name)
 }
 
-/// What of a peer is still in its tenant namespace: the incoming direction (its requests)
-/// and the outgoing one (its Advertisement to us).
+/// How long [`ensure`] waits for a tenant namespace being deleted to go before it says so.
+pub const TERMINATING_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Waits up to [`TERMINATING_WAIT`] for namespace `name` to be gone; [`Error::TenantTerminating`]
+/// when it is still there.
+async fn wait_gone(namespaces: &Api<Namespace>, name: &str) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + TERMINATING_WAIT;
+    while tokio::time::Instant::now() < deadline {
+        if namespaces.get_opt(name).await?.is_none() {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    Err(Error::TenantTerminating(name.to_owned()))
+}
+
+/// What of a peer is still in its tenant namespace: the incoming direction (its requests, and
+/// the kubeconfig Secret it hands over with them) and the outgoing one (its Advertisement to
+/// us).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Held {
     pub requests: usize,
+    pub secrets: usize,
     pub advertisements: usize,
 }
 
-/// Whether no direction of the peering holds the namespace any more (pure).
+/// Whether no direction of the peering holds the namespace any more (pure). A peer that
+/// unjoins removes its kubeconfig Secret first, then its request; a request deleted by someone
+/// else leaves the Secret, and the peer, which still wants us, keeps its identity to offer
+/// again with.
 pub fn unused(held: Held) -> bool {
     held == Held::default()
 }
@@ -140,7 +165,8 @@ async fn held(client: &Client, namespace: &str) -> Result<Held> {
     let pr = live(Api::<PeeringRequest>::namespaced(client.clone(), namespace).list_metadata(&one).await?);
     let fr = live(Api::<FederationRequest>::namespaced(client.clone(), namespace).list_metadata(&one).await?);
     let adv = live(Api::<Advertisement>::namespaced(client.clone(), namespace).list_metadata(&one).await?);
-    Ok(Held { requests: pr + fr, advertisements: adv })
+    let secrets = live(Api::<Secret>::namespaced(client.clone(), namespace).list_metadata(&one).await?);
+    Ok(Held { requests: pr + fr, secrets, advertisements: adv })
 }
 
 #[cfg(test)]
@@ -171,5 +197,6 @@ mod tests {
         assert!(unused(Held::default()));
         assert!(!unused(Held { requests: 1, ..Held::default() }));
         assert!(!unused(Held { advertisements: 1, ..Held::default() }));
+        assert!(!unused(Held { secrets: 1, ..Held::default() }), "a request deleted by an admin: the peer's Secret stays");
     }
 }

@@ -179,7 +179,7 @@ async fn a_kubeconfig_secret_deleted_under_a_running_broadcaster_is_put_back() {
     let Some(t) = two_clusters_with(&["--leader-election=false"]).await else { return };
     peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
     fc_where(&t.home, FC, "joined", outgoing_joined).await;
-    let remote_secrets: Api<Secret> = Api::namespaced(t.remote.clone(), "liqo");
+    let remote_secrets: Api<Secret> = Api::namespaced(t.remote.clone(), &tenant_namespace(&t.home_id));
     let name = format!("pr-kubeconfig-{}", t.home_id);
     let before = remote_secrets.get(&name).await.unwrap();
     remote_secrets.delete(&name, &DeleteParams::default()).await.unwrap();
@@ -203,12 +203,12 @@ async fn a_kubeconfig_secret_deleted_while_the_remotes_watch_was_down_is_put_bac
     peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
     fc_where(&t.home, FC, "joined", outgoing_joined).await;
     let name = format!("pr-kubeconfig-{}", t.home_id);
-    let before = Api::<Secret>::namespaced(t.remote.clone(), "liqo").get(&name).await.unwrap();
+    let before = Api::<Secret>::namespaced(t.remote.clone(), &tenant_namespace(&t.home_id)).get(&name).await.unwrap();
 
     signal(&t.remote_rec, "STOP");
     t.remote_cp.stop_apiserver();
     t.remote_cp.restart_apiserver().await;
-    let remote_secrets: Api<Secret> = Api::namespaced(t.remote.clone(), "liqo");
+    let remote_secrets: Api<Secret> = Api::namespaced(t.remote.clone(), &tenant_namespace(&t.home_id));
     eventually("the Secret deleted", || async { remote_secrets.delete(&name, &DeleteParams::default()).await.ok() }).await;
     signal(&t.remote_rec, "CONT");
 
@@ -228,7 +228,7 @@ async fn a_deleted_kubeconfig_secret_is_put_back() {
     let Some(mut t) = two_clusters_with(&["--leader-election=false", "--unjoin-grace-seconds=120"]).await else { return };
     peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
     fc_where(&t.home, FC, "joined", outgoing_joined).await;
-    let remote_secrets: Api<Secret> = Api::namespaced(t.remote.clone(), "liqo");
+    let remote_secrets: Api<Secret> = Api::namespaced(t.remote.clone(), &tenant_namespace(&t.home_id));
     let name = format!("pr-kubeconfig-{}", t.home_id);
     remote_secrets.delete(&name, &DeleteParams::default()).await.unwrap();
     let token = reconciler_token_again(&t.remote).await;

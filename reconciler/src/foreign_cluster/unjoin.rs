@@ -7,8 +7,8 @@
 //!    its Advertisement;
 //! 3. the wait for our PeeringRequest to be gone from the remote (`UnjoinPending` while the
 //!    remote's reconciler holds it Terminating); then, once no direction is left (no request
-//!    of the peer stands here), the identities we issued it and its tenant namespace; on
-//!    deletion, the identity and CA Secrets;
+//!    of the peer stands here), the identities we issued it and its tenant namespace; the
+//!    identity Secret the remote issued us (and, on deletion, the CA Secret);
 //! 4. the status (join false: every phase `Unknown`/`NotJoined`, `Joined` False `Unjoined`,
 //!    outgoing cleared), then the finalizer, then one `Unjoined` Event.
 //!
@@ -112,9 +112,12 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
     if !remote_id.is_empty() {
         crate::tenant::retire(&ctx.shared.client, &remote_id).await?;
     }
+    // The identity the remote issued us is for this peering: the remote retires it with its
+    // tenant namespace for us once no direction is left there, so a re-join asks for a new
+    // one instead of meeting a revoked one (a 401, told as a warning).
+    ctx.delete_local_secret(&identity_secret(&name)).await?;
     if deleting {
-        // Owner references would remove them with a garbage collector; do not depend on one.
-        ctx.delete_local_secret(&identity_secret(&name)).await?;
+        // Owner references would remove it with a garbage collector; do not depend on one.
         ctx.delete_local_secret(&ca_data_secret(&name)).await?;
     } else {
         // 4. The status, then the finalizer.
@@ -201,11 +204,21 @@ async fn withdraw_offer<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &st
     let remote_err = |e| Error::remote_api(Step::ApiServer, e);
     let requests = Api::<PeeringRequest>::namespaced(remote.clone(), &there);
     if !deleted {
-        grant::delete_raw(&requests, own_id).await.map_err(remote_err)?;
+        // The Secret first: a request gone with no Secret of ours left tells the remote we
+        // unjoined (it then retires our identity and tenant namespace there); its broadcaster
+        // keeps the client it made from it to withdraw its Advertisement.
         let secrets = Api::<Secret>::namespaced(remote, &there);
         grant::delete_raw(&secrets, &peering_kubeconfig_secret(own_id)).await.map_err(remote_err)?;
+        grant::delete_raw(&requests, own_id).await.map_err(remote_err)?;
     }
-    match requests.get_opt(own_id).await.map_err(remote_err)? {
+    let standing = match requests.get_opt(own_id).await {
+        // Our request deleted (now or in an earlier round), then our identity refused: the
+        // remote retires a peer's identity with its tenant namespace once nothing of it is
+        // left there, so the request is gone.
+        Err(kube::Error::Api(s)) if s.code == 401 => return Ok(Withdrawal::Gone),
+        other => other.map_err(|e| Error::remote_api(Step::ApiServer, e))?,
+    };
+    match standing {
         Some(terminating) if terminating.metadata.deletion_timestamp.is_some() => {
             ctx.wake_when_gone(fc, requests, &terminating);
             Ok(Withdrawal::Terminating)
