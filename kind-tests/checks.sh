@@ -94,6 +94,11 @@ fc_joined() { # A|B NAME
   [ "$("$(k_of "$1")" get foreigncluster "$2" -o jsonpath='{.status.outgoing.joined}')" = true ]
 }
 fc_not_joined() { ! fc_joined "$@"; }
+# named A|B KIND NAME: an object of KIND named NAME exists in any namespace (PeeringRequests and
+# Advertisements are in tenant namespaces since 0.2, cluster-scoped before).
+named() { [ -n "$("$(k_of "$1")" get "$2" -A --field-selector "metadata.name=$3" -o name 2>/dev/null)" ]; }
+not_named() { ! named "$@"; }
+tenant_of() { echo "liqo-tenant-$1"; }
 fc_lan() { [ "$("$(k_of "$1")" get foreigncluster "$2" -o jsonpath='{.spec.discoveryType}')" = LAN ]; }
 
 # peer_a_with_b NAME: A joins B through B's NodePort auth service (LAN discovery off).
@@ -110,8 +115,8 @@ spec:
   allowUntrustedCA: true
 EOF
   wait_for 180 "A's ForeignCluster $name joined" fc_joined A "$name"
-  wait_for 60 "PeeringRequest $(cluster_id A) in B" has kb get peeringrequest "$(cluster_id A)"
-  wait_for 120 "Advertisement of B in A" has ka get advertisement "advertisement-$(cluster_id B)"
+  wait_for 60 "PeeringRequest $(cluster_id A) in B" named B peeringrequest "$(cluster_id A)"
+  wait_for 120 "Advertisement of B in A" named A advertisement "advertisement-$(cluster_id B)"
 }
 
 check_peering() {
@@ -128,9 +133,17 @@ check_peering() {
   wait_for 180 "A's ForeignCluster cluster-b joined" fc_joined A cluster-b
   ka get foreignclusters
 
+  say "tenant namespaces: A's on B holds its request, B's on A its Advertisement"
+  has kb -n "$(tenant_of "$id_a")" get peeringrequest "$id_a" || fail "A's PeeringRequest is not in its tenant namespace on B"
+  has ka -n "$(tenant_of "$id_b")" get advertisement "advertisement-$id_b" || fail "B's Advertisement is not in its tenant namespace on A"
+  [ "$(ka get foreigncluster cluster-b -o jsonpath='{.status.tenantNamespace.local}/{.status.tenantNamespace.remote}')" = "$(tenant_of "$id_b")/$(tenant_of "$id_a")" ] \
+    || fail "A's ForeignCluster does not name both tenant namespaces: $(ka get foreigncluster cluster-b -o jsonpath='{.status.tenantNamespace}')"
+  [ -z "$(ka get clusterrolebinding -l discovery.liqo.io/cluster-id -o name)$(kb get clusterrolebinding -l discovery.liqo.io/cluster-id -o name)" ] \
+    || fail "a ClusterRoleBinding was made for a peer"
+
   say "webhook: a forged PeeringRequest is rejected"
   local fake=00000000-0000-4000-8000-000000000001 forged
-  forged=$(cat <<EOF | kb create --as "system:serviceaccount:liqo:remote-$id_a" -f - 2>&1 || true
+  forged=$(cat <<EOF | kb create --as "system:serviceaccount:$(tenant_of "$id_a"):remote-$id_a" -n "$(tenant_of "$id_a")" -f - 2>&1 || true
 apiVersion: discovery.liqo.io/v1alpha1
 kind: PeeringRequest
 metadata:
@@ -141,18 +154,20 @@ spec:
   namespace: liqo
   kubeConfigRef:
     name: forged
-    namespace: liqo
+    namespace: $(tenant_of "$id_a")
 EOF
 )
   echo "$forged"
   echo "$forged" | grep -q 'denied the request' || fail "the forged PeeringRequest was not denied by the webhook"
-  hasnt kb get peeringrequest "$fake" || fail "the forged PeeringRequest exists"
+  not_named B peeringrequest "$fake" || fail "the forged PeeringRequest exists"
 
   say "unjoin cascade"
   ka patch foreigncluster cluster-b --type merge -p '{"spec":{"join":false}}' >/dev/null
-  wait_for 120 "PeeringRequest $id_a gone from B" hasnt kb get peeringrequest "$id_a"
-  wait_for 120 "Advertisement of B gone from A" hasnt ka get advertisement "advertisement-$id_b"
+  wait_for 120 "PeeringRequest $id_a gone from B" not_named B peeringrequest "$id_a"
+  wait_for 120 "Advertisement of B gone from A" not_named A advertisement "advertisement-$id_b"
   wait_for 60 "cluster-b no longer joined" fc_not_joined A cluster-b
+  wait_for 60 "B's tenant namespace gone from A" hasnt ka get namespace "$(tenant_of "$id_b")"
+  wait_for 60 "A's tenant namespace gone from B" hasnt kb get namespace "$(tenant_of "$id_a")"
   ka delete foreigncluster cluster-b --wait --timeout=120s >/dev/null
 }
 
@@ -191,6 +206,6 @@ check_delete_while_unreachable() {
     IncomingPeering) echo "ok: only the IncomingPeering stand-in for B's standing request is left" >&2 ;;
     *) fail "ForeignCluster $id_b still there ($left)" ;;
   esac
-  hasnt ka get advertisement "advertisement-$id_b" || fail "Advertisement of B still there"
+  not_named A advertisement "advertisement-$id_b" || fail "Advertisement of B still there"
   heal
 }

@@ -16,11 +16,14 @@
 #      foreignclusters`, a ForeignCluster deleted while the other cluster is unreachable;
 #   6. `kubectl liqo uninstall --unpeer` on both: no object of ours is left (every resource kind
 #      listed, the CRDs included);
-#   7. the previous commit (LIQO_PREVIOUS_REF, default HEAD~1; skipped, and said so, where that
-#      commit has no image recipe) installed as its README said, LAN discovery off, A peered
-#      with B by hand; then `kubectl liqo install` of this commit over it on both: the peering
-#      survives (no re-join, nothing written to B); then B runs the `kubectl liqo peer` line A's
-#      install printed: joined both ways; both uninstalled (--unpeer), nothing left;
+#   7. the previous release's protocol (LIQO_PREVIOUS_REF, default f32e68a: the last commit with
+#      cluster-scoped PeeringRequests; skipped, and said so, where that commit has no image
+#      recipe) installed as its README said, LAN discovery off, A peered with B by hand; then
+#      `kubectl liqo install` of this commit over it on A: A names B as on the older protocol
+#      (PeerOnOlderProtocol); then on B: the peering forms again by itself within 3 health
+#      periods, in the tenant namespaces, no per-peer ClusterRole left; then B runs the
+#      `kubectl liqo peer` line A's install printed: joined both ways; both uninstalled
+#      (--unpeer), nothing left;
 #   8. `kubectl liqo install` on both, fresh (LAN discovery on): peered both ways within 3 health
 #      periods; `uninstall --unpeer` on both, nothing left;
 #   9. both nodes removed (node-down.sh), nothing left behind.
@@ -60,7 +63,8 @@ trap cleanup EXIT
 say "images"
 podman image exists "$CURRENT" || image/build.sh "$CURRENT" >/dev/null
 [ -x "$KUBECTL_LIQO" ] || cargo build -q -p liqo-cli
-previous_ref=${LIQO_PREVIOUS_REF:-HEAD~1}
+# The last commit of the cluster-scoped protocol (0.1): the upgrade SPEC §9 asks to prove.
+previous_ref=${LIQO_PREVIOUS_REF:-f32e68a}
 previous_tree=""
 if git rev-parse --verify -q "$previous_ref^{commit}" >/dev/null && git cat-file -e "$previous_ref:image/build.sh" 2>/dev/null; then
   previous_tree="$(mktemp -d)/previous"
@@ -98,8 +102,8 @@ liqo() {
 FC_B=""
 joined_since() { ka get foreigncluster "$FC_B" -o jsonpath='{.status.conditions[?(@.type=="Joined")].lastTransitionTime}'; }
 # When A last wrote our PeeringRequest on B (its own status is B's to write).
-request_written() { kb get peeringrequest "$(cluster_id A)" --show-managed-fields -o jsonpath='{.metadata.managedFields[?(@.manager=="liqo-peering")].time}'; }
-secret_version() { kb -n liqo get secret "pr-kubeconfig-$(cluster_id A)" -o jsonpath='{.metadata.resourceVersion}'; }
+request_written() { kb -n "$(tenant_of "$(cluster_id A)")" get peeringrequest "$(cluster_id A)" --show-managed-fields -o jsonpath='{.metadata.managedFields[?(@.manager=="liqo-peering")].time}'; }
+secret_version() { kb -n "$(tenant_of "$(cluster_id A)")" get secret "pr-kubeconfig-$(cluster_id A)" -o jsonpath='{.metadata.resourceVersion}'; }
 holder() { "$(k_of "$1")" -n liqo get lease liqo-reconciler -o jsonpath='{.spec.holderIdentity}'; }
 held_by() { [ "$(holder "$1")" = "$2" ]; }
 held_by_other_than() {
@@ -278,17 +282,27 @@ if [ -n "$previous_tree" ]; then
   peer_a_with_b cluster-b
   took "the previous commit installed and peered"
 
-  say "upgrade in place: kubectl liqo install of this commit over $previous_ref's"
-  before="$(peering_state)"
+  say "upgrade in place: kubectl liqo install of this commit over $previous_ref's, A first"
   old_leader="$(holder A)"
   out_a="$(liqo A install --timeout 5m)" || fail "kubectl liqo install on A: $out_a"
   echo "$out_a" >&2
-  liqo B install --timeout 5m >&2 || fail "kubectl liqo install on B"
+  echo "$out_a" | grep -q "upgrading CRD peeringrequests.discovery.liqo.io from the cluster-scoped protocol" \
+    || fail "A's install did not say it replaced the cluster-scoped CRDs"
   held_by_other_than A "$old_leader" || fail "A's Lease was not handed over to the new reconciler"
   [ "$(ka -n liqo get pod "$(holder A)" -o jsonpath='{.spec.containers[0].image}')" = "$CURRENT" ] || fail "the new leader does not run $CURRENT"
-  wait_for 120 "a health round of A's new leader" health_round A
-  kept "$before" "upgrade in place with kubectl liqo install"
-  took "upgrade in place"
+  older() { [ "$(ka get foreigncluster cluster-b -o jsonpath='{.status.conditions[?(@.type=="Joined")].reason}')" = PeerOnOlderProtocol ]; }
+  wait_for $((2 * HEALTH)) "A naming B as on the older protocol" older
+  echo "ok: A says: $(ka get foreigncluster cluster-b -o jsonpath='{.status.conditions[?(@.type=="Joined")].message}')" >&2
+  liqo B install --timeout 5m >&2 || fail "kubectl liqo install on B"
+  upgraded=$SECONDS
+  wait_for $((3 * HEALTH)) "A joined to B again by itself after B's upgrade" fc_joined A cluster-b
+  echo "ok: re-peered $((SECONDS - upgraded)) s after B's install ended (3 health periods: $((3 * HEALTH)) s)" >&2
+  has kb -n "$(tenant_of "$(cluster_id A)")" get peeringrequest "$(cluster_id A)" || fail "A's request is not in its tenant namespace on B"
+  for c in A B; do
+    [ -z "$("$(k_of "$c")" get clusterrole,clusterrolebinding -l discovery.liqo.io/cluster-id -o name)" ] \
+      || fail "per-peer ClusterRoles of 0.1 left on $c"
+  done
+  took "upgrade in place, re-peered"
 
   say "LAN discovery off: B peers with A by the line A's install printed"
   line="$(echo "$out_a" | grep -m1 '^  kubectl liqo peer ')" || fail "A's install printed no peer line"

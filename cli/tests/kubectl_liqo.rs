@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 
 use common::*;
 use kube::api::{Api, ListParams};
-use liqo_api::{ForeignCluster, PeeringRequest, SearchDomain};
+use liqo_api::{ForeignCluster, SearchDomain};
 use liqo_testenv::{ControlPlane, eventually, skip};
 
 fn kubectl_liqo(cp: &ControlPlane, args: &[&str]) -> Output {
@@ -101,7 +101,7 @@ async fn peer_status_and_unpeer_as_a_user_runs_them() {
     let said = text(&out);
     assert!(out.status.success(), "{said}");
     assert!(said.contains("our PeeringRequest is gone from the remote") && said.contains("unpeered remote"), "{said}");
-    gone(&Api::<PeeringRequest>::all(t.remote.clone()), &t.home_id, "our PeeringRequest gone from the remote").await;
+    gone(&requests_of(&t.remote, &t.home_id), &t.home_id, "our PeeringRequest gone from the remote").await;
 
     // unpeer --delete --wait with the remote down: the ForeignCluster goes after the grace
     // period, but our request may remain on the remote: said, and exit 1.

@@ -27,12 +27,12 @@ async fn uninstall_deletes_our_objects_and_says_what_holds_it_up() {
     install_liqo(&admin, "liqo").await;
     let request: PeeringRequest = serde_json::from_value(serde_json::json!({
         "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "PeeringRequest",
-        "metadata": {"name": "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9", "finalizers": ["discovery.liqo.io/peered"]},
+        "metadata": {"name": "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9", "namespace": "liqo", "finalizers": ["discovery.liqo.io/peered"]},
         "spec": {"clusterIdentity": {"clusterID": "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9"}, "namespace": "liqo",
                  "kubeConfigRef": {"name": "pr-kubeconfig-9a596a4b-591c-4ac6-8fd6-80258b4b3bf9", "namespace": "liqo"}}
     }))
     .unwrap();
-    let requests: Api<PeeringRequest> = Api::all(admin.clone());
+    let requests: Api<PeeringRequest> = Api::namespaced(admin.clone(), "liqo");
     requests.create(&PostParams::default(), &request).await.unwrap();
     let configs: Api<ClusterConfig> = Api::all(admin.clone());
     let config: ClusterConfig = serde_json::from_value(serde_json::json!({

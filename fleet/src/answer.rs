@@ -317,7 +317,7 @@ fn not_found(resource: &str, name: &str) -> Answer {
 }
 
 fn forbidden(requester: &str, resource: &str, name: &str) -> Answer {
-    let user = format!("system:serviceaccount:{NAMESPACE}:{}", liqo_api::names::peer_service_account(requester));
+    let user = format!("system:serviceaccount:{}:{}", tenant_namespace(requester), liqo_api::names::peer_service_account(requester));
     status(
         403,
         "Forbidden",
@@ -346,6 +346,11 @@ mod tests {
 
     const HUB: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
 
+    /// The PeeringRequests of `requester`'s tenant namespace on a peer.
+    fn requests_of(requester: &str) -> String {
+        format!("{REQUESTS}{}/peeringrequests", tenant_namespace(requester))
+    }
+
     #[test]
     fn ids_ca_and_an_identity_that_opens_the_api() {
         let peer = Peer::new(3, address(3, 1, false)).unwrap();
@@ -353,20 +358,21 @@ mod tests {
         assert_eq!(ids.cluster_id, peer.id);
         let ca = answer(&peer, &ask(&Method::GET, "/ca", "", None, b""));
         assert!(String::from_utf8(ca.body).unwrap().starts_with("-----BEGIN CERTIFICATE-----"));
-        let path = format!("{REQUESTS}/{HUB}");
+        let path = format!("{}/{HUB}", requests_of(HUB));
         assert_eq!(answer(&peer, &ask(&Method::GET, &path, "", Some("nope"), b"")).status, 401);
         let token = token_for(&peer, HUB);
         assert_eq!(answer(&peer, &ask(&Method::GET, &path, "", Some(&token), b"")).status, 404);
-        // Another requester's request is not ours to read.
-        let other = format!("{REQUESTS}/{}", crate::peer::cluster_id(99));
-        assert_eq!(answer(&peer, &ask(&Method::GET, &other, "", Some(&token), b"")).status, 403);
+        // Another requester's request is not ours to read, in its tenant namespace or ours.
+        let other = crate::peer::cluster_id(99);
+        assert_eq!(answer(&peer, &ask(&Method::GET, &format!("{}/{other}", requests_of(&other)), "", Some(&token), b"")).status, 403);
+        assert_eq!(answer(&peer, &ask(&Method::GET, &format!("{}/{other}", requests_of(HUB)), "", Some(&token), b"")).status, 403);
     }
 
     #[test]
     fn an_applied_request_is_stored_offered_once_and_withdrawn_on_delete() {
         let peer = Peer::new(4, address(4, 1, false)).unwrap();
         let token = token_for(&peer, HUB);
-        let path = format!("{REQUESTS}/{HUB}");
+        let path = format!("{}/{HUB}", requests_of(HUB));
         let body = serde_json::to_vec(&json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "PeeringRequest",
             "metadata": {"name": HUB, "labels": {LABEL_CLUSTER_ID: HUB}}, "spec": {"namespace": "liqo"}}))
         .unwrap();
@@ -377,7 +383,8 @@ mod tests {
         let got: Value = serde_json::from_slice(&answer(&peer, &ask(&Method::GET, &path, "", Some(&token), b"")).body).unwrap();
         assert_eq!(got["metadata"]["uid"], serde_json::from_slice::<Value>(&first.body).unwrap()["metadata"]["uid"]);
         assert_eq!(got["metadata"]["labels"][LABEL_CLUSTER_ID], HUB);
-        let listed = answer(&peer, &ask(&Method::GET, REQUESTS, &format!("fieldSelector=metadata.name%3D{HUB}"), Some(&token), b""));
+        let listed =
+            answer(&peer, &ask(&Method::GET, &requests_of(HUB), &format!("fieldSelector=metadata.name%3D{HUB}"), Some(&token), b""));
         assert_eq!(serde_json::from_slice::<Value>(&listed.body).unwrap()["items"].as_array().unwrap().len(), 1);
         let gone = answer(&peer, &ask(&Method::DELETE, &path, "", Some(&token), b""));
         assert_eq!(gone.then, Then::Withdrawn(HUB.into()));
@@ -390,10 +397,10 @@ mod tests {
         let token = token_for(&peer, HUB);
         peer.set_mode(Mode::Refusing);
         let body = serde_json::to_vec(&json!({"metadata": {"name": HUB}, "spec": {}})).unwrap();
-        let denied = answer(&peer, &ask(&Method::PATCH, &format!("{REQUESTS}/{HUB}"), "", Some(&token), &body));
+        let denied = answer(&peer, &ask(&Method::PATCH, &format!("{}/{HUB}", requests_of(HUB)), "", Some(&token), &body));
         assert_eq!(denied.status, 403);
         assert!(String::from_utf8_lossy(&denied.body).contains("denied the request"));
-        let own = format!("/api/v1/namespaces/liqo/secrets/{}", peering_kubeconfig_secret(HUB));
+        let own = format!("/api/v1/namespaces/{}/secrets/{}", tenant_namespace(HUB), peering_kubeconfig_secret(HUB));
         let body = serde_json::to_vec(&json!({"metadata": {"name": "x"}, "data": {"kubeconfig": "eA=="}})).unwrap();
         let stored = answer(&peer, &ask(&Method::PATCH, &own, "", Some(&token), &body));
         assert_eq!(stored.status, 200);
