@@ -22,7 +22,7 @@ use liqo_reconciler::context::Shared;
 use liqo_reconciler::error::Step;
 use liqo_reconciler::foreign_cluster::{self, Ctx, MANAGED_BY, Timing, reconcile};
 use liqo_reconciler::peer::{Peers, RemoteAccess, Trust};
-use liqo_reconciler::slim_store::{SecretData, SlimStore, SlimWriter, exists, secret_data, slim_store};
+use liqo_reconciler::slim_store::{SecretData, SlimStore, SlimWriter, exists, secret_data, slim_store, slim_store_by_namespace};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -33,7 +33,15 @@ const AUTH: &str = "https://remote.example:8443";
 
 const FCS: &str = "/apis/discovery.liqo.io/v1alpha1/foreignclusters";
 const SECRETS: &str = "/api/v1/namespaces/liqo/secrets";
-const PRS: &str = "/apis/discovery.liqo.io/v1alpha1/peeringrequests";
+/// Our requests on the remote: in our tenant namespace there (SPEC §9).
+const PRS: &str = "/apis/discovery.liqo.io/v1alpha1/namespaces/liqo-tenant-0558de48-097b-4b7d-ba04-6bd2a0f9d24f/peeringrequests";
+/// Anonymously: in the remote's Liqo namespace.
+const ANON_PRS: &str = "/apis/discovery.liqo.io/v1alpha1/namespaces/liqo/peeringrequests";
+/// Our tenant namespace on the remote, and the remote's here.
+const THERE: &str = "liqo-tenant-0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
+const HERE: &str = "liqo-tenant-9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
+/// The identity the remote issues us: its context names our tenant namespace there.
+const ISSUED: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: remote\n  cluster:\n    server: https://remote.example:6443\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: remote\n  context:\n    cluster: remote\n    user: u\n    namespace: liqo-tenant-0558de48-097b-4b7d-ba04-6bd2a0f9d24f\ncurrent-context: remote\n";
 const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
 
 fn ca_pem(name: &str) -> String {
@@ -118,6 +126,8 @@ struct FakePeer {
     api_urls: Mutex<Vec<Option<String>>>,
     /// How each `/ids` call was to verify the peer.
     trusts: Mutex<Vec<Trust>>,
+    /// The protocol its `/ids` tells (`None`: a cluster of the cluster-scoped protocol, 0.1).
+    protocol: Mutex<Option<u32>>,
 }
 
 /// The fingerprint of the certificate the scripted peer presents.
@@ -152,7 +162,7 @@ impl Peers for Handle {
             cluster_id: REMOTE.into(),
             cluster_name: "remote".into(),
             guest_namespace: "liqo-remote".into(),
-            protocol_version: Some(2),
+            protocol_version: *self.protocol.lock().unwrap(),
         })
     }
     async fn ca(&self, _: &str, _: Trust) -> Result<String, Error> {
@@ -164,10 +174,11 @@ impl Peers for Handle {
         if let Some(m) = self.refuse {
             return Err(Error::Remote { step: Step::Identity, status: Some(403), message: format!("{AUTH}/identity: HTTP 403: {m}") });
         }
-        Ok(IdentityResponse { kubeconfig: "issued-kubeconfig".into(), namespace: "liqo-remote".into(), cluster_id: REMOTE.into() })
+        Ok(IdentityResponse { kubeconfig: ISSUED.into(), namespace: THERE.into(), cluster_id: REMOTE.into() })
     }
     async fn api_client(&self, access: &RemoteAccess) -> Result<Client, Error> {
-        self.asked.lock().unwrap().push(format!("api_client:{}", access.kubeconfig));
+        let shown = if access.kubeconfig == ISSUED { "issued-kubeconfig" } else { access.kubeconfig.as_str() };
+        self.asked.lock().unwrap().push(format!("api_client:{shown}"));
         self.api_urls.lock().unwrap().push(access.api_url.clone());
         Ok(self.remote.clone())
     }
@@ -204,6 +215,7 @@ fn world(home: Vec<Call>, remote: Vec<Call>, trust: TrustMode) -> World {
         asked: Default::default(),
         api_urls: Default::default(),
         trusts: Default::default(),
+        protocol: Mutex::new(Some(2)),
     });
     world_with(home_client, home_seen, remote_seen, peer, pinned)
 }
@@ -230,7 +242,7 @@ fn context_knowing<P: Peers>(
 
 fn world_with(home_client: Client, home: Seen, remote: Seen, peer: Arc<FakePeer>, pinned: String) -> World {
     let (secrets, secrets_w) = slim_store(secret_data);
-    let (adverts, adverts_w) = slim_store(exists);
+    let (adverts, adverts_w) = slim_store_by_namespace(exists);
     let ctx = Arc::new(context(home_client, Handle(peer.clone()), secrets, adverts));
     World { ctx, peer, home, remote, secrets: secrets_w, adverts: adverts_w, pinned }
 }
@@ -252,13 +264,15 @@ impl World {
     fn store_joined_secrets(&mut self) {
         let pinned = self.pinned.clone();
         self.store_secret(&format!("{FC}-ca-data"), "ca.crt", &pinned);
-        self.store_secret(&format!("{FC}-identity"), "kubeconfig", "issued-kubeconfig");
+        self.store_secret(&format!("{FC}-identity"), "kubeconfig", ISSUED);
     }
     fn store_advertisement(&mut self) {
-        let adv = Advertisement::new(
+        let mut adv = Advertisement::new(
             &format!("advertisement-{REMOTE}"),
             AdvertisementSpec { cluster_id: REMOTE.into(), kube_config_ref: None, resources: Default::default(), timestamp: None },
         );
+        // In its tenant namespace here: one of that name elsewhere is not the peer's.
+        adv.metadata.namespace = Some(HERE.into());
         self.adverts.apply_watcher_event(&watcher::Event::Apply(adv));
     }
     async fn reconcile(&self, fc: Value) -> Result<Action, Error> {
@@ -290,28 +304,40 @@ fn joined_status(advertisement: bool) -> Value {
 }
 
 fn our_pr() -> Value {
-    json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "PeeringRequest", "metadata": {"name": HOME},
+    json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "PeeringRequest", "metadata": {"name": HOME, "namespace": THERE},
            "spec": {"clusterIdentity": {"clusterID": HOME}, "namespace": "liqo", "authUrl": "https://home.example:8443",
-                    "kubeConfigRef": {"name": format!("pr-kubeconfig-{HOME}"), "namespace": "liqo-remote"}}})
+                    "kubeConfigRef": {"name": format!("pr-kubeconfig-{HOME}"), "namespace": THERE}}})
 }
 
 fn token_answer() -> Value {
     json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}, "status": {"token": "adv-token", "expirationTimestamp": "2030-01-01T00:00:00Z"}})
 }
 
-/// The calls that offer peering: local access for the peer, then the remote Secret and request.
+fn namespace_here() -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": HERE}})
+}
+
+fn quota_here() -> Value {
+    json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "liqo-tenant", "namespace": HERE},
+           "status": {"hard": {"count/secrets": "4"}}})
+}
+
+/// The calls that offer peering: the peer's tenant namespace here (there already, with its
+/// quota), its access there (no ClusterRole, no ClusterRoleBinding), then the remote Secret and
+/// request.
 fn offer_home() -> Vec<Call> {
     vec![
-        call("PATCH", format!("/api/v1/namespaces/liqo/serviceaccounts/{REMOTE}"), 200, Value::Null),
-        call("PATCH", format!("{RBAC}/clusterroles/{REMOTE}"), 200, Value::Null),
-        call("PATCH", format!("{RBAC}/clusterrolebindings/{REMOTE}"), 200, Value::Null),
-        call("POST", format!("/api/v1/namespaces/liqo/serviceaccounts/{REMOTE}/token"), 201, token_answer()),
+        call("GET", format!("/api/v1/namespaces/{HERE}"), 200, namespace_here()),
+        call("GET", format!("/api/v1/namespaces/{HERE}/resourcequotas/liqo-tenant"), 200, quota_here()),
+        call("PATCH", format!("/api/v1/namespaces/{HERE}/serviceaccounts/{REMOTE}"), 200, Value::Null),
+        call("PATCH", format!("{RBAC}/namespaces/{HERE}/rolebindings/liqo-peer-broadcaster"), 200, Value::Null),
+        call("POST", format!("/api/v1/namespaces/{HERE}/serviceaccounts/{REMOTE}/token"), 201, token_answer()),
     ]
 }
 
 fn offer_remote() -> Vec<Call> {
     vec![
-        call("PATCH", format!("/api/v1/namespaces/liqo-remote/secrets/pr-kubeconfig-{HOME}"), 200, Value::Null),
+        call("PATCH", format!("/api/v1/namespaces/{THERE}/secrets/pr-kubeconfig-{HOME}"), 200, Value::Null),
         call("PATCH", format!("{PRS}/{HOME}"), 200, Value::Null),
     ]
 }
@@ -390,24 +416,28 @@ async fn join_from_scratch() {
     let stored: String = String::from_utf8(base64_decode(ca["data"]["ca.crt"].as_str().unwrap())).unwrap();
     assert_eq!(stored, w.pinned);
     assert_eq!(seen[3].2["metadata"]["name"], format!("{FC}-identity"));
-    // The advertisement access is limited to advertisement-<remote>.
-    let role = &seen[5].2;
-    assert_eq!(role["rules"][1]["resourceNames"], json!([format!("advertisement-{REMOTE}")]));
+    // The advertisement access: a RoleBinding in the peer's tenant namespace to the fixed role.
+    let binding = &seen[7].2;
+    assert_eq!(binding["metadata"]["namespace"], HERE);
+    assert_eq!(binding["roleRef"]["name"], "liqo-peer-broadcaster");
+    assert_eq!(binding["subjects"][0]["name"], REMOTE);
 
     let status = &seen.last().unwrap().2["status"];
     assert_eq!(status["outgoing"], json!({"joined": false, "remotePeeringRequestName": HOME}));
     assert_eq!(status["caDataRef"]["name"], format!("{FC}-ca-data"));
     assert_eq!(status["caFingerprint"].as_str().unwrap(), liqo_certs::inspect::fingerprint_sha256(&w.pinned).unwrap());
     assert_eq!(status["authStatus"], "Accepted");
+    assert_eq!(status["tenantNamespace"], json!({"local": HERE, "remote": THERE}), "where each side keeps the other's");
     let joined = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Joined").unwrap();
     assert_eq!((joined["status"].as_str(), joined["reason"].as_str()), (Some("False"), Some("WaitingForAdvertisement")));
     assert_eq!(joined["observedGeneration"], 2);
 
     // On the remote: the kubeconfig Secret for our API server, then our PeeringRequest.
     let remote_seen = w.remote.lock().unwrap().clone();
-    let secret = body_of(&remote_seen, "PATCH", &format!("/api/v1/namespaces/liqo-remote/secrets/pr-kubeconfig-{HOME}"));
+    let secret = body_of(&remote_seen, "PATCH", &format!("/api/v1/namespaces/{THERE}/secrets/pr-kubeconfig-{HOME}"));
     let kubeconfig = String::from_utf8(base64_decode(secret["data"]["kubeconfig"].as_str().unwrap())).unwrap();
     assert!(kubeconfig.contains("https://home.example:6443") && kubeconfig.contains("adv-token"), "{kubeconfig}");
+    assert!(kubeconfig.contains(&format!("namespace: {HERE}")), "its broadcaster writes in its tenant namespace here: {kubeconfig}");
     let pr = body_of(&remote_seen, "PATCH", &format!("{PRS}/{HOME}"));
     assert_eq!(pr["spec"], our_pr()["spec"]);
     assert!(
@@ -430,6 +460,7 @@ fn healthy_status(w: &World) -> Value {
     status["caDataRef"] = json!({"name": format!("{FC}-ca-data"), "namespace": "liqo"});
     status["caFingerprint"] = json!(fp);
     status["authStatus"] = json!("Accepted");
+    status["tenantNamespace"] = json!({"local": HERE, "remote": THERE});
     let c = |t: &str, s: &str, r: &str, m: String| json!({"type": t, "status": s, "reason": r, "message": m, "observedGeneration": 2, "lastTransitionTime": "2026-01-01T00:00:00Z"});
     status["conditions"] = json!([
         c("Trusted", "False", "UntrustedAllowed", "unknown certificate authority, allowed by spec.allowUntrustedCA".into()),
@@ -511,6 +542,42 @@ fn written_condition(w: &World, n: usize, type_: &str) -> (String, String) {
     (c["status"].as_str().unwrap().to_owned(), c["reason"].as_str().unwrap().to_owned())
 }
 
+/// The identity a cluster of the cluster-scoped protocol (0.1) issued, naming its Liqo namespace.
+const ISSUED_BY_0_1: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: remote\n  cluster:\n    server: https://remote.example:6443\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: remote\n  context:\n    cluster: remote\n    user: u\n    namespace: liqo-remote\ncurrent-context: remote\n";
+
+/// SPEC §9: a peer still on the cluster-scoped protocol is named in a condition, and asked only
+/// its `/ids` once per health period, nothing else; once it tells protocol 2 (upgraded), the old
+/// identity is dropped and a new one asked for.
+#[tokio::test]
+async fn a_peer_on_the_older_protocol_is_named_then_joined_again_once_upgraded() {
+    let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+    let mut w = world(home.clone(), vec![], TrustMode::Untrusted);
+    let pinned = w.pinned.clone();
+    w.store_secret(&format!("{FC}-ca-data"), "ca.crt", &pinned);
+    w.store_secret(&format!("{FC}-identity"), "kubeconfig", ISSUED_BY_0_1);
+    *w.peer.protocol.lock().unwrap() = None;
+    let action = w.reconcile(fc(joined_spec(), healthy_status(&w), true)).await.unwrap();
+    assert_eq!(action, Action::requeue(Timing::default().health), "asked again once per health period");
+    expect(&w.home, &home);
+    assert!(calls_of(&w.remote).is_empty(), "nothing sent to its API server");
+    assert_eq!(*w.peer.asked.lock().unwrap(), ["ids"], "only its /ids");
+    let (status, reason) = written_condition(&w, 0, "Joined");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "PeerOnOlderProtocol"));
+
+    // Upgraded: the identity of 0.1 is dropped, and the next round asks for a new one.
+    let home = vec![
+        call("DELETE", format!("{SECRETS}/{FC}-identity"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
+        call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()),
+    ];
+    let mut w = world(home.clone(), vec![], TrustMode::Untrusted);
+    w.store_secret(&format!("{FC}-ca-data"), "ca.crt", &pinned);
+    w.store_secret(&format!("{FC}-identity"), "kubeconfig", ISSUED_BY_0_1);
+    let action = w.reconcile(fc(joined_spec(), healthy_status(&w), true)).await.unwrap();
+    assert_eq!(action, Action::requeue(Timing::default().retry));
+    expect(&w.home, &home);
+    assert_eq!(written_condition(&w, 1, "Authenticated"), ("False".into(), "IdentityRevoked".into()));
+}
+
 #[tokio::test]
 async fn an_unreachable_remote_is_reported_and_retried() {
     let remote = vec![call("GET", format!("{PRS}/{HOME}"), 0, Value::Null)];
@@ -583,6 +650,7 @@ async fn a_refused_token_is_reported() {
         asked: Default::default(),
         api_urls: Default::default(),
         trusts: Default::default(),
+        protocol: Mutex::new(Some(2)),
     });
     let w = world_with(home_client, home_seen, remote_seen, peer, pinned);
     w.reconcile(fc(joined_spec(), json!({}), true)).await.unwrap();
@@ -595,15 +663,16 @@ async fn a_refused_token_is_reported() {
     assert!(calls_of(&w.remote).is_empty());
 }
 
+/// Our Secret on the remote, the first thing an unjoin deletes there.
+fn our_secret_there() -> String {
+    format!("/api/v1/namespaces/{THERE}/secrets/pr-kubeconfig-{HOME}")
+}
+
 fn unjoin_remote() -> Vec<Call> {
     vec![
+        // The Secret first: the remote reads a request gone without it as our unjoin.
+        call("DELETE", our_secret_there(), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
         call("DELETE", format!("{PRS}/{HOME}"), 200, our_pr()),
-        call(
-            "DELETE",
-            format!("/api/v1/namespaces/liqo-remote/secrets/pr-kubeconfig-{HOME}"),
-            200,
-            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
-        ),
         // Gone: the unjoin is done only then.
         call("GET", format!("{PRS}/{HOME}"), 404, not_found()),
     ]
@@ -611,7 +680,7 @@ fn unjoin_remote() -> Vec<Call> {
 
 /// The peer's Advertisement here deleted (every unjoin round).
 fn advertisement_deleted() -> Call {
-    call("DELETE", format!("/apis/sharing.liqo.io/v1alpha1/advertisements/advertisement-{REMOTE}"), 404, not_found())
+    call("DELETE", format!("/apis/sharing.liqo.io/v1alpha1/namespaces/{HERE}/advertisements/advertisement-{REMOTE}"), 404, not_found())
 }
 
 /// The peer's access revoked (its ServiceAccount first), then its Advertisement deleted.
@@ -620,24 +689,33 @@ fn unjoin_local() -> Vec<Call> {
         // The ServiceAccount first: the peer is refused with a 401 at once, never a 403.
         call(
             "DELETE",
-            format!("/api/v1/namespaces/liqo/serviceaccounts/{REMOTE}"),
+            format!("/api/v1/namespaces/{HERE}/serviceaccounts/{REMOTE}"),
             200,
             json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
         ),
         call(
             "DELETE",
-            format!("{RBAC}/clusterrolebindings/{REMOTE}"),
+            format!("{RBAC}/namespaces/{HERE}/rolebindings/liqo-peer-broadcaster"),
             200,
             json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
         ),
-        call("DELETE", format!("{RBAC}/clusterroles/{REMOTE}"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
         advertisement_deleted(),
+    ]
+}
+
+/// Once no direction is left: the tenant namespace looked at (gone already here), then the
+/// identity the remote issued us dropped.
+fn retired() -> Vec<Call> {
+    vec![
+        call("GET", format!("/api/v1/namespaces/{HERE}"), 404, not_found()),
+        call("DELETE", format!("{SECRETS}/{FC}-identity"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
     ]
 }
 
 #[tokio::test]
 async fn unjoin_cascades_remote_then_local_then_finalizer() {
     let mut home = unjoin_local();
+    home.extend(retired());
     home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
     home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
     let remote = unjoin_remote();
@@ -650,8 +728,8 @@ async fn unjoin_cascades_remote_then_local_then_finalizer() {
     expect(&w.remote, &remote);
     expect(&w.home, &home);
     let seen = w.home.lock().unwrap().clone();
-    assert_eq!(seen[4].2["status"]["outgoing"], json!({"joined": false}));
-    assert_eq!(seen[5].2, removes_the_finalizer());
+    assert_eq!(seen[5].2["status"]["outgoing"], json!({"joined": false}));
+    assert_eq!(seen[6].2, removes_the_finalizer());
 }
 
 /// Found by the chaos soak (seed 7, fault 700): our identity Secret on the remote deleted by an
@@ -662,6 +740,7 @@ async fn an_unjoin_without_our_identity_asks_for_a_new_one_to_withdraw() {
     let token = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "t"}, "data": {"token": "czNjcmV0"}});
     let mut home = vec![call("GET", format!("{SECRETS}/remote-token-{REMOTE}"), 200, token), call("POST", SECRETS, 201, Value::Null)];
     home.extend(unjoin_local());
+    home.extend(retired());
     home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
     home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
     let remote = unjoin_remote();
@@ -704,7 +783,7 @@ async fn unjoin_waits_while_our_request_is_terminating_on_the_remote() {
     // Woken by a watch of our request there once it is gone (the controller's); this is the
     // fallback.
     assert_eq!(action, Action::requeue(Timing::default().health), "looked at again within a health period");
-    let written = w.home.lock().unwrap()[4].2.clone();
+    let written = w.home.lock().unwrap()[3].2.clone();
     let (status, reason, message) = condition_of(&written["status"], "Joined");
     assert_eq!((status.as_str(), reason.as_str()), ("True", "UnjoinPending"));
     assert!(message.contains("terminating"), "{message}");
@@ -721,7 +800,10 @@ async fn unjoin_waits_while_our_request_is_terminating_on_the_remote() {
 async fn unjoin_does_not_take_an_unserved_resource_for_our_request_gone() {
     let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
     // Not a Status: what the API server's fallback handler writes.
-    let remote = vec![call("DELETE", format!("{PRS}/{HOME}"), 404, json!("404 page not found"))];
+    let remote = vec![
+        call("DELETE", our_secret_there(), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
+        call("DELETE", format!("{PRS}/{HOME}"), 404, json!("404 page not found")),
+    ];
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
     w.store_joined_secrets();
     let mut spec = joined_spec();
@@ -746,6 +828,7 @@ async fn unjoin_deletes_again_a_request_found_standing() {
     home.push(advertisement_deleted());
     home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
     home.extend(unjoin_local());
+    home.extend(retired());
     home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
     home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
     let mut terminating = our_pr();
@@ -762,10 +845,10 @@ async fn unjoin_deletes_again_a_request_found_standing() {
     let first = fc(spec, joined_status(true), true);
     let timing = Timing::default();
     assert_eq!(w.reconcile(first.clone()).await.unwrap(), Action::requeue(timing.health), "terminating: looked at again");
-    let written = w.home.lock().unwrap()[4].2.clone();
+    let written = w.home.lock().unwrap()[3].2.clone();
     let action = w.reconcile(stored_after(first.clone(), &written)).await.unwrap();
     assert_eq!(action, Action::requeue(timing.retry.min(timing.health)), "standing: deleted again soon");
-    let written = w.home.lock().unwrap()[6].2.clone();
+    let written = w.home.lock().unwrap()[5].2.clone();
     let (_, reason, message) = condition_of(&written["status"], "Joined");
     assert_eq!(reason, "UnjoinPending");
     assert!(message.contains("not deleted yet"), "{message}");
@@ -795,7 +878,7 @@ fn deleted(mut v: Value, seconds_ago: i64) -> Value {
 #[tokio::test]
 async fn deletion_while_the_remote_is_down_waits_then_completes_locally() {
     // Within the grace period: nothing local is touched, retried.
-    let remote = vec![call("DELETE", format!("{PRS}/{HOME}"), 0, Value::Null)];
+    let remote = vec![call("DELETE", our_secret_there(), 0, Value::Null)];
     let mut w = world(vec![], remote.clone(), TrustMode::Untrusted);
     w.store_joined_secrets();
     let action = w.reconcile(deleted(fc(joined_spec(), joined_status(true), true), 5)).await.unwrap();
@@ -805,7 +888,7 @@ async fn deletion_while_the_remote_is_down_waits_then_completes_locally() {
 
     // After it: the local side is cleaned, the finalizer goes; the ForeignCluster can go.
     let mut home = unjoin_local();
-    home.push(call("DELETE", format!("{SECRETS}/{FC}-identity"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})));
+    home.extend(retired());
     home.push(call("DELETE", format!("{SECRETS}/{FC}-ca-data"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})));
     home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
@@ -864,8 +947,9 @@ async fn a_forbidden_answer_keeps_the_identity() {
 #[tokio::test]
 async fn unjoin_completes_locally_when_the_remote_no_longer_knows_us() {
     // Not even being deleted: join=false, and the remote answers 401 (it forgot us).
-    let remote = vec![call("DELETE", format!("{PRS}/{HOME}"), 401, unauthorized())];
+    let remote = vec![call("DELETE", our_secret_there(), 401, unauthorized())];
     let mut home = unjoin_local();
+    home.extend(retired());
     home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
     home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
@@ -882,7 +966,7 @@ async fn unjoin_completes_locally_when_the_remote_no_longer_knows_us() {
 /// unjoin waits and tries again within a health period; nothing is revoked yet.
 #[tokio::test]
 async fn unjoin_waits_when_the_remote_forbids_us() {
-    let remote = vec![call("DELETE", format!("{PRS}/{HOME}"), 403, forbidden())];
+    let remote = vec![call("DELETE", our_secret_there(), 403, forbidden())];
     let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
     w.store_joined_secrets();
@@ -918,7 +1002,7 @@ async fn anonymous_join_takes_the_ca_from_cluster_info_and_offers_without_creden
     let remote = vec![
         call("GET", "/version", 200, version()),
         call("POST", "/api/v1/namespaces/liqo/secrets", 201, Value::Null),
-        call("POST", PRS, 201, Value::Null),
+        call("POST", ANON_PRS, 201, Value::Null),
     ];
     let w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
     let action = w.reconcile(fc(anonymous_spec(), json!({}), true)).await.unwrap();
@@ -934,7 +1018,7 @@ async fn anonymous_join_takes_the_ca_from_cluster_info_and_offers_without_creden
     let ca = body_of(&home_seen, "POST", SECRETS);
     assert_eq!(ca["metadata"]["name"], format!("{FC}-ca-data"));
     let remote_seen = w.remote.lock().unwrap().clone();
-    let pr = body_of(&remote_seen, "POST", PRS);
+    let pr = body_of(&remote_seen, "POST", ANON_PRS);
     assert_eq!(pr["metadata"]["name"], HOME);
     assert_eq!(pr["spec"]["kubeConfigRef"]["name"], format!("pr-kubeconfig-{HOME}"));
     let status = &body_of(&home_seen, "PATCH", &format!("{FCS}/{FC}/status"))["status"];
@@ -999,7 +1083,7 @@ async fn anonymous_offer_is_made_again_when_the_advertisement_disappears() {
     let remote = vec![
         call("GET", "/version", 200, version()),
         call("POST", "/api/v1/namespaces/liqo/secrets", 409, exists.clone()),
-        call("POST", PRS, 201, Value::Null),
+        call("POST", ANON_PRS, 201, Value::Null),
     ];
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
     let pinned = w.pinned.clone();
@@ -1111,7 +1195,7 @@ async fn a_refused_repair_says_not_joined_and_then_stays_quiet() {
     let round = |_: usize| {
         vec![
             call("GET", format!("{PRS}/{HOME}"), 404, not_found()),
-            call("PATCH", format!("/api/v1/namespaces/liqo-remote/secrets/pr-kubeconfig-{HOME}"), 200, Value::Null),
+            call("PATCH", format!("/api/v1/namespaces/{THERE}/secrets/pr-kubeconfig-{HOME}"), 200, Value::Null),
             call("PATCH", format!("{PRS}/{HOME}"), 403, webhook_refusal()),
         ]
     };
@@ -1176,6 +1260,7 @@ async fn a_quick_rejoin_waits_for_the_previous_request_to_go() {
 #[tokio::test]
 async fn after_unjoin_no_phase_claims_anything() {
     let mut home = unjoin_local();
+    home.extend(retired());
     home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
     home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
     let mut w = world(home.clone(), unjoin_remote(), TrustMode::Untrusted);
@@ -1183,7 +1268,7 @@ async fn after_unjoin_no_phase_claims_anything() {
     let mut spec = joined_spec();
     spec["join"] = json!(false);
     w.reconcile(fc(spec, healthy_status(&w), true)).await.unwrap();
-    let written = w.home.lock().unwrap()[4].2.clone();
+    let written = w.home.lock().unwrap()[5].2.clone();
     let status = &written["status"];
     for phase in ["Trusted", "Authenticated", "RemoteReachable", "CaVerified"] {
         let (s, reason, _) = condition_of(status, phase);
@@ -1376,7 +1461,7 @@ async fn a_stale_anonymous_offer_is_made_again_once_per_interval() {
     let remote = vec![
         call("GET", "/version", 200, version()),
         call("POST", "/api/v1/namespaces/liqo/secrets", 409, exists.clone()),
-        call("POST", PRS, 409, exists),
+        call("POST", ANON_PRS, 409, exists),
         call("GET", "/version", 200, version()),
     ];
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
@@ -1398,7 +1483,7 @@ async fn a_stale_anonymous_offer_is_made_again_once_per_interval() {
 /// 10 s retry when the period is shorter): found by the chaos soak with a 2 s period.
 #[tokio::test]
 async fn an_unjoin_waiting_for_the_remote_looks_again_within_a_health_period() {
-    let remote = vec![call("DELETE", format!("{PRS}/{HOME}"), 0, Value::Null)];
+    let remote = vec![call("DELETE", our_secret_there(), 0, Value::Null)];
     let mut w = world(vec![], remote.clone(), TrustMode::Untrusted);
     w.store_joined_secrets();
     let timing = Timing { health: Duration::from_secs(2), ..Timing::default() };
