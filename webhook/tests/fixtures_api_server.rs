@@ -57,6 +57,23 @@ async fn peer_requests_for_its_own_id_are_allowed_create_update_delete_and_dry_r
     }
 }
 
+/// The captures as they are, a peer of the cluster-scoped protocol (0.1): its identity (a
+/// ServiceAccount of the Liqo namespace) is no identity here any more, and an admin's request
+/// without a namespace is told where it belongs.
+#[tokio::test]
+async fn requests_of_the_cluster_scoped_protocol_are_refused_saying_why() {
+    let r = running().await;
+    let v = post(&r, "/validate", captured("peeringrequest-create-by-peer-sa.json")).await.json();
+    assert_eq!(v["response"]["allowed"], false);
+    let msg = v["response"]["status"]["message"].as_str().unwrap();
+    assert!(msg.starts_with(&format!("clusterID {PEER_ID} is not allowed for this requester")), "{msg}");
+    let v = post(&r, "/validate", captured("federationrequest-create-by-admin.json")).await.json();
+    assert_eq!(v["response"]["allowed"], false);
+    assert_eq!(v["response"]["status"]["code"], 403);
+    let msg = v["response"]["status"]["message"].as_str().unwrap();
+    assert!(msg.contains(&format!("belongs in its tenant namespace liqo-tenant-{PEER_ID}")), "{msg}");
+}
+
 #[tokio::test]
 async fn spoofed_cluster_id_is_denied_with_the_message_kubectl_shows() {
     let r = running().await;

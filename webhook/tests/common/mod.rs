@@ -21,8 +21,43 @@ pub fn fixtures_dir() -> PathBuf {
 }
 
 /// A captured AdmissionReview body, byte for byte.
-pub fn fixture(name: &str) -> Vec<u8> {
+/// The capture `name` as it is: PeeringRequests and FederationRequests of the cluster-scoped
+/// protocol (0.1), with no namespace and a peer identity of the Liqo namespace.
+pub fn captured(name: &str) -> Vec<u8> {
     std::fs::read(fixtures_dir().join(name)).unwrap_or_else(|e| panic!("fixture {name}: {e}"))
+}
+
+/// The capture `name` as a cluster of the tenant-namespace protocol (SPEC §9) sends it: a
+/// PeeringRequest or FederationRequest, and its kubeConfigRef, in the tenant namespace of the
+/// cluster the requester is (its ServiceAccount there), or claims (anyone else). Every other
+/// field as captured; other kinds untouched.
+pub fn fixture(name: &str) -> Vec<u8> {
+    let bytes = captured(name);
+    let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let kind = v["request"]["kind"]["kind"].as_str().unwrap_or_default().to_owned();
+    if kind != "PeeringRequest" && kind != "FederationRequest" {
+        return bytes;
+    }
+    let user = v["request"]["userInfo"]["username"].as_str().unwrap_or_default().to_owned();
+    let peer = user.strip_prefix("system:serviceaccount:liqo:remote-").map(str::to_owned);
+    let object = if v["request"]["object"].is_object() { &v["request"]["object"] } else { &v["request"]["oldObject"] };
+    let claimed =
+        object["spec"]["clusterIdentity"]["clusterID"].as_str().or(object["spec"]["clusterID"].as_str()).unwrap_or_default().to_owned();
+    let tenant = liqo_api::names::tenant_namespace(peer.as_deref().unwrap_or(&claimed));
+    v["request"]["namespace"] = serde_json::json!(tenant);
+    if let Some(id) = &peer {
+        v["request"]["userInfo"]["username"] = serde_json::json!(format!("system:serviceaccount:{tenant}:remote-{id}"));
+    }
+    for which in ["object", "oldObject"] {
+        let o = &mut v["request"][which];
+        if o.is_object() {
+            o["metadata"]["namespace"] = serde_json::json!(tenant);
+            if o["spec"]["kubeConfigRef"].is_object() {
+                o["spec"]["kubeConfigRef"]["namespace"] = serde_json::json!(tenant);
+            }
+        }
+    }
+    serde_json::to_vec(&v).unwrap()
 }
 
 pub fn fixture_uid(name: &str) -> String {
