@@ -269,11 +269,8 @@ impl PeerDetail {
                     ("CA-FINGERPRINT", dash(&p.fingerprint_shown())),
                     ("OUR-PEERINGREQUEST", p.remote_peering_request.as_ref().map_or("-".into(), |n| format!("{n} (on the remote)"))),
                     ("ADVERTISEMENT", advertisement),
-                    ("TENANT-NAMESPACE", p.tenant_namespace.as_ref().map_or("-".into(), |n| format!("{n} (here)"))),
-                    (
-                        "REMOTE-TENANT-NAMESPACE",
-                        p.remote_tenant_namespace.as_ref().map_or("-".into(), |n| format!("{n} (ours, on the remote)")),
-                    ),
+                    ("TENANT-NAMESPACE", p.tenant_namespace.as_ref().map_or("-".into(), |n| format!("{n} (its, here)"))),
+                    ("REMOTE-TENANT", p.remote_tenant_namespace.as_ref().map_or("-".into(), |n| format!("{n} (ours, on the remote)"))),
                 ]);
                 out.push_str("\nPHASES\n");
                 out.push_str(&if p.phases.is_empty() { "  none yet\n".into() } else { render::phases(&p.phases) });

@@ -256,6 +256,7 @@ impl Run {
     /// (b) Every peer asked to join: time until all are Joined and reachable.
     pub async fn join_all(&self) -> Row {
         let api = Api::<ForeignCluster>::all(self.hub.admin.clone());
+        let bindings_before = self.cluster_role_bindings().await;
         let before = self.mark().await;
         let _: Vec<_> = futures::stream::iter(self.fleet.peers.clone())
             .map(|p| {
@@ -270,11 +271,21 @@ impl Run {
         let mut row = self.row("b. all joined", self.n(), (&before, &after), joined, self.n() as f64);
         let metrics = self.hub.reconciler_metrics().await.unwrap_or_default();
         row.note = format!(
-            "{} broadcasters in the fleet; offers by plan/on the remote before: {}",
+            "{} broadcasters in the fleet; offers by plan/on the remote before: {}; ClusterRoleBindings on the hub: {} with none joined, {} with all joined",
             self.fleet.advertiser.running(),
-            crate::hub::offers(&metrics)
+            crate::hub::offers(&metrics),
+            bindings_before,
+            self.cluster_role_bindings().await
         );
         row
+    }
+
+    /// How many ClusterRoleBindings the hub has (SPEC §9: as many with every peer joined as
+    /// with none).
+    async fn cluster_role_bindings(&self) -> usize {
+        use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+        let api = Api::<ClusterRoleBinding>::all(self.hub.admin.clone());
+        api.list_metadata(&Default::default()).await.map(|l| l.items.len()).unwrap_or(0)
     }
 
     /// (c) Three health periods with every peer joined.
