@@ -293,11 +293,19 @@ if [ -n "$previous_tree" ]; then
   older() { [ "$(ka get foreigncluster cluster-b -o jsonpath='{.status.conditions[?(@.type=="Joined")].reason}')" = PeerOnOlderProtocol ]; }
   wait_for $((2 * HEALTH)) "A naming B as on the older protocol" older
   echo "ok: A says: $(ka get foreigncluster cluster-b -o jsonpath='{.status.conditions[?(@.type=="Joined")].message}')" >&2
+  fc_not_joined A cluster-b || fail "A says joined to B while B runs the older protocol"
   liqo B install --timeout 5m >&2 || fail "kubectl liqo install on B"
   upgraded=$SECONDS
-  wait_for $((3 * HEALTH)) "A joined to B again by itself after B's upgrade" fc_joined A cluster-b
+  # Joined as the new protocol has it: our request in A's tenant namespace on B, B's
+  # Advertisement in B's tenant namespace on A, the Joined condition True.
+  repeered() {
+    fc_joined A cluster-b \
+      && [ "$(ka get foreigncluster cluster-b -o jsonpath='{.status.conditions[?(@.type=="Joined")].status}')" = True ] \
+      && has kb -n "$(tenant_of "$(cluster_id A)")" get peeringrequest "$(cluster_id A)" \
+      && has ka -n "$(tenant_of "$(cluster_id B)")" get advertisement "advertisement-$(cluster_id B)"
+  }
+  wait_for $((3 * HEALTH)) "A joined to B again by itself after B's upgrade, in the tenant namespaces" repeered
   echo "ok: re-peered $((SECONDS - upgraded)) s after B's install ended (3 health periods: $((3 * HEALTH)) s)" >&2
-  has kb -n "$(tenant_of "$(cluster_id A)")" get peeringrequest "$(cluster_id A)" || fail "A's request is not in its tenant namespace on B"
   for c in A B; do
     [ -z "$("$(k_of "$c")" get clusterrole,clusterrolebinding -l discovery.liqo.io/cluster-id -o name)" ] \
       || fail "per-peer ClusterRoles of 0.1 left on $c"

@@ -563,6 +563,8 @@ async fn a_peer_on_the_older_protocol_is_named_then_joined_again_once_upgraded()
     assert_eq!(*w.peer.asked.lock().unwrap(), ["ids"], "only its /ids");
     let (status, reason) = written_condition(&w, 0, "Joined");
     assert_eq!((status.as_str(), reason.as_str()), ("False", "PeerOnOlderProtocol"));
+    let written = w.home.lock().unwrap()[0].2.clone();
+    assert_eq!(written["status"]["outgoing"], json!({"joined": false}), "not joined, whatever the status said before");
 
     // Upgraded: the identity of 0.1 is dropped, and the next round asks for a new one.
     let home = vec![

@@ -358,6 +358,14 @@ async fn tenant_on_remote<P: Peers>(j: Join<'_, P>, remote: &Remote, credentials
         "{auth_url}/ids tells no protocolVersion: the remote runs the cluster-scoped protocol of 0.1, which cannot hold our request in a tenant namespace; upgrade it (asked again every health period)"
     );
     r.set(Phase::Joined, Status::False, Reason::PeerOnOlderProtocol, message);
+    // Nothing of a peering stands on that protocol: not joined, whatever was said before.
+    let present = ctx.advertisement_present(&remote.id);
+    r.outgoing = Some(OutgoingStatus {
+        joined: false,
+        remote_peering_request_name: None,
+        advertisement: present.then(|| advertisement_name(&remote.id)),
+        presented_fingerprint: None,
+    });
     Err(Stop::Report(Action::requeue(ctx.timing.health)))
 }
 
