@@ -109,6 +109,10 @@ pub const REQUESTER_CLUSTER_ROLE: &str = "liqo-peer-requester";
 /// The fixed ClusterRole a peer's broadcaster identity (`<id>`) is bound to, in its tenant
 /// namespace only: its Advertisement.
 pub const BROADCASTER_CLUSTER_ROLE: &str = "liqo-peer-broadcaster";
+/// Annotation on the ServiceAccount of a peer's identity: when the auth service last issued a
+/// token for it (RFC 3339). A tenant namespace is not retired right after: the peer is about to
+/// write its request with it.
+pub const ANNOTATION_ISSUED_AT: &str = "discovery.liqo.io/issued-at";
 /// The ResourceQuota of every tenant namespace.
 pub const TENANT_QUOTA: &str = "liqo-tenant";
 

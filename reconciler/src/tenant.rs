@@ -8,11 +8,11 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, ResourceQuotaSpec, ResourceQuotaStatus, Secret};
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, ResourceQuotaSpec, ResourceQuotaStatus, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Client;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use liqo_api::names::{LABEL_CLUSTER_ID, LABEL_TENANT_NAMESPACE, TENANT_QUOTA, tenant_namespace};
+use liqo_api::names::{ANNOTATION_ISSUED_AT, LABEL_CLUSTER_ID, LABEL_TENANT_NAMESPACE, TENANT_QUOTA, tenant_namespace};
 use liqo_api::{Advertisement, FederationRequest, PeeringRequest};
 
 use crate::error::{Error, Result, is_conflict, is_not_found};
@@ -111,6 +111,12 @@ async fn wait_gone(namespaces: &Api<Namespace>, name: &str) -> Result<()> {
     Err(Error::TenantTerminating(name.to_owned()))
 }
 
+/// Whether an identity issued at `issued` (RFC 3339, from [`ANNOTATION_ISSUED_AT`]) was issued
+/// after `since` (pure). An unreadable or absent time is not.
+pub fn issued_since(issued: Option<&str>, since: k8s_openapi::jiff::Timestamp) -> bool {
+    issued.and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok()).is_some_and(|at| at > since)
+}
+
 /// What of a peer is still in its tenant namespace: the incoming direction (its requests, and
 /// the kubeconfig Secret it hands over with them) and the outgoing one (its Advertisement to
 /// us).
@@ -130,9 +136,11 @@ pub fn unused(held: Held) -> bool {
 }
 
 /// Once no direction of peer `peer` remains here ([`unused`]), revokes the identities we
-/// issued it and deletes its tenant namespace (SPEC §9). Callers have made sure we are not
-/// joining it. Nothing to do for a namespace absent or already being deleted.
-pub async fn retire(client: &Client, peer: &str) -> Result<()> {
+/// issued it and deletes its tenant namespace (SPEC §9), unless an identity was issued to it
+/// after `since` (the peer is joining again with it and has not written its request yet).
+/// Callers have made sure we are not joining it. Nothing to do for a namespace absent or
+/// already being deleted.
+pub async fn retire(client: &Client, peer: &str, since: k8s_openapi::jiff::Timestamp) -> Result<()> {
     let name = tenant_namespace(peer);
     let namespaces: Api<Namespace> = Api::all(client.clone());
     match namespaces.get_opt(&name).await? {
@@ -142,6 +150,15 @@ pub async fn retire(client: &Client, peer: &str) -> Result<()> {
     let held = held(client, &name).await?;
     if !unused(held) {
         tracing::debug!(namespace = %name, ?held, "tenant namespace still in use");
+        return Ok(());
+    }
+    // An identity issued since: the peer is about to write its request with it (found by the
+    // node tier: a namespace retired between a peer's new identity and its request).
+    let identity = crate::access::peer_identity(peer);
+    let sa = Api::<ServiceAccount>::namespaced(client.clone(), &name).get_opt(identity.service_account_name()).await?;
+    let issued = sa.as_ref().and_then(|sa| sa.metadata.annotations.as_ref()?.get(ANNOTATION_ISSUED_AT).cloned());
+    if issued_since(issued.as_deref(), since) {
+        tracing::debug!(namespace = %name, "tenant namespace kept: an identity was issued in it just now");
         return Ok(());
     }
     // The identities first: their tokens are refused (401) at once, which the peer takes for
@@ -190,6 +207,15 @@ mod tests {
         let status = q.status.unwrap();
         assert_eq!(status.hard.unwrap(), hard);
         assert!(status.used.unwrap().values().all(|q| q.0 == "0"));
+    }
+
+    #[test]
+    fn an_identity_issued_since_the_last_direction_ended_keeps_the_namespace() {
+        let ended: k8s_openapi::jiff::Timestamp = "2026-11-27T12:00:30Z".parse().unwrap();
+        assert!(issued_since(Some("2026-11-27T12:00:31.5Z"), ended), "a new identity: the peer joins again");
+        assert!(!issued_since(Some("2026-11-27T12:00:10Z"), ended), "the identity of the request that went");
+        assert!(!issued_since(None, ended));
+        assert!(!issued_since(Some("yesterday"), ended));
     }
 
     #[test]

@@ -205,7 +205,9 @@ impl AuthService {
     }
 
     async fn issue(&self, peer: &str, own_id: &str) -> Result<IdentityResponse, Error> {
-        let access = peer_identity(peer);
+        let mut access = peer_identity(peer);
+        let now = k8s_openapi::jiff::Timestamp::now().to_string();
+        access.service_account.metadata.annotations = Some([(liqo_api::names::ANNOTATION_ISSUED_AT.to_owned(), now)].into());
         crate::grant::grant(&self.client, FIELD_MANAGER, peer, &access).await?;
         let (namespace, sa_name) = (access.namespace(), access.service_account_name());
         let token = crate::grant::token(&self.client, namespace, sa_name, self.token_lifetime).await?;
