@@ -99,6 +99,12 @@ fc_not_joined() { ! fc_joined "$@"; }
 named() { [ -n "$("$(k_of "$1")" get "$2" -A --field-selector "metadata.name=$3" -o name 2>/dev/null)" ]; }
 not_named() { ! named "$@"; }
 tenant_of() { echo "liqo-tenant-$1"; }
+# in_tenant A|B KIND-PATH NAMESPACE NAME: the object is at that path (`kubectl get --raw`: kubectl's
+# discovery cache may still say these kinds are cluster-scoped, from an install of 0.1 minutes
+# before, and would send a namespaced get to the cluster-scoped path).
+in_tenant() { "$(k_of "$1")" get --raw "/apis/$2" >/dev/null 2>&1; }
+request_in_tenant() { in_tenant "$1" "discovery.liqo.io/v1alpha1/namespaces/$(tenant_of "$2")/peeringrequests/$2"; }
+advertisement_in_tenant() { in_tenant "$1" "sharing.liqo.io/v1alpha1/namespaces/$(tenant_of "$2")/advertisements/advertisement-$2"; }
 fc_lan() { [ "$("$(k_of "$1")" get foreigncluster "$2" -o jsonpath='{.spec.discoveryType}')" = LAN ]; }
 
 # peer_a_with_b NAME: A joins B through B's NodePort auth service (LAN discovery off).
@@ -134,8 +140,8 @@ check_peering() {
   ka get foreignclusters
 
   say "tenant namespaces: A's on B holds its request, B's on A its Advertisement"
-  has kb -n "$(tenant_of "$id_a")" get peeringrequest "$id_a" || fail "A's PeeringRequest is not in its tenant namespace on B"
-  has ka -n "$(tenant_of "$id_b")" get advertisement "advertisement-$id_b" || fail "B's Advertisement is not in its tenant namespace on A"
+  request_in_tenant B "$id_a" || fail "A's PeeringRequest is not in its tenant namespace on B"
+  advertisement_in_tenant A "$id_b" || fail "B's Advertisement is not in its tenant namespace on A"
   [ "$(ka get foreigncluster cluster-b -o jsonpath='{.status.tenantNamespace.local}/{.status.tenantNamespace.remote}')" = "$(tenant_of "$id_b")/$(tenant_of "$id_a")" ] \
     || fail "A's ForeignCluster does not name both tenant namespaces: $(ka get foreigncluster cluster-b -o jsonpath='{.status.tenantNamespace}')"
   [ -z "$(ka get clusterrolebinding -l discovery.liqo.io/cluster-id -o name)$(kb get clusterrolebinding -l discovery.liqo.io/cluster-id -o name)" ] \
@@ -143,18 +149,13 @@ check_peering() {
 
   say "webhook: a forged PeeringRequest is rejected"
   local fake=00000000-0000-4000-8000-000000000001 forged
-  forged=$(cat <<EOF | kb create --as "system:serviceaccount:$(tenant_of "$id_a"):remote-$id_a" -n "$(tenant_of "$id_a")" -f - 2>&1 || true
-apiVersion: discovery.liqo.io/v1alpha1
-kind: PeeringRequest
-metadata:
-  name: $fake
-spec:
-  clusterIdentity:
-    clusterID: $fake
-  namespace: liqo
-  kubeConfigRef:
-    name: forged
-    namespace: $(tenant_of "$id_a")
+  local tenant_a
+  tenant_a=$(tenant_of "$id_a")
+  forged=$(kb create --as "system:serviceaccount:$tenant_a:remote-$id_a" --raw "/apis/discovery.liqo.io/v1alpha1/namespaces/$tenant_a/peeringrequests" -f - 2>&1 <<EOF || true
+{"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "PeeringRequest",
+ "metadata": {"name": "$fake", "namespace": "$tenant_a"},
+ "spec": {"clusterIdentity": {"clusterID": "$fake"}, "namespace": "liqo",
+          "kubeConfigRef": {"name": "forged", "namespace": "$tenant_a"}}}
 EOF
 )
   echo "$forged"

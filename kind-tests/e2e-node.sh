@@ -102,7 +102,7 @@ liqo() {
 FC_B=""
 joined_since() { ka get foreigncluster "$FC_B" -o jsonpath='{.status.conditions[?(@.type=="Joined")].lastTransitionTime}'; }
 # When A last wrote our PeeringRequest on B (its own status is B's to write).
-request_written() { kb -n "$(tenant_of "$(cluster_id A)")" get peeringrequest "$(cluster_id A)" --show-managed-fields -o jsonpath='{.metadata.managedFields[?(@.manager=="liqo-peering")].time}'; }
+request_written() { kb get peeringrequest -A --field-selector "metadata.name=$(cluster_id A)" --show-managed-fields -o jsonpath='{.items[0].metadata.managedFields[?(@.manager=="liqo-peering")].time}'; }
 secret_version() { kb -n "$(tenant_of "$(cluster_id A)")" get secret "pr-kubeconfig-$(cluster_id A)" -o jsonpath='{.metadata.resourceVersion}'; }
 holder() { "$(k_of "$1")" -n liqo get lease liqo-reconciler -o jsonpath='{.spec.holderIdentity}'; }
 held_by() { [ "$(holder "$1")" = "$2" ]; }
@@ -301,8 +301,8 @@ if [ -n "$previous_tree" ]; then
   repeered() {
     fc_joined A cluster-b \
       && [ "$(ka get foreigncluster cluster-b -o jsonpath='{.status.conditions[?(@.type=="Joined")].status}')" = True ] \
-      && has kb -n "$(tenant_of "$(cluster_id A)")" get peeringrequest "$(cluster_id A)" \
-      && has ka -n "$(tenant_of "$(cluster_id B)")" get advertisement "advertisement-$(cluster_id B)"
+      && request_in_tenant B "$(cluster_id A)" \
+      && advertisement_in_tenant A "$(cluster_id B)"
   }
   wait_for $((3 * HEALTH)) "A joined to B again by itself after B's upgrade, in the tenant namespaces" repeered
   echo "ok: re-peered $((SECONDS - upgraded)) s after B's install ended (3 health periods: $((3 * HEALTH)) s)" >&2
