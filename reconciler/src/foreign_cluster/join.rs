@@ -359,13 +359,7 @@ async fn tenant_on_remote<P: Peers>(j: Join<'_, P>, remote: &Remote, credentials
     );
     r.set(Phase::Joined, Status::False, Reason::PeerOnOlderProtocol, message);
     // Nothing of a peering stands on that protocol: not joined, whatever was said before.
-    let present = ctx.advertisement_present(&remote.id);
-    r.outgoing = Some(OutgoingStatus {
-        joined: false,
-        remote_peering_request_name: None,
-        advertisement: present.then(|| advertisement_name(&remote.id)),
-        presented_fingerprint: None,
-    });
+    r.outgoing = Some(not_joined(ctx, &remote.id));
     Err(Stop::Report(Action::requeue(ctx.timing.health)))
 }
 
@@ -514,17 +508,22 @@ async fn offer<P: Peers>(
             };
             let since = joined_since(fc, reason);
             r.set(Phase::Joined, Status::False, reason, message);
-            let present = ctx.advertisement_present(&remote.id);
-            r.outgoing = Some(OutgoingStatus {
-                joined: false,
-                remote_peering_request_name: None,
-                advertisement: present.then(|| advertisement_name(&remote.id)),
-                presented_fingerprint: None,
-            });
+            r.outgoing = Some(not_joined(ctx, &remote.id));
             let after = decide::offer_again_after(since.as_ref(), &super::now(), ctx.timing.health, ctx.timing.refused);
             Err(Stop::Report(Action::requeue(after)))
         }
         Err(e) => Err(remote_failed(j, r, e)),
+    }
+}
+
+/// `status.outgoing` of a peering with no request of ours standing on the remote: not joined,
+/// naming the peer's Advertisement while it is still here.
+fn not_joined<P: Peers>(ctx: &Ctx<P>, remote_id: &str) -> OutgoingStatus {
+    OutgoingStatus {
+        joined: false,
+        remote_peering_request_name: None,
+        advertisement: ctx.advertisement_present(remote_id).then(|| advertisement_name(remote_id)),
+        presented_fingerprint: None,
     }
 }
 
