@@ -65,7 +65,7 @@ impl<P: Peers> Ctx<P> {
 
 /// The ForeignCluster standing for `cluster_id`, if we have one: one a person or discovery
 /// made before an incoming stand-in (which gives way to it).
-fn find_foreign(store: &Store<ForeignCluster>, cluster_id: &str) -> Option<Arc<ForeignCluster>> {
+pub(crate) fn find_foreign(store: &Store<ForeignCluster>, cluster_id: &str) -> Option<Arc<ForeignCluster>> {
     let mut matching: Vec<Arc<ForeignCluster>> = store
         .state()
         .into_iter()
@@ -156,7 +156,7 @@ pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> R
             Some(fc) => crate::events::publish(ctx.shared.recorder.as_ref(), &**fc, false, "Peering", "PeeringEnded", note).await,
             None => crate::events::publish(ctx.shared.recorder.as_ref(), &*req, false, "Peering", "PeeringEnded", note).await,
         }
-        retire_tenant(&ctx, &id, deleted_at.0).await?;
+        crate::retirement::retire(&ctx.shared, &id, deleted_at.0).await?;
         return Ok(Action::await_change());
     }
 
@@ -184,18 +184,6 @@ pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> R
     };
     ctx.broadcasters.ensure(&id, K::KIND, &namespace, source);
     Ok(Action::await_change())
-}
-
-/// Once the incoming direction of peer `id` has ended (its request deleted `since`) and we do
-/// not join it either, the identity we issued it goes, and its tenant namespace with it when
-/// nothing else of it is there and no identity was issued to it since (SPEC §9): a peer asking
-/// again later gets a new identity.
-async fn retire_tenant<P: Peers>(ctx: &Ctx<P>, id: &str, since: k8s_openapi::jiff::Timestamp) -> Result<()> {
-    let joining = find_foreign(&ctx.shared.foreign, id).is_some_and(|fc| fc.spec.join());
-    if joining {
-        return Ok(());
-    }
-    crate::tenant::retire(&ctx.shared.client, id, since).await
 }
 
 fn error_policy<K: Request, P: Peers>(req: Arc<K>, e: &Error, ctx: Arc<Ctx<P>>) -> Action {

@@ -36,6 +36,7 @@ pub mod metrics;
 pub mod peer;
 pub mod published;
 pub mod resources;
+pub mod retirement;
 pub mod singleton;
 pub mod slim_store;
 pub mod stores;

@@ -4,7 +4,8 @@
 //!
 //! [`namespace`] and [`quota`] are the objects (pure); [`ensure`] makes them the first time
 //! something of the peer must be stored; [`retire`] revokes the identities we issued the peer
-//! and removes the namespace once no direction of the peering remains ([`unused`], pure).
+//! and removes the namespace once no direction of the peering remains ([`unused`], pure);
+//! [`crate::retirement`] decides when to call it.
 
 use std::collections::BTreeMap;
 
@@ -18,14 +19,21 @@ use liqo_api::{Advertisement, FederationRequest, PeeringRequest};
 use crate::error::{Error, Result, is_conflict, is_not_found};
 
 /// The most objects of each kind a peer may have in its tenant namespace. One request and one
-/// Advertisement are all a peer needs (they are named after its ID); the second leaves room
-/// for one being replaced. Secrets: its kubeconfig, with the same room.
+/// Advertisement are all a peer needs (they are named after its ID), and its kubeconfig Secret.
+/// The rest is room for churn: an object deleted still counts until the quota controller
+/// recounts, which may take minutes (with 2, an admin's deletes and the peer's writes again
+/// filled the quota in the chaos soak, seed 7, and a re-join was refused for 29 s).
 pub const QUOTA: [(&str, &str); 4] = [
-    ("count/peeringrequests.discovery.liqo.io", "2"),
-    ("count/federationrequests.discovery.liqo.io", "2"),
-    ("count/advertisements.sharing.liqo.io", "2"),
-    ("count/secrets", "4"),
+    ("count/peeringrequests.discovery.liqo.io", "5"),
+    ("count/federationrequests.discovery.liqo.io", "5"),
+    ("count/advertisements.sharing.liqo.io", "5"),
+    ("count/secrets", "10"),
 ];
+
+/// The cap on `resource` in a tenant namespace ([`QUOTA`]; 0 for one not capped).
+pub fn quota_of(resource: &str) -> usize {
+    QUOTA.iter().find(|(r, _)| *r == resource).and_then(|(_, n)| n.parse().ok()).unwrap_or(0)
+}
 
 fn labels(peer: &str) -> BTreeMap<String, String> {
     BTreeMap::from([(LABEL_TENANT_NAMESPACE.to_owned(), "true".to_owned()), (LABEL_CLUSTER_ID.to_owned(), peer.to_owned())])
@@ -111,10 +119,10 @@ async fn wait_gone(namespaces: &Api<Namespace>, name: &str) -> Result<()> {
     Err(Error::TenantTerminating(name.to_owned()))
 }
 
-/// Whether an identity issued at `issued` (RFC 3339, from [`ANNOTATION_ISSUED_AT`]) was issued
-/// after `since` (pure). An unreadable or absent time is not.
-pub fn issued_since(issued: Option<&str>, since: k8s_openapi::jiff::Timestamp) -> bool {
-    issued.and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok()).is_some_and(|at| at > since)
+/// When an identity was issued, from its [`ANNOTATION_ISSUED_AT`] (RFC 3339; pure). An
+/// unreadable or absent time is none.
+pub fn issued_at(issued: Option<&str>) -> Option<k8s_openapi::jiff::Timestamp> {
+    issued.and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
 }
 
 /// What of a peer is still in its tenant namespace: the incoming direction (its requests, and
@@ -135,31 +143,44 @@ pub fn unused(held: Held) -> bool {
     held == Held::default()
 }
 
+/// What [`retire`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retirement {
+    /// The identities revoked and the namespace deleted, or nothing was there to retire.
+    Retired,
+    /// Something of the peer is still there: its next departure retires it.
+    InUse,
+    /// Nothing of the peer is there, but an identity was issued to it at this time, after
+    /// `since`: the peer may be about to write its request with it. To be looked at again
+    /// once it had time to (see [`crate::retirement`]).
+    IssuedAt(k8s_openapi::jiff::Timestamp),
+}
+
 /// Once no direction of peer `peer` remains here ([`unused`]), revokes the identities we
 /// issued it and deletes its tenant namespace (SPEC §9), unless an identity was issued to it
 /// after `since` (the peer is joining again with it and has not written its request yet).
 /// Callers have made sure we are not joining it. Nothing to do for a namespace absent or
 /// already being deleted.
-pub async fn retire(client: &Client, peer: &str, since: k8s_openapi::jiff::Timestamp) -> Result<()> {
+pub async fn retire(client: &Client, peer: &str, since: k8s_openapi::jiff::Timestamp) -> Result<Retirement> {
     let name = tenant_namespace(peer);
     let namespaces: Api<Namespace> = Api::all(client.clone());
     match namespaces.get_opt(&name).await? {
         Some(ns) if ns.metadata.deletion_timestamp.is_none() => {}
-        _ => return Ok(()),
+        _ => return Ok(Retirement::Retired),
     }
     let held = held(client, &name).await?;
     if !unused(held) {
         tracing::debug!(namespace = %name, ?held, "tenant namespace still in use");
-        return Ok(());
+        return Ok(Retirement::InUse);
     }
     // An identity issued since: the peer is about to write its request with it (found by the
     // node tier: a namespace retired between a peer's new identity and its request).
     let identity = crate::access::peer_identity(peer);
     let sa = Api::<ServiceAccount>::namespaced(client.clone(), &name).get_opt(identity.service_account_name()).await?;
     let issued = sa.as_ref().and_then(|sa| sa.metadata.annotations.as_ref()?.get(ANNOTATION_ISSUED_AT).cloned());
-    if issued_since(issued.as_deref(), since) {
-        tracing::debug!(namespace = %name, "tenant namespace kept: an identity was issued in it just now");
-        return Ok(());
+    if let Some(at) = issued_at(issued.as_deref()).filter(|at| *at > since) {
+        tracing::debug!(namespace = %name, issued = %at, "tenant namespace kept for now: an identity was issued in it just now");
+        return Ok(Retirement::IssuedAt(at));
     }
     // The identities first: their tokens are refused (401) at once, which the peer takes for
     // the end of what it did here.
@@ -170,7 +191,7 @@ pub async fn retire(client: &Client, peer: &str, since: k8s_openapi::jiff::Times
         Err(e) if is_not_found(&e) => {}
         Err(e) => return Err(e.into()),
     }
-    Ok(())
+    Ok(Retirement::Retired)
 }
 
 fn live<K: Clone>(list: kube::api::ObjectList<kube::core::PartialObjectMeta<K>>) -> usize {
@@ -202,8 +223,10 @@ mod tests {
         let q = quota(PEER);
         assert_eq!(kube::ResourceExt::namespace(&q).as_deref(), Some(&*format!("liqo-tenant-{PEER}")));
         let hard = q.spec.unwrap().hard.unwrap();
-        assert_eq!(hard["count/peeringrequests.discovery.liqo.io"].0, "2");
-        assert_eq!(hard["count/secrets"].0, "4");
+        assert_eq!(hard["count/peeringrequests.discovery.liqo.io"].0, "5");
+        assert_eq!(hard["count/secrets"].0, "10");
+        assert_eq!(quota_of("count/advertisements.sharing.liqo.io"), 5);
+        assert_eq!(quota_of("count/pods"), 0);
         let status = q.status.unwrap();
         assert_eq!(status.hard.unwrap(), hard);
         assert!(status.used.unwrap().values().all(|q| q.0 == "0"));
@@ -212,10 +235,12 @@ mod tests {
     #[test]
     fn an_identity_issued_since_the_last_direction_ended_keeps_the_namespace() {
         let ended: k8s_openapi::jiff::Timestamp = "2026-11-27T12:00:30Z".parse().unwrap();
-        assert!(issued_since(Some("2026-11-27T12:00:31.5Z"), ended), "a new identity: the peer joins again");
-        assert!(!issued_since(Some("2026-11-27T12:00:10Z"), ended), "the identity of the request that went");
-        assert!(!issued_since(None, ended));
-        assert!(!issued_since(Some("yesterday"), ended));
+        let since = |t| issued_at(t).is_some_and(|at| at > ended);
+        assert!(since(Some("2026-11-27T12:00:31.5Z")), "a new identity: the peer joins again");
+        assert!(!since(Some("2026-11-27T12:00:10Z")), "the identity of the request that went");
+        assert_eq!(issued_at(Some("2026-11-27T12:00:31.5Z")), Some("2026-11-27T12:00:31.5Z".parse().unwrap()));
+        assert_eq!(issued_at(None), None);
+        assert_eq!(issued_at(Some("yesterday")), None);
     }
 
     #[test]

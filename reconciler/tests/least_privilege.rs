@@ -200,8 +200,11 @@ async fn the_advertisement_access_we_grant_is_advertisements_in_its_tenant_names
         .unwrap()
     };
     ads.create(&PostParams::default(), &advertisement(&format!("advertisement-{PEER}"))).await.unwrap();
-    ads.create(&PostParams::default(), &advertisement("advertisement-second")).await.unwrap();
-    let over = forbidden(ads.create(&PostParams::default(), &advertisement("advertisement-third")).await, "a third Advertisement");
+    let cap = liqo_reconciler::tenant::quota_of("count/advertisements.sharing.liqo.io");
+    for n in 1..cap {
+        ads.create(&PostParams::default(), &advertisement(&format!("advertisement-{n}"))).await.unwrap();
+    }
+    let over = forbidden(ads.create(&PostParams::default(), &advertisement("advertisement-over")).await, "one over the cap");
     assert!(over.contains("exceeded quota: liqo-tenant"), "{over}");
 }
 

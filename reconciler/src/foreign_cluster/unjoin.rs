@@ -36,10 +36,6 @@ use crate::error::{Error, Result, Step};
 use crate::grant;
 use crate::peer::{Peers, RemoteAccess, Trust};
 
-/// Seconds before the end of an unjoin within which an identity issued to the peer keeps its
-/// tenant namespace (see [`crate::tenant::retire`]).
-const RETIRE_WINDOW_SECONDS: i64 = 5;
-
 /// Unjoins `fc` (see the module documentation).
 pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str) -> Result<Action> {
     let name = fc.name_any();
@@ -115,9 +111,9 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
     // stands): the identities we issued the peer and its tenant namespace go.
     if !remote_id.is_empty() {
         // An identity the peer was issued in the last few seconds is for a join of its own
-        // under way: its request comes next.
-        let since = k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(RETIRE_WINDOW_SECONDS);
-        crate::tenant::retire(&ctx.shared.client, &remote_id, since).await?;
+        // under way: its request comes next (looked at again if it does not).
+        let since = crate::retirement::fresh_after(k8s_openapi::jiff::Timestamp::now());
+        crate::retirement::retire(&ctx.shared, &remote_id, since).await?;
     }
     // The identity the remote issued us is for this peering: the remote retires it with its
     // tenant namespace for us once no direction is left there, so a re-join asks for a new

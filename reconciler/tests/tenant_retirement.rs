@@ -1,0 +1,90 @@
+//! When a peer's tenant namespace is retired, on a real API server (KUBEBUILDER_ASSETS; skips
+//! loudly without it): a namespace kept by an identity issued just before a direction ended is
+//! looked at again and retired once the peer had time to use it and did not (the chaos soak,
+//! seed 7, found one left for good), and kept when the peer did write its request.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use kube::runtime::reflector::store;
+use liqo_api::names::{ANNOTATION_ISSUED_AT, tenant_namespace};
+use liqo_api::{PeeringRequest, PeeringRequestSpec};
+use liqo_reconciler::access::peer_identity;
+use liqo_reconciler::auth::client::Verify;
+use liqo_reconciler::context::Shared;
+use liqo_reconciler::peer::Network;
+use liqo_reconciler::retirement::{USE_WITHIN, retire};
+use liqo_testenv::{ControlPlane, install_liqo};
+
+const PEER: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
+
+fn shared(client: &Client) -> Shared<Network> {
+    let (_, id_rx) = tokio::sync::watch::channel(Some("home".to_owned()));
+    let (_, cfg_rx) = tokio::sync::watch::channel(None);
+    let peers = Network { roots: Verify::Nothing, api_timeout: Duration::from_secs(5) };
+    Shared::new(client.clone(), "liqo", id_rx, cfg_rx, Arc::new(peers), store().0)
+}
+
+/// Issues `PEER` an identity in its tenant namespace now, as the auth service does.
+async fn issue_identity(client: &Client) {
+    liqo_reconciler::tenant::ensure(client, PEER, "test").await.unwrap();
+    let mut access = peer_identity(PEER);
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    access.service_account.metadata.annotations = Some([(ANNOTATION_ISSUED_AT.to_owned(), now)].into());
+    liqo_reconciler::grant::grant(client, "test", PEER, &access).await.unwrap();
+}
+
+async fn going(client: &Client) -> bool {
+    let ns = Api::<Namespace>::all(client.clone()).get_opt(&tenant_namespace(PEER)).await.unwrap();
+    ns.is_none_or(|n| n.metadata.deletion_timestamp.is_some())
+}
+
+#[tokio::test]
+async fn a_namespace_kept_by_an_identity_nobody_used_is_retired_once_the_peer_had_time_to_use_it() {
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    issue_identity(&admin).await;
+    // The direction ended a moment before the identity was issued (a request deleted in the
+    // same second as a join's identity: its deletion time is whole seconds).
+    let ended = k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(1);
+    retire(&shared(&admin), PEER, ended).await.unwrap();
+    assert!(!going(&admin).await, "kept at first: the peer may be about to write its request");
+    assert!(identities_of(&admin, PEER).get_opt(peer_identity(PEER).service_account_name()).await.unwrap().is_some());
+
+    let started = std::time::Instant::now();
+    liqo_testenv::eventually("the unused tenant namespace retired", || async { going(&admin).await.then_some(()) }).await;
+    assert!(started.elapsed() >= USE_WITHIN - Duration::from_millis(1500), "not before the peer had time to use it");
+    assert!(
+        identities_of(&admin, PEER).get_opt(peer_identity(PEER).service_account_name()).await.unwrap().is_none(),
+        "its identity revoked"
+    );
+}
+
+#[tokio::test]
+async fn a_namespace_whose_fresh_identity_wrote_its_request_stays() {
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    issue_identity(&admin).await;
+    let ended = k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(1);
+    retire(&shared(&admin), PEER, ended).await.unwrap();
+    // The peer writes its request with the new identity.
+    let spec: PeeringRequestSpec = serde_json::from_value(serde_json::json!({
+        "clusterIdentity": {"clusterID": PEER, "clusterName": "peer"}, "namespace": "liqo",
+        "kubeConfigRef": {"name": format!("pr-kubeconfig-{PEER}"), "namespace": tenant_namespace(PEER)},
+        "authUrl": "https://peer:8443"
+    }))
+    .unwrap();
+    requests_of(&admin, PEER).create(&PostParams::default(), &PeeringRequest::new(PEER, spec)).await.unwrap();
+    // Past the look again: still there, with the identity.
+    tokio::time::sleep(USE_WITHIN + Duration::from_secs(2)).await;
+    assert!(!going(&admin).await, "the namespace holds the peer's request");
+    assert!(identities_of(&admin, PEER).get_opt(peer_identity(PEER).service_account_name()).await.unwrap().is_some());
+}
