@@ -319,7 +319,7 @@ fn namespace_here() -> Value {
 
 fn quota_here() -> Value {
     json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "liqo-tenant", "namespace": HERE},
-           "status": {"hard": {"count/secrets": "4"}}})
+           "status": {"hard": {"count/secrets": "10"}}})
 }
 
 /// The calls that offer peering: the peer's tenant namespace here (there already, with its
@@ -389,6 +389,9 @@ async fn join_from_scratch() {
     let mut home = vec![
         call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()), // finalizer
         call("POST", SECRETS, 201, Value::Null),             // <fc>-ca-data
+        // Our tenant namespace for the peer, before its identity is asked for.
+        call("GET", format!("/api/v1/namespaces/{HERE}"), 200, namespace_here()),
+        call("GET", format!("/api/v1/namespaces/{HERE}/resourcequotas/liqo-tenant"), 200, quota_here()),
         call("GET", format!("{SECRETS}/remote-token-{REMOTE}"), 404, not_found()),
         call("POST", SECRETS, 201, Value::Null), // <fc>-identity
     ];
@@ -415,9 +418,9 @@ async fn join_from_scratch() {
     assert_eq!(ca["metadata"]["labels"]["discovery.liqo.io/cluster-id"], REMOTE);
     let stored: String = String::from_utf8(base64_decode(ca["data"]["ca.crt"].as_str().unwrap())).unwrap();
     assert_eq!(stored, w.pinned);
-    assert_eq!(seen[3].2["metadata"]["name"], format!("{FC}-identity"));
+    assert_eq!(seen[5].2["metadata"]["name"], format!("{FC}-identity"));
     // The advertisement access: a RoleBinding in the peer's tenant namespace to the fixed role.
-    let binding = &seen[7].2;
+    let binding = &seen[9].2;
     assert_eq!(binding["metadata"]["namespace"], HERE);
     assert_eq!(binding["roleRef"]["name"], "liqo-peer-broadcaster");
     assert_eq!(binding["subjects"][0]["name"], REMOTE);
@@ -633,6 +636,8 @@ async fn a_changed_remote_ca_is_never_accepted_silently() {
 async fn a_refused_token_is_reported() {
     let (home_client, home_seen) = scripted(vec![
         call("POST", SECRETS, 201, Value::Null),
+        call("GET", format!("/api/v1/namespaces/{HERE}"), 200, namespace_here()),
+        call("GET", format!("/api/v1/namespaces/{HERE}/resourcequotas/liqo-tenant"), 200, quota_here()),
         call(
             "GET",
             format!("{SECRETS}/remote-token-{REMOTE}"),
@@ -793,6 +798,39 @@ async fn unjoin_waits_while_our_request_is_terminating_on_the_remote() {
     assert_eq!(action, Action::requeue(Timing::default().health));
     expect(&w.remote, &remote);
     expect(&w.home, &home);
+}
+
+/// Found by the chaos soak (seed 7): our request seen terminating, then the remote released it
+/// and retired us. Its API server still authenticates our token from its cache for a few
+/// seconds and refuses it by RBAC: that 403, in a round after our deletes went through, is the
+/// end (it waited a health period for a 401 before).
+#[tokio::test]
+async fn unjoin_ends_on_a_403_once_our_deletes_went_through() {
+    let mut home = unjoin_local();
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    home.push(advertisement_deleted());
+    home.extend(retired());
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
+    let mut remote = unjoin_remote();
+    let mut terminating = our_pr();
+    terminating["metadata"]["deletionTimestamp"] = json!("2026-11-25T10:00:00Z");
+    remote.last_mut().unwrap().status = 200;
+    remote.last_mut().unwrap().body = terminating;
+    remote.push(call("GET", format!("{PRS}/{HOME}"), 403, forbidden()));
+    let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
+    w.store_joined_secrets();
+    let mut spec = joined_spec();
+    spec["join"] = json!(false);
+    let first = fc(spec, joined_status(true), true);
+    assert_eq!(w.reconcile(first.clone()).await.unwrap(), Action::requeue(Timing::default().health));
+    let written = w.home.lock().unwrap()[3].2.clone();
+    let action = w.reconcile(stored_after(first, &written)).await.unwrap();
+    assert_eq!(action, Action::await_change(), "retired by the remote: unjoined");
+    expect(&w.remote, &remote);
+    expect(&w.home, &home);
+    let seen = w.home.lock().unwrap().clone();
+    assert_eq!(seen.last().unwrap().2, removes_the_finalizer());
 }
 
 /// A remote API server just started answers "404 page not found" for a resource it has not

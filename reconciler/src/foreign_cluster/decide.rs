@@ -188,6 +188,22 @@ impl Gone {
     }
 }
 
+/// Whether the remote refuses the identity a watch runs with (401, or 403: the remote revoked
+/// its grant and its API server still authenticates the token from its cache for a few
+/// seconds). Once our request was deleted, that is the remote retiring us: it revokes a
+/// peer's identities only when nothing of the peer is left there.
+pub fn watch_refused(e: &kube::runtime::watcher::Error) -> bool {
+    use kube::runtime::watcher::Error as W;
+    let code = match e {
+        W::InitialListFailed(kube::Error::Api(s)) | W::WatchStartFailed(kube::Error::Api(s)) | W::WatchFailed(kube::Error::Api(s)) => {
+            s.code
+        }
+        W::WatchError(s) => s.code,
+        _ => return false,
+    };
+    code == 401 || code == 403
+}
+
 /// The answer of a refused `/identity`: which auth status and reason it means.
 pub fn refusal_status(token_was_empty: bool) -> (AuthStatus, Reason) {
     if token_was_empty { (AuthStatus::EmptyRefused, Reason::EmptyTokenRefused) } else { (AuthStatus::Refused, Reason::TokenRefused) }
@@ -320,6 +336,20 @@ pub fn offer(on_remote: OnRemote, offered: bool, advertised: Advertised) -> Offe
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_watch_refused_by_the_remote_is_told_from_other_failures() {
+        use kube::runtime::watcher::Error as W;
+        let api = |code: u16| kube::Error::Api(Box::new(kube::core::Status { code, ..Default::default() }));
+        use super::watch_refused;
+        assert!(watch_refused(&W::WatchFailed(api(401))));
+        assert!(watch_refused(&W::InitialListFailed(api(403))));
+        assert!(watch_refused(&W::WatchStartFailed(api(403))));
+        assert!(watch_refused(&W::WatchError(Box::new(kube::core::Status { code: 401, ..Default::default() }))));
+        assert!(!watch_refused(&W::WatchFailed(api(410))), "expired: the watch restarts");
+        assert!(!watch_refused(&W::InitialListFailed(api(500))));
+        assert!(!watch_refused(&W::NoResourceVersion));
+    }
 
     #[test]
     fn a_request_whose_kubeconfig_the_remote_misses_is_offered_again() {

@@ -170,6 +170,27 @@ async fn pipeline<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, con
     Ok(finish(j, &remote, r))
 }
 
+/// Our tenant namespace for the peer, made before we ask the remote for an identity (only
+/// then: a joined peer's rounds cost nothing more): a full
+/// unjoin may have just retired it, and it is waited for while it goes (Kubernetes empties a
+/// deleted namespace 5 s later at the earliest). The remote takes back an identity left unused
+/// for a few seconds (see [`crate::retirement`]): asked for first, ours was taken back while
+/// we waited here (the chaos soak, seed 7), and the join started over.
+async fn our_tenant<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> Step<()> {
+    match crate::tenant::ensure(&j.ctx.shared.client, &remote.id, super::FIELD_MANAGER).await {
+        Ok(_) => Ok(()),
+        Err(e @ Error::TenantTerminating(_)) => Err(tenant_terminating(j, r, e)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Our tenant namespace for the peer is still going after [`crate::tenant::TERMINATING_WAIT`]:
+/// said, and looked at again within a health period.
+fn tenant_terminating<P: Peers>(j: Join<'_, P>, r: &mut Report, e: Error) -> Stop {
+    r.set(Phase::Joined, Status::False, Reason::TenantNamespaceTerminating, format!("{e}: offering once it is gone"));
+    Stop::Report(Action::requeue(j.ctx.timing.retry.min(j.ctx.timing.health)))
+}
+
 /// How calls to the remote are verified, or why we do not peer: its roots verify it; or the
 /// user paired it by fingerprint (checked now, and again on every later connection); or an
 /// untrusted CA is allowed; else it waits for approval, showing the fingerprint it presents.
@@ -311,6 +332,7 @@ async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report)
     let kubeconfig = match ctx.secret_value(&secret, KUBECONFIG_KEY) {
         Some(kubeconfig) => kubeconfig,
         None => {
+            our_tenant(j, remote, r).await?;
             let token = read_token(&ctx.shared.client, &ctx.shared.namespace, &remote.id).await?;
             let request = IdentityRequest { cluster_id: own_id.to_owned(), token: token.clone() };
             match ctx.shared.peers.identity(auth_url, remote.trust.clone(), &request).await {
@@ -467,10 +489,7 @@ async fn offer<P: Peers>(
     }
     let secret: Secret = match ctx.grant_and_kubeconfig(&ours, &remote.id).await {
         Ok(secret) => secret,
-        Err(e @ Error::TenantTerminating(_)) => {
-            r.set(Phase::Joined, Status::False, Reason::TenantNamespaceTerminating, format!("{e}: offering once it is gone"));
-            return Err(Stop::Report(Action::requeue(ctx.timing.retry.min(ctx.timing.health))));
-        }
+        Err(e @ Error::TenantTerminating(_)) => return Err(tenant_terminating(j, r, e)),
         Err(e) => return Err(e.into()),
     };
     match way.put_offer(client, &secret, &ours.object()).await {

@@ -310,6 +310,9 @@ impl<P: Peers> Ctx<P> {
                     match event {
                         Ok(event) if gone.after(&event) => return true,
                         Ok(_) => {}
+                        // The remote retired us (after our request went): the round that
+                        // wakes finds out (the chaos soak saw an unjoin wait a period here).
+                        Err(e) if decide::watch_refused(&e) => return true,
                         Err(e) => tracing::debug!(fc = %name, error = %e, "watching our request on the remote; the watch restarts"),
                     }
                 }
