@@ -306,3 +306,73 @@ async fn advertisement_turned_on_is_published_at_once() {
     liqo_testenv::eventually("published once turned on", || async { (count(&remote_log, "POST", "/advertisements") == 1).then_some(()) })
         .await;
 }
+
+/// A local API server whose kubeconfig Secret goes once `gone` is set, and a remote that
+/// refuses (403) the deletion of our Advertisement: a peer that unjoined, whose API server
+/// still authenticates our token from its cache but no longer grants it anything.
+fn unjoined_peer(log: Log, gone: Arc<std::sync::atomic::AtomicBool>, remote: bool) -> Client {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    tokio::spawn(async move {
+        while let Some((req, send)) = handle.next_request().await {
+            let (method, path) = (req.method().to_string(), req.uri().path().to_owned());
+            log.lock().unwrap().push((method.clone(), path.clone()));
+            let not_found = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404});
+            let forbidden = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403});
+            let (status, answer) = match (method.as_str(), path.as_str()) {
+                ("GET", "/apis/discovery.liqo.io/v1alpha1/foreignclusters") => {
+                    (200, json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignClusterList", "metadata": {}, "items": []}))
+                }
+                ("GET", p) if !remote && p.ends_with("/secrets/pr-kubeconfig") => {
+                    if gone.load(std::sync::atomic::Ordering::Relaxed) {
+                        (404, not_found)
+                    } else {
+                        (
+                            200,
+                            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pr-kubeconfig", "namespace": "liqo"},
+                                     "data": {"kubeconfig": "cGVlci1rdWJlY29uZmln"}}),
+                        )
+                    }
+                }
+                ("GET", p) if remote && p.contains("/advertisements/") => (404, not_found),
+                ("POST", p) if remote && p.ends_with("/advertisements") => (201, advertisement()),
+                ("DELETE", p) if remote && p.contains("/advertisements/") => (403, forbidden),
+                (_, p) if !remote && p.ends_with("/status") => (200, json!({})),
+                _ => (500, json!({})),
+            };
+            send.send_response(Response::builder().status(status).body(Body::from(serde_json::to_vec(&answer).unwrap())).unwrap());
+        }
+    });
+    Client::new(service, "default")
+}
+
+fn advertisement() -> Value {
+    json!({"apiVersion": "sharing.liqo.io/v1alpha1", "kind": "Advertisement", "metadata": {"name": format!("advertisement-{OWN}")},
+           "spec": {"clusterId": OWN}})
+}
+
+/// Found by the chaos soak (seed 7): a peer that unjoins removes its kubeconfig Secret, our
+/// access and our Advertisement on its side, then its request. Our withdrawal meets a 403 (its
+/// API server still holds our token in its cache): with the Secret gone that is the end, not
+/// a failure retried 10 s later. With the Secret still there (an admin deleted the request)
+/// the 403 is retried.
+#[tokio::test]
+async fn a_403_from_a_peer_that_removed_its_kubeconfig_ends_the_withdrawal() {
+    let (local_log, remote_log): (Log, Log) = Default::default();
+    let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let remote = unjoined_peer(remote_log.clone(), gone.clone(), true);
+    let peers = Arc::new(FakePeers { remote, built: Default::default(), pinned: Default::default() });
+    let (b, _config) = started(unjoined_peer(local_log.clone(), gone.clone(), false), peers);
+    let source = SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some("liqo".into()) };
+
+    b.ensure(PEER, "PeeringRequest", "liqo", source.clone());
+    liqo_testenv::eventually("published", || async { (count(&remote_log, "POST", "/advertisements") >= 1).then_some(()) }).await;
+    let refused = b.release(PEER, "PeeringRequest", Some(source.clone())).await;
+    assert!(refused.is_err(), "the Secret is there: a 403 is retried");
+
+    let before = count(&remote_log, "POST", "/advertisements");
+    b.ensure(PEER, "PeeringRequest", "liqo", source.clone());
+    liqo_testenv::eventually("published again", || async { (count(&remote_log, "POST", "/advertisements") > before).then_some(()) }).await;
+    gone.store(true, std::sync::atomic::Ordering::Relaxed);
+    b.release(PEER, "PeeringRequest", Some(source)).await.expect("the peer unjoined: nothing left to withdraw");
+    assert_eq!(count(&remote_log, "DELETE", "/advertisements/"), 2, "the withdrawal was tried, with the client we had");
+}
