@@ -88,19 +88,37 @@ pub async fn ensure(client: &Client, peer: &str, manager: &str) -> Result<String
         return Box::pin(ensure(client, peer, manager)).await;
     }
     let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &name);
-    if quotas.get_opt(TENANT_QUOTA).await?.is_none() {
-        let mut wanted = quota(peer);
-        let status = wanted.status.take();
-        match quotas.create(&PostParams { field_manager: Some(manager.into()), ..Default::default() }, &wanted).await {
+    let mut wanted = quota(peer);
+    let status = wanted.status.take();
+    match quotas.get_opt(TENANT_QUOTA).await? {
+        None => match quotas.create(&PostParams { field_manager: Some(manager.into()), ..Default::default() }, &wanted).await {
             Ok(_) => {
                 let body = serde_json::json!({"status": status});
                 quotas.patch_status(TENANT_QUOTA, &PatchParams::default(), &Patch::Merge(body)).await?;
             }
             Err(e) if is_conflict(&e) => {}
             Err(e) => return Err(e.into()),
+        },
+        Some(existing) if outdated(&existing) => {
+            // Made by an earlier release with other caps: the new ones, in spec and status (the
+            // API server admits by the status; the quota controller recounts `used` later).
+            let hard = wanted.spec.and_then(|s| s.hard);
+            quotas.patch(TENANT_QUOTA, &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"hard": hard}}))).await?;
+            quotas
+                .patch_status(TENANT_QUOTA, &PatchParams::default(), &Patch::Merge(serde_json::json!({"status": {"hard": hard}})))
+                .await?;
+            tracing::info!(namespace = %name, "the tenant namespace's quota had an earlier release's caps: set to this release's");
         }
+        Some(_) => {}
     }
     Ok(name)
+}
+
+/// Whether a tenant namespace's quota caps other than [`QUOTA`] (pure): made by an earlier
+/// release.
+pub fn outdated(existing: &ResourceQuota) -> bool {
+    let wanted = quota("").spec.and_then(|s| s.hard);
+    existing.spec.as_ref().and_then(|s| s.hard.clone()) != wanted
 }
 
 /// How long [`ensure`] waits for a tenant namespace being deleted to go before it says so.
@@ -230,6 +248,18 @@ mod tests {
         let status = q.status.unwrap();
         assert_eq!(status.hard.unwrap(), hard);
         assert!(status.used.unwrap().values().all(|q| q.0 == "0"));
+    }
+
+    #[test]
+    fn a_quota_with_an_earlier_releases_caps_is_outdated() {
+        let current = quota(PEER);
+        assert!(!outdated(&current));
+        let mut earlier = quota(PEER);
+        earlier.spec.as_mut().unwrap().hard.as_mut().unwrap().insert("count/secrets".into(), Quantity("4".into()));
+        assert!(outdated(&earlier));
+        let mut bare = quota(PEER);
+        bare.spec = None;
+        assert!(outdated(&bare));
     }
 
     #[test]

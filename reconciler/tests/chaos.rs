@@ -375,6 +375,9 @@ async fn violation(cs: &[Cluster], wanted: &Wanted) -> Option<String> {
 /// health period (30 s by default; 2 s here, which the 5 s would otherwise outgrow).
 const NAMESPACE_GRACE: Duration = Duration::from_secs(5);
 
+/// How many checks met a tenant namespace still going (their deadline had [`NAMESPACE_GRACE`]).
+static MET_GOING: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 /// Whether a pair that should be joined meets a tenant namespace still going, on either side.
 async fn meets_tenant_going(cs: &[Cluster], wanted: &Wanted) -> bool {
     for (x, y) in (0..3).flat_map(|x| (0..3).map(move |y| (x, y))).filter(|&(x, y)| x != y && wanted.join[x][y]) {
@@ -397,6 +400,7 @@ async fn converge(cs: &[Cluster], wanted: &Wanted, deadline: Duration) -> Result
     loop {
         if limit == deadline && meets_tenant_going(cs, wanted).await {
             limit = deadline + NAMESPACE_GRACE;
+            MET_GOING.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         let v = violation(cs, wanted).await;
         match v {
@@ -735,9 +739,11 @@ async fn chaos_soak() {
         println!("{record}");
     }
     println!(
-        "chaos: seed {seed}: {faults} faults in {:.1} min ({}), {checks} invariant checks, slowest convergence {:.1} s, late {}, {per_minute:.0} INFO+ log lines/min per reconciler, violations: {}",
+        "chaos: seed {seed}: {faults} faults in {:.1} min ({}), {checks} invariant checks ({} met a tenant namespace still going: deadline + {} s), slowest convergence {:.1} s, late {}, {per_minute:.0} INFO+ log lines/min per reconciler, violations: {}",
         minutes,
         by_kind.join(", "),
+        MET_GOING.load(std::sync::atomic::Ordering::Relaxed),
+        NAMESPACE_GRACE.as_secs(),
         slowest.as_secs_f64(),
         late.len(),
         violations.len()

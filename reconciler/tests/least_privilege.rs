@@ -360,3 +360,24 @@ async fn a_peer_identity_creates_only_its_own_kubeconfig_secret() {
     refused(anonymous.create(&PostParams::default(), &secret(&format!("pr-kubeconfig-{OTHER}"), 20 * 1024)).await);
     anonymous.create(&PostParams::default(), &secret(&format!("pr-kubeconfig-{OTHER}"), 4096)).await.unwrap();
 }
+
+/// A tenant namespace whose quota an earlier release made with other caps gets this release's
+/// the next time something of the peer is stored there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_earlier_releases_quota_is_given_this_releases_caps() {
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    liqo_reconciler::tenant::ensure(&admin, PEER, "test").await.unwrap();
+    let quotas = Api::<k8s_openapi::api::core::v1::ResourceQuota>::namespaced(admin.clone(), &tenant_namespace(PEER));
+    let earlier = serde_json::json!({"spec": {"hard": {"count/secrets": "4"}}, "status": {"hard": {"count/secrets": "4"}}});
+    quotas.patch("liqo-tenant", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&earlier)).await.unwrap();
+    quotas.patch_status("liqo-tenant", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&earlier)).await.unwrap();
+    assert!(liqo_reconciler::tenant::outdated(&quotas.get("liqo-tenant").await.unwrap()));
+
+    liqo_reconciler::tenant::ensure(&admin, PEER, "test").await.unwrap();
+    let now = quotas.get("liqo-tenant").await.unwrap();
+    assert!(!liqo_reconciler::tenant::outdated(&now), "{:?}", now.spec);
+    let cap = liqo_reconciler::tenant::quota_of("count/secrets").to_string();
+    assert_eq!(now.status.unwrap().hard.unwrap()["count/secrets"].0, cap, "the status the API server admits by");
+}

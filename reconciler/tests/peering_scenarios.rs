@@ -317,9 +317,12 @@ fn namespace_here() -> Value {
     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": HERE}})
 }
 
+/// The peer's quota here, as this release makes it.
 fn quota_here() -> Value {
-    json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "liqo-tenant", "namespace": HERE},
-           "status": {"hard": {"count/secrets": "10"}}})
+    let mut quota = serde_json::to_value(liqo_reconciler::tenant::quota(REMOTE)).unwrap();
+    quota["apiVersion"] = json!("v1");
+    quota["kind"] = json!("ResourceQuota");
+    quota
 }
 
 /// The calls that offer peering: the peer's tenant namespace here (there already, with its

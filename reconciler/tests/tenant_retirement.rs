@@ -45,36 +45,38 @@ async fn going(client: &Client) -> bool {
     ns.is_none_or(|n| n.metadata.deletion_timestamp.is_some())
 }
 
-#[tokio::test]
-async fn a_namespace_kept_by_an_identity_nobody_used_is_retired_once_the_peer_had_time_to_use_it() {
-    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+async fn has_identity(client: &Client) -> bool {
+    identities_of(client, PEER).get_opt(peer_identity(PEER).service_account_name()).await.unwrap().is_some()
+}
+
+/// A control plane where `PEER` was issued an identity a moment after a direction of its
+/// peering ended (a request deleted in the same second as a join's identity: its deletion time
+/// is whole seconds), and the retirement that ending asked for; `None` without the assets.
+async fn identity_fresher_than_the_departure() -> Option<(ControlPlane, Client)> {
+    let cp = ControlPlane::start_or_skip().await?;
     let admin = cp.admin();
     install_liqo(&admin, "liqo").await;
     issue_identity(&admin).await;
-    // The direction ended a moment before the identity was issued (a request deleted in the
-    // same second as a join's identity: its deletion time is whole seconds).
     let ended = k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(1);
     retire(&shared(&admin), PEER, ended).await.unwrap();
+    Some((cp, admin))
+}
+
+#[tokio::test]
+async fn a_namespace_kept_by_an_identity_nobody_used_is_retired_once_the_peer_had_time_to_use_it() {
+    let Some((_cp, admin)) = identity_fresher_than_the_departure().await else { return };
     assert!(!going(&admin).await, "kept at first: the peer may be about to write its request");
-    assert!(identities_of(&admin, PEER).get_opt(peer_identity(PEER).service_account_name()).await.unwrap().is_some());
+    assert!(has_identity(&admin).await);
 
     let started = std::time::Instant::now();
     liqo_testenv::eventually("the unused tenant namespace retired", || async { going(&admin).await.then_some(()) }).await;
     assert!(started.elapsed() >= USE_WITHIN - Duration::from_millis(1500), "not before the peer had time to use it");
-    assert!(
-        identities_of(&admin, PEER).get_opt(peer_identity(PEER).service_account_name()).await.unwrap().is_none(),
-        "its identity revoked"
-    );
+    assert!(!has_identity(&admin).await, "its identity revoked");
 }
 
 #[tokio::test]
 async fn a_namespace_whose_fresh_identity_wrote_its_request_stays() {
-    let Some(cp) = ControlPlane::start_or_skip().await else { return };
-    let admin = cp.admin();
-    install_liqo(&admin, "liqo").await;
-    issue_identity(&admin).await;
-    let ended = k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(1);
-    retire(&shared(&admin), PEER, ended).await.unwrap();
+    let Some((_cp, admin)) = identity_fresher_than_the_departure().await else { return };
     // The peer writes its request with the new identity.
     let spec: PeeringRequestSpec = serde_json::from_value(serde_json::json!({
         "clusterIdentity": {"clusterID": PEER, "clusterName": "peer"}, "namespace": "liqo",
@@ -86,5 +88,5 @@ async fn a_namespace_whose_fresh_identity_wrote_its_request_stays() {
     // Past the look again: still there, with the identity.
     tokio::time::sleep(USE_WITHIN + Duration::from_secs(2)).await;
     assert!(!going(&admin).await, "the namespace holds the peer's request");
-    assert!(identities_of(&admin, PEER).get_opt(peer_identity(PEER).service_account_name()).await.unwrap().is_some());
+    assert!(has_identity(&admin).await);
 }
