@@ -26,15 +26,18 @@ pub const USE_WITHIN: Duration = Duration::from_secs(3);
 /// look follows a newer identity, or an error).
 const LOOKS: usize = 10;
 
+/// [`USE_WITHIN`], to add to a time.
+const USE_WITHIN_SIGNED: SignedDuration = SignedDuration::from_secs(USE_WITHIN.as_secs() as i64);
+
 /// The time before which an identity is not fresh for a retirement asked for `now` (pure).
 pub fn fresh_after(now: Timestamp) -> Timestamp {
-    now - SignedDuration::try_from(USE_WITHIN).unwrap_or(SignedDuration::ZERO)
+    now - USE_WITHIN_SIGNED
 }
 
 /// How long to wait before looking again at a namespace kept for an identity issued at
 /// `issued` (pure): until the peer had [`USE_WITHIN`] to use it.
 pub fn look_again_in(issued: Timestamp, now: Timestamp) -> Duration {
-    let due = issued + SignedDuration::try_from(USE_WITHIN).unwrap_or(SignedDuration::ZERO);
+    let due = issued + USE_WITHIN_SIGNED;
     Duration::try_from(due.duration_since(now)).unwrap_or(Duration::ZERO).min(USE_WITHIN)
 }
 

@@ -722,18 +722,29 @@ fn retired() -> Vec<Call> {
     ]
 }
 
+/// A joined ForeignCluster (our finalizer on it) whose spec now says `join: false`.
+fn unjoining_fc() -> Value {
+    let mut spec = joined_spec();
+    spec["join"] = json!(false);
+    fc(spec, joined_status(true), true)
+}
+
+/// The end of an unjoin here: the tenant namespace retired, the status, the finalizer removed.
+fn unjoin_ends() -> Vec<Call> {
+    let mut calls = retired();
+    calls.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
+    calls.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
+    calls
+}
+
 #[tokio::test]
 async fn unjoin_cascades_remote_then_local_then_finalizer() {
     let mut home = unjoin_local();
-    home.extend(retired());
-    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
-    home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
+    home.extend(unjoin_ends());
     let remote = unjoin_remote();
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
     w.store_joined_secrets();
-    let mut spec = joined_spec();
-    spec["join"] = json!(false);
-    let action = w.reconcile(fc(spec, joined_status(true), true)).await.unwrap();
+    let action = w.reconcile(unjoining_fc()).await.unwrap();
     assert_eq!(action, Action::await_change());
     expect(&w.remote, &remote);
     expect(&w.home, &home);
@@ -750,22 +761,33 @@ async fn an_unjoin_without_our_identity_asks_for_a_new_one_to_withdraw() {
     let token = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "t"}, "data": {"token": "czNjcmV0"}});
     let mut home = vec![call("GET", format!("{SECRETS}/remote-token-{REMOTE}"), 200, token), call("POST", SECRETS, 201, Value::Null)];
     home.extend(unjoin_local());
-    home.extend(retired());
-    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
-    home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
+    home.extend(unjoin_ends());
     let remote = unjoin_remote();
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
     let pinned = w.pinned.clone();
     w.store_secret(&format!("{FC}-ca-data"), "ca.crt", &pinned); // the CA, not the identity
-    let mut spec = joined_spec();
-    spec["join"] = json!(false);
-    let action = w.reconcile(fc(spec, joined_status(true), true)).await.unwrap();
+    let action = w.reconcile(unjoining_fc()).await.unwrap();
     assert_eq!(action, Action::await_change());
     assert_eq!(*w.peer.asked.lock().unwrap(), [format!("identity:{HOME}:s3cret"), "api_client:issued-kubeconfig".to_owned()]);
     expect(&w.remote, &remote);
     expect(&w.home, &home);
     let seen = w.home.lock().unwrap().clone();
     assert_eq!(body_of(&seen, "POST", SECRETS)["metadata"]["name"], format!("{FC}-identity"));
+}
+
+/// Our request on the remote, deleted and still held there by its reconciler.
+fn our_pr_terminating() -> Value {
+    let mut terminating = our_pr();
+    terminating["metadata"]["deletionTimestamp"] = json!("2026-11-25T10:00:00Z");
+    terminating
+}
+
+/// The remote's side of an unjoin whose look after the deletes finds our request terminating.
+fn unjoin_remote_terminating() -> Vec<Call> {
+    let mut remote = unjoin_remote();
+    let look = remote.last_mut().unwrap();
+    (look.status, look.body) = (200, our_pr_terminating());
+    remote
 }
 
 /// Our request still Terminating on the remote (its reconciler holds it): the peer's access
@@ -778,17 +800,11 @@ async fn unjoin_waits_while_our_request_is_terminating_on_the_remote() {
     // only the peer's Advertisement is deleted again (a write it made just before losing its
     // access may land after the first delete).
     home.push(advertisement_deleted());
-    let mut remote = unjoin_remote();
-    let mut terminating = our_pr();
-    terminating["metadata"]["deletionTimestamp"] = json!("2026-11-25T10:00:00Z");
-    remote.last_mut().unwrap().status = 200;
-    remote.last_mut().unwrap().body = terminating.clone();
-    remote.push(call("GET", format!("{PRS}/{HOME}"), 200, terminating));
+    let mut remote = unjoin_remote_terminating();
+    remote.push(call("GET", format!("{PRS}/{HOME}"), 200, our_pr_terminating()));
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
     w.store_joined_secrets();
-    let mut spec = joined_spec();
-    spec["join"] = json!(false);
-    let first = fc(spec, joined_status(true), true);
+    let first = unjoining_fc();
     let action = w.reconcile(first.clone()).await.unwrap();
     // Woken by a watch of our request there once it is gone (the controller's); this is the
     // fallback.
@@ -812,20 +828,12 @@ async fn unjoin_ends_on_a_403_once_our_deletes_went_through() {
     let mut home = unjoin_local();
     home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
     home.push(advertisement_deleted());
-    home.extend(retired());
-    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
-    home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
-    let mut remote = unjoin_remote();
-    let mut terminating = our_pr();
-    terminating["metadata"]["deletionTimestamp"] = json!("2026-11-25T10:00:00Z");
-    remote.last_mut().unwrap().status = 200;
-    remote.last_mut().unwrap().body = terminating;
+    home.extend(unjoin_ends());
+    let mut remote = unjoin_remote_terminating();
     remote.push(call("GET", format!("{PRS}/{HOME}"), 403, forbidden()));
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
     w.store_joined_secrets();
-    let mut spec = joined_spec();
-    spec["join"] = json!(false);
-    let first = fc(spec, joined_status(true), true);
+    let first = unjoining_fc();
     assert_eq!(w.reconcile(first.clone()).await.unwrap(), Action::requeue(Timing::default().health));
     let written = w.home.lock().unwrap()[3].2.clone();
     let action = w.reconcile(stored_after(first, &written)).await.unwrap();
@@ -849,9 +857,7 @@ async fn unjoin_does_not_take_an_unserved_resource_for_our_request_gone() {
     ];
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
     w.store_joined_secrets();
-    let mut spec = joined_spec();
-    spec["join"] = json!(false);
-    let action = w.reconcile(fc(spec, joined_status(true), true)).await.unwrap();
+    let action = w.reconcile(unjoining_fc()).await.unwrap();
     let timing = Timing::default();
     assert_eq!(action, Action::requeue(timing.retry.min(timing.health)));
     expect(&w.remote, &remote);
@@ -871,21 +877,13 @@ async fn unjoin_deletes_again_a_request_found_standing() {
     home.push(advertisement_deleted());
     home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
     home.extend(unjoin_local());
-    home.extend(retired());
-    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
-    home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
-    let mut terminating = our_pr();
-    terminating["metadata"]["deletionTimestamp"] = json!("2026-11-25T10:00:00Z");
-    let mut remote = unjoin_remote();
-    remote.last_mut().unwrap().status = 200;
-    remote.last_mut().unwrap().body = terminating;
+    home.extend(unjoin_ends());
+    let mut remote = unjoin_remote_terminating();
     remote.push(call("GET", format!("{PRS}/{HOME}"), 200, our_pr()));
     remote.extend(unjoin_remote());
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
     w.store_joined_secrets();
-    let mut spec = joined_spec();
-    spec["join"] = json!(false);
-    let first = fc(spec, joined_status(true), true);
+    let first = unjoining_fc();
     let timing = Timing::default();
     assert_eq!(w.reconcile(first.clone()).await.unwrap(), Action::requeue(timing.health), "terminating: looked at again");
     let written = w.home.lock().unwrap()[3].2.clone();
@@ -992,14 +990,10 @@ async fn unjoin_completes_locally_when_the_remote_no_longer_knows_us() {
     // Not even being deleted: join=false, and the remote answers 401 (it forgot us).
     let remote = vec![call("DELETE", our_secret_there(), 401, unauthorized())];
     let mut home = unjoin_local();
-    home.extend(retired());
-    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
-    home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
+    home.extend(unjoin_ends());
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
     w.store_joined_secrets();
-    let mut spec = joined_spec();
-    spec["join"] = json!(false);
-    assert_eq!(w.reconcile(fc(spec, joined_status(true), true)).await.unwrap(), Action::await_change());
+    assert_eq!(w.reconcile(unjoining_fc()).await.unwrap(), Action::await_change());
     expect(&w.remote, &remote);
     expect(&w.home, &home);
 }
@@ -1013,10 +1007,8 @@ async fn unjoin_waits_when_the_remote_forbids_us() {
     let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
     w.store_joined_secrets();
-    let mut spec = joined_spec();
-    spec["join"] = json!(false);
     let timing = Timing::default();
-    assert_eq!(w.reconcile(fc(spec, joined_status(true), true)).await.unwrap(), Action::requeue(timing.retry.min(timing.health)));
+    assert_eq!(w.reconcile(unjoining_fc()).await.unwrap(), Action::requeue(timing.retry.min(timing.health)));
     expect(&w.remote, &remote);
     expect(&w.home, &home);
     let written = w.home.lock().unwrap()[0].2.clone();
@@ -1303,9 +1295,7 @@ async fn a_quick_rejoin_waits_for_the_previous_request_to_go() {
 #[tokio::test]
 async fn after_unjoin_no_phase_claims_anything() {
     let mut home = unjoin_local();
-    home.extend(retired());
-    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
-    home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
+    home.extend(unjoin_ends());
     let mut w = world(home.clone(), unjoin_remote(), TrustMode::Untrusted);
     w.store_joined_secrets();
     let mut spec = joined_spec();

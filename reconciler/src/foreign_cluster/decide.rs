@@ -188,20 +188,28 @@ impl Gone {
     }
 }
 
-/// Whether the remote refuses the identity a watch runs with (401, or 403: the remote revoked
-/// its grant and its API server still authenticates the token from its cache for a few
-/// seconds). Once our request was deleted, that is the remote retiring us: it revokes a
-/// peer's identities only when nothing of the peer is left there.
+/// Whether the remote answering `code` to a look at our request means it retired us (pure):
+/// a 401, or, once our deletes went through (`deleted`), a 403. The remote revokes our grant
+/// with our identity, and its API server keeps authenticating the token from its cache for up
+/// to 10 s, refusing it by RBAC (the chaos soak saw an unjoin wait a period on that). Before
+/// our deletes, a 403 may be a restarted API server whose RBAC cache is not filled yet, and is
+/// retried.
+pub fn retired_us(code: u16, deleted: bool) -> bool {
+    code == 401 || (deleted && code == 403)
+}
+
+/// Whether the watch of our request, deleted and terminating on the remote, ends with the
+/// remote retiring us ([`retired_us`]: it revokes a peer's identities only when nothing of the
+/// peer is left there).
 pub fn watch_refused(e: &kube::runtime::watcher::Error) -> bool {
     use kube::runtime::watcher::Error as W;
-    let code = match e {
+    match e {
         W::InitialListFailed(kube::Error::Api(s)) | W::WatchStartFailed(kube::Error::Api(s)) | W::WatchFailed(kube::Error::Api(s)) => {
-            s.code
+            retired_us(s.code, true)
         }
-        W::WatchError(s) => s.code,
-        _ => return false,
-    };
-    code == 401 || code == 403
+        W::WatchError(s) => retired_us(s.code, true),
+        _ => false,
+    }
 }
 
 /// The answer of a refused `/identity`: which auth status and reason it means.
@@ -336,6 +344,17 @@ pub fn offer(on_remote: OnRemote, offered: bool, advertised: Advertised) -> Offe
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_403_after_our_deletes_is_the_remote_retiring_us_and_before_them_is_retried() {
+        use super::retired_us;
+        assert!(retired_us(401, false));
+        assert!(retired_us(401, true));
+        assert!(retired_us(403, true), "grant revoked, token still cached by the remote's API server");
+        assert!(!retired_us(403, false), "a restarted API server's RBAC cache not filled yet");
+        assert!(!retired_us(404, true), "404 is an answer, not a refusal");
+        assert!(!retired_us(500, true));
+    }
 
     #[test]
     fn a_watch_refused_by_the_remote_is_told_from_other_failures() {

@@ -218,7 +218,7 @@ async fn withdraw_offer<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &st
         // Our request deleted (now or in an earlier round), then our identity refused: the
         // remote retires a peer's identity with its tenant namespace once nothing of it is
         // left there, so the request is gone.
-        Err(kube::Error::Api(s)) if retired_us(s.code, deleted) => return Ok(Withdrawal::Gone),
+        Err(kube::Error::Api(s)) if decide::retired_us(s.code, deleted) => return Ok(Withdrawal::Gone),
         other => other.map_err(|e| Error::remote_api(Step::ApiServer, e))?,
     };
     match standing {
@@ -229,16 +229,6 @@ async fn withdraw_offer<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &st
         Some(_) => Ok(Withdrawal::Standing),
         None => Ok(Withdrawal::Gone),
     }
-}
-
-/// Whether the remote answering `code` to our look at our request means it retired us (pure):
-/// a 401, or, once our deletes went through in an earlier round (`deleted`), a 403. The remote
-/// revokes our grant with our identity, and its API server keeps authenticating the token from
-/// its cache for up to 10 s, refusing it by RBAC (the chaos soak saw an unjoin wait a period
-/// on that). Before our deletes, a 403 may be a restarted API server whose RBAC cache is not
-/// filled yet, and is retried.
-fn retired_us(code: u16, deleted: bool) -> bool {
-    code == 401 || (deleted && code == 403)
 }
 
 /// A new identity from the remote's auth service, stored as the join stores it (`None` on the
@@ -274,19 +264,4 @@ fn unjoined<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, how: RemoteSide) -> Rep
     };
     r.set(Phase::Joined, Status::False, Reason::Unjoined, message);
     r
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_403_after_our_deletes_is_the_remote_retiring_us_and_before_them_is_retried() {
-        assert!(retired_us(401, false));
-        assert!(retired_us(401, true));
-        assert!(retired_us(403, true), "grant revoked, token still cached by the remote's API server");
-        assert!(!retired_us(403, false), "a restarted API server's RBAC cache not filled yet");
-        assert!(!retired_us(404, true), "404 is an answer, not a refusal");
-        assert!(!retired_us(500, true));
-    }
 }
