@@ -46,6 +46,12 @@ async fn rules(client: &Client, namespace: &str) -> BTreeSet<Rule> {
     set
 }
 
+/// [`rules`] once there are any: the RBAC authorizer learns new bindings from its watch, a
+/// moment after they are created, and one binding grants each identity all it has.
+async fn granted_rules(client: &Client, namespace: &str) -> BTreeSet<Rule> {
+    liqo_testenv::eventually("the grant in force", || async { Some(rules(client, namespace).await).filter(|r| !r.is_empty()) }).await
+}
+
 fn itertools(groups: &[String], resources: &[String], names: &[String], verbs: &[String]) -> Vec<Rule> {
     let mut out = Vec::new();
     for g in groups {
@@ -136,7 +142,7 @@ async fn a_peer_identity_can_do_exactly_what_the_readme_says_in_its_tenant_names
         ("discovery.liqo.io", "federationrequests", "*", &["get", "list", "watch", "create", "update", "patch", "delete"]),
         ("", "secrets", "*", &["create", "get", "update", "patch", "delete"]),
     ]);
-    assert_eq!(rules(&peer, &tenant).await, expected);
+    assert_eq!(granted_rules(&peer, &tenant).await, expected);
     // Anywhere else: nothing at all (the Liqo namespace, another peer's, an unrelated one).
     for elsewhere in ["liqo", "default", &tenant_namespace(OTHER)] {
         assert_eq!(rules(&peer, elsewhere).await, BTreeSet::new(), "in {elsewhere}");
@@ -182,7 +188,7 @@ async fn the_advertisement_access_we_grant_is_advertisements_in_its_tenant_names
         ("sharing.liqo.io", "advertisements", "*", &["get", "create", "update", "patch", "delete"]),
         ("sharing.liqo.io", "advertisements/status", "*", &["get", "create", "update", "patch", "delete"]),
     ]);
-    assert_eq!(rules(&peer, &tenant).await, expected);
+    assert_eq!(granted_rules(&peer, &tenant).await, expected);
     for elsewhere in ["liqo", "default", &tenant_namespace(OTHER)] {
         assert_eq!(rules(&peer, elsewhere).await, BTreeSet::new(), "in {elsewhere}");
     }
@@ -249,7 +255,10 @@ async fn the_anonymous_overlay_lets_strangers_create_requests_and_read_nothing()
         ("discovery.liqo.io", "federationrequests", Some("liqo")),
         ("", "secrets", Some("liqo")),
     ] {
-        assert!(may(group, resource, "create", namespace).await, "create {resource}");
+        // The RBAC authorizer learns the overlay's bindings from its watch, a moment after they
+        // are created: wait for each grant to be in force, then hold it to exactly that.
+        let what = format!("the overlay's create {resource} in force");
+        liqo_testenv::eventually(&what, || async { may(group, resource, "create", namespace).await.then_some(()) }).await;
         for verb in ["get", "list", "watch", "update", "patch", "delete"] {
             assert!(!may(group, resource, verb, namespace).await, "{verb} {resource}");
         }
@@ -292,7 +301,8 @@ fn secret(name: &str, bytes: usize) -> Secret {
 async fn policy_in_force(secrets: &Api<Secret>, probe: &Secret) {
     let dry = PostParams { dry_run: true, ..Default::default() };
     liqo_testenv::eventually("the ValidatingAdmissionPolicy in force", || async {
-        secrets.create(&dry, probe).await.is_err().then_some(())
+        let refused = secrets.create(&dry, probe).await;
+        matches!(refused, Err(kube::Error::Api(s)) if s.message.contains("may write only")).then_some(())
     })
     .await;
 }
@@ -348,13 +358,18 @@ async fn a_peer_identity_creates_only_its_own_kubeconfig_secret() {
     for doc in app.as_array().unwrap() {
         create_manifest(&admin, &serde_json::to_string(doc).unwrap(), "default").await;
     }
-    let app = cp.client(&service_account_token(&admin, "default", "remote-app").await).unwrap();
-    Api::<Secret>::namespaced(app, "default").create(&PostParams::default(), &secret("anything", 10)).await.unwrap();
+    let app = Api::<Secret>::namespaced(cp.client(&service_account_token(&admin, "default", "remote-app").await).unwrap(), "default");
+    liqo_testenv::eventually("the app's own Role in force", || async { app.create(&PostParams::default(), &secret("anything", 10)).await.ok() }).await;
 
     // The anonymous overlay: a kubeconfig Secret named after a cluster ID, nothing else.
     let overlay = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/anonymous-peering/anonymous-peering.yaml");
     create_manifest(&admin, &std::fs::read_to_string(overlay).unwrap(), "liqo").await;
     let anonymous = Api::<Secret>::namespaced(Client::try_from(cp.config().unwrap()).unwrap(), "liqo");
+    let dry = PostParams { dry_run: true, ..Default::default() };
+    liqo_testenv::eventually("the overlay's grant in force", || async {
+        anonymous.create(&dry, &secret(&format!("pr-kubeconfig-{THIRD}"), 10)).await.ok()
+    })
+    .await;
     let (_, message) = refused(anonymous.create(&PostParams::default(), &secret("filler-2", 10)).await);
     assert!(message.contains("an anonymous peer may write only a kubeconfig Secret named pr-kubeconfig-<its cluster ID>"), "{message}");
     refused(anonymous.create(&PostParams::default(), &secret(&format!("pr-kubeconfig-{OTHER}"), 20 * 1024)).await);

@@ -14,6 +14,7 @@ pub mod browser;
 pub mod dns;
 pub mod https;
 pub mod netns;
+pub mod rbac;
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -431,6 +432,8 @@ pub async fn crds_established(client: &Client) {
 
 /// Creates every object of the multi-document YAML `text` (any kind the API server serves;
 /// namespaced objects without a namespace go to `default_namespace`), in order.
+/// Then waits until each RoleBinding and ClusterRoleBinding among them is in force
+/// ([`rbac::in_force`]).
 pub async fn create_manifest(client: &Client, text: &str, default_namespace: &str) -> Vec<kube::api::DynamicObject> {
     use kube::api::{Api, DynamicObject, PostParams};
     use kube::core::GroupVersionKind;
@@ -455,6 +458,9 @@ pub async fn create_manifest(client: &Client, text: &str, default_namespace: &st
         };
         let name = obj.metadata.name.clone().unwrap_or_default();
         created.push(api.create(&PostParams::default(), &obj).await.unwrap_or_else(|e| panic!("creating {} {name}: {e}", gvk.kind)));
+    }
+    for binding in created.iter().filter(|o| o.types.as_ref().is_some_and(|t| t.kind.ends_with("RoleBinding"))) {
+        rbac::in_force(client, binding).await;
     }
     created
 }

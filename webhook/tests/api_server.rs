@@ -79,6 +79,7 @@ async fn peer_client(cp: &ControlPlane, admin: &Client) -> Client {
         }]),
     };
     Api::<ClusterRoleBinding>::all(admin.clone()).create(&PostParams::default(), &binding).await.unwrap();
+    liqo_testenv::rbac::in_force(admin, &binding).await;
     let tr = TokenRequest { spec: Some(TokenRequestSpec::default()), ..Default::default() };
     let token = sas.create_token_request(&sa_name, &PostParams::default(), &tr).await.unwrap();
     cp.client(token.status.unwrap().token.as_deref().unwrap()).unwrap()
