@@ -359,7 +359,10 @@ async fn a_peer_identity_creates_only_its_own_kubeconfig_secret() {
         create_manifest(&admin, &serde_json::to_string(doc).unwrap(), "default").await;
     }
     let app = Api::<Secret>::namespaced(cp.client(&service_account_token(&admin, "default", "remote-app").await).unwrap(), "default");
-    liqo_testenv::eventually("the app's own Role in force", || async { app.create(&PostParams::default(), &secret("anything", 10)).await.ok() }).await;
+    liqo_testenv::eventually("the app's own Role in force", || async {
+        app.create(&PostParams::default(), &secret("anything", 10)).await.ok()
+    })
+    .await;
 
     // The anonymous overlay: a kubeconfig Secret named after a cluster ID, nothing else.
     let overlay = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/anonymous-peering/anonymous-peering.yaml");

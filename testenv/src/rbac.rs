@@ -37,12 +37,7 @@ pub async fn question(client: &Client, binding: &impl serde::Serialize) -> Optio
     let rule = rules.into_iter().find(|r| r.resources.as_ref().is_some_and(|x| !x.is_empty()))?;
     let (user, groups) = who(subjects.first()?);
     Some(SubjectAccessReview {
-        spec: SubjectAccessReviewSpec {
-            user,
-            groups,
-            resource_attributes: Some(attributes(&rule, namespace)),
-            ..Default::default()
-        },
+        spec: SubjectAccessReviewSpec { user, groups, resource_attributes: Some(attributes(&rule, namespace)), ..Default::default() },
         ..Default::default()
     })
 }
@@ -100,7 +95,10 @@ mod tests {
             ..Default::default()
         };
         let a = attributes(&rule, Some("ns".into()));
-        assert_eq!((a.resource.as_deref(), a.subresource.as_deref(), a.name.as_deref()), (Some("advertisements"), Some("status"), Some("a")));
+        assert_eq!(
+            (a.resource.as_deref(), a.subresource.as_deref(), a.name.as_deref()),
+            (Some("advertisements"), Some("status"), Some("a"))
+        );
         assert_eq!((a.verb.as_deref(), a.namespace.as_deref()), (Some("patch"), Some("ns")));
     }
 }
