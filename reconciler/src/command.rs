@@ -108,6 +108,11 @@ struct Args {
     /// or the end of an outage takes with thousands of peers.
     #[arg(long, env = "LIQO_MAX_CONCURRENT_RECONCILES", default_value_t = foreign_cluster::DEFAULT_MAX_CONCURRENT_RECONCILES)]
     max_concurrent_reconciles: u16,
+    /// Joined peers' API servers connected to at once before their reconcile's turn (0: the
+    /// check connects in its turn): a peer that drops packets is told within seconds, holding
+    /// no turn while it is waited for (each waits 5 s at most).
+    #[arg(long, env = "LIQO_CONNECTS_IN_FLIGHT", default_value_t = crate::connect_first::DEFAULT_CONNECTS_IN_FLIGHT)]
+    connects_in_flight: usize,
     /// POST /identity requests one client address (an IPv6 /64) may make at once…
     #[arg(long, default_value_t = 5)]
     auth_identity_burst: u32,
@@ -332,7 +337,8 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
             .with_metrics(metrics.clone())
             .with_timing(timing)
             .with_token_lifetime(Duration::from_secs(args.token_lifetime_hours * 3600))
-            .with_max_concurrent_reconciles(args.max_concurrent_reconciles),
+            .with_max_concurrent_reconciles(args.max_concurrent_reconciles)
+            .with_connect_first(args.connects_in_flight, crate::connect_first::CONNECT_WAIT),
     );
     let broadcasters = Broadcasters::new(
         client.clone(),

@@ -65,6 +65,11 @@ pub struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OfferLabels {
     pub plan: &'static str,
     pub on_remote: &'static str,
@@ -118,6 +123,9 @@ pub struct Metrics {
     /// Offers put on peers (grant, token, kubeconfig and PeeringRequest), by plan and by what
     /// was on the remote before.
     pub offers: Family<OfferLabels, Counter>,
+    /// Connections to joined peers' API servers made before their turn, by what was found
+    /// (`crate::connect_first`).
+    pub connects_first: Family<OutcomeLabels, Counter>,
     /// Since when each peer asked to join has been seen not joined.
     unhealthy_since: Mutex<HashMap<PeerLabels, SystemTime>>,
 }
@@ -200,9 +208,16 @@ impl Default for Metrics {
             "Offers put on peers (a grant here, a token, the kubeconfig and our PeeringRequest there), by plan and by what was on the remote before",
             offers.clone(),
         );
+        let connects_first = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "connects_first",
+            "Connections to joined peers' API servers made before their reconcile's turn, by outcome: connected, silent (no answer within the wait: reported unreachable without a call), failed (the check says why)",
+            connects_first.clone(),
+        );
         Self {
             registry,
             offers,
+            connects_first,
             throttled,
             events_left_out,
             foreign_clusters,
@@ -288,6 +303,18 @@ impl Metrics {
     /// Counts an offer put on a peer: `plan` made, with `on_remote` found there before.
     pub fn offered(&self, plan: &'static str, on_remote: &'static str) {
         self.offers.get_or_create(&OfferLabels { plan, on_remote }).inc();
+    }
+
+    /// Counts what connecting first to a peer found.
+    pub fn connected_first(&self, gate: &crate::connect_first::Gate) {
+        use crate::connect_first::Gate;
+        let outcome = match gate {
+            Gate::Untried => return,
+            Gate::Connected(..) => "connected",
+            Gate::Silent(_) => "silent",
+            Gate::Failed => "failed",
+        };
+        self.connects_first.get_or_create(&OutcomeLabels { outcome }).inc();
     }
 
     /// Counts a join that stopped at `phase` for `reason`.
@@ -429,6 +456,9 @@ mod tests {
         m.join_failed(ConditionType::Joined, Reason::PeerRefused);
         m.join_failed(ConditionType::Joined, Reason::PeerRefused);
         m.offered("make", "missing");
+        let silent = crate::connect_first::Silent { address: "10.0.0.1:6443".into(), waited: Duration::from_secs(5) };
+        m.connected_first(&crate::connect_first::Gate::Silent(silent));
+        m.connected_first(&crate::connect_first::Gate::Untried);
         m.health_period.set(30);
         let text = m.encode();
         assert!(text.contains(r#"liqo_reconciler_peer_health_check_duration_seconds_count{result="ok"} 1"#), "{text}");
@@ -436,6 +466,8 @@ mod tests {
         assert!(text.contains(r#"liqo_reconciler_join_failures_total{phase="Joined",reason="PeerRefused"} 2"#), "{text}");
         assert!(text.contains("liqo_reconciler_health_period_seconds 30\n"), "{text}");
         assert!(text.contains(r#"liqo_reconciler_offers_total{plan="make",on_remote="missing"} 1"#), "{text}");
+        assert!(text.contains(r#"liqo_reconciler_connects_first_total{outcome="silent"} 1"#), "{text}");
+        assert!(!text.contains(r#"outcome="untried""#), "not counted: {text}");
         assert!(text.contains(&format!("liqo_reconciler_build_info{{version=\"{}\"}} 1\n", env!("CARGO_PKG_VERSION"))), "{text}");
     }
 

@@ -62,6 +62,13 @@ pub trait Peers: Send + Sync + 'static {
     /// kept between health checks anyway (our 10 s read timeout closes it). Measured by the
     /// fleet (docs/scaling.md).
     fn api_client(&self, access: &RemoteAccess) -> impl Future<Output = Result<Client>> + Send;
+    /// [`Peers::api_client`] whose first connection is `stream`, already made to the API
+    /// server ([`crate::connect_first`]). By default the stream is closed and the client makes
+    /// its own.
+    fn api_client_over(&self, access: &RemoteAccess, stream: tokio::net::TcpStream) -> impl Future<Output = Result<Client>> + Send {
+        drop(stream);
+        self.api_client(access)
+    }
     /// The peer's API server CA from its `kube-public/cluster-info` (for peers known by
     /// `apiUrl` only), verified as `trust` says.
     fn cluster_info_ca(&self, api_url: &str, trust: Trust) -> impl Future<Output = Result<String>> + Send;
@@ -113,6 +120,19 @@ impl Peers for Network {
         client::presented_fingerprints(auth_url).await
     }
     async fn api_client(&self, access: &RemoteAccess) -> Result<Client> {
+        let config = self.api_config(access).await?;
+        let builder =
+            kube::client::ClientBuilder::try_from(config).map_err(|e| Error::Tls(format!("a client for the remote API server: {e}")))?;
+        Ok(builder.with_layer(&tower::util::MapResponseLayer::new(capped)).build())
+    }
+    async fn api_client_over(&self, access: &RemoteAccess, stream: tokio::net::TcpStream) -> Result<Client> {
+        crate::client_over::client_over(self.api_config(access).await?, stream)
+    }
+}
+
+impl Network {
+    /// The client configuration for a peer's API server: its pinned kubeconfig, our timeouts.
+    async fn api_config(&self, access: &RemoteAccess) -> Result<kube::Config> {
         let kubeconfig = pinned_kubeconfig(access)?;
         let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
@@ -120,17 +140,31 @@ impl Peers for Network {
         config.connect_timeout = Some(self.api_timeout);
         config.read_timeout = Some(self.api_timeout);
         config.write_timeout = Some(self.api_timeout);
-        let builder =
-            kube::client::ClientBuilder::try_from(config).map_err(|e| Error::Tls(format!("a client for the remote API server: {e}")))?;
-        Ok(builder.with_layer(&tower::util::MapResponseLayer::new(capped)).build())
+        Ok(config)
     }
+}
+
+/// The URL of the API server `access` reaches (pure): `api_url` when given, else the server of
+/// the kubeconfig's current context (its first cluster when it names none).
+pub fn api_url_of(access: &RemoteAccess) -> Option<String> {
+    if let Some(url) = access.api_url.as_deref().filter(|u| !u.is_empty()) {
+        return Some(url.to_owned());
+    }
+    let k = Kubeconfig::from_yaml(&access.kubeconfig).ok()?;
+    let current = k.current_context.as_deref().and_then(|c| k.contexts.iter().find(|n| n.name == c));
+    let cluster_name = current.and_then(|c| c.context.as_ref()).map(|c| c.cluster.clone());
+    let cluster = match cluster_name {
+        Some(name) => k.clusters.iter().find(|c| c.name == name),
+        None => k.clusters.first(),
+    };
+    cluster?.cluster.as_ref()?.server.clone()
 }
 
 /// Largest answer read from a peer's API server: every call there reads or writes one small
 /// object. A hostile server streaming without end fails the call instead of filling our memory.
 pub const MAX_API_ANSWER: usize = 4 << 20;
 
-fn capped<B>(response: http::Response<B>) -> http::Response<http_body_util::Limited<B>> {
+pub(crate) fn capped<B>(response: http::Response<B>) -> http::Response<http_body_util::Limited<B>> {
     response.map(|body| http_body_util::Limited::new(body, MAX_API_ANSWER))
 }
 

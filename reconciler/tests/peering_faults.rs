@@ -15,6 +15,7 @@
 //! | a re-join within one health period | `a_quick_rejoin_is_quiet` |
 //! | the remote API server down during health, then back | `the_remote_down_during_health_then_back` |
 //! | the remote API server down for eight health rounds: quiet logs, one Event, repaired | `a_long_outage_is_quiet_and_told` |
+//! | the remote API server's address drops packets (a black hole), then is the real one again | `a_black_holed_remote_is_told_without_a_call_then_back` |
 //! | the remote API server down during join | `the_remote_down_during_join` |
 //! | our reconciler killed (SIGKILL) mid-join and restarted | `the_reconciler_killed_mid_join` |
 //! | two joins racing (both clusters peer with each other at once) | `two_joins_racing` |
@@ -440,6 +441,34 @@ async fn the_remote_down_during_health_then_back() {
     fc_where(&t.home, FC, "healthy again", |f| phase(f, "RemoteReachable").is_some_and(|p| p.0 == "True") && outgoing_joined(f)).await;
     eventually("converged", || converged(&t, false)).await;
     assert_eq!(event_count(&t.home, "RemoteUnreachable", FC).await, 1, "one Event for the outage");
+}
+
+/// A remote whose API server address drops packets is told unreachable by connecting first
+/// (5 s, holding no turn), not by a check waiting out its 10 s connect in a turn; at its real
+/// address again, it is healthy again. Joined peers' checks go over the connection made first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_black_holed_remote_is_told_without_a_call_then_back() {
+    const CONNECTED: &str = r#"liqo_reconciler_connects_first_total{outcome="connected"}"#;
+    const SILENT: &str = r#"liqo_reconciler_connects_first_total{outcome="silent"}"#;
+    let Some(t) = two_clusters().await else { return };
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "joined", outgoing_joined).await;
+    eventually("a check over a connection made first", || async { (metric(&t.home_rec, CONNECTED).await > 0.0).then_some(()) }).await;
+    let silent_before = metric(&t.home_rec, SILENT).await;
+
+    let hole = liqo_testenv::black_hole().await;
+    let fcs: Api<ForeignCluster> = Api::all(t.home.clone());
+    let moved = json!({"spec": {"apiUrl": format!("https://{}", hole.addr)}});
+    fcs.patch(FC, &PatchParams::default(), &Patch::Merge(moved)).await.unwrap();
+    let down = fc_where(&t.home, FC, "RemoteReachable False", |f| phase(f, "RemoteReachable").is_some_and(|p| p.0 == "False")).await;
+    let (_, reason, message) = phase(&down, "RemoteReachable").unwrap();
+    assert_eq!(reason, "RemoteUnreachable");
+    assert!(message.contains(&format!("{} took no connection within 5 s", hole.addr)), "{message}");
+    assert!(metric(&t.home_rec, SILENT).await > silent_before);
+
+    fcs.patch(FC, &PatchParams::default(), &Patch::Merge(json!({"spec": {"apiUrl": null}}))).await.unwrap();
+    fc_where(&t.home, FC, "healthy again", |f| phase(f, "RemoteReachable").is_some_and(|p| p.0 == "True") && outgoing_joined(f)).await;
+    eventually("converged", || converged(&t, false)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

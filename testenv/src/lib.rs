@@ -484,3 +484,27 @@ pub async fn event(client: &Client, reason: &str, regarding: &str) -> Option<k8s
         .into_iter()
         .find(|e| e.reason.as_deref() == Some(reason) && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding))
 }
+
+/// A loopback address that drops connection attempts: a listener whose accept queue is
+/// full (Linux then drops SYNs, as a black hole does) and never accepts.
+pub struct BlackHole {
+    pub addr: std::net::SocketAddr,
+    _listener: tokio::net::TcpListener,
+    _queued: Vec<tokio::net::TcpStream>,
+}
+
+/// A [`BlackHole`] on 127.0.0.1: connects to its listener until the queue is full (the
+/// connection that is not taken within 200 ms is the first dropped), then holds the queue.
+pub async fn black_hole() -> BlackHole {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap();
+    // A backlog of 0 queues one connection; the next SYNs are dropped.
+    let mut queued = Vec::new();
+    while let Ok(Ok(s)) = tokio::time::timeout(Duration::from_millis(200), tokio::net::TcpStream::connect(addr)).await {
+        queued.push(s);
+        assert!(queued.len() < 8, "the accept queue never filled");
+    }
+    BlackHole { addr, _listener: listener, _queued: queued }
+}

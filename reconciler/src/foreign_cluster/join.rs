@@ -20,6 +20,7 @@ use super::report::Report;
 use super::way::Way;
 use super::{CA_KEY, Ctx, KUBECONFIG_KEY, TOKEN_KEY, add_finalizer, identity_secret, patch_spec, read_token, token_secret};
 use crate::auth::wire::IdentityRequest;
+use crate::connect_first::{Gate, Silent};
 use crate::error::{Error, Result};
 use crate::peer::{ANONYMOUS_KUBECONFIG, Peers, RemoteAccess, Trust};
 
@@ -109,9 +110,15 @@ struct Pinned {
 }
 
 /// Joins `fc`; writes the status the steps found.
-pub(super) async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config: &ClusterConfigSpec) -> Result<Action> {
+pub(super) async fn join<P: Peers>(
+    fc: &ForeignCluster,
+    ctx: &Ctx<P>,
+    own_id: &str,
+    config: &ClusterConfigSpec,
+    gate: Gate,
+) -> Result<Action> {
     let mut report = Report::joining(fc.status.as_ref());
-    let action = match pipeline(fc, ctx, own_id, config, &mut report).await {
+    let action = match pipeline(fc, ctx, own_id, config, gate, &mut report).await {
         Ok(action) => action,
         Err(Stop::Report(action)) => {
             if let Some(failed) = report.failing() {
@@ -127,13 +134,15 @@ pub(super) async fn join<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &s
 }
 
 /// What every step knows: the ForeignCluster, the context, the way to the remote, our cluster
-/// ID and the ClusterConfig.
+/// ID, the ClusterConfig, and whether the remote API server took no connection when connected
+/// to first (then nothing calls the remote this round: [`crate::connect_first`]).
 struct Join<'a, P: Peers> {
     fc: &'a ForeignCluster,
     ctx: &'a Ctx<P>,
     way: Way<'a>,
     own_id: &'a str,
     config: &'a ClusterConfigSpec,
+    silent: Option<&'a Silent>,
 }
 
 impl<P: Peers> Clone for Join<'_, P> {
@@ -144,7 +153,14 @@ impl<P: Peers> Clone for Join<'_, P> {
 
 impl<P: Peers> Copy for Join<'_, P> {}
 
-async fn pipeline<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, config: &ClusterConfigSpec, r: &mut Report) -> Step<Action> {
+async fn pipeline<P: Peers>(
+    fc: &ForeignCluster,
+    ctx: &Ctx<P>,
+    own_id: &str,
+    config: &ClusterConfigSpec,
+    mut gate: Gate,
+    r: &mut Report,
+) -> Step<Action> {
     let Some(way) = Way::of(fc) else {
         let message = "set spec.authUrl (the remote's auth service issues our identity there), or spec.apiUrl with the cluster ID for a remote that admits anonymous PeeringRequests";
         r.set(Phase::Joined, Status::False, Reason::NoAuthUrl, message);
@@ -154,7 +170,9 @@ async fn pipeline<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, con
         r.set(Phase::Joined, Status::False, Reason::SelfPeering, "the remote cluster ID is this cluster's own ID");
         return Err(Stop::Report(Action::await_change()));
     }
-    let j = Join { fc, ctx, way, own_id, config };
+    let silent = gate.silent().cloned();
+    let stream = gate.take_stream();
+    let j = Join { fc, ctx, way, own_id, config, silent: silent.as_ref() };
     let remote = identify(j, r).await?;
     give_way(j, &remote.id).await?;
     // From here on remote objects may exist: the finalizer guarantees they are removed.
@@ -164,7 +182,10 @@ async fn pipeline<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str, con
     let there = tenant_on_remote(j, &remote, &credentials, r).await?;
     r.tenant_namespace = Some(TenantNamespaces { local: Some(tenant_namespace(&remote.id)), remote: Some(there.clone()) });
     let access = RemoteAccess { kubeconfig: credentials, api_url: fc.spec.api_url.clone(), ca_pem: Some(pinned.pem.clone()) };
-    let client = ctx.shared.peers.api_client(&access).await?;
+    let client = match stream {
+        Some(stream) => ctx.shared.peers.api_client_over(&access, stream).await?,
+        None => ctx.shared.peers.api_client(&access).await?,
+    };
     let reached = reach(j, &client, &remote, &there, &pinned, r).await?;
     offer(j, &client, &remote, &there, reached, r).await?;
     Ok(finish(j, &remote, r))
@@ -214,6 +235,9 @@ async fn settle_trust<P: Peers>(j: Join<'_, P>, mode: TrustMode, probed: Option<
         if ctx.proven(&name, url, &approved) {
             r.set(Phase::Trusted, Status::True, Reason::FingerprintApproved, message);
             return Ok(Trust::Fingerprint(approved));
+        }
+        if let Some(silent) = j.silent {
+            return Err(remote_failed(j, r, silent_error(silent)));
         }
         let presented = ctx.shared.peers.presented_fingerprints(url).await.map_err(|e| remote_failed(j, r, e))?;
         if presented.contains(&approved) {
@@ -399,8 +423,12 @@ async fn reach<P: Peers>(
     let Join { fc, ctx, way, own_id, .. } = j;
     let name = fc.name_any();
     let started = std::time::Instant::now();
-    let reached = way.reach(client, there, own_id).await;
-    ctx.metrics.observe_health_check(&reached, started.elapsed());
+    let reached = match j.silent {
+        Some(silent) => Err(silent_error(silent)),
+        None => way.reach(client, there, own_id).await,
+    };
+    let took = j.silent.map_or_else(|| started.elapsed(), |s| s.waited);
+    ctx.metrics.observe_health_check(&reached, took);
     let e = match reached {
         Ok(existing) => {
             r.set(Phase::RemoteReachable, Status::True, Reason::Reachable, "the remote API server answered");
@@ -424,6 +452,7 @@ async fn reach<P: Peers>(
         return Err(Stop::Report(Action::requeue(ctx.timing.retry.min(ctx.timing.health))));
     }
     if e.answered().is_none()
+        && j.silent.is_none()
         && let Some(presented) = way.presented_ca(&*ctx.shared.peers, remote.trust.clone()).await
         && let Ok(presented) = liqo_certs::inspect::fingerprint_sha256(&presented)
         && presented != pinned.fingerprint
@@ -450,7 +479,7 @@ async fn offer<P: Peers>(
     reached: Reached,
     r: &mut Report,
 ) -> Step<()> {
-    let Join { fc, ctx, way, own_id, config } = j;
+    let Join { fc, ctx, way, own_id, config, .. } = j;
     let home_auth_url = ctx.auth_url.get();
     let ours = OurRequest {
         home_id: own_id,
@@ -568,6 +597,12 @@ fn finish<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> Action {
 fn joined_since(fc: &ForeignCluster, reason: Reason) -> Option<Time> {
     let joined = crate::conditions::get(&fc.status.as_ref()?.conditions, Phase::Joined.as_str())?;
     (joined.reason == reason.as_str()).then(|| joined.last_transition_time.clone())
+}
+
+/// The remote API server took no connection when connected to first: unreachable, as a call
+/// that got no answer.
+fn silent_error(silent: &Silent) -> Error {
+    Error::unreachable(crate::error::Step::ApiServer, silent.message())
 }
 
 /// A failed call to the remote: recorded on the phase it concerns, retried (logged once per

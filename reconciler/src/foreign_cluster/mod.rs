@@ -110,6 +110,10 @@ pub struct Ctx<P: Peers> {
     /// at once at most (`None`: no bound; [`Ctx::with_max_concurrent_reconciles`]): given in
     /// the order they were asked for, so every ForeignCluster waits its turn (see [`run`]).
     turns: Option<Arc<tokio::sync::Semaphore>>,
+    /// Connects to a joined peer's API server before its reconcile takes a turn (`None`: the
+    /// check connects in its turn, as a reconcile called directly does):
+    /// [`crate::connect_first`].
+    connector: Option<crate::connect_first::Connector>,
     /// Approved fingerprints the auth service proved, by ForeignCluster name (with its URL
     /// and when): read again after [`PROOF_PERIODS`] health periods or a failed call, not
     /// every round.
@@ -163,6 +167,7 @@ impl<P: Peers> Ctx<P> {
             timing: Timing::default(),
             token_lifetime: TOKEN_LIFETIME,
             turns: Some(Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_CONCURRENT_RECONCILES.into()))),
+            connector: None,
             proven: Mutex::default(),
             refreshed: Mutex::default(),
             offers: Mutex::default(),
@@ -198,6 +203,40 @@ impl<P: Peers> Ctx<P> {
     pub fn with_max_concurrent_reconciles(mut self, max: u16) -> Self {
         self.turns = (max > 0).then(|| Arc::new(tokio::sync::Semaphore::new(max.into())));
         self
+    }
+
+    /// Connects to joined peers' API servers first, `in_flight` at once (0: not at all), each
+    /// given `wait` to take the connection ([`crate::connect_first`]).
+    pub fn with_connect_first(mut self, in_flight: usize, wait: Duration) -> Self {
+        self.connector = (in_flight > 0).then(|| crate::connect_first::Connector::new(in_flight, wait));
+        self
+    }
+
+    /// The API server URL to connect to before `fc`'s turn: only for a peer joined before whose
+    /// round needs nothing more than its health check (its CA pinned and, on the auth way, our
+    /// identity stored).
+    fn connect_first_url(&self, fc: &ForeignCluster) -> Option<String> {
+        let joined_before = fc.finalizers().iter().any(|f| f == FINALIZER_PEERED);
+        if !fc.spec.join() || fc.metadata.deletion_timestamp.is_some() || !joined_before {
+            return None;
+        }
+        let name = fc.name_any();
+        self.secret_value(&liqo_api::names::ca_data_secret(&name), CA_KEY)?;
+        let kubeconfig = match way::Way::of(fc)? {
+            way::Way::AuthService { .. } => self.secret_value(&identity_secret(&name), KUBECONFIG_KEY)?,
+            way::Way::Anonymous { .. } => crate::peer::ANONYMOUS_KUBECONFIG.to_owned(),
+        };
+        crate::peer::api_url_of(&crate::peer::RemoteAccess { kubeconfig, api_url: fc.spec.api_url.clone(), ca_pem: None })
+    }
+
+    /// What connecting first to `fc`'s API server finds, and the permit to hold until its turn.
+    async fn connect_first(&self, fc: &ForeignCluster) -> (crate::connect_first::Gate, Option<tokio::sync::OwnedSemaphorePermit>) {
+        let (Some(connector), Some(url)) = (&self.connector, self.connect_first_url(fc)) else {
+            return (crate::connect_first::Gate::Untried, None);
+        };
+        let (gate, permit) = connector.connect(&url).await;
+        self.metrics.connected_first(&gate);
+        (gate, Some(permit))
     }
 
     fn secret_value(&self, name: &str, key: &str) -> Option<String> {
@@ -420,6 +459,11 @@ async fn read_token(client: &Client, namespace: &str, remote_id: &str) -> Result
 
 /// One reconcile of one ForeignCluster: join or unjoin.
 pub async fn reconcile<P: Peers>(fc: Arc<ForeignCluster>, ctx: Arc<Ctx<P>>) -> Result<Action> {
+    reconcile_through(fc, ctx, crate::connect_first::Gate::Untried).await
+}
+
+/// [`reconcile`], with what connecting first to the peer found ([`crate::connect_first`]).
+pub async fn reconcile_through<P: Peers>(fc: Arc<ForeignCluster>, ctx: Arc<Ctx<P>>, gate: crate::connect_first::Gate) -> Result<Action> {
     let Some(own_id) = ctx.shared.own_id() else { return Ok(Action::requeue(ctx.timing.retry)) };
     let config = ctx.shared.settings();
     let peered = fc.finalizers().iter().any(|f| f == FINALIZER_PEERED);
@@ -438,7 +482,7 @@ pub async fn reconcile<P: Peers>(fc: Arc<ForeignCluster>, ctx: Arc<Ctx<P>>) -> R
         return Ok(Action::await_change());
     }
     ctx.set_withdrawing(&fc.name_any(), false);
-    join::join(&fc, &ctx, &own_id, &config).await
+    join::join(&fc, &ctx, &own_id, &config, gate).await
 }
 
 /// Which field manager owns a top-level field of a ForeignCluster's status (`f:incoming`: the
@@ -495,14 +539,18 @@ pub async fn run<P: Peers>(
             move |fc, ctx| {
                 let metrics = metrics.clone();
                 async move {
+                    // Connected first, many at a time: a peer that does not answer holds no
+                    // turn while it is waited for (`crate::connect_first`).
+                    let (gate, connecting) = ctx.connect_first(&fc).await;
                     let _turn = match &ctx.turns {
                         Some(turns) => Some(turns.clone().acquire_owned().await.expect("never closed")),
                         None => None,
                     };
+                    drop(connecting);
                     let started = std::time::Instant::now();
                     // Boxed: a reconcile waiting its turn holds a few bytes, not the whole
                     // pipeline's state.
-                    let result = Box::pin(reconcile(fc, ctx)).await;
+                    let result = Box::pin(reconcile_through(fc, ctx, gate)).await;
                     metrics.observe("foreign_cluster", &result, started);
                     result
                 }

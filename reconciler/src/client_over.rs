@@ -1,0 +1,69 @@
+//! A Kubernetes client for a peer's API server whose first connection is one already made
+//! ([`crate::connect_first`]): the health check goes over the connection that showed the
+//! peer answers, instead of making a second one. Any further connection is made as kube's
+//! own client makes it. The stack is kube's ([`kube::client::ClientBuilder`] from a
+//! [`kube::Config`]): TLS from the config (the pinned CA), the connect, read and write
+//! timeouts, the base URI, the credentials and kube's retry of 429/503/504; answers capped
+//! at [`crate::peer::MAX_API_ANSWER`] as every client to a peer.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use kube::client::{Body, ConfigExt};
+use tokio::net::TcpStream;
+use tower::ServiceBuilder;
+
+use crate::error::{Error, Result};
+
+/// Gives `first` to the first connection asked for, then connects as kube does.
+#[derive(Clone)]
+struct FirstConnection {
+    first: Arc<Mutex<Option<TcpStream>>>,
+    then: HttpConnector,
+}
+
+impl tower::Service<http::Uri> for FirstConnection {
+    type Response = TokioIo<TcpStream>;
+    type Error = std::io::Error;
+    type Future = Pin<Box<dyn Future<Output = std::io::Result<Self::Response>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.then.poll_ready(cx).map_err(std::io::Error::other)
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        if let Some(stream) = self.first.lock().expect("not poisoned").take() {
+            return Box::pin(std::future::ready(Ok(TokioIo::new(stream))));
+        }
+        let connecting = self.then.call(uri);
+        Box::pin(async move { connecting.await.map_err(std::io::Error::other) })
+    }
+}
+
+/// A client for the API server `config` names, its first connection `stream`.
+pub fn client_over(config: kube::Config, stream: TcpStream) -> Result<kube::Client> {
+    let tls_error = |e: kube::Error| Error::Tls(format!("a client for the remote API server: {e}"));
+    let mut then = HttpConnector::new();
+    then.enforce_http(false);
+    let connector = FirstConnection { first: Arc::new(Mutex::new(Some(stream))), then };
+    let https = config.rustls_https_connector_with_connector(connector).map_err(tls_error)?;
+    let mut timed = hyper_timeout::TimeoutConnector::new(https);
+    timed.set_connect_timeout(config.connect_timeout);
+    timed.set_read_timeout(config.read_timeout);
+    timed.set_write_timeout(config.write_timeout);
+    let http: hyper_util::client::legacy::Client<_, Body> = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(timed);
+    let retry = config.default_retry.then(|| tower::retry::RetryLayer::new(kube::client::retry::RetryPolicy::server_retry()));
+    let service = ServiceBuilder::new()
+        .layer(tower::util::MapResponseLayer::new(crate::peer::capped))
+        .layer(config.base_uri_layer())
+        .option_layer(retry)
+        .option_layer(config.auth_layer().map_err(tls_error)?)
+        .layer(config.extra_headers_layer().map_err(tls_error)?)
+        .map_err(tower::BoxError::from)
+        .service(http);
+    Ok(kube::Client::new(service, config.default_namespace))
+}

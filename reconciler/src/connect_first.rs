@@ -1,0 +1,164 @@
+//! Connecting to a joined peer's API server before its reconcile takes a turn.
+//!
+//! A health check used to wait for its connection inside one of the reconciles' turns
+//! (`--max-concurrent-reconciles`, 64): a peer that drops packets (a black hole: no answer, no
+//! refusal) held a turn for the whole 10 s connect timeout, and 10,000 of them took 26 minutes
+//! to be told. Now the connection is made first, many at a time ([`Connector`]: a socket each,
+//! a few hundred bytes, where a check in its turn holds about 0.1 MiB), within
+//! [`CONNECT_WAIT`]. What it finds is the reconcile's [`Gate`]:
+//!
+//! - connected: the check's client goes over this very connection (no second one, and the
+//!   peer sees one connection per check, as before), unless it waited longer than
+//!   [`FRESH_FOR`] for its turn (a server may close a connection that says nothing);
+//! - silent: the reconcile reports the peer unreachable without calling it at all;
+//! - refused, or anything else: the reconcile calls the peer as before and says what it met.
+//!
+//! Only a peer with everything stored (its CA and, on the auth way, our identity) is connected
+//! to first: its round's only call is the health check. Joining peers go as before.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// How long a peer's API server has to take a TCP connection before the health check says it
+/// does not answer: three SYNs (Linux sends them at 0, 1 and 3 s).
+pub const CONNECT_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a connection made first may wait for its reconcile's turn and still be used.
+pub const FRESH_FOR: Duration = Duration::from_secs(5);
+
+/// Default `--connects-in-flight`: connections being made, or made and waiting for a turn, at
+/// once. 10,000 silent peers are told in 10,000 / 1,024 × 5 s ≈ 49 s.
+pub const DEFAULT_CONNECTS_IN_FLIGHT: usize = 1024;
+
+/// What connecting first found.
+#[derive(Debug, Default)]
+pub enum Gate {
+    /// Not connected first (a peer not yet joined, connecting first turned off, a test).
+    #[default]
+    Untried,
+    /// Connected (when).
+    Connected(TcpStream, Instant),
+    /// No answer within the wait.
+    Silent(Silent),
+    /// Refused, no route, a name that does not resolve: the check finds out and says so.
+    Failed,
+}
+
+/// A peer's API server that did not take a connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Silent {
+    pub address: String,
+    pub waited: Duration,
+}
+
+impl Silent {
+    /// What the status says.
+    pub fn message(&self) -> String {
+        format!("{} took no connection within {} s (no answer, no refusal: packets dropped?)", self.address, self.waited.as_secs())
+    }
+}
+
+impl Gate {
+    /// The connection, when it is still fresh.
+    pub fn take_stream(&mut self) -> Option<TcpStream> {
+        match std::mem::take(self) {
+            Gate::Connected(stream, at) if at.elapsed() <= FRESH_FOR => Some(stream),
+            _ => None,
+        }
+    }
+
+    pub fn silent(&self) -> Option<&Silent> {
+        match self {
+            Gate::Silent(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// Makes the connections, at most so many at once.
+#[derive(Clone, Debug)]
+pub struct Connector {
+    in_flight: Arc<Semaphore>,
+    wait: Duration,
+}
+
+impl Connector {
+    pub fn new(in_flight: usize, wait: Duration) -> Self {
+        Self { in_flight: Arc::new(Semaphore::new(in_flight.max(1))), wait }
+    }
+
+    /// Connects to the API server at `url`, returning what it found and the permit to hold
+    /// until the reconcile has its turn (so connections made first do not run ahead of the
+    /// turns without bound). A URL that names no host is [`Gate::Failed`].
+    pub async fn connect(&self, url: &str) -> (Gate, OwnedSemaphorePermit) {
+        let permit = self.in_flight.clone().acquire_owned().await.expect("never closed");
+        let Some((host, port)) = endpoint(url) else { return (Gate::Failed, permit) };
+        let started = Instant::now();
+        let gate = match tokio::time::timeout(self.wait, TcpStream::connect((host.as_str(), port))).await {
+            Ok(Ok(stream)) => Gate::Connected(stream, Instant::now()),
+            Ok(Err(_)) => Gate::Failed,
+            Err(_) => Gate::Silent(Silent { address: format!("{host}:{port}"), waited: started.elapsed() }),
+        };
+        (gate, permit)
+    }
+}
+
+/// The host and port an `https://` URL connects to (pure): 443 when it names none, IPv6
+/// literals without their brackets.
+pub fn endpoint(url: &str) -> Option<(String, u16)> {
+    let uri: http::Uri = url.parse().ok()?;
+    let host = uri.host()?.trim_start_matches('[').trim_end_matches(']').to_owned();
+    let port = uri.port_u16().unwrap_or(if uri.scheme_str() == Some("http") { 80 } else { 443 });
+    (!host.is_empty()).then_some((host, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_endpoint_is_the_urls_host_and_port_443_by_default() {
+        assert_eq!(endpoint("https://10.0.0.1:6443"), Some(("10.0.0.1".into(), 6443)));
+        assert_eq!(endpoint("https://api.example.org"), Some(("api.example.org".into(), 443)));
+        assert_eq!(endpoint("https://[fd00::1]:6443/"), Some(("fd00::1".into(), 6443)));
+        assert_eq!(endpoint("not a url"), None);
+        assert_eq!(endpoint("/no/host"), None);
+    }
+
+    #[tokio::test]
+    async fn a_listening_server_is_connected_a_closed_port_fails() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connector = Connector::new(4, CONNECT_WAIT);
+        let (mut gate, _permit) = connector.connect(&format!("https://{addr}")).await;
+        assert!(gate.take_stream().is_some(), "{gate:?}");
+        drop(listener);
+        let (gate, _permit) = connector.connect(&format!("https://{addr}")).await;
+        assert!(matches!(gate, Gate::Failed), "{gate:?}");
+    }
+
+    #[tokio::test]
+    async fn a_server_that_drops_connections_is_silent_within_the_wait() {
+        let hole = liqo_testenv::black_hole().await;
+        let connector = Connector::new(4, Duration::from_millis(300));
+        let (gate, _permit) = connector.connect(&format!("https://{}", hole.addr)).await;
+        let silent = gate.silent().expect("silent").clone();
+        assert_eq!(silent.address, hole.addr.to_string());
+        assert!(silent.message().contains("took no connection within 0 s"), "{}", silent.message());
+    }
+
+    #[test]
+    fn a_stale_connection_is_not_used() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let stream = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+            let mut gate = Gate::Connected(stream, Instant::now() - FRESH_FOR - Duration::from_secs(1));
+            assert!(gate.take_stream().is_none());
+            assert!(matches!(gate, Gate::Untried), "taken");
+        });
+    }
+}
