@@ -11,12 +11,14 @@
 //! - [`answer`]: what a peer answers to one request (pure over its state);
 //! - [`server`]: the TLS listeners, one connection at a time, and the counts;
 //! - [`advertiser`]: the peers' broadcasters, writing to the hub;
+//! - [`black_hole`]: peers whose packets are dropped (iptables, in the fleet's own namespace);
 //! - [`hub`]: the hub (a real API server, our webhook and reconciler as binaries) and its readings;
 //! - [`dashboard`]: the dashboard binary on the hub, fetched as a logged-in user;
 //! - [`scenarios`]: (a)–(g), each a row of the table `just fleet N` prints.
 
 pub mod advertiser;
 pub mod answer;
+pub mod black_hole;
 pub mod dashboard;
 pub mod hub;
 pub mod peer;

@@ -28,8 +28,8 @@ struct Args {
     #[arg(long)]
     bin: Option<PathBuf>,
     /// Scenarios to run, in order (a discovered, b joined, c steady, d cold start, e outage, f CA
-    /// rotation, g the dashboard).
-    #[arg(long, default_value = "abcdefg", value_parser = parse_scenarios)]
+    /// rotation, g the dashboard, h all black-holed).
+    #[arg(long, default_value = "abcdefgh", value_parser = parse_scenarios)]
     scenarios: String,
     /// Also write the rows as JSON lines here.
     #[arg(long)]
@@ -45,8 +45,8 @@ struct Args {
 }
 
 fn parse_scenarios(s: &str) -> Result<String, String> {
-    if let Some(c) = s.chars().find(|c| !"abcdefg".contains(*c)) {
-        return Err(format!("unknown scenario {c:?}: a–g"));
+    if let Some(c) = s.chars().find(|c| !"abcdefgh".contains(*c)) {
+        return Err(format!("unknown scenario {c:?}: a–h"));
     }
     // b–g work on the ForeignClusters that a creates.
     match s.chars().next() {
@@ -111,6 +111,7 @@ async fn run(args: &Args) -> anyhow::Result<Vec<Row>> {
             'd' => vec![run.cold_start().await],
             'e' => run.outage_both().await.to_vec(),
             'f' => vec![run.ca_rotation().await],
+            'h' => run.black_holed().await.to_vec(),
             _ => vec![run.dashboard().await],
         };
         for row in new {
@@ -161,5 +162,6 @@ mod tests {
         assert!(parse_scenarios("be").unwrap_err().contains("start with a"));
         assert!(parse_scenarios("").unwrap_err().contains("start with a"));
         assert!(parse_scenarios("abx").unwrap_err().contains("unknown scenario 'x'"));
+        assert_eq!(parse_scenarios("abh").as_deref(), Ok("abh"));
     }
 }

@@ -1,7 +1,8 @@
 //! The hub's scenarios against the fleet, each giving one row: (a) N peers discovered, none
 //! chosen; (b) all N joined; (c) steady state for 3 health periods; (d) a reconciler restart
 //! with N joined; (e) a mass outage of 10 % and 100 % of the peers and their return; (f) a CA
-//! rotation on 1 % of the peers.
+//! rotation on 1 % of the peers; (g) the dashboard; (h) 100 % of the peers black-holed (their
+//! packets dropped) and their return.
 //!
 //! A row holds what the hub's API server counted (the fleet's own requests to it taken out),
 //! what the peers were asked, the reconciler's memory, CPU and log lines, and how long the
@@ -378,6 +379,50 @@ impl Run {
         for row in [&mut went, &mut came] {
             let per_peer = row.status_writes / count as f64;
             row.note = format!("{per_peer:.2} status writes per affected peer");
+        }
+        [went, came]
+    }
+
+    /// (h) Every peer's API server drops packets (no answer, no refusal): each status says so
+    /// within 3 health periods; then answering again: all Joined within 2. Only with an address
+    /// per peer in the fleet's own network namespace (`just fleet`).
+    pub async fn black_holed(&self) -> [Row; 2] {
+        let count = self.n();
+        let all = &self.fleet.peers;
+        let before = self.mark().await;
+        let hole = match self.fleet.endpoints {
+            crate::server::Endpoints::Addresses { port } => {
+                let (first, last) = (all[0].addr.ip(), all[count - 1].addr.ip());
+                match (first, last) {
+                    (std::net::IpAddr::V4(f), std::net::IpAddr::V4(l)) => crate::black_hole::BlackHole::drop_to(f, l, port),
+                    _ => Err(anyhow::anyhow!("IPv4 peers only")),
+                }
+            }
+            crate::server::Endpoints::Ports => {
+                Err(anyhow::anyhow!("needs an address per peer, in the fleet's own network namespace (just fleet)"))
+            }
+        };
+        let hole = match hole {
+            Ok(hole) => hole,
+            Err(e) => {
+                let mut row = self.row("h. 100 % black-holed", count, (&before, &before), None, 0.0);
+                row.note = format!("not run: {e:#}");
+                return [row.clone(), row];
+            }
+        };
+        let seen = self.until(all, 3.0, unreachable).await;
+        let mid = self.mark().await;
+        let mut went = self.row("h. 100 % black-holed", count, (&before, &mid), seen, 0.0);
+        if let Err(e) = hole.lift() {
+            went.note = format!("the rules could not be lifted: {e:#}");
+            went.ok = false;
+        }
+        let back = self.until(all, 2.0, healthy).await;
+        let after = self.mark().await;
+        let mut came = self.row("h. 100 % back from the black hole", count, (&mid, &after), back, 0.0);
+        for row in [&mut went, &mut came] {
+            let per_peer = row.status_writes / count as f64;
+            row.note = format!("{per_peer:.2} status writes per affected peer {}", row.note).trim_end().to_owned();
         }
         [went, came]
     }

@@ -109,6 +109,7 @@ pub enum Endpoints {
 /// N simulated peers, serving.
 pub struct Fleet {
     pub peers: Vec<Arc<Peer>>,
+    pub endpoints: Endpoints,
     pub counts: Arc<Counts>,
     pub advertiser: Arc<Advertiser>,
 }
@@ -134,7 +135,7 @@ impl Fleet {
             addresses.iter().enumerate().map(|(i, a)| Ok(Arc::new(Peer::new(i, *a)?))).collect()
         })
         .await??;
-        let fleet = Arc::new(Self { peers, counts, advertiser });
+        let fleet = Arc::new(Self { peers, endpoints, counts, advertiser });
         match endpoints {
             Endpoints::Ports => {
                 for (i, (_, l)) in listeners.into_iter().enumerate() {
