@@ -123,12 +123,12 @@ impl Hub {
 
     /// CPU seconds the reconciler used so far (user + system).
     pub fn cpu_seconds(&self) -> f64 {
-        let stat = self.pid().and_then(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok()).unwrap_or_default();
-        // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
-        let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-        (ticks(11) + ticks(12)) / 100.0
+        self.pid().map_or(0.0, cpu_seconds_of)
+    }
+
+    /// CPU seconds the hub's API server used so far (user + system).
+    pub fn api_cpu_seconds(&self) -> f64 {
+        self.cp.apiserver_pid().map_or(0.0, cpu_seconds_of)
     }
 
     /// Lines the reconciler logged so far.
@@ -345,4 +345,14 @@ mod tests {
         assert_eq!(quantile("", "h", 0.5), None);
         assert_eq!(metric("a{b=\"c\"} 4\n", "a{b=\"c\"}"), Some(4.0));
     }
+}
+
+/// CPU seconds process `pid` used so far (user + system), from `/proc/PID/stat`.
+fn cpu_seconds_of(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
 }

@@ -265,6 +265,11 @@ impl ControlPlane {
         }
     }
 
+    /// The API server's process ID, while it runs.
+    pub fn apiserver_pid(&self) -> Option<u32> {
+        self._apiserver.as_ref().map(|p| p.0.id())
+    }
+
     /// Stops the API server (SIGKILL), leaving etcd and every stored object: the cluster is
     /// unreachable until [`ControlPlane::restart_apiserver`].
     pub fn stop_apiserver(&mut self) {
