@@ -307,6 +307,16 @@ async fn http_get(port: u16, path: &str) -> anyhow::Result<String> {
     Ok(liqo_testenv::plain_get(port, path).await.with_context(|| format!("GET 127.0.0.1:{port}{path}"))?.1)
 }
 
+/// CPU seconds process `pid` used so far (user + system), from `/proc/PID/stat`.
+fn cpu_seconds_of(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,14 +355,4 @@ mod tests {
         assert_eq!(quantile("", "h", 0.5), None);
         assert_eq!(metric("a{b=\"c\"} 4\n", "a{b=\"c\"}"), Some(4.0));
     }
-}
-
-/// CPU seconds process `pid` used so far (user + system), from `/proc/PID/stat`.
-fn cpu_seconds_of(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / 100.0
 }
