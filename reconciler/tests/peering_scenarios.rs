@@ -18,9 +18,10 @@ use liqo_api::{Advertisement, AdvertisementSpec, ClusterConfigSpec, ForeignClust
 use liqo_reconciler::Error;
 use liqo_reconciler::auth::service::ApiServer;
 use liqo_reconciler::auth::wire::{IdentityRequest, IdentityResponse, Ids};
+use liqo_reconciler::connect_first::{Gate, Silent};
 use liqo_reconciler::context::Shared;
 use liqo_reconciler::error::Step;
-use liqo_reconciler::foreign_cluster::{self, Ctx, MANAGED_BY, Timing, reconcile};
+use liqo_reconciler::foreign_cluster::{self, Ctx, MANAGED_BY, Timing, reconcile, reconcile_through};
 use liqo_reconciler::peer::{Peers, RemoteAccess, Trust};
 use liqo_reconciler::slim_store::{SecretData, SlimStore, SlimWriter, exists, secret_data, slim_store, slim_store_by_namespace};
 use serde_json::{Value, json};
@@ -278,6 +279,12 @@ impl World {
     async fn reconcile(&self, fc: Value) -> Result<Action, Error> {
         let fc: ForeignCluster = serde_json::from_value(fc).unwrap();
         tokio::time::timeout(Duration::from_secs(10), reconcile(Arc::new(fc), self.ctx.clone())).await.expect("reconcile hangs")
+    }
+    /// [`World::reconcile`] of a peer whose API server took no connection when connected to first.
+    async fn reconcile_silent(&self, fc: Value) -> Result<Action, Error> {
+        let fc: ForeignCluster = serde_json::from_value(fc).unwrap();
+        let gate = Gate::Silent(Silent { address: "remote.example:6443".into(), waited: Duration::from_secs(5) });
+        tokio::time::timeout(Duration::from_secs(10), reconcile_through(Arc::new(fc), self.ctx.clone(), gate)).await.expect("hangs")
     }
 }
 
@@ -595,6 +602,28 @@ async fn an_unreachable_remote_is_reported_and_retried() {
     assert_eq!(written_condition(&w, 0, "RemoteReachable"), ("False".into(), "RemoteUnreachable".into()));
     // The CA was checked (unchanged), nothing else was asked.
     assert_eq!(*w.peer.asked.lock().unwrap(), ["api_client:issued-kubeconfig", "ca"]);
+}
+
+/// A joined remote whose API server took no connection when connected to first (a black hole):
+/// reported unreachable with what was waited for, and nothing called at all, neither its API
+/// server nor its auth service (a black-holed check used to wait out a connect there too).
+#[tokio::test]
+async fn a_silent_remote_is_reported_without_any_call() {
+    let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+    let mut w = world(home.clone(), vec![], TrustMode::Untrusted);
+    w.store_joined_secrets();
+    w.store_advertisement();
+    let action = w.reconcile_silent(fc(joined_spec(), healthy_status(&w), true)).await.unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(10)), "retried as any failure");
+    expect(&w.remote, &[]);
+    expect(&w.home, &home);
+    assert!(w.peer.asked.lock().unwrap().is_empty(), "no client made, nothing asked: {:?}", w.peer.asked.lock().unwrap());
+    let written = w.home.lock().unwrap()[0].2["status"].clone();
+    let (status, reason, message) = condition_of(&written, "RemoteReachable");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "RemoteUnreachable"));
+    assert!(message.contains("remote.example:6443 took no connection within 5 s"), "{message}");
+    assert_eq!(condition_of(&written, "CaVerified").0, "Unknown", "not checked, as when a call gets no answer");
+    assert_eq!(condition_of(&written, "Authenticated").0, "True", "our identity stands");
 }
 
 /// A remote down for long is called once per health period (half the time it has been down so
@@ -1456,7 +1485,9 @@ async fn an_approved_fingerprint_is_checked_once_and_again_after_a_failure() {
     let get = || call("GET", format!("{PRS}/{HOME}"), 200, our_pr());
     let down = call("GET", format!("{PRS}/{HOME}"), 503, json!({"kind": "Status", "status": "Failure", "code": 503}));
     let remote = vec![get(), get(), get(), down, get()];
-    let home = vec![call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()), call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc())];
+    let patch = || call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc());
+    // Failed, silent (its own message), healthy again.
+    let home = vec![patch(), patch(), patch()];
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
     w.store_joined_secrets();
     w.store_advertisement();
@@ -1476,6 +1507,9 @@ async fn an_approved_fingerprint_is_checked_once_and_again_after_a_failure() {
     w.reconcile(fc(spec.clone(), status.clone(), true)).await.unwrap();
     let failed = w.home.lock().unwrap()[0].2["status"].clone();
     assert_eq!(condition_of(&failed, "RemoteReachable").0, "False");
+    // Silent when connected to first: the proof is not read again from a peer that does not answer.
+    w.reconcile_silent(fc(spec.clone(), failed.clone(), true)).await.unwrap();
+    assert_eq!(fingerprints(&w), 1, "no proof asked of a silent peer: {:?}", w.peer.asked.lock().unwrap());
     w.reconcile(fc(spec, failed, true)).await.unwrap();
     assert_eq!(fingerprints(&w), 2, "read again after the failed call: {:?}", w.peer.asked.lock().unwrap());
     expect(&w.remote, &remote);

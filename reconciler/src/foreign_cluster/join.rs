@@ -182,6 +182,12 @@ async fn pipeline<P: Peers>(
     let there = tenant_on_remote(j, &remote, &credentials, r).await?;
     r.tenant_namespace = Some(TenantNamespaces { local: Some(tenant_namespace(&remote.id)), remote: Some(there.clone()) });
     let access = RemoteAccess { kubeconfig: credentials, api_url: fc.spec.api_url.clone(), ca_pem: Some(pinned.pem.clone()) };
+    if let Some(silent) = j.silent {
+        // The health check's answer, known before it is made: no client, no call.
+        let unanswered: Result<()> = Err(silent_error(silent));
+        ctx.metrics.observe_health_check(&unanswered, silent.waited);
+        return Err(remote_failed(j, r, silent_error(silent)));
+    }
     let client = match stream {
         Some(stream) => ctx.shared.peers.api_client_over(&access, stream).await?,
         None => ctx.shared.peers.api_client(&access).await?,
@@ -423,12 +429,8 @@ async fn reach<P: Peers>(
     let Join { fc, ctx, way, own_id, .. } = j;
     let name = fc.name_any();
     let started = std::time::Instant::now();
-    let reached = match j.silent {
-        Some(silent) => Err(silent_error(silent)),
-        None => way.reach(client, there, own_id).await,
-    };
-    let took = j.silent.map_or_else(|| started.elapsed(), |s| s.waited);
-    ctx.metrics.observe_health_check(&reached, took);
+    let reached = way.reach(client, there, own_id).await;
+    ctx.metrics.observe_health_check(&reached, started.elapsed());
     let e = match reached {
         Ok(existing) => {
             r.set(Phase::RemoteReachable, Status::True, Reason::Reachable, "the remote API server answered");
@@ -452,7 +454,6 @@ async fn reach<P: Peers>(
         return Err(Stop::Report(Action::requeue(ctx.timing.retry.min(ctx.timing.health))));
     }
     if e.answered().is_none()
-        && j.silent.is_none()
         && let Some(presented) = way.presented_ca(&*ctx.shared.peers, remote.trust.clone()).await
         && let Ok(presented) = liqo_certs::inspect::fingerprint_sha256(&presented)
         && presented != pinned.fingerprint
