@@ -141,7 +141,8 @@ struct Args {
     #[arg(long, env = "LIQO_DNS_SERVER")]
     dns_server: Option<std::net::SocketAddr>,
     /// Requests a second to our API server, after a burst (client-go's token bucket; 0: no
-    /// limit). The default lets a status write per peer of 10,000 through in 50 s.
+    /// limit). The default lets a status write per peer of 10,000 through in 25 s, and 10,000
+    /// peers join at once within 600 s.
     #[arg(long, env = "LIQO_KUBE_API_QPS", default_value_t = crate::throttle::DEFAULT_QPS)]
     kube_api_qps: f64,
     /// Requests to our API server at once before `--kube-api-qps` paces them.
@@ -497,7 +498,7 @@ mod tests {
     #[test]
     fn the_client_rate_limit_has_documented_defaults_and_can_be_turned_off() {
         let a = Args::try_parse_from(["liqo-reconciler"]).unwrap();
-        assert_eq!((a.kube_api_qps, a.kube_api_burst), (200.0, 400));
+        assert_eq!((a.kube_api_qps, a.kube_api_burst), (400.0, 400));
         let off = Args::try_parse_from(["liqo-reconciler", "--kube-api-qps", "0", "--kube-api-burst", "10"]).unwrap();
         assert_eq!((off.kube_api_qps, off.kube_api_burst), (0.0, 10));
     }

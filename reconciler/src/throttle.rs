@@ -14,8 +14,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
-/// Default `--kube-api-qps`: enough for a status write per peer of 10,000 within 50 s.
-pub const DEFAULT_QPS: f64 = 200.0;
+/// Default `--kube-api-qps`: a status write per peer of 10,000 within 25 s, and 10,000 peers
+/// joined at once within 600 s (18.4 requests each: 428 s measured). 200 until tenant
+/// namespaces, when a request cost the hub's API server about 6 ms of CPU at 10,000 peers; it
+/// costs 1.5–1.7 ms now, so 400 a second take less of it than 200 did (BENCHMARKS.md, "Tenant
+/// namespaces at 10,000").
+pub const DEFAULT_QPS: f64 = 400.0;
 /// Default `--kube-api-burst`.
 pub const DEFAULT_BURST: u32 = 400;
 
