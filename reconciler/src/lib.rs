@@ -35,6 +35,7 @@ pub mod incoming;
 pub mod leader;
 pub mod managers;
 pub mod metrics;
+pub mod own_writes;
 pub mod peer;
 pub mod published;
 pub mod resources;

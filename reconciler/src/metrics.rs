@@ -126,6 +126,9 @@ pub struct Metrics {
     /// Connections to joined peers' API servers made before their turn, by what was found
     /// (`crate::connect_first`).
     pub connects_first: Family<OutcomeLabels, Counter>,
+    /// Watch events of ForeignClusters that only told a settled status write of ours back, and
+    /// so were not reconciled again (`crate::own_writes`).
+    pub status_echoes_skipped: Counter,
     /// Since when each peer asked to join has been seen not joined.
     unhealthy_since: Mutex<HashMap<PeerLabels, SystemTime>>,
 }
@@ -214,10 +217,17 @@ impl Default for Metrics {
             "Connections to joined peers' API servers made before their reconcile's turn, by outcome: connected, silent (no answer within the wait: reported unreachable without a call), failed (the check says why)",
             connects_first.clone(),
         );
+        let status_echoes_skipped = Counter::default();
+        registry.register(
+            "status_echoes_skipped",
+            "Watch events of ForeignClusters that only told a status write of a settled round back (the peer answered its check, or did not), not reconciled again: the next round is its requeue",
+            status_echoes_skipped.clone(),
+        );
         Self {
             registry,
             offers,
             connects_first,
+            status_echoes_skipped,
             throttled,
             events_left_out,
             foreign_clusters,
@@ -303,6 +313,11 @@ impl Metrics {
     /// Counts an offer put on a peer: `plan` made, with `on_remote` found there before.
     pub fn offered(&self, plan: &'static str, on_remote: &'static str) {
         self.offers.get_or_create(&OfferLabels { plan, on_remote }).inc();
+    }
+
+    /// Counts a watch event that only told our own settled status write back.
+    pub fn status_echo_skipped(&self) {
+        self.status_echoes_skipped.inc();
     }
 
     /// Counts what connecting first to a peer found.

@@ -52,7 +52,35 @@ where
     }
 }
 
-type Followers<K> = Arc<Mutex<Vec<UnboundedSender<ObjectRef<K>>>>>;
+type Followers<K> = Arc<Mutex<Vec<UnboundedSender<Change<K>>>>>;
+
+/// One change a follower is told of: the object, and the resourceVersion the watch showed it
+/// at (so that the echo of a write of our own can be told from someone else's change).
+pub struct Change<K: Resource>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    pub object: ObjectRef<K>,
+    pub version: Option<String>,
+}
+
+impl<K: Resource> Clone for Change<K>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn clone(&self) -> Self {
+        Self { object: self.object.clone(), version: self.version.clone() }
+    }
+}
+
+impl<K: Resource> Change<K>
+where
+    K::DynamicType: Eq + Hash + Clone + Default,
+{
+    fn of(o: &K) -> Self {
+        Self { object: ObjectRef::from_obj(o), version: o.meta().resource_version.clone() }
+    }
+}
 
 impl<K> Reflected<K>
 where
@@ -68,7 +96,7 @@ where
         let stream = reflector::reflector(writer, watch).applied_objects();
         tokio::spawn(stream.for_each(move |o| {
             if let Ok(o) = o {
-                let changed = ObjectRef::from_obj(&o);
+                let changed = Change::of(&o);
                 told.lock().expect("not poisoned").retain(|f| f.send(changed.clone()).is_ok());
             }
             async {}
@@ -78,11 +106,11 @@ where
 
     /// Every object in the store now, then each object the watch changes, once it is in the
     /// store (a controller's trigger: `Controller::reconcile_on`).
-    pub fn follow(&self) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+    pub fn follow(&self) -> impl futures::Stream<Item = Change<K>> + Send + 'static {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         // Followed first, then listed: an object changed in between comes twice, never not at all.
         self.followers.lock().expect("not poisoned").push(tx);
-        let now: Vec<ObjectRef<K>> = self.store.state().iter().map(|o| ObjectRef::from_obj(&**o)).collect();
+        let now: Vec<Change<K>> = self.store.state().iter().map(|o| Change::of(&**o)).collect();
         futures::stream::iter(now).chain(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)))
     }
 }

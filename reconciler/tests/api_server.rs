@@ -259,7 +259,6 @@ async fn an_issued_identity_manages_only_its_own_peering_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_followed_store_names_each_object_once_it_holds_it() {
     use futures::StreamExt;
-    use kube::runtime::reflector::ObjectRef;
     let Some(cp) = ControlPlane::start_or_skip().await else { return };
     let admin = cp.admin();
     install_liqo(&admin, "liqo").await;
@@ -274,20 +273,30 @@ async fn a_followed_store_names_each_object_once_it_holds_it() {
     let mut follow = Box::pin(reflected.follow());
     let in_time = Duration::from_secs(30);
     let first = tokio::time::timeout(in_time, follow.next()).await.expect("in time").expect("open");
-    assert!(reflected.store.get(&first).is_some());
+    assert!(reflected.store.get(&first.object).is_some());
     // Everything there before following (the namespace's own ConfigMaps too) comes first.
-    let mut seen = vec![first.name.clone()];
+    let mut seen = vec![first.object.name.clone()];
     while let Ok(Some(r)) = tokio::time::timeout(Duration::from_millis(200), follow.next()).await {
-        seen.push(r.name.clone());
+        seen.push(r.object.name.clone());
     }
     assert!(seen.contains(&"before".to_owned()), "{seen:?}");
-    cms.create(&PostParams::default(), &cm("after")).await.unwrap();
-    let changed: ObjectRef<ConfigMap> = loop {
+    let created = cms.create(&PostParams::default(), &cm("after")).await.unwrap();
+    let changed = loop {
         let r = tokio::time::timeout(in_time, follow.next()).await.expect("the new ConfigMap in time").expect("open");
-        if r.name == "after" {
+        if r.object.name == "after" {
             break r;
         }
     };
-    let held = reflected.store.get(&changed).expect("in the store when named");
+    let held = reflected.store.get(&changed.object).expect("in the store when named");
     assert!(held.metadata.managed_fields.is_none(), "trimmed as asked");
+    // Each change names the version the watch showed (how the echo of our own write is told).
+    assert_eq!(changed.version, created.metadata.resource_version, "the version created");
+    let updated = cms.patch("after", &Default::default(), &kube::api::Patch::Merge(serde_json::json!({"data": {"k": "v"}}))).await.unwrap();
+    let next = loop {
+        let r = tokio::time::timeout(in_time, follow.next()).await.expect("the change in time").expect("open");
+        if r.object.name == "after" {
+            break r;
+        }
+    };
+    assert_eq!(next.version, updated.metadata.resource_version, "the version patched");
 }

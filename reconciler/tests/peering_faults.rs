@@ -14,6 +14,7 @@
 //! | our kubeconfig Secret deleted on the remote while its reconciler's watch was down: put back | `a_kubeconfig_secret_deleted_while_the_remotes_watch_was_down_is_put_back` |
 //! | a re-join within one health period | `a_quick_rejoin_is_quiet` |
 //! | the remote API server down during health, then back | `the_remote_down_during_health_then_back` |
+//! | the status written when the remote goes down and comes back: its echo not checked again | `a_status_written_is_not_checked_again_at_once` |
 //! | the remote API server down for eight health rounds: quiet logs, one Event, repaired | `a_long_outage_is_quiet_and_told` |
 //! | the remote API server's address drops packets (a black hole), then is the real one again | `a_black_holed_remote_is_told_without_a_call_then_back` |
 //! | the remote API server down during join | `the_remote_down_during_join` |
@@ -441,6 +442,49 @@ async fn the_remote_down_during_health_then_back() {
     fc_where(&t.home, FC, "healthy again", |f| phase(f, "RemoteReachable").is_some_and(|p| p.0 == "True") && outgoing_joined(f)).await;
     eventually("converged", || converged(&t, false)).await;
     assert_eq!(event_count(&t.home, "RemoteUnreachable", FC).await, 1, "one Event for the outage");
+}
+
+/// A round that finds the peer down writes its status once, and that write told back by the
+/// watch is not reconciled again: the next check is the requeue's (2 s here), not a second one
+/// at once. (At 10,000 peers coming back at once, those were 10,000 checks more.) Back, the
+/// same: the echo of the healthy status is skipped too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_written_is_not_checked_again_at_once() {
+    const FAILED: &str = r#"liqo_reconciler_peer_health_check_duration_seconds_count{result="RemoteUnreachable"}"#;
+    const SKIPPED: &str = "liqo_reconciler_status_echoes_skipped_total";
+    let Some(mut t) = two_clusters_with(&["--leader-election=false"]).await else { return };
+    peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
+    fc_where(&t.home, FC, "joined", outgoing_joined).await;
+    let (failed_before, skipped_before) = (metric(&t.home_rec, FAILED).await, metric(&t.home_rec, SKIPPED).await);
+
+    t.remote_cp.stop_apiserver();
+    // The first failed check (it writes RemoteReachable False), then the next.
+    let first = when_metric_reaches(&t.home_rec, FAILED, failed_before + 1.0).await;
+    let second = when_metric_reaches(&t.home_rec, FAILED, failed_before + 2.0).await;
+    let apart = second - first;
+    eprintln!("the first two failed checks {:.2} s apart", apart.as_secs_f64());
+    assert!(apart >= std::time::Duration::from_secs(1), "checked again {apart:?} after the status write: its echo was reconciled");
+    let down = Api::<ForeignCluster>::all(t.home.clone()).get(FC).await.unwrap();
+    assert_eq!(phase(&down, "RemoteReachable").map(|p| p.1), Some("RemoteUnreachable".into()));
+    assert!(metric(&t.home_rec, SKIPPED).await > skipped_before, "the echo was counted as skipped");
+
+    t.remote_cp.restart_apiserver().await;
+    let skipped_down = metric(&t.home_rec, SKIPPED).await;
+    fc_where(&t.home, FC, "healthy again", |f| phase(f, "RemoteReachable").is_some_and(|p| p.0 == "True") && outgoing_joined(f)).await;
+    eventually("the healthy status's echo skipped", || async { (metric(&t.home_rec, SKIPPED).await > skipped_down).then_some(()) }).await;
+    eventually("converged", || converged(&t, false)).await;
+}
+
+/// When the reconciler's `series` first reaches `value` (polled every 20 ms, up to 60 s).
+async fn when_metric_reaches(r: &Reconciler, series: &str, value: f64) -> std::time::Instant {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if metric(r, series).await >= value {
+            return std::time::Instant::now();
+        }
+        assert!(std::time::Instant::now() < deadline, "{series} did not reach {value} in 60 s:\n{}", log_tail(r));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 /// A remote whose API server address drops packets is told unreachable by connecting first

@@ -591,6 +591,7 @@ fn finish<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> Action {
         presented_fingerprint: None,
     });
     r.set(Phase::Joined, Status::of(joined), reason, message);
+    r.settle();
     Action::requeue(ctx.timing.health)
 }
 
@@ -620,6 +621,7 @@ fn remote_failed<P: Peers>(j: Join<'_, P>, r: &mut Report, e: Error) -> Stop {
         _ => Phase::RemoteReachable,
     };
     r.set(phase, Status::False, reason, e.to_string());
+    r.settle();
     // Called again sooner the newer the failure, within a health period, so a peer that
     // answers again is repaired within one; one down for long is called once per period.
     let since = failing_since(fc, phase, reason);

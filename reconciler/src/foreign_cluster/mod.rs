@@ -133,6 +133,8 @@ pub struct Ctx<P: Peers> {
     wakes: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<ObjectRef<ForeignCluster>>>,
     /// ForeignClusters with such a watch running.
     awaiting_gone: Arc<Mutex<std::collections::HashSet<String>>>,
+    /// Our settled status writes whose watch events [`run`] does not reconcile again.
+    own_writes: crate::own_writes::OwnWrites,
     /// Health calls and join failures are counted here.
     pub metrics: Arc<crate::metrics::Metrics>,
 }
@@ -174,6 +176,7 @@ impl<P: Peers> Ctx<P> {
             withdrawing: Mutex::default(),
             wakes: std::sync::OnceLock::new(),
             awaiting_gone: Arc::default(),
+            own_writes: Default::default(),
             metrics: Arc::default(),
         }
     }
@@ -186,6 +189,7 @@ impl<P: Peers> Ctx<P> {
     }
 
     pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.own_writes = crate::own_writes::OwnWrites::counting(metrics.status_echoes_skipped.clone());
         self.metrics = metrics;
         self
     }
@@ -251,13 +255,32 @@ impl<P: Peers> Ctx<P> {
     /// of phase in one Event.
     async fn publish(&self, fc: &ForeignCluster, report: &Report, join: bool) -> Result<()> {
         let status = report.status(fc.status.as_ref(), join, fc.metadata.generation, &now());
-        if report::write(&self.shared.client, fc, &status).await? {
-            let before = fc.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
-            for change in report::changes(before, &status.conditions) {
-                self.event(fc, change.warning, change.reason.as_str(), change.message).await;
-            }
+        if !report::differs(fc, &status) {
+            return Ok(());
+        }
+        // A settled round's write tells nothing new when the watch tells it back: the next
+        // round is its requeue (`crate::own_writes`). One that met someone else's change, or
+        // failed, is reconciled as any change.
+        let writing = self.own_writes.writing(&fc.name_any());
+        let written = report::write(&self.shared.client, fc, &status).await;
+        let echo = written.as_ref().ok().filter(|w| report.settled() && report::only_ours_changed(fc, w));
+        if writing.done(echo.and_then(|w| w.resource_version())) {
+            self.wake(fc);
+        }
+        written?;
+        let before = fc.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+        for change in report::changes(before, &status.conditions) {
+            self.event(fc, change.warning, change.reason.as_str(), change.message).await;
         }
         Ok(())
+    }
+
+    /// Reconciles `fc` again once this round ends (through [`run`]'s wakes; a reconcile called
+    /// directly has none).
+    fn wake(&self, fc: &ForeignCluster) {
+        if let Some(wakes) = self.wakes.get() {
+            let _ = wakes.send(ObjectRef::from_obj(fc));
+        }
     }
 
     fn forget_remote(&self, fc_name: &str) {
@@ -504,7 +527,7 @@ fn error_policy<P: Peers>(fc: Arc<ForeignCluster>, e: &crate::Error, ctx: Arc<Ct
 /// that keeps the Advertisements' store), so a deleted one shows at once on its ForeignCluster.
 pub async fn run<P: Peers>(
     ctx: Arc<Ctx<P>>,
-    changes: impl futures::Stream<Item = ObjectRef<ForeignCluster>> + Send + 'static,
+    changes: impl futures::Stream<Item = crate::stores::Change<ForeignCluster>> + Send + 'static,
     adverts: crate::slim_store::Touched,
     metrics: Arc<crate::metrics::Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
@@ -521,6 +544,12 @@ pub async fn run<P: Peers>(
     // Reconciles our own watches ask for (see `Ctx::wake_when_gone`).
     let (wakes, mut woken) = tokio::sync::mpsc::unbounded_channel();
     let _ = ctx.wakes.set(wakes);
+    // The echo of a settled status write of ours is not a change (`crate::own_writes`).
+    let heard = ctx.clone();
+    let changes = changes.filter_map(move |change| {
+        let what = heard.own_writes.heard(&change.object.name, change.version.as_deref());
+        std::future::ready((what == crate::own_writes::Heard::Change).then_some(change.object))
+    });
     controller
         .reconcile_on(changes)
         .reconcile_on(futures::stream::poll_fn(move |cx| woken.poll_recv(cx)))

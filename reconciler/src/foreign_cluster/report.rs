@@ -6,7 +6,7 @@
 //! `authStatus`; `incoming` belongs to the incoming controller. A field left out of the applied
 //! status is removed from the stored object.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use liqo_api::reasons::{ConditionType, Reason, Status};
@@ -27,6 +27,10 @@ pub struct Report {
     pub auth_status: Option<AuthStatus>,
     pub outgoing: Option<OutgoingStatus>,
     pub tenant_namespace: Option<TenantNamespaces>,
+    /// The round reached a verdict that the next one, before its requeue, could only find
+    /// again: the peer answered its check, or did not. Its status write's echo starts no
+    /// reconcile (`crate::own_writes`).
+    settled: bool,
 }
 
 impl Report {
@@ -41,7 +45,19 @@ impl Report {
             auth_status: p.auth_status,
             outgoing: p.outgoing,
             tenant_namespace: p.tenant_namespace,
+            settled: false,
         }
+    }
+
+    /// Marks the round settled: see [`Report::settled`].
+    pub fn settle(&mut self) {
+        self.settled = true;
+    }
+
+    /// Whether the round reached a verdict the next one could only find again before its
+    /// requeue (then the echo of its status write is not reconciled again).
+    pub fn settled(&self) -> bool {
+        self.settled
     }
 
     /// Records the fingerprint the remote presents while it is not trusted (`None`: trusted, or
@@ -156,18 +172,30 @@ pub fn changes(before: &[Condition], after: &[Condition]) -> Vec<Change> {
 
 /// Writes `status` (server-side apply, forced: this controller owns these fields) when it
 /// differs from what `fc` has; true when it wrote.
-pub async fn write(client: &Client, fc: &ForeignCluster, status: &ForeignClusterStatus) -> Result<bool> {
-    if owned(fc.status.as_ref()) == *status {
-        return Ok(false);
-    }
+/// Whether `status` differs from the part of `fc`'s this controller owns (pure).
+pub fn differs(fc: &ForeignCluster, status: &ForeignClusterStatus) -> bool {
+    owned(fc.status.as_ref()) != *status
+}
+
+/// Writes `status` whole; returns the object as written.
+pub async fn write(client: &Client, fc: &ForeignCluster, status: &ForeignClusterStatus) -> Result<ForeignCluster> {
     let body = serde_json::json!({
         "apiVersion": "discovery.liqo.io/v1alpha1",
         "kind": "ForeignCluster",
         "status": status,
     });
     let params = PatchParams::apply(STATUS_MANAGER).force();
-    Api::<ForeignCluster>::all(client.clone()).patch_status(&fc.name_any(), &params, &Patch::Apply(body)).await?;
-    Ok(true)
+    Ok(Api::<ForeignCluster>::all(client.clone()).patch_status(&fc.name_any(), &params, &Patch::Apply(body)).await?)
+}
+
+/// Whether `written`, the object our status write returned, differs from `read`, the one its
+/// reconcile acted on, in nothing but this controller's status: no one changed its spec, its
+/// metadata or another's status in between, so the write's watch event tells nothing the
+/// reconcile did not know (pure).
+pub fn only_ours_changed(read: &ForeignCluster, written: &ForeignCluster) -> bool {
+    let meta = |fc: &ForeignCluster| ObjectMeta { resource_version: None, managed_fields: None, ..fc.metadata.clone() };
+    let others = |fc: &ForeignCluster| fc.status.as_ref().and_then(|s| s.incoming.clone());
+    read.spec == written.spec && meta(read) == meta(written) && others(read) == others(written)
 }
 
 #[cfg(test)]
@@ -245,5 +273,30 @@ mod tests {
         assert!(changes(&deleted, &deleted).is_empty());
         // Normal progress is not a warning.
         assert!(changes(&[], &[c("Joined", "False", "WaitingForAdvertisement"), c("Trusted", "Unknown", "Waiting")]).is_empty());
+    }
+
+    #[test]
+    fn a_write_is_only_ours_when_no_one_changed_spec_metadata_or_incoming_between() {
+        let mut read = ForeignCluster::new("peer", Default::default());
+        read.metadata.resource_version = Some("5".into());
+        read.metadata.finalizers = Some(vec!["f".into()]);
+        let mut written = read.clone();
+        written.metadata.resource_version = Some("9".into());
+        written.metadata.managed_fields = Some(vec![Default::default()]);
+        written.status = Some(ForeignClusterStatus { ca_fingerprint: Some("ab".into()), ..Default::default() });
+        assert!(only_ours_changed(&read, &written), "our status, a new version, other managed fields");
+
+        let mut spec = written.clone();
+        spec.spec.join = Some(false);
+        assert!(!only_ours_changed(&read, &spec), "someone set spec.join meanwhile");
+        let mut deleting = written.clone();
+        deleting.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+        assert!(!only_ours_changed(&read, &deleting), "deleted meanwhile");
+        let mut labelled = written.clone();
+        labelled.metadata.labels = Some([("a".to_owned(), "b".to_owned())].into());
+        assert!(!only_ours_changed(&read, &labelled));
+        let mut incoming = written.clone();
+        incoming.status.as_mut().unwrap().incoming = Some(Default::default());
+        assert!(!only_ours_changed(&read, &incoming), "the incoming controller wrote meanwhile");
     }
 }
