@@ -10,6 +10,21 @@
 
 k_of() { case "$1" in A) echo ka ;; B) echo kb ;; *) fail "no cluster $1" ;; esac; }
 
+# stuck K WHAT: what the Liqo namespace shows (pods, the certificates Job's log, recent
+# Events) and the disk this machine has left, then fails saying WHAT did not finish.
+stuck() {
+  local k=$1
+  echo "--- pods in liqo:" >&2
+  "$k" -n liqo get pods -o wide >&2 2>&1 || true
+  echo "--- the liqo-certs Job's log:" >&2
+  "$k" -n liqo logs job/liqo-certs --tail=30 >&2 2>&1 || true
+  echo "--- the last Events in liqo:" >&2
+  "$k" -n liqo get events --sort-by=.lastTimestamp 2>&1 | tail -25 >&2 || true
+  echo "--- disk:" >&2
+  df -h / >&2 || true
+  fail "$2"
+}
+
 # render DIR: the kustomization with our image as IMAGE.
 render() { ka kustomize "$1" | sed "s#image: liqo-discovery:.*#image: $IMAGE#"; }
 
@@ -48,7 +63,7 @@ install() {
   [ $old_style = false ] && [ $finds = false ] && env_configmap "$c" && changed=true
   "$k" -n liqo delete job liqo-certs --ignore-not-found --wait >/dev/null
   render "$manifests" | "$k" apply -f - >/dev/null
-  "$k" -n liqo wait --for=condition=complete --timeout=180s job/liqo-certs >/dev/null || fail "job liqo-certs on $c"
+  "$k" -n liqo wait --for=condition=complete --timeout=180s job/liqo-certs >/dev/null || stuck "$k" "job liqo-certs on $c"
   if [ $old_style = true ]; then
     port=$("$k" -n liqo get service liqo-auth -o jsonpath='{.spec.ports[0].nodePort}')
     "$k" -n liqo set env deployment/liqo-reconciler LIQO_API_URL="https://$ip:6443" LIQO_AUTH_URL="https://$ip:$port" >/dev/null
@@ -57,8 +72,8 @@ install() {
     # A first install: the reconciler started before the ConfigMap could name the NodePort.
     [ $changed = true ] && "$k" -n liqo rollout restart deployment/liqo-reconciler >/dev/null
   fi
-  "$k" -n liqo rollout status deployment/liqo-webhook --timeout=180s >/dev/null || fail "webhook rollout on $c"
-  "$k" -n liqo rollout status deployment/liqo-reconciler --timeout=180s >/dev/null || fail "reconciler rollout on $c"
+  "$k" -n liqo rollout status deployment/liqo-webhook --timeout=180s >/dev/null || stuck "$k" "webhook rollout on $c"
+  "$k" -n liqo rollout status deployment/liqo-reconciler --timeout=180s >/dev/null || stuck "$k" "reconciler rollout on $c"
   wait_for 60 "the reconciler of $c ready and leading" leading "$c"
 }
 

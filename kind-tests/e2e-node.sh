@@ -139,9 +139,9 @@ install_as_readme() {
   "$k" apply -k manifests/ >/dev/null
   "$k" wait --for condition=established --timeout=60s crd --all >/dev/null
   wait_for 30 "the default ClusterConfig applied on $1" "$k" apply -k manifests/config
-  "$k" -n liqo wait --for=condition=complete --timeout=180s job/liqo-certs >/dev/null || fail "job liqo-certs on $1"
-  "$k" -n liqo rollout status deployment/liqo-webhook --timeout=180s >/dev/null || fail "webhook rollout on $1"
-  "$k" -n liqo rollout status deployment/liqo-reconciler --timeout=180s >/dev/null || fail "reconciler rollout on $1"
+  "$k" -n liqo wait --for=condition=complete --timeout=180s job/liqo-certs >/dev/null || stuck "$k" "job liqo-certs on $1"
+  "$k" -n liqo rollout status deployment/liqo-webhook --timeout=180s >/dev/null || stuck "$k" "webhook rollout on $1"
+  "$k" -n liqo rollout status deployment/liqo-reconciler --timeout=180s >/dev/null || stuck "$k" "reconciler rollout on $1"
   wait_for 60 "the reconciler of $1 ready and leading" leading "$1"
 }
 
