@@ -54,9 +54,15 @@ where
 /// Creates (or leaves as they are) the objects of `access`, in the peer's tenant namespace,
 /// made first when missing.
 pub async fn grant(client: &Client, manager: &str, peer: &str, access: &Access) -> Result<()> {
-    let namespace = crate::tenant::ensure(client, peer, manager).await?;
-    apply(&Api::<ServiceAccount>::namespaced(client.clone(), &namespace), manager, &access.service_account).await?;
-    apply(&Api::<RoleBinding>::namespaced(client.clone(), &namespace), manager, &access.binding).await?;
+    crate::tenant::ensure(client, peer, manager).await?;
+    grant_in(client, manager, access).await
+}
+
+/// [`grant`], in a tenant namespace the caller has just made sure of.
+pub async fn grant_in(client: &Client, manager: &str, access: &Access) -> Result<()> {
+    let namespace = access.namespace();
+    apply(&Api::<ServiceAccount>::namespaced(client.clone(), namespace), manager, &access.service_account).await?;
+    apply(&Api::<RoleBinding>::namespaced(client.clone(), namespace), manager, &access.binding).await?;
     Ok(())
 }
 

@@ -178,7 +178,7 @@ async fn pipeline<P: Peers>(
     // From here on remote objects may exist: the finalizer guarantees they are removed.
     add_finalizer(fc, &ctx.shared.client).await?;
     let pinned = pin_ca(j, &remote, r).await?;
-    let credentials = authenticate(j, &remote, r).await?;
+    let Credentials { kubeconfig: credentials, tenant_made } = authenticate(j, &remote, r).await?;
     let there = tenant_on_remote(j, &remote, &credentials, r).await?;
     r.tenant_namespace = Some(TenantNamespaces { local: Some(tenant_namespace(&remote.id)), remote: Some(there.clone()) });
     let access = RemoteAccess { kubeconfig: credentials, api_url: fc.spec.api_url.clone(), ca_pem: Some(pinned.pem.clone()) };
@@ -193,7 +193,7 @@ async fn pipeline<P: Peers>(
         None => ctx.shared.peers.api_client(&access).await?,
     };
     let reached = reach(j, &client, &remote, &there, &pinned, r).await?;
-    offer(j, &client, &remote, &there, reached, r).await?;
+    offer(j, &client, &remote, &there, reached, tenant_made, r).await?;
     Ok(finish(j, &remote, r))
 }
 
@@ -348,19 +348,27 @@ async fn pin_ca<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> St
     Ok(Pinned { pem, fingerprint })
 }
 
+/// Our identity on the remote, and whether this round made sure of our tenant namespace for
+/// the peer (before asking for a new identity; the offer that follows then need not read it
+/// again).
+struct Credentials {
+    kubeconfig: String,
+    tenant_made: bool,
+}
+
 /// Our identity on the remote (auth way: asked for once with our token, stored in
 /// `<fc>-identity`); the anonymous way has none.
-async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> Step<String> {
+async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> Step<Credentials> {
     let Join { fc, ctx, way, own_id, .. } = j;
     let Way::AuthService { auth_url } = way else {
         r.auth_status = None;
         let message = "no identity on the remote: PeeringRequests are sent anonymously (no spec.authUrl)";
         r.set(Phase::Authenticated, Status::False, Reason::Anonymous, message);
-        return Ok(ANONYMOUS_KUBECONFIG.to_owned());
+        return Ok(Credentials { kubeconfig: ANONYMOUS_KUBECONFIG.to_owned(), tenant_made: false });
     };
     let secret = identity_secret(&fc.name_any());
-    let kubeconfig = match ctx.secret_value(&secret, KUBECONFIG_KEY) {
-        Some(kubeconfig) => kubeconfig,
+    let (kubeconfig, tenant_made) = match ctx.secret_value(&secret, KUBECONFIG_KEY) {
+        Some(kubeconfig) => (kubeconfig, false),
         None => {
             our_tenant(j, remote, r).await?;
             let token = read_token(&ctx.shared.client, &ctx.shared.namespace, &remote.id).await?;
@@ -369,7 +377,7 @@ async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report)
                 Ok(answer) => {
                     ctx.store_owned(fc, &secret, &remote.id, KUBECONFIG_KEY, &answer.kubeconfig).await?;
                     ctx.event(fc, false, "IdentityAccepted", format!("the remote issued our identity; stored in Secret {secret}")).await;
-                    answer.kubeconfig
+                    (answer.kubeconfig, true)
                 }
                 Err(e) if e.is_refusal() => {
                     let (auth_status, reason) = decide::refusal_status(token.is_empty());
@@ -384,7 +392,7 @@ async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report)
     };
     r.auth_status = Some(AuthStatus::Accepted);
     r.set(Phase::Authenticated, Status::True, Reason::IdentityIssued, format!("identity stored in Secret {secret}"));
-    Ok(kubeconfig)
+    Ok(Credentials { kubeconfig, tenant_made })
 }
 
 /// Where on the remote our request goes: the tenant namespace our identity's kubeconfig names
@@ -471,13 +479,15 @@ async fn reach<P: Peers>(
 struct Reached(Option<Option<PeeringRequest>>);
 
 /// Grants the peer its Advertisement access here and puts the kubeconfig for it and our
-/// PeeringRequest on the remote, when [`decide::offer`] says so.
+/// PeeringRequest on the remote, when [`decide::offer`] says so (`tenant_made`: this round
+/// made sure of the peer's tenant namespace here already).
 async fn offer<P: Peers>(
     j: Join<'_, P>,
     client: &kube::Client,
     remote: &Remote,
     there: &str,
     reached: Reached,
+    tenant_made: bool,
     r: &mut Report,
 ) -> Step<()> {
     let Join { fc, ctx, way, own_id, config, .. } = j;
@@ -517,7 +527,7 @@ async fn offer<P: Peers>(
         }
         Offer::Make | Offer::Repair | Offer::Refresh => {}
     }
-    let secret: Secret = match ctx.grant_and_kubeconfig(&ours, &remote.id).await {
+    let secret: Secret = match ctx.grant_and_kubeconfig(&ours, &remote.id, tenant_made).await {
         Ok(secret) => secret,
         Err(e @ Error::TenantTerminating(_)) => return Err(tenant_terminating(j, r, e)),
         Err(e) => return Err(e.into()),

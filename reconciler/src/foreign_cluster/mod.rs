@@ -428,10 +428,15 @@ impl<P: Peers> Ctx<P> {
     }
 
     /// Grants the peer its Advertisement access here, and returns the Secret (for the remote's
-    /// namespace) holding a kubeconfig for that access.
-    async fn grant_and_kubeconfig(&self, ours: &OurRequest<'_>, remote_id: &str) -> Result<Secret> {
+    /// namespace) holding a kubeconfig for that access. `tenant_made`: the peer's tenant
+    /// namespace was made sure of this round (not read again: two GETs of the 18 a join cost).
+    async fn grant_and_kubeconfig(&self, ours: &OurRequest<'_>, remote_id: &str, tenant_made: bool) -> Result<Secret> {
         let access = advertisement_access(remote_id);
-        grant::grant(&self.shared.client, FIELD_MANAGER, remote_id, &access).await?;
+        if tenant_made {
+            grant::grant_in(&self.shared.client, FIELD_MANAGER, &access).await?;
+        } else {
+            grant::grant(&self.shared.client, FIELD_MANAGER, remote_id, &access).await?;
+        }
         let token = grant::token(&self.shared.client, access.namespace(), remote_id, self.token_lifetime).await?;
         // Its context names the peer's tenant namespace here: where its broadcaster writes.
         let config = kubeconfig(&self.api_server, ours.home_id, remote_id, access.namespace(), token)?;
