@@ -315,11 +315,6 @@ impl Metrics {
         self.offers.get_or_create(&OfferLabels { plan, on_remote }).inc();
     }
 
-    /// Counts a watch event that only told our own settled status write back.
-    pub fn status_echo_skipped(&self) {
-        self.status_echoes_skipped.inc();
-    }
-
     /// Counts what connecting first to a peer found.
     pub fn connected_first(&self, gate: &crate::connect_first::Gate) {
         use crate::connect_first::Gate;

@@ -98,13 +98,10 @@ impl OwnWrites {
         }
     }
 
-    /// How many writes are on their way or wait for their echo.
-    pub fn len(&self) -> usize {
-        self.inner.lock().expect("not poisoned").entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// Whether no write is on its way or waits for its echo.
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.inner.lock().expect("not poisoned").entries.is_empty()
     }
 
     /// Ends the write of `key`: `echo` is the version a settled write that changed nothing
@@ -115,17 +112,16 @@ impl OwnWrites {
             Some(Entry::Writing(held)) => held,
             _ => vec![],
         };
-        let told_back = echo.as_ref().is_some_and(|v| held.contains(v));
-        match (echo.clone(), told_back) {
-            (Some(_), true) => {
+        let someone_elses = held.iter().any(|v| Some(v) != echo.as_ref());
+        if let Some(version) = echo {
+            if held.contains(&version) {
+                // Told back while on its way: dropped then.
                 self.skipped.inc();
-            }
-            (Some(version), false) => {
+            } else {
                 inner.entries.insert(key.to_owned(), Entry::Written(version, Instant::now()));
             }
-            (None, _) => {}
         }
-        held.iter().any(|v| Some(v) != echo.as_ref())
+        someone_elses
     }
 }
 

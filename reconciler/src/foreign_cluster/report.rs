@@ -170,14 +170,14 @@ pub fn changes(before: &[Condition], after: &[Condition]) -> Vec<Change> {
         .collect()
 }
 
-/// Writes `status` (server-side apply, forced: this controller owns these fields) when it
-/// differs from what `fc` has; true when it wrote.
-/// Whether `status` differs from the part of `fc`'s this controller owns (pure).
+/// Whether `status` differs from the part of `fc`'s this controller owns (pure): only then is
+/// it written.
 pub fn differs(fc: &ForeignCluster, status: &ForeignClusterStatus) -> bool {
     owned(fc.status.as_ref()) != *status
 }
 
-/// Writes `status` whole; returns the object as written.
+/// Writes `status` whole (server-side apply, forced: this controller owns these fields);
+/// returns the object as written.
 pub async fn write(client: &Client, fc: &ForeignCluster, status: &ForeignClusterStatus) -> Result<ForeignCluster> {
     let body = serde_json::json!({
         "apiVersion": "discovery.liqo.io/v1alpha1",
