@@ -264,7 +264,12 @@ impl<P: Peers> Ctx<P> {
         let writing = self.own_writes.writing(&fc.name_any());
         let written = report::write(&self.shared.client, fc, &status).await;
         let echo = written.as_ref().ok().filter(|w| report.settled() && report::only_ours_changed(fc, w));
+        if let Ok(w) = &written {
+            let (version, settled) = (w.resource_version(), report.settled());
+            tracing::debug!(fc = %fc.name_any(), ?version, settled, echo_skipped = echo.is_some(), "status written");
+        }
         if writing.done(echo.and_then(|w| w.resource_version())) {
+            tracing::debug!(fc = %fc.name_any(), "changed by someone else while our status was written: reconciled again");
             self.wake(fc);
         }
         written?;
@@ -553,6 +558,9 @@ pub async fn run<P: Peers>(
     let heard = ctx.clone();
     let changes = changes.filter_map(move |change| {
         let what = heard.own_writes.heard(&change.object.name, change.version.as_deref());
+        if what != crate::own_writes::Heard::Change {
+            tracing::debug!(fc = %change.object.name, version = ?change.version, ?what, "our status write told back: not reconciled");
+        }
         std::future::ready((what == crate::own_writes::Heard::Change).then_some(change.object))
     });
     controller
