@@ -110,9 +110,14 @@ struct Args {
     max_concurrent_reconciles: u16,
     /// Joined peers' API servers connected to at once before their reconcile's turn (0: the
     /// check connects in its turn): a peer that drops packets is told within seconds, holding
-    /// no turn while it is waited for (each waits 5 s at most).
+    /// no turn while it is waited for (each waits `--connect-wait-seconds` at most).
     #[arg(long, env = "LIQO_CONNECTS_IN_FLIGHT", default_value_t = crate::connect_first::DEFAULT_CONNECTS_IN_FLIGHT)]
     connects_in_flight: usize,
+    /// How long a joined peer's API server has to take a TCP connection, when connected to
+    /// first, before its status says it does not answer (5: three SYNs; raise it for peers
+    /// behind slow or lossy links).
+    #[arg(long, env = "LIQO_CONNECT_WAIT_SECONDS", default_value_t = crate::connect_first::CONNECT_WAIT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=60))]
+    connect_wait_seconds: u64,
     /// POST /identity requests one client address (an IPv6 /64) may make at once…
     #[arg(long, default_value_t = 5)]
     auth_identity_burst: u32,
@@ -339,7 +344,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
             .with_timing(timing)
             .with_token_lifetime(Duration::from_secs(args.token_lifetime_hours * 3600))
             .with_max_concurrent_reconciles(args.max_concurrent_reconciles)
-            .with_connect_first(args.connects_in_flight, crate::connect_first::CONNECT_WAIT),
+            .with_connect_first(args.connects_in_flight, Duration::from_secs(args.connect_wait_seconds)),
     );
     let broadcasters = Broadcasters::new(
         client.clone(),
@@ -512,5 +517,16 @@ mod tests {
         let json = Args::try_parse_from(["liqo-reconciler", "--log-format", "json"]).unwrap();
         assert_eq!(json.log_format, LogFormat::Json);
         assert!(Args::try_parse_from(["liqo-reconciler", "--log-format", "xml"]).is_err());
+    }
+
+    #[test]
+    fn the_connect_wait_is_five_seconds_unless_told_and_bounded() {
+        let a = Args::try_parse_from(["liqo-reconciler"]).unwrap();
+        assert_eq!(a.connect_wait_seconds, 5);
+        let long = Args::try_parse_from(["liqo-reconciler", "--connect-wait-seconds", "15"]).unwrap();
+        assert_eq!(long.connect_wait_seconds, 15);
+        for bad in ["0", "61", "-1", "five"] {
+            assert!(Args::try_parse_from(["liqo-reconciler", "--connect-wait-seconds", bad]).is_err(), "{bad}");
+        }
     }
 }

@@ -22,8 +22,9 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// How long a peer's API server has to take a TCP connection before the health check says it
-/// does not answer: three SYNs (Linux sends them at 0, 1 and 3 s).
+/// Default `--connect-wait-seconds`: how long a peer's API server has to take a TCP
+/// connection before the health check says it does not answer: three SYNs (Linux sends them at
+/// 0, 1 and 3 s).
 pub const CONNECT_WAIT: Duration = Duration::from_secs(5);
 
 /// How long a connection made first may wait for its reconcile's turn and still be used.
