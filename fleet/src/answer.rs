@@ -24,7 +24,10 @@ pub struct Asked<'a> {
 /// What kind of request it was, for the counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// The auth service's `/ids` and `/ca`.
     Auth,
+    /// The auth service's `/identity` (issued or refused).
+    Identity,
     Read,
     Write,
     /// A watch: answered (empty) after this many seconds, as an API server closes a quiet one.
@@ -72,7 +75,7 @@ pub fn answer(peer: &Peer, asked: &Asked<'_>) -> Answer {
         (&Method::GET, "/ca") => auth(200, "application/x-pem-file", peer.certs().ca.cert_pem.clone().into_bytes()),
         (&Method::POST, "/identity") => {
             let (status, body) = identity(peer, asked.body);
-            auth(status, "application/json", body)
+            Answer { kind: Kind::Identity, ..auth(status, "application/json", body) }
         }
         (&Method::GET, "/version") => read(200, json!({"major": "1", "minor": "36", "gitVersion": "v1.36.0-fleet"})),
         _ => api(peer, asked),

@@ -68,8 +68,10 @@ pub struct Row {
     pub handshakes_per_period: f64,
     pub handshakes: u64,
     pub resets: u64,
-    /// Writes to peers and identities asked of them (a re-join shows here).
+    /// Writes to peers, calls to their auth services (`/ids`, `/ca`, `/identity`) and, of
+    /// those, identities asked (a re-join shows here).
     pub peer_writes: u64,
+    pub auth_requests: u64,
     pub identity_requests: u64,
     pub log_lines: usize,
     pub note: String,
@@ -162,7 +164,8 @@ impl Run {
             handshakes: fleet.handshakes,
             resets: fleet.reset,
             peer_writes: fleet.writes,
-            identity_requests: fleet.auth,
+            auth_requests: fleet.auth,
+            identity_requests: fleet.identities,
             log_lines: to.logs - from.logs,
             note: String::new(),
             writes: api.writes(ours),
@@ -363,7 +366,7 @@ impl Run {
         let mut row = self.row("d. cold start", self.n(), (&before, &after), checked.filter(|_| healthy_all.is_some()), 0.0);
         let rejoined = row.peer_writes + row.identity_requests;
         row.ok &= rejoined == 0;
-        row.note = format!("{rejoined} writes and identity requests to peers (a re-join); RSS peak is the new process's");
+        row.note = format!("{rejoined} writes and identities asked of peers (a re-join); RSS peak is the new process's");
         row
     }
 
@@ -627,12 +630,12 @@ fn join_deadline(n: usize, health: Duration) -> f64 {
 /// or more, totals in the window (per affected peer for requests) otherwise.
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "scenario                   | peers | ok | conv. s | periods | RSS MiB | peak | CPU s/period | API ms/req | hub GET | LIST | writes | status w | events | peer req/peer | TLS | peer writes | identities | log lines\n",
+        "scenario                   | peers | ok | conv. s | periods | RSS MiB | peak | CPU s/period | API ms/req | hub GET | LIST | writes | status w | events | peer req/peer | TLS | peer writes | auth calls | identities | log lines\n",
     );
     for r in rows {
         let opt = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v}"));
         out += &format!(
-            "{:<26} | {:>5} | {:<2} | {:>7} | {:>7} | {:>7} | {:>4} | {:>12} | {:>10} | {:>7} | {:>4} | {:>6} | {:>8} | {:>6} | {:>13} | {:>5} | {:>11} | {:>10} | {:>9}\n",
+            "{:<26} | {:>5} | {:<2} | {:>7} | {:>7} | {:>7} | {:>4} | {:>12} | {:>10} | {:>7} | {:>4} | {:>6} | {:>8} | {:>6} | {:>13} | {:>5} | {:>11} | {:>10} | {:>10} | {:>9}\n",
             r.scenario,
             r.affected,
             if r.ok { "ok" } else { "NO" },
@@ -650,6 +653,7 @@ pub fn table(rows: &[Row]) -> String {
             r.peer_requests_per_peer,
             r.handshakes,
             r.peer_writes,
+            r.auth_requests,
             r.identity_requests,
             r.log_lines
         );

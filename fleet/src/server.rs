@@ -30,8 +30,10 @@ pub struct Counts {
     pub reset: AtomicU64,
     /// TLS handshakes completed.
     pub handshakes: AtomicU64,
-    /// Requests to auth services.
+    /// Requests to auth services (`/identity` included).
     pub auth: AtomicU64,
+    /// Of those, identities asked (`/identity`).
+    pub identities: AtomicU64,
     /// Reads (GET, LIST) and writes (apply, delete) to the peers' API servers; watches.
     pub reads: AtomicU64,
     pub writes: AtomicU64,
@@ -48,6 +50,7 @@ pub struct Snapshot {
     pub reset: u64,
     pub handshakes: u64,
     pub auth: u64,
+    pub identities: u64,
     pub reads: u64,
     pub writes: u64,
     pub watches: u64,
@@ -63,6 +66,7 @@ impl Counts {
             reset: r(&self.reset),
             handshakes: r(&self.handshakes),
             auth: r(&self.auth),
+            identities: r(&self.identities),
             reads: r(&self.reads),
             writes: r(&self.writes),
             watches: r(&self.watches),
@@ -80,6 +84,7 @@ impl std::ops::Sub for Snapshot {
             reset: self.reset - o.reset,
             handshakes: self.handshakes - o.handshakes,
             auth: self.auth - o.auth,
+            identities: self.identities - o.identities,
             reads: self.reads - o.reads,
             writes: self.writes - o.writes,
             watches: self.watches - o.watches,
@@ -215,6 +220,10 @@ impl Fleet {
         let answer = answer(&peer, &asked);
         let counter = match answer.kind {
             Kind::Auth => &self.counts.auth,
+            Kind::Identity => {
+                self.counts.identities.fetch_add(1, Ordering::Relaxed);
+                &self.counts.auth
+            }
             Kind::Read => &self.counts.reads,
             Kind::Write => &self.counts.writes,
             Kind::Watch(_) => &self.counts.watches,
