@@ -113,6 +113,22 @@ pub const BROADCASTER_CLUSTER_ROLE: &str = "liqo-peer-broadcaster";
 /// token for it (RFC 3339). A tenant namespace is not retired right after: the peer is about to
 /// write its request with it.
 pub const ANNOTATION_ISSUED_AT: &str = "discovery.liqo.io/issued-at";
+/// Annotation on the ServiceAccount of a peer's identity: when the newest token issued for it
+/// expires (RFC 3339, as the API server granted it). Once it has passed, the cluster ID is free
+/// again unless a request of the peer stands in its tenant namespace (SPEC §10). An identity
+/// issued before this annotation existed expires [`LEGACY_IDENTITY_LIFETIME_DAYS`] after
+/// [`ANNOTATION_ISSUED_AT`].
+pub const ANNOTATION_EXPIRES_AT: &str = "discovery.liqo.io/expires-at";
+/// How long the identities of releases before 0.3 were issued for (a year).
+pub const LEGACY_IDENTITY_LIFETIME_DAYS: i64 = 365;
+/// Label on the ServiceAccount of a peer's identity: [`IDENTITY_WAITING`] from its issue until
+/// the peer is seen using it, then [`IDENTITY_IN_USE`]. A waiting identity not used within
+/// three health periods is retired with its tenant namespace (SPEC §10).
+pub const LABEL_IDENTITY: &str = "discovery.liqo.io/identity";
+/// [`LABEL_IDENTITY`] of an identity issued and not yet used.
+pub const IDENTITY_WAITING: &str = "waiting";
+/// [`LABEL_IDENTITY`] of an identity its peer used.
+pub const IDENTITY_IN_USE: &str = "in-use";
 /// The ResourceQuota of every tenant namespace.
 pub const TENANT_QUOTA: &str = "liqo-tenant";
 

@@ -117,6 +117,9 @@ reasons! {
     EmptyTokenRefused,
     /// The remote no longer accepts the identity it issued us.
     IdentityRevoked,
+    /// The remote binds our cluster ID to an identity we no longer hold (SPEC §10): it gives
+    /// another only to that identity's holder, once it expires, or once its operator frees it.
+    IdentityBound,
     /// No identity: the `apiUrl` way sends PeeringRequests anonymously.
     Anonymous,
     // RemoteReachable
@@ -273,6 +276,13 @@ pub const TROUBLESHOOTING: &[Entry] = &[
         &[R::IdentityRevoked],
         "the remote no longer accepts the identity it gave us",
         "it is requested again automatically; check the remote's `auth-token`",
+    ),
+    fc(
+        C::Authenticated,
+        S::False,
+        &[R::IdentityBound],
+        "the remote binds our cluster ID to an identity we no longer hold (lost, or another cluster claims our ID)",
+        "on the remote: `kubectl liqo free <our cluster ID>`; or wait until the identity expires (the condition says when)",
     ),
     fc(C::Authenticated, S::False, &[R::Anonymous], "`apiUrl` form: no identity was issued (informational)", ""),
     fc(C::RemoteReachable, S::True, &[R::Reachable], "the remote API server answered", ""),

@@ -107,6 +107,15 @@ enum Command {
         #[arg(long)]
         fingerprint: String,
     },
+    /// Free a cluster ID bound here to the first cluster that took an identity for it (SPEC
+    /// §10): its identity is revoked at once, and the next cluster to ask for an identity for
+    /// that ID gets it. For a peer that lost its credential (reinstalled), or a stranger that
+    /// took an ID first.
+    #[command(after_help = "Example:\n  kubectl liqo free 9a596a4b-591c-4ac6-8fd6-80258b4b3bf9")]
+    Free {
+        /// The cluster ID, or the name of its ForeignCluster.
+        peer: String,
+    },
     /// Forget the remembered choice (join or not) about a discovered cluster: the next time
     /// discovery finds it, autojoin decides again. Choices are kept in ConfigMap
     /// liqo-known-peers.
@@ -330,6 +339,11 @@ async fn run(cli: Cli) -> Result<()> {
                     } else {
                         println!("no choice about {cluster_id} was remembered");
                     }
+                    Ok(())
+                }
+                Command::Free { peer } => {
+                    let id = peer::free(&client, &peer).await?;
+                    println!("cluster ID {id} freed: its identity here is revoked; the next cluster to ask for one gets it");
                     Ok(())
                 }
                 Command::Trust { peer, fingerprint } => {

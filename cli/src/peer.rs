@@ -318,6 +318,28 @@ pub async fn unpeer(client: &Client, peer: &str, delete: bool) -> Result<(String
     Ok((name, id))
 }
 
+/// Frees cluster ID `peer` (or the ID of the ForeignCluster named so) on this cluster (SPEC
+/// §10): deletes the ServiceAccount of the identity issued for it, so its tokens are refused
+/// from now on and the next cluster to ask for an identity for that ID gets it. Returns the ID
+/// freed.
+pub async fn free(client: &Client, peer: &str) -> Result<String> {
+    let id = match liqo_api::validate_cluster_id(peer) {
+        Ok(()) => peer.to_owned(),
+        Err(_) => find(client, peer).await?.spec.remote_cluster_id().unwrap_or(peer).to_owned(),
+    };
+    let namespace = liqo_api::names::tenant_namespace(&id);
+    let name = liqo_api::names::peer_service_account(&id);
+    let sas = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), &namespace);
+    match sas.delete(&name, &DeleteParams::default()).await {
+        Ok(_) => Ok(id),
+        Err(kube::Error::Api(s)) if s.code == 404 => Err(CliError::NotFound {
+            what: format!("an identity for cluster ID {id} (ServiceAccount {namespace}/{name})"),
+            hint: "nothing to free: the ID is not bound here (`kubectl liqo status` lists refused claims under REFUSED)",
+        }),
+        Err(e) => Err(CliError::api(format!("deleting ServiceAccount {namespace}/{name}"), e)),
+    }
+}
+
 /// Approves `fingerprint` for PEER (`spec.trustedCAFingerprint`); returns the ForeignCluster's
 /// name and the fingerprint as stored (normalised).
 pub async fn trust(client: &Client, peer: &str, fingerprint: &str) -> Result<(String, String)> {

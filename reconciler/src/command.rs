@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::addresses;
 use crate::auth::client::Verify;
 use crate::auth::rate::{Limiter, Rate};
-use crate::auth::service::{ApiServer, AuthService, ensure_token_secret};
+use crate::auth::service::{ApiServer, AuthService, IdentityGuard, ensure_token_secret};
 use crate::broadcaster::Broadcasters;
 use crate::config::ClusterConfigKeeper;
 use crate::context::Shared;
@@ -101,9 +101,18 @@ struct Args {
     /// Seconds between refreshes of the Advertisements we keep in peers.
     #[arg(long, default_value_t = 30)]
     advertise_period_seconds: u64,
-    /// Lifetime requested for tokens issued to peers, in hours.
-    #[arg(long, default_value_t = 24 * 365)]
+    /// Lifetime requested for the identities the auth service issues to peers, in hours (the API
+    /// server may shorten it); their holders renew them after 80 % of it (SPEC §10).
+    #[arg(long, env = "LIQO_TOKEN_LIFETIME_HOURS", default_value_t = 24 * 7, value_parser = clap::value_parser!(u64).range(1..=24 * 365))]
     token_lifetime_hours: u64,
+    /// Lifetime requested for the token a peer's broadcaster gets from us with our
+    /// PeeringRequest, in hours.
+    #[arg(long, default_value_t = 24 * 365)]
+    broadcaster_token_lifetime_hours: u64,
+    /// Identities issued and not used yet that may wait at once; beyond, POST /identity
+    /// answers 503 with Retry-After until the sweep retires unused ones (three health periods).
+    #[arg(long, env = "LIQO_MAX_WAITING_IDENTITIES", default_value_t = crate::tenancy::waiting::DEFAULT_CAP, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_waiting_identities: usize,
     /// ForeignClusters reconciled at once at most (0: no bound): bounds the memory a cold start
     /// or the end of an outage takes with thousands of peers.
     #[arg(long, env = "LIQO_MAX_CONCURRENT_RECONCILES", default_value_t = foreign_cluster::DEFAULT_MAX_CONCURRENT_RECONCILES)]
@@ -252,21 +261,6 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         told_tx.send_modify(|t| t.auth_ca_fingerprint = published::approved_fingerprint(&chain));
         reloaded.auth_certificate_expiry.set(liqo_certs::inspect::leaf_not_after_unix(&chain));
     });
-    let auth = Arc::new(AuthService {
-        client: client.clone(),
-        namespace: args.namespace.clone(),
-        cluster_id: id_rx.clone(),
-        config: cfg_rx.clone(),
-        api_server,
-        token_lifetime: Duration::from_secs(args.token_lifetime_hours * 3600),
-        limiter: Limiter::new(Rate { burst: args.auth_identity_burst, per_minute: args.auth_identity_per_minute }),
-        outcomes: metrics.auth_identity.clone(),
-    });
-    let listener = std::net::TcpListener::bind(args.auth_listen).with_context(|| format!("binding {}", args.auth_listen))?;
-    let handle = axum_server::Handle::new();
-    let limits = Limits { max_connections: args.auth_max_connections, ..Limits::default() };
-    let refused = metrics.auth_connections_refused.clone();
-    let https = tokio::spawn(serve_https_limited(listener, server_config(cert), auth.clone().router(), handle.clone(), limits, refused));
 
     // The peering controllers, on watch-fed stores.
     let ns = args.namespace.clone();
@@ -291,6 +285,25 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         |fc: &mut ForeignCluster| crate::managers::trim(&mut fc.metadata.managed_fields),
     );
     let foreign = foreign_followed.store.clone();
+    // Identities nobody uses are swept every third of a health period, and retired after
+    // three health periods (SPEC §10).
+    let sweep_period = Duration::from_secs(args.health_period_seconds).div_f64(3.0).max(Duration::from_secs(1));
+    let auth = Arc::new(AuthService {
+        client: client.clone(),
+        namespace: args.namespace.clone(),
+        cluster_id: id_rx.clone(),
+        config: cfg_rx.clone(),
+        api_server,
+        token_lifetime: Duration::from_secs(args.token_lifetime_hours * 3600),
+        limiter: Limiter::new(Rate { burst: args.auth_identity_burst, per_minute: args.auth_identity_per_minute }),
+        outcomes: metrics.auth_identity.clone(),
+        guard: IdentityGuard::new(foreign.clone(), args.max_waiting_identities, sweep_period),
+    });
+    let listener = std::net::TcpListener::bind(args.auth_listen).with_context(|| format!("binding {}", args.auth_listen))?;
+    let handle = axum_server::Handle::new();
+    let limits = Limits { max_connections: args.auth_max_connections, ..Limits::default() };
+    let refused = metrics.auth_connections_refused.clone();
+    let https = tokio::spawn(serve_https_limited(listener, server_config(cert), auth.clone().router(), handle.clone(), limits, refused));
     let mut roots = rustls::RootCertStore::empty();
     roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
     if let Some(file) = &args.trusted_ca_file {
@@ -311,6 +324,15 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         ..Default::default()
     };
     let summaries = recorder.clone().tell_left_out(lease, metrics.events_left_out.clone());
+    tokio::spawn(auth.guard.claims.clone().write_until(client.clone(), foreign.clone(), recorder.clone(), shutdown_signal()));
+    let sweep = crate::tenancy::sweep::Sweep {
+        client: client.clone(),
+        foreign: foreign.clone(),
+        waiting: auth.guard.waiting.clone(),
+        metrics: metrics.clone(),
+        unused_for: 3 * Duration::from_secs(args.health_period_seconds),
+        period: sweep_period,
+    };
     let stores_ready = {
         let (s, a, n, f) = (secrets.clone(), advertisements.clone(), nodes.clone(), foreign.clone());
         async move {
@@ -342,7 +364,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
             .with_addresses(found.clone())
             .with_metrics(metrics.clone())
             .with_timing(timing)
-            .with_token_lifetime(Duration::from_secs(args.token_lifetime_hours * 3600))
+            .with_token_lifetime(Duration::from_secs(args.broadcaster_token_lifetime_hours * 3600))
             .with_max_concurrent_reconciles(args.max_concurrent_reconciles)
             .with_connect_first(args.connects_in_flight, Duration::from_secs(args.connect_wait_seconds)),
     );
@@ -412,6 +434,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
             incoming::run::<PeeringRequest, _>(in_ctx.clone(), m2, shutdown_signal()),
             incoming::run::<FederationRequest, _>(in_ctx, m3, shutdown_signal()),
             search_domain::run(sd_ctx, m4, shutdown_signal()),
+            sweep.run(shutdown_signal()),
             sources,
             async move {
                 tokio::select! {

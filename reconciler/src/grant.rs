@@ -6,6 +6,7 @@ use std::time::Duration;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use serde::Serialize;
@@ -80,11 +81,19 @@ pub async fn revoke(client: &Client, access: &Access) -> Result<()> {
 
 /// A token for ServiceAccount `sa` (TokenRequest), valid for `lifetime` or what the API server allows.
 pub async fn token(client: &Client, namespace: &str, sa: &str, lifetime: Duration) -> Result<String> {
+    Ok(token_until(client, namespace, sa, lifetime).await?.0)
+}
+
+/// [`token`], with when it expires as the API server granted it (which may be sooner than
+/// asked: `--service-account-max-token-expiration`).
+pub async fn token_until(client: &Client, namespace: &str, sa: &str, lifetime: Duration) -> Result<(String, Option<Timestamp>)> {
     let request = TokenRequest {
         spec: Some(TokenRequestSpec { expiration_seconds: Some(lifetime.as_secs() as i64), ..Default::default() }),
         ..Default::default()
     };
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
     let issued = sas.create_token_request(sa, &PostParams::default(), &request).await?;
-    issued.status.and_then(|s| s.token).filter(|t| !t.is_empty()).ok_or(Error::NotReady("token"))
+    let status = issued.status.ok_or(Error::NotReady("token"))?;
+    let token = status.token.filter(|t| !t.is_empty()).ok_or(Error::NotReady("token"))?;
+    Ok((token, status.expiration_timestamp.map(|t| t.0)))
 }

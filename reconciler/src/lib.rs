@@ -43,6 +43,7 @@ pub mod retirement;
 pub mod singleton;
 pub mod slim_store;
 pub mod stores;
+pub mod tenancy;
 pub mod tenant;
 pub mod throttle;
 

@@ -36,6 +36,11 @@ pub struct PeerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     /// `ok`, or the error's stable label.
     pub result: &'static str,
@@ -129,6 +134,13 @@ pub struct Metrics {
     /// Watch events of ForeignClusters that only told a settled status write of ours back, and
     /// so were not reconciled again (`crate::own_writes`).
     pub status_echoes_skipped: Counter,
+    /// Identities issued to peers, by state (`waiting`: not used yet; `in_use`), as the last
+    /// sweep found them (SPEC §10).
+    pub tenant_identities: Family<StateLabels, Gauge>,
+    /// The most identities that may wait unused at once (`--max-waiting-identities`).
+    pub waiting_identities_cap: Gauge,
+    /// Identities retired with their tenant namespace because nobody used them in time.
+    pub identities_retired: Counter,
     /// Since when each peer asked to join has been seen not joined.
     unhealthy_since: Mutex<HashMap<PeerLabels, SystemTime>>,
 }
@@ -223,8 +235,29 @@ impl Default for Metrics {
             "Watch events of ForeignClusters that only told a status write of a settled round back (the peer answered its check, or did not), not reconciled again: the next round is its requeue",
             status_echoes_skipped.clone(),
         );
+        let tenant_identities = Family::<StateLabels, Gauge>::default();
+        registry.register(
+            "tenant_identities",
+            "Identities issued to peers, by state: waiting (issued, not used yet; capped by --max-waiting-identities) or in_use, as the last sweep found them",
+            tenant_identities.clone(),
+        );
+        let waiting_identities_cap = Gauge::default();
+        registry.register(
+            "waiting_identities_cap",
+            "The most identities that may wait unused at once; beyond, POST /identity answers 503",
+            waiting_identities_cap.clone(),
+        );
+        let identities_retired = Counter::default();
+        registry.register(
+            "identities_retired",
+            "Identities nobody used within three health periods, retired with their tenant namespace",
+            identities_retired.clone(),
+        );
         Self {
             registry,
+            tenant_identities,
+            waiting_identities_cap,
+            identities_retired,
             offers,
             connects_first,
             status_echoes_skipped,

@@ -205,6 +205,16 @@ pub fn tenant_of(kubeconfig: &str) -> Option<String> {
     context.namespace.clone().filter(|ns| ns.starts_with(liqo_api::names::TENANT_NAMESPACE_PREFIX))
 }
 
+/// The bearer token of the current context's user of `kubeconfig` (pure), if it has one.
+pub fn token_of(kubeconfig: &str) -> Option<String> {
+    use secrecy::ExposeSecret;
+    let k = Kubeconfig::from_yaml(kubeconfig).ok()?;
+    let current = k.current_context.as_deref()?;
+    let user = k.contexts.iter().find(|c| c.name == current)?.context.as_ref()?.user.clone()?;
+    let auth = k.auth_infos.iter().find(|a| a.name == user)?.auth_info.as_ref()?;
+    auth.token.as_ref().map(|t| t.expose_secret().to_owned())
+}
+
 /// Why a kubeconfig a peer gave us may not be used (pure): it must carry its credentials
 /// inline. A command to run (`exec`, `auth-provider`), a local file to read (`tokenFile`,
 /// `client-certificate`, `client-key`, `certificate-authority` — e.g. our own ServiceAccount

@@ -216,7 +216,7 @@ fn live<K: Clone>(list: kube::api::ObjectList<kube::core::PartialObjectMeta<K>>)
     list.items.iter().filter(|o| o.metadata.deletion_timestamp.is_none()).count()
 }
 
-async fn held(client: &Client, namespace: &str) -> Result<Held> {
+pub(crate) async fn held(client: &Client, namespace: &str) -> Result<Held> {
     let one = ListParams::default().limit(1);
     let pr = live(Api::<PeeringRequest>::namespaced(client.clone(), namespace).list_metadata(&one).await?);
     let fr = live(Api::<FederationRequest>::namespaced(client.clone(), namespace).list_metadata(&one).await?);

@@ -93,6 +93,7 @@ async fn start(cluster_id: Option<&str>) -> Running {
         token_lifetime: Duration::from_secs(3600),
         limiter: liqo_reconciler::auth::rate::Limiter::new(Default::default()),
         outcomes: outcomes.clone(),
+        guard: liqo_reconciler::auth::service::IdentityGuard::new(kube::runtime::reflector::store::<liqo_api::ForeignCluster>().0, 100, std::time::Duration::from_secs(10)),
     });
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -164,8 +165,9 @@ async fn the_right_token_gets_a_least_privilege_identity() {
     assert_eq!(token.expose_secret(), "issued-token");
 
     // Exactly these writes, in this order: its tenant namespace and quota (none existed), the
-    // identity there, its binding to the fixed requester role, then its token. Nothing
-    // cluster-wide but the namespace itself.
+    // identity there (created, not applied: of two first callers for an ID one wins), its
+    // binding to the fixed requester role, then its token. Nothing cluster-wide but the
+    // namespace itself.
     let sa = format!("remote-{PEER}");
     let writes = r.writes();
     let paths: Vec<(&str, String)> = writes.iter().map(|(m, p, _)| (m.as_str(), p.split('?').next().unwrap().to_owned())).collect();
@@ -175,7 +177,7 @@ async fn the_right_token_gets_a_least_privilege_identity() {
             ("POST", "/api/v1/namespaces".to_owned()),
             ("POST", format!("/api/v1/namespaces/{tenant}/resourcequotas")),
             ("PATCH", format!("/api/v1/namespaces/{tenant}/resourcequotas/liqo-tenant/status")),
-            ("PATCH", format!("/api/v1/namespaces/{tenant}/serviceaccounts/{sa}")),
+            ("POST", format!("/api/v1/namespaces/{tenant}/serviceaccounts")),
             ("PATCH", format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{tenant}/rolebindings/liqo-peer-requester")),
             ("POST", format!("/api/v1/namespaces/{tenant}/serviceaccounts/{sa}/token")),
         ]
@@ -184,7 +186,15 @@ async fn the_right_token_gets_a_least_privilege_identity() {
         writes[0].2["metadata"]["labels"],
         json!({"discovery.liqo.io/tenant-namespace": "true", "discovery.liqo.io/cluster-id": PEER})
     );
-    assert!(writes[3..5].iter().all(|(_, p, _)| p.contains("fieldManager=liqo-auth") && p.contains("force=true")));
+    assert!(writes[3..5].iter().all(|(_, p, _)| p.contains("fieldManager=liqo-auth")));
+    assert!(writes[4].1.contains("force=true"));
+    // Bound to its first holder: waiting to be used, issued now, expiring with its token.
+    let account = &writes[3].2["metadata"];
+    assert_eq!(account["name"], sa);
+    assert_eq!(account["labels"], json!({"discovery.liqo.io/cluster-id": PEER, "discovery.liqo.io/identity": "waiting"}));
+    let at = |k: &str| account["annotations"][k].as_str().unwrap().parse::<k8s_openapi::jiff::Timestamp>().unwrap();
+    let life = at("discovery.liqo.io/expires-at").duration_since(at("discovery.liqo.io/issued-at"));
+    assert_eq!(life.as_secs(), 3600, "the lifetime asked for");
     assert_eq!(writes[5].2["spec"]["expirationSeconds"], 3600);
     assert_eq!(
         writes[4].2["roleRef"],
@@ -274,9 +284,9 @@ mod client {
         let ids = client::ids(&base(&r), &v).await.unwrap();
         assert_eq!((ids.cluster_id.as_str(), ids.guest_namespace.as_str()), (OWN, "liqo"));
         assert_eq!(client::ca(&base(&r), &v).await.unwrap(), r.api_ca);
-        let answer = client::identity(&base(&r), &v, &IdentityRequest { cluster_id: PEER.into(), token: "s3cret".into() }).await.unwrap();
+        let answer = client::identity(&base(&r), &v, &IdentityRequest { cluster_id: PEER.into(), token: "s3cret".into(), current_token: None }).await.unwrap();
         assert_eq!(answer.cluster_id, OWN);
-        let refused = client::identity(&base(&r), &v, &IdentityRequest { cluster_id: PEER.into(), token: "bad".into() }).await.unwrap_err();
+        let refused = client::identity(&base(&r), &v, &IdentityRequest { cluster_id: PEER.into(), token: "bad".into(), current_token: None }).await.unwrap_err();
         assert!(refused.to_string().contains("HTTP 403: wrong token"), "{refused}");
     }
 

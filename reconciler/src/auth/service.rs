@@ -19,12 +19,19 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::Store;
 use kube::config::{AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
-use liqo_api::ClusterConfigSpec;
-use liqo_api::names::AUTH_TOKEN_SECRET;
+use liqo_api::names::{
+    ANNOTATION_EXPIRES_AT, ANNOTATION_ISSUED_AT, AUTH_TOKEN_SECRET, IDENTITY_IN_USE, IDENTITY_WAITING, LABEL_IDENTITY, peer_service_account,
+    tenant_namespace,
+};
+use liqo_api::{ClusterConfigSpec, ForeignCluster};
 use liqo_serve::{BodyBounds, bounded_body};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -36,6 +43,9 @@ use super::rate::{Limiter, retry_after_seconds};
 use super::wire::{ErrorBody, IdentityRequest, IdentityResponse, Ids};
 use crate::access::peer_identity;
 use crate::error::{Error, is_conflict};
+use crate::tenancy::binding::{self, Claim, Holder};
+use crate::tenancy::claims::Claims;
+use crate::tenancy::waiting::Waiting;
 
 /// Key of the token inside Secret `auth-token`.
 pub const TOKEN_KEY: &str = "token";
@@ -73,6 +83,41 @@ pub struct AuthService {
     pub limiter: Limiter,
     /// `POST /identity` answers, by result.
     pub outcomes: Family<IdentityLabels, Counter>,
+    /// Who may be a cluster ID here (SPEC §10).
+    pub guard: IdentityGuard,
+}
+
+/// What the auth service keeps to bind cluster IDs to their first holder and to cap the
+/// identities nobody uses (SPEC §10; [`crate::tenancy`]).
+#[derive(Clone)]
+pub struct IdentityGuard {
+    /// The identities issued and not yet used, with their cap.
+    pub waiting: Arc<Waiting>,
+    /// Claims on bound IDs refused, to be shown.
+    pub claims: Arc<Claims>,
+    /// The ForeignClusters, which tell an identity in use.
+    pub foreign: Store<ForeignCluster>,
+    /// What a caller over the cap is told to wait.
+    pub retry_after: Duration,
+}
+
+impl IdentityGuard {
+    /// A guard capping unused identities at `cap`, telling callers over it to come back after
+    /// `retry_after` (the sweep's period).
+    pub fn new(foreign: Store<ForeignCluster>, cap: usize, retry_after: Duration) -> Self {
+        Self { waiting: Arc::new(Waiting::new(cap)), claims: Arc::default(), foreign, retry_after }
+    }
+
+    fn full(&self, peer: &str) -> bool {
+        self.waiting.full(peer, |p| crate::tenancy::in_use_by_name(&self.foreign, p))
+    }
+}
+
+/// What asking for an identity came to.
+enum Issued {
+    Identity(IdentityResponse),
+    /// The ID is bound to another holder (until its identities expire, if known).
+    Bound(Option<Timestamp>),
 }
 
 /// The largest `POST /identity` body read (a real one is under 200 bytes).
@@ -83,7 +128,9 @@ pub const IDENTITY_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The label of a `POST /identity` answer.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct IdentityLabels {
-    /// `issued`, `wrong_token`, `empty_token`, `rate_limited`, `bad_request`, `unavailable`, `error`.
+    /// `issued`, `renewed`, `bound` (409: the ID is another's), `capped` (503: too many unused
+    /// identities), `wrong_token`, `empty_token`, `rate_limited`, `bad_request`, `unavailable`,
+    /// `error`.
     pub result: &'static str,
 }
 
@@ -204,20 +251,86 @@ impl AuthService {
             .map(|s| s.trim().to_owned()))
     }
 
-    async fn issue(&self, peer: &str, own_id: &str) -> Result<IdentityResponse, Error> {
-        let mut access = peer_identity(peer);
-        let now = k8s_openapi::jiff::Timestamp::now().to_string();
-        access.service_account.metadata.annotations = Some([(liqo_api::names::ANNOTATION_ISSUED_AT.to_owned(), now)].into());
-        crate::grant::grant(&self.client, FIELD_MANAGER, peer, &access).await?;
-        let (namespace, sa_name) = (access.namespace(), access.service_account_name());
-        let token = crate::grant::token(&self.client, namespace, sa_name, self.token_lifetime).await?;
-        let user = format!("{namespace}-{sa_name}");
-        Ok(IdentityResponse {
-            kubeconfig: kubeconfig(&self.api_server, own_id, &user, namespace, token)?,
-            namespace: namespace.to_owned(),
-            cluster_id: own_id.to_owned(),
-        })
+    /// Whether `token` is a valid token of `peer`'s identity here (a TokenReview).
+    async fn proves(&self, peer: &str, token: &str) -> Result<bool, Error> {
+        let review = TokenReview { spec: TokenReviewSpec { token: token.to_owned(), ..Default::default() }, ..Default::default() };
+        let reviewed = Api::<TokenReview>::all(self.client.clone()).create(&PostParams::default(), &review).await?;
+        let status = reviewed.status.unwrap_or_default();
+        let want = format!("system:serviceaccount:{}:{}", tenant_namespace(peer), peer_service_account(peer));
+        Ok(status.authenticated == Some(true) && status.user.and_then(|u| u.username).as_deref() == Some(want.as_str()))
     }
+
+    /// Issues `peer` an identity: a renewal (the caller proved it holds the current one), or a
+    /// first claim, which takes the ID only if nobody holds it ([`binding`]): the
+    /// ServiceAccount is created, not applied, so of two first callers one wins.
+    async fn issue(&self, peer: &str, own_id: &str, renewal: bool) -> Result<Issued, Error> {
+        let access = peer_identity(peer);
+        let namespace = crate::tenant::ensure(&self.client, peer, FIELD_MANAGER).await?;
+        let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &namespace);
+        let now = Timestamp::now();
+        let lifetime = SignedDuration::try_from(self.token_lifetime).unwrap_or(SignedDuration::MAX);
+        let sa = identity_account(&access, now, now + lifetime, renewal);
+        if renewal {
+            crate::grant::apply(&sas, FIELD_MANAGER, &sa).await?;
+        } else if let Some(until) = self.take(&sas, &namespace, &sa, now).await? {
+            return Ok(Issued::Bound(until));
+        }
+        crate::grant::apply(&Api::<RoleBinding>::namespaced(self.client.clone(), &namespace), FIELD_MANAGER, &access.binding).await?;
+        let sa_name = access.service_account_name();
+        let (token, granted) = crate::grant::token_until(&self.client, &namespace, sa_name, self.token_lifetime).await?;
+        if let Some(granted) = granted.filter(|g| *g < now + lifetime - SignedDuration::from_secs(60)) {
+            // The API server shortened it: the binding expires with what was granted.
+            let body = serde_json::json!({"metadata": {"annotations": {ANNOTATION_EXPIRES_AT: granted.to_string()}}});
+            sas.patch(sa_name, &PatchParams::default(), &Patch::Merge(body)).await?;
+        }
+        if !renewal {
+            self.guard.waiting.add(peer, now);
+        }
+        let user = format!("{namespace}-{sa_name}");
+        Ok(Issued::Identity(IdentityResponse {
+            kubeconfig: kubeconfig(&self.api_server, own_id, &user, &namespace, token)?,
+            namespace,
+            cluster_id: own_id.to_owned(),
+        }))
+    }
+
+    /// Takes the ID for a first caller: creates its identity's ServiceAccount `sa`, or, when one
+    /// exists, takes it over only if its holder's identities have all expired and no request of
+    /// the peer stands. `Some(until)`: the ID is bound to another holder.
+    async fn take(&self, sas: &Api<ServiceAccount>, namespace: &str, sa: &ServiceAccount, now: Timestamp) -> Result<Option<Option<Timestamp>>, Error> {
+        let create = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+        match sas.create(&create, sa).await {
+            Ok(_) => return Ok(None),
+            Err(e) if is_conflict(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let name = sa.metadata.name.as_deref().unwrap_or_default();
+        let holder = sas.get_opt(name).await?.map(|existing| Holder::of(&existing));
+        let claim = match binding::decide(holder.as_ref(), false, now) {
+            Claim::Expired => binding::after_expiry(crate::tenant::held(&self.client, namespace).await?.requests > 0),
+            claim => claim,
+        };
+        match claim {
+            Claim::Bound { until } => Ok(Some(until)),
+            // Expired and unused, or deleted meanwhile: the caller's now.
+            _ => {
+                crate::grant::apply(sas, FIELD_MANAGER, sa).await?;
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// The ServiceAccount of `access`'s identity, issued at `now` until `expires`: waiting to be
+/// used, or in use when renewed (pure).
+pub fn identity_account(access: &crate::access::Access, now: Timestamp, expires: Timestamp, renewal: bool) -> ServiceAccount {
+    let mut sa = access.service_account.clone();
+    let state = if renewal { IDENTITY_IN_USE } else { IDENTITY_WAITING };
+    sa.metadata.labels.get_or_insert_default().insert(LABEL_IDENTITY.to_owned(), state.to_owned());
+    sa.metadata.annotations = Some(
+        [(ANNOTATION_ISSUED_AT.to_owned(), now.to_string()), (ANNOTATION_EXPIRES_AT.to_owned(), expires.to_string())].into(),
+    );
+    sa
 }
 
 async fn ids(State(s): State<Arc<AuthService>>) -> Response {
@@ -268,6 +381,24 @@ async fn answer_identity(
     if req.cluster_id == own_id {
         return ("bad_request", error(StatusCode::BAD_REQUEST, "clusterID: that is this cluster's own ID"));
     }
+    if let Some(current) = req.current_token.as_deref().filter(|t| !t.is_empty()) {
+        match s.proves(&req.cluster_id, current).await {
+            Ok(true) => return answer_issue(s, &req.cluster_id, &own_id, from, true).await,
+            Ok(false) => tracing::info!(peer = %req.cluster_id, source = %from.ip(), "a renewal's current token is not that identity's: taken as a first claim"),
+            Err(e) => {
+                tracing::warn!(peer = %req.cluster_id, error = %e, "reviewing a renewal's current token failed");
+                return ("unavailable", error(StatusCode::SERVICE_UNAVAILABLE, format!("reviewing the current token failed: {}", e.label())));
+            }
+        }
+    }
+    if s.guard.full(&req.cluster_id) {
+        tracing::info!(peer = %req.cluster_id, source = %from.ip(), cap = s.guard.waiting.cap, "identity refused: too many identities issued and not used yet");
+        let seconds = s.guard.retry_after.as_secs().max(1);
+        let message = format!("{} identities issued here are not used yet; ask again in {seconds} s", s.guard.waiting.cap);
+        let mut r = error(StatusCode::SERVICE_UNAVAILABLE, message);
+        r.headers_mut().insert(header::RETRY_AFTER, seconds.into());
+        return ("capped", r);
+    }
     let allow_empty = s.config.borrow().as_ref().is_none_or(|c| c.auth_config.allow_empty_token);
     let stored = match s.stored_token().await {
         Ok(t) => t,
@@ -288,17 +419,29 @@ async fn answer_identity(
         }
         Ok(()) => {}
     }
-    match s.issue(&req.cluster_id, &own_id).await {
-        Ok(answer) => {
-            tracing::info!(peer = %req.cluster_id, "identity issued");
-            ("issued", (StatusCode::CREATED, Json(answer)).into_response())
+    answer_issue(s, &req.cluster_id, &own_id, from, false).await
+}
+
+/// The answer to an identity asked for `peer` by `from` (a renewal, or a first claim).
+async fn answer_issue(s: &AuthService, peer: &str, own_id: &str, from: SocketAddr, renewal: bool) -> (&'static str, Response) {
+    match s.issue(peer, own_id, renewal).await {
+        Ok(Issued::Identity(answer)) => {
+            tracing::info!(%peer, renewal, "identity issued");
+            let result = if renewal { "renewed" } else { "issued" };
+            (result, (StatusCode::CREATED, Json(answer)).into_response())
+        }
+        Ok(Issued::Bound(until)) => {
+            tracing::warn!(%peer, source = %from.ip(), "identity refused: the cluster ID is bound to another holder");
+            let message = binding::bound_message(peer, until);
+            s.guard.claims.record(peer, from.ip(), "the cluster ID is bound to the cluster that first took it");
+            ("bound", error(StatusCode::CONFLICT, message))
         }
         Err(e @ Error::TenantTerminating(_)) => {
-            tracing::info!(peer = %req.cluster_id, error = %e, "identity not issued yet: the tenant namespace is still going");
+            tracing::info!(%peer, error = %e, "identity not issued yet: the tenant namespace is still going");
             ("unavailable", error(StatusCode::SERVICE_UNAVAILABLE, format!("{e}: ask again in a few seconds")))
         }
         Err(e) => {
-            tracing::warn!(peer = %req.cluster_id, error = %e, "issuing an identity failed");
+            tracing::warn!(%peer, error = %e, "issuing an identity failed");
             ("error", error(StatusCode::INTERNAL_SERVER_ERROR, format!("issuing the identity failed: {}", e.label())))
         }
     }

@@ -31,6 +31,10 @@ pub struct IdentityRequest {
     pub cluster_id: String,
     #[serde(default)]
     pub token: String,
+    /// The caller's current token here, when it renews the identity it holds (SPEC §10): the
+    /// proof that gets a cluster ID already bound a new identity.
+    #[serde(rename = "currentToken", default, skip_serializing_if = "Option::is_none")]
+    pub current_token: Option<String>,
 }
 
 /// `POST /identity` answer (201).

@@ -20,6 +20,7 @@ use super::report::Report;
 use super::way::Way;
 use super::{CA_KEY, Ctx, KUBECONFIG_KEY, TOKEN_KEY, add_finalizer, identity_secret, patch_spec, read_token, token_secret};
 use crate::auth::wire::IdentityRequest;
+use crate::tenancy::binding;
 use crate::connect_first::{Gate, Silent};
 use crate::error::{Error, Result};
 use crate::peer::{ANONYMOUS_KUBECONFIG, Peers, RemoteAccess, Trust};
@@ -368,16 +369,22 @@ async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report)
     };
     let secret = identity_secret(&fc.name_any());
     let (kubeconfig, tenant_made) = match ctx.secret_value(&secret, KUBECONFIG_KEY) {
-        Some(kubeconfig) => (kubeconfig, false),
+        Some(kubeconfig) => (renew_if_due(j, auth_url, remote, kubeconfig).await, false),
         None => {
             our_tenant(j, remote, r).await?;
             let token = read_token(&ctx.shared.client, &ctx.shared.namespace, &remote.id).await?;
-            let request = IdentityRequest { cluster_id: own_id.to_owned(), token: token.clone() };
+            let request = IdentityRequest { cluster_id: own_id.to_owned(), token: token.clone(), current_token: None };
             match ctx.shared.peers.identity(auth_url, remote.trust.clone(), &request).await {
                 Ok(answer) => {
                     ctx.store_owned(fc, &secret, &remote.id, KUBECONFIG_KEY, &answer.kubeconfig).await?;
                     ctx.event(fc, false, "IdentityAccepted", format!("the remote issued our identity; stored in Secret {secret}")).await;
                     (answer.kubeconfig, true)
+                }
+                Err(e) if e.answered() == Some(409) => {
+                    // The remote binds our ID to an identity we no longer hold (SPEC §10).
+                    r.auth_status = Some(AuthStatus::Refused);
+                    r.set(Phase::Authenticated, Status::False, Reason::IdentityBound, e.to_string());
+                    return Err(Stop::Report(Action::requeue(ctx.timing.health)));
                 }
                 Err(e) if e.is_refusal() => {
                     let (auth_status, reason) = decide::refusal_status(token.is_empty());
@@ -393,6 +400,37 @@ async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report)
     r.auth_status = Some(AuthStatus::Accepted);
     r.set(Phase::Authenticated, Status::True, Reason::IdentityIssued, format!("identity stored in Secret {secret}"));
     Ok(Credentials { kubeconfig, tenant_made })
+}
+
+/// Our identity on the remote, renewed first when 80 % of its life has passed (SPEC §10): with
+/// itself as the proof, no re-join and no gap. A renewal that fails keeps the identity we have
+/// (it is still valid) and is tried again next round.
+async fn renew_if_due<P: Peers>(j: Join<'_, P>, auth_url: &str, remote: &Remote, kubeconfig: String) -> String {
+    let Join { fc, ctx, own_id, .. } = j;
+    let Some(current) = crate::peer::token_of(&kubeconfig) else { return kubeconfig };
+    let Some((issued, expires)) = binding::token_times(&current) else { return kubeconfig };
+    if !binding::renew_due(issued, expires, k8s_openapi::jiff::Timestamp::now()) {
+        return kubeconfig;
+    }
+    let token = read_token(&ctx.shared.client, &ctx.shared.namespace, &remote.id).await.unwrap_or_default();
+    let request = IdentityRequest { cluster_id: own_id.to_owned(), token, current_token: Some(current) };
+    let secret = identity_secret(&fc.name_any());
+    let renewed = match ctx.shared.peers.identity(auth_url, remote.trust.clone(), &request).await {
+        Ok(answer) => ctx.store_owned(fc, &secret, &remote.id, KUBECONFIG_KEY, &answer.kubeconfig).await.map(|()| answer.kubeconfig),
+        Err(e) => Err(e),
+    };
+    match renewed {
+        Ok(new) => {
+            tracing::info!(peer = %remote.id, expired = %expires, "renewed our identity on the remote");
+            ctx.event(fc, false, "IdentityRenewed", format!("renewed our identity on the remote (the old one expires {expires}); stored in Secret {secret}")).await;
+            new
+        }
+        Err(e) => {
+            tracing::warn!(peer = %remote.id, error = %e, cause = e.label(), "renewing our identity on the remote failed; keeping the current one, next round again");
+            ctx.event(fc, true, "IdentityRenewalFailed", format!("renewing our identity failed ({e}); the current one expires {expires}")).await;
+            kubeconfig
+        }
+    }
 }
 
 /// Where on the remote our request goes: the tenant namespace our identity's kubeconfig names

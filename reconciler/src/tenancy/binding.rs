@@ -1,0 +1,196 @@
+//! Who may be given an identity for a cluster ID here (SPEC §10; pure). The first caller for an
+//! ID gets it as `authConfig` allows; from then on the ID is bound to that holder: only a caller
+//! proving it holds the current identity (a renewal) gets another, until every identity issued
+//! for the ID has expired with no request of the peer standing, or a person frees the ID
+//! (`kubectl liqo free`, which deletes the identity's ServiceAccount).
+
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use liqo_api::names::{ANNOTATION_EXPIRES_AT, ANNOTATION_ISSUED_AT, LEGACY_IDENTITY_LIFETIME_DAYS};
+
+/// What the ServiceAccount of a peer's identity says of its holder.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Holder {
+    /// When the newest token was issued.
+    pub issued_at: Option<Timestamp>,
+    /// When the newest token expires (absent on identities of releases before 0.3).
+    pub expires_at: Option<Timestamp>,
+}
+
+fn annotation(sa: &ServiceAccount, key: &str) -> Option<Timestamp> {
+    sa.metadata.annotations.as_ref()?.get(key)?.parse().ok()
+}
+
+impl Holder {
+    /// The holder a ServiceAccount `remote-<id>` records.
+    pub fn of(sa: &ServiceAccount) -> Self {
+        Self { issued_at: annotation(sa, ANNOTATION_ISSUED_AT), expires_at: annotation(sa, ANNOTATION_EXPIRES_AT) }
+    }
+
+    /// When every token issued to the holder has expired: the recorded expiry, or a year after
+    /// an older release's issue; none when neither is known (bound until renewed or freed).
+    pub fn expires(&self) -> Option<Timestamp> {
+        let legacy = SignedDuration::from_hours(24 * LEGACY_IDENTITY_LIFETIME_DAYS);
+        self.expires_at.or_else(|| self.issued_at.map(|at| at + legacy))
+    }
+
+    /// Whether every token issued to the holder has expired at `now`.
+    pub fn expired(&self, now: Timestamp) -> bool {
+        self.expires().is_some_and(|at| at <= now)
+    }
+}
+
+/// What a `POST /identity` for a cluster ID is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// Nobody holds the ID: issued as `authConfig` allows.
+    First,
+    /// The caller proved it holds the current identity: issued anew, whatever `authConfig` says.
+    Renewal,
+    /// The holder's identities have all expired; free again unless a request of the peer still
+    /// stands in its tenant namespace (the caller looks: [`after_expiry`]).
+    Expired,
+    /// Someone else holds the ID: 409.
+    Bound {
+        /// When the holder's identities expire, if known.
+        until: Option<Timestamp>,
+    },
+}
+
+impl Claim {
+    /// The stable label of this claim (metrics, logs).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Claim::First => "first",
+            Claim::Renewal => "renewal",
+            Claim::Expired => "expired",
+            Claim::Bound { .. } => "bound",
+        }
+    }
+}
+
+/// The claim a caller makes on an ID whose identity is `holder` (none: never issued, or freed);
+/// `proven`: the caller presented a valid token of that very identity.
+pub fn decide(holder: Option<&Holder>, proven: bool, now: Timestamp) -> Claim {
+    let Some(holder) = holder else { return Claim::First };
+    if proven {
+        return Claim::Renewal;
+    }
+    if holder.expired(now) {
+        return Claim::Expired;
+    }
+    Claim::Bound { until: holder.expires() }
+}
+
+/// An [`Claim::Expired`] ID, once the caller knows whether a request of the peer still stands
+/// in its tenant namespace: free again when none does; else still bound (the request's owner
+/// may come back, and whoever held the ID could rewrite its kubeconfig Secret).
+pub fn after_expiry(request_standing: bool) -> Claim {
+    if request_standing { Claim::Bound { until: None } } else { Claim::First }
+}
+
+/// The 409's words for a claim on `peer`'s ID while it is bound.
+pub fn bound_message(peer: &str, until: Option<Timestamp>) -> String {
+    let until = match until {
+        Some(at) => format!("until its identity expires ({at}) or "),
+        None => "until ".to_owned(),
+    };
+    format!(
+        "cluster ID {peer} is bound to the cluster that first took an identity for it here: only that cluster renews it (with its current identity), {until}this cluster's operator frees it (kubectl liqo free {peer})"
+    )
+}
+
+/// Whether an identity issued at `issued` and lasting until `expires` should be renewed at
+/// `now`: once 80 % of its life has passed (SPEC §10). A token whose times are unknown is not.
+pub fn renew_due(issued: Timestamp, expires: Timestamp, now: Timestamp) -> bool {
+    let life = expires.duration_since(issued);
+    if life <= SignedDuration::ZERO {
+        return true;
+    }
+    let due = issued + SignedDuration::from_nanos((life.as_nanos() as f64 * 0.8) as i64);
+    now >= due
+}
+
+/// When a Kubernetes ServiceAccount token (a JWT) was issued and when it expires, from its
+/// `iat` and `exp` claims (pure; the signature is the API server's to check, not ours: these
+/// only time a renewal).
+pub fn token_times(token: &str) -> Option<(Timestamp, Timestamp)> {
+    use base64::Engine;
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let at = |k: &str| claims.get(k)?.as_i64().and_then(|s| Timestamp::from_second(s).ok());
+    Some((at("iat")?, at("exp")?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn sa(annotations: &[(&str, &str)]) -> ServiceAccount {
+        let mut sa = ServiceAccount::default();
+        sa.metadata.annotations = Some(annotations.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect());
+        sa
+    }
+
+    #[test]
+    fn the_first_caller_takes_a_free_id() {
+        assert_eq!(decide(None, false, at("2026-11-28T00:00:00Z")), Claim::First);
+        assert_eq!(decide(None, true, at("2026-11-28T00:00:00Z")), Claim::First, "a token of an identity that is gone proves nothing");
+    }
+
+    #[test]
+    fn a_bound_id_goes_only_to_its_holder_until_it_expires() {
+        let holder = Holder::of(&sa(&[(ANNOTATION_ISSUED_AT, "2026-11-28T00:00:00Z"), (ANNOTATION_EXPIRES_AT, "2026-12-05T00:00:00Z")]));
+        let now = at("2026-11-30T00:00:00Z");
+        assert_eq!(decide(Some(&holder), false, now), Claim::Bound { until: Some(at("2026-12-05T00:00:00Z")) });
+        assert_eq!(decide(Some(&holder), true, now), Claim::Renewal);
+        assert_eq!(decide(Some(&holder), false, at("2026-12-05T00:00:00Z")), Claim::Expired);
+        assert_eq!(after_expiry(false), Claim::First);
+        assert_eq!(after_expiry(true), Claim::Bound { until: None });
+    }
+
+    #[test]
+    fn an_identity_of_an_earlier_release_is_bound_for_a_year_from_its_issue() {
+        let holder = Holder::of(&sa(&[(ANNOTATION_ISSUED_AT, "2026-01-01T00:00:00Z")]));
+        assert_eq!(holder.expires(), Some(at("2027-01-01T00:00:00Z")));
+        assert_eq!(decide(Some(&holder), false, at("2026-11-28T00:00:00Z")), Claim::Bound { until: Some(at("2027-01-01T00:00:00Z")) });
+        let unknown = Holder::of(&ServiceAccount::default());
+        assert_eq!(unknown, Holder::default());
+        assert_eq!(decide(Some(&unknown), false, at("2099-01-01T00:00:00Z")), Claim::Bound { until: None }, "never expires by itself");
+        let garbled = Holder::of(&sa(&[(ANNOTATION_EXPIRES_AT, "soon")]));
+        assert_eq!(garbled.expires(), None);
+    }
+
+    #[test]
+    fn renewal_is_due_after_four_fifths_of_the_life() {
+        let (issued, expires) = (at("2026-11-28T00:00:00Z"), at("2026-11-28T10:00:00Z"));
+        assert!(!renew_due(issued, expires, at("2026-11-28T07:59:59Z")));
+        assert!(renew_due(issued, expires, at("2026-11-28T08:00:00Z")));
+        assert!(renew_due(expires, issued, at("2026-11-28T00:00:00Z")), "an inverted token is renewed at once");
+    }
+
+    #[test]
+    fn a_tokens_times_are_read_from_its_claims() {
+        use base64::Engine;
+        let enc = |v: serde_json::Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+        let token = format!("{}.{}.sig", enc(serde_json::json!({"alg": "RS256"})), enc(serde_json::json!({"iat": 1_800_000_000, "exp": 1_800_604_800})));
+        let (iat, exp) = token_times(&token).unwrap();
+        assert_eq!((iat.as_second(), exp.as_second()), (1_800_000_000, 1_800_604_800));
+        assert_eq!(token_times("not-a-jwt"), None);
+        assert_eq!(token_times("a.b.c"), None);
+        assert_eq!(token_times(&format!("x.{}.y", enc(serde_json::json!({"iat": 1})))), None, "no exp");
+    }
+
+    #[test]
+    fn the_refusal_names_the_way_out() {
+        let m = bound_message("abc", Some(at("2026-12-05T00:00:00Z")));
+        assert!(m.contains("kubectl liqo free abc") && m.contains("2026-12-05T00:00:00Z"), "{m}");
+        assert!(!bound_message("abc", None).contains("expires"));
+        assert_eq!(Claim::Bound { until: None }.label(), "bound");
+    }
+}

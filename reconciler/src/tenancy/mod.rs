@@ -1,0 +1,78 @@
+//! Who may hold an identity here, and what a stranger's identity may cost (SPEC §10):
+//! [`binding`] decides who gets an identity for a cluster ID (pure), [`waiting`] counts those
+//! issued and not yet used for their cap, [`sweep`] retires the unused ones with their tenant
+//! namespace (the leader, after its stores sync), and [`claims`] records the refused claims
+//! where refused requests are shown.
+//!
+//! It uses the tenant namespaces and grants below it (`crate::tenant`, `crate::grant`) and the
+//! ForeignCluster store; nothing in it imports a controller.
+
+pub mod binding;
+pub mod claims;
+pub mod sweep;
+pub mod waiting;
+
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::ResourceExt;
+use liqo_api::ForeignCluster;
+use liqo_api::names::LABEL_CLUSTER_ID;
+
+/// Whether `fc`, standing for `peer`, needs the identity we issued it: we join it, or it joined
+/// us (its request was accepted), and the ForeignCluster is not being deleted.
+fn needs(fc: &ForeignCluster, peer: &str) -> bool {
+    let stands_for = fc.spec.remote_cluster_id() == Some(peer) || fc.labels().get(LABEL_CLUSTER_ID).map(String::as_str) == Some(peer);
+    stands_for && needs_any(fc)
+}
+
+/// Whether `fc` needs its peer's tenant namespace: a peering either way, not being deleted.
+pub(crate) fn needs_any(fc: &ForeignCluster) -> bool {
+    let joined_us = fc.status.as_ref().and_then(|s| s.incoming.as_ref()).is_some_and(|i| i.joined);
+    fc.metadata.deletion_timestamp.is_none() && (fc.spec.join() || joined_us)
+}
+
+/// Whether peer `peer` uses what we issued it, by the ForeignCluster named after its ID (the
+/// one an accepted request makes): one lookup, for the auth service's cap.
+pub fn in_use_by_name(foreign: &Store<ForeignCluster>, peer: &str) -> bool {
+    foreign.get(&ObjectRef::new(peer)).is_some_and(|fc| needs(&fc, peer))
+}
+
+/// Whether any ForeignCluster here needs what we issued `peer` (whatever its name): for the
+/// sweep.
+pub fn in_use(foreign: &Store<ForeignCluster>, peer: &str) -> bool {
+    in_use_by_name(foreign, peer) || foreign.find(|fc| needs(fc, peer)).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::reflector::store;
+    use kube::runtime::watcher::Event;
+
+    const PEER: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
+
+    fn fc(name: &str, join: bool, incoming: bool) -> ForeignCluster {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
+            "metadata": {"name": name, "uid": name},
+            "spec": {"clusterIdentity": {"clusterID": PEER}, "join": join},
+            "status": {"incoming": {"joined": incoming}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_identity_is_in_use_while_a_foreign_cluster_joins_either_way() {
+        for (name, join, incoming, by_name, anywhere) in [
+            (PEER, false, true, true, true),
+            (PEER, true, false, true, true),
+            (PEER, false, false, false, false),
+            ("to-b", false, true, false, true),
+        ] {
+            let (reader, mut writer) = store::<ForeignCluster>();
+            writer.apply_watcher_event(&Event::Apply(fc(name, join, incoming)));
+            assert_eq!(in_use_by_name(&reader, PEER), by_name, "{name} join {join} incoming {incoming}");
+            assert_eq!(in_use(&reader, PEER), anywhere, "{name} join {join} incoming {incoming}");
+            assert!(!in_use(&reader, "another"));
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! The leader's sweep of identities issued and not used (SPEC §10). Each round lists the
+//! ServiceAccounts labelled as waiting identities (a label selector: only those travel), marks
+//! those whose peer is seen using them (in memory: a ForeignCluster joins it either way; or,
+//! past their time, what the peer wrote in its tenant namespace), and retires with their tenant
+//! namespace those nobody used within [`Sweep::unused_for`]. Everything it decides on is stored
+//! in the API server, so a restarted reconciler forgets nothing: its first round runs once its
+//! stores have synced.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::reflector::Store;
+use kube::{Client, ResourceExt};
+use liqo_api::ForeignCluster;
+use liqo_api::names::{ANNOTATION_ISSUED_AT, IDENTITY_IN_USE, IDENTITY_WAITING, LABEL_CLUSTER_ID, LABEL_IDENTITY};
+
+use super::waiting::Waiting;
+use crate::error::Result;
+use crate::metrics::{Metrics, StateLabels};
+use crate::tenant::Retirement;
+
+/// The sweep's settings and what it shares.
+#[derive(Clone)]
+pub struct Sweep {
+    pub client: Client,
+    pub foreign: Store<ForeignCluster>,
+    pub waiting: Arc<Waiting>,
+    pub metrics: Arc<Metrics>,
+    /// How long an identity may wait unused (three health periods).
+    pub unused_for: Duration,
+    /// Time between rounds.
+    pub period: Duration,
+}
+
+/// What one round found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Round {
+    /// Still waiting, within their time.
+    pub waiting: usize,
+    /// Seen in use this round (relabelled).
+    pub used: usize,
+    /// Retired with their tenant namespace.
+    pub retired: usize,
+}
+
+/// What becomes of one waiting identity (pure, but for the look at the tenant namespace that
+/// [`tenant::retire`](crate::tenant::retire) makes when it is past its time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// A ForeignCluster here needs it.
+    Used,
+    /// Within its time.
+    Waits,
+    /// Past its time and not seen used: look at the namespace, and retire it if empty.
+    Due,
+}
+
+/// The verdict on an identity issued at `issued` (unknown: due) for a peer `in_use` or not, at
+/// `now`, when identities may wait `unused_for`.
+pub fn verdict(in_use: bool, issued: Option<Timestamp>, now: Timestamp, unused_for: Duration) -> Verdict {
+    if in_use {
+        return Verdict::Used;
+    }
+    let limit = SignedDuration::try_from(unused_for).unwrap_or(SignedDuration::MAX);
+    match issued {
+        Some(at) if now.duration_since(at) < limit => Verdict::Waits,
+        _ => Verdict::Due,
+    }
+}
+
+impl Sweep {
+    /// Rounds every [`Sweep::period`] until `shutdown`, the first at once.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
+        self.metrics.waiting_identities_cap.set(self.waiting.cap as i64);
+        let rounds = async {
+            let mut tick = tokio::time::interval(self.period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                match self.round().await {
+                    Ok(r) if r.retired > 0 || r.used > 0 => tracing::debug!(?r, "identities swept"),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, cause = e.label(), "sweeping unused identities failed; next round in a moment"),
+                }
+            }
+        };
+        tokio::select! {
+            _ = rounds => {}
+            _ = shutdown => {}
+        }
+    }
+
+    /// One round over the identities labelled waiting.
+    pub async fn round(&self) -> Result<Round> {
+        let sas: Api<ServiceAccount> = Api::all(self.client.clone());
+        let selector = format!("{LABEL_IDENTITY}={IDENTITY_WAITING}");
+        let list = sas.list_metadata(&ListParams::default().labels(&selector)).await?;
+        let now = Timestamp::now();
+        let (mut round, mut kept) = (Round::default(), Vec::new());
+        for sa in list.items.iter().filter(|sa| sa.metadata.deletion_timestamp.is_none()) {
+            let Some(peer) = sa.labels().get(LABEL_CLUSTER_ID).cloned() else { continue };
+            let issued = sa.annotations().get(ANNOTATION_ISSUED_AT).and_then(|t| t.parse::<Timestamp>().ok());
+            let namespace = sa.namespace().unwrap_or_default();
+            match verdict(super::in_use(&self.foreign, &peer), issued, now, self.unused_for) {
+                Verdict::Used => self.mark_in_use(&namespace, &sa.name_any(), &mut round).await,
+                Verdict::Waits => kept.push((peer, issued.unwrap_or(now))),
+                Verdict::Due => {
+                    let since = now - SignedDuration::try_from(self.unused_for).unwrap_or(SignedDuration::ZERO);
+                    match crate::tenant::retire(&self.client, &peer, since).await {
+                        Ok(Retirement::Retired) => {
+                            tracing::info!(%peer, source = "sweep", "retired an identity nobody used in time, with its tenant namespace");
+                            self.metrics.identities_retired.inc();
+                            round.retired += 1;
+                        }
+                        Ok(Retirement::InUse) => self.mark_in_use(&namespace, &sa.name_any(), &mut round).await,
+                        Ok(Retirement::IssuedAt(at)) => kept.push((peer, at)),
+                        Err(e) => {
+                            tracing::warn!(%peer, error = %e, cause = e.label(), "looking at an unused identity failed; next round");
+                            kept.push((peer, issued.unwrap_or(now)));
+                        }
+                    }
+                }
+            }
+        }
+        round.waiting = kept.len();
+        self.waiting.replace(kept);
+        self.publish(round.waiting);
+        Ok(round)
+    }
+
+    async fn mark_in_use(&self, namespace: &str, name: &str, round: &mut Round) {
+        let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
+        let body = serde_json::json!({"metadata": {"labels": {LABEL_IDENTITY: IDENTITY_IN_USE}}});
+        match sas.patch(name, &PatchParams::default(), &Patch::Merge(body)).await {
+            Ok(_) => round.used += 1,
+            Err(e) => tracing::debug!(%namespace, error = %e, "marking an identity in use failed; next round"),
+        }
+    }
+
+    fn publish(&self, waiting: usize) {
+        let in_use = self.foreign.state().iter().filter(|fc| super::needs_any(fc)).count();
+        self.metrics.tenant_identities.get_or_create(&StateLabels { state: "waiting" }).set(waiting as i64);
+        self.metrics.tenant_identities.get_or_create(&StateLabels { state: "in_use" }).set(in_use as i64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_identity_waits_its_time_then_is_looked_at_unless_used() {
+        let unused_for = Duration::from_secs(90);
+        let issued: Timestamp = "2026-11-28T10:00:00Z".parse().unwrap();
+        let at = |s: &str| s.parse::<Timestamp>().unwrap();
+        assert_eq!(verdict(false, Some(issued), at("2026-11-28T10:01:29Z"), unused_for), Verdict::Waits);
+        assert_eq!(verdict(false, Some(issued), at("2026-11-28T10:01:30Z"), unused_for), Verdict::Due);
+        assert_eq!(verdict(true, Some(issued), at("2026-11-28T10:00:01Z"), unused_for), Verdict::Used);
+        assert_eq!(verdict(false, None, at("2026-11-28T10:00:01Z"), unused_for), Verdict::Due, "no issue time: looked at now");
+        assert_eq!(verdict(false, Some(issued), at("2026-11-28T09:00:00Z"), unused_for), Verdict::Waits, "a clock behind waits");
+    }
+}

@@ -1,0 +1,186 @@
+//! Who may be a cluster ID here (SPEC §10), with the `liqo-reconciler` binary on a real API
+//! server (KUBEBUILDER_ASSETS; skips loudly without it), its auth service called as strangers
+//! and peers call it, with the shipped defaults but a 2 s health period:
+//! - a cluster ID is bound to its first holder: another caller gets 409, and the claim is
+//!   recorded (ClusterConfig status, metric); the holder renews with its own credential; a
+//!   person frees the ID and the next caller gets it;
+//! - an identity nobody uses is retired with its tenant namespace after three health periods,
+//!   also when the reconciler restarted right after issuing it;
+//! - identities waiting unused are capped: beyond, 503 with Retry-After, until the sweep
+//!   retires them.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use common::*;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::Client;
+use kube::api::Api;
+use liqo_api::ClusterConfig;
+use liqo_api::names::{CLUSTER_CONFIG_NAME, LABEL_IDENTITY, peer_service_account, tenant_namespace};
+use liqo_testenv::https::{Answer, request};
+use liqo_testenv::{ControlPlane, eventually, install_liqo};
+use serde_json::json;
+
+const PEER: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
+const OTHER: &str = "1f3c0bd4-8a0e-4b7e-9a57-4e5a2c2d9c11";
+const THIRD: &str = "7d9e2c51-3b4a-4f0e-8c2d-1a2b3c4d5e6f";
+
+struct Hub {
+    cp: ControlPlane,
+    admin: Client,
+    rec: Reconciler,
+    token: String,
+}
+
+/// A control plane with Liqo installed and its reconciler ready, with `flags` and a burst of
+/// identities large enough for one test from one address.
+async fn hub(flags: &[&str]) -> Option<Hub> {
+    let cp = ControlPlane::start_or_skip().await?;
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    let peer_roles = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/reconciler/peer-roles.yaml")).unwrap();
+    liqo_testenv::create_manifest(&admin, &peer_roles, "liqo").await;
+    let token = reconciler_token(&admin).await;
+    let mut all = vec!["--auth-identity-burst=100"];
+    all.extend_from_slice(flags);
+    let mut rec = start_reconciler_with(&cp, "hub", &token, &all);
+    ready(&mut rec).await;
+    Some(Hub { cp, admin, rec, token })
+}
+
+impl Hub {
+    fn auth_addr(&self) -> SocketAddr {
+        let port: u16 = self.rec.auth_url.rsplit(':').next().unwrap().parse().unwrap();
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    fn ca(&self) -> PathBuf {
+        self.cp.path().join("hub-auth-certs").join("ca.crt")
+    }
+
+    /// `POST /identity` for `id`, with the current token of its identity when renewing.
+    async fn claim(&self, id: &str, current: Option<&str>) -> Answer {
+        let mut body = json!({"clusterID": id, "token": ""});
+        if let Some(t) = current {
+            body["currentToken"] = json!(t);
+        }
+        request(self.auth_addr(), &self.ca(), "POST", "/identity", Some(body)).await
+    }
+
+    fn identity(&self, id: &str) -> Api<ServiceAccount> {
+        Api::namespaced(self.admin.clone(), &tenant_namespace(id))
+    }
+
+    async fn identity_state(&self, id: &str) -> Option<String> {
+        let sa = self.identity(id).get_opt(&peer_service_account(id)).await.unwrap()?;
+        sa.metadata.labels?.get(LABEL_IDENTITY).cloned()
+    }
+
+    async fn retired(&self, id: &str) -> bool {
+        let ns = Api::<Namespace>::all(self.admin.clone()).get_opt(&tenant_namespace(id)).await.unwrap();
+        let sa = self.identity(id).get_opt(&peer_service_account(id)).await.unwrap();
+        ns.is_none_or(|n| n.metadata.deletion_timestamp.is_some()) && sa.is_none()
+    }
+}
+
+fn token_of(answer: &Answer) -> String {
+    let kubeconfig = answer.json()["kubeconfig"].as_str().unwrap().to_owned();
+    liqo_reconciler::peer::token_of(&kubeconfig).expect("a token in the kubeconfig")
+}
+
+#[tokio::test]
+async fn a_cluster_id_is_bound_to_its_first_holder_renewed_by_it_and_freed_by_a_person() {
+    let Some(h) = hub(&[]).await else { return };
+    // The first caller takes the ID, waiting to be used.
+    let first = h.claim(PEER, None).await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    assert_eq!(h.identity_state(PEER).await.as_deref(), Some("waiting"));
+    let holder_token = token_of(&first);
+
+    // Anyone else asking for it: 409, its own reason, nothing issued.
+    let stranger = h.claim(PEER, None).await;
+    assert_eq!(stranger.status, 409, "{}", stranger.text());
+    let message = stranger.json()["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("bound") && message.contains(&format!("kubectl liqo free {PEER}")), "{message}");
+    // A token that is not that identity's proves nothing.
+    let forged = h.claim(PEER, Some("not-a-token")).await;
+    assert_eq!(forged.status, 409, "{}", forged.text());
+    // The claims are recorded where refused requests are shown, with the caller's address,
+    // and counted.
+    let configs: Api<ClusterConfig> = Api::all(h.admin.clone());
+    let refused = eventually("the claim recorded in the ClusterConfig's status", || async {
+        let cc = configs.get_opt(CLUSTER_CONFIG_NAME).await.ok()??;
+        cc.status?.refused_requests.into_iter().find(|r| r.cluster_id == PEER)
+    })
+    .await;
+    assert!(refused.message.contains("127.0.0.1"), "{}", refused.message);
+    assert!(refused.count >= 1);
+    assert_eq!(metric(&h.rec, r#"liqo_reconciler_auth_identity_requests_total{result="bound"}"#).await, 2.0);
+
+    // The holder renews with its own credential: a new token, the same ID, marked in use.
+    let renewed = h.claim(PEER, Some(&holder_token)).await;
+    assert_eq!(renewed.status, 201, "{}", renewed.text());
+    assert_ne!(token_of(&renewed), holder_token);
+    assert_eq!(h.identity_state(PEER).await.as_deref(), Some("in-use"));
+    assert_eq!(metric(&h.rec, r#"liqo_reconciler_auth_identity_requests_total{result="renewed"}"#).await, 1.0);
+
+    // A person frees the ID (what `kubectl liqo free` does): the next caller gets it.
+    h.identity(PEER).delete(&peer_service_account(PEER), &Default::default()).await.unwrap();
+    let after = h.claim(PEER, None).await;
+    assert_eq!(after.status, 201, "{}", after.text());
+}
+
+#[tokio::test]
+async fn an_identity_nobody_uses_is_retired_even_across_a_restart() {
+    let Some(mut h) = hub(&[]).await else { return };
+    let kept = h.claim(OTHER, None).await;
+    assert_eq!(kept.status, 201, "{}", kept.text());
+    // Issued, then the reconciler restarts at once: what it decides on is stored.
+    let unused = h.claim(PEER, None).await;
+    assert_eq!(unused.status, 201, "{}", unused.text());
+    let started = std::time::Instant::now();
+    let token = h.token.clone();
+    restart_reconciler(&h.cp, &mut h.rec, "hub", &token, &["--auth-identity-burst=100"]);
+    ready(&mut h.rec).await;
+    // OTHER is used: a request of it stands in its tenant namespace, written with its identity.
+    let other = h.admin.clone();
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("pr-kubeconfig-{OTHER}")}, "stringData": {"kubeconfig": "x"}});
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(secret).unwrap();
+    Api::namespaced(other, &tenant_namespace(OTHER)).create(&Default::default(), &secret).await.unwrap();
+
+    eventually("the unused identity retired with its tenant namespace", || async { h.retired(PEER).await.then_some(()) }).await;
+    assert!(started.elapsed() >= std::time::Duration::from_secs(5), "not before three health periods (6 s): {:?}", started.elapsed());
+    assert!(!h.retired(OTHER).await, "an identity whose peer wrote in its namespace stays");
+    eventually("the used identity marked in use", || async { (h.identity_state(OTHER).await.as_deref() == Some("in-use")).then_some(()) })
+        .await;
+    assert!(metric(&h.rec, "liqo_reconciler_identities_retired_total").await >= 1.0);
+    // The retired ID is free again (once its namespace is gone: that takes the namespace
+    // controller).
+    if !h.cp.controllers() {
+        return;
+    }
+    eventually("the retired ID issued anew", || async { (h.claim(PEER, None).await.status == 201).then_some(()) }).await;
+}
+
+#[tokio::test]
+async fn identities_waiting_unused_are_capped_until_the_sweep_retires_them() {
+    let Some(h) = hub(&["--max-waiting-identities=2"]).await else { return };
+    assert_eq!(h.claim(PEER, None).await.status, 201);
+    assert_eq!(h.claim(OTHER, None).await.status, 201);
+    let over = h.claim(THIRD, None).await;
+    assert_eq!(over.status, 503, "{}", over.text());
+    let retry: u64 = over.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=10).contains(&retry), "Retry-After {retry}");
+    assert!(over.json()["message"].as_str().unwrap().contains("not used yet"));
+    assert_eq!(metric(&h.rec, r#"liqo_reconciler_auth_identity_requests_total{result="capped"}"#).await, 1.0);
+    assert_eq!(metric(&h.rec, "liqo_reconciler_waiting_identities_cap").await, 2.0);
+    // A genuine peer retrying gets in once the strangers' identities are retired.
+    eventually("a third identity issued once the unused ones are retired", || async {
+        (h.claim(THIRD, None).await.status == 201).then_some(())
+    })
+    .await;
+    assert!(h.retired(PEER).await && h.retired(OTHER).await);
+}
