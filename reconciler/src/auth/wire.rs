@@ -24,8 +24,9 @@ impl Ids {
     }
 }
 
-/// `POST /identity` request body.
+/// `POST /identity` request body: a JSON object (an array of the same values is refused).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(try_from = "serde_json::Map<String, serde_json::Value>")]
 pub struct IdentityRequest {
     #[serde(rename = "clusterID")]
     pub cluster_id: String,
@@ -35,6 +36,40 @@ pub struct IdentityRequest {
     /// proof that gets a cluster ID already bound a new identity.
     #[serde(rename = "currentToken", default, skip_serializing_if = "Option::is_none")]
     pub current_token: Option<String>,
+}
+
+/// [`IdentityRequest`]'s fields, read from an object only.
+#[derive(Deserialize)]
+struct IdentityFields {
+    #[serde(rename = "clusterID")]
+    cluster_id: String,
+    #[serde(default)]
+    token: String,
+    #[serde(rename = "currentToken", default)]
+    current_token: Option<String>,
+}
+
+impl TryFrom<serde_json::Map<String, serde_json::Value>> for IdentityRequest {
+    type Error = serde_json::Error;
+    fn try_from(object: serde_json::Map<String, serde_json::Value>) -> Result<Self, Self::Error> {
+        let f: IdentityFields = serde_json::from_value(serde_json::Value::Object(object))?;
+        Ok(Self { cluster_id: f.cluster_id, token: f.token, current_token: f.current_token })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_identity_request_is_an_object() {
+        let r: IdentityRequest = serde_json::from_str(r#"{"clusterID": "a", "currentToken": "t"}"#).unwrap();
+        assert_eq!((r.cluster_id.as_str(), r.token.as_str(), r.current_token.as_deref()), ("a", "", Some("t")));
+        assert!(serde_json::from_str::<IdentityRequest>(r#"["a", "b", "c"]"#).is_err());
+        assert!(serde_json::from_str::<IdentityRequest>(r#"{"token": "x"}"#).unwrap_err().to_string().contains("clusterID"));
+        let sent = serde_json::to_string(&IdentityRequest { cluster_id: "a".into(), token: String::new(), current_token: None }).unwrap();
+        assert_eq!(sent, r#"{"clusterID":"a","token":""}"#, "an older auth service reads what we send");
+    }
 }
 
 /// `POST /identity` answer (201).
