@@ -236,6 +236,9 @@ impl Default for Metrics {
             status_echoes_skipped.clone(),
         );
         let tenant_identities = Family::<StateLabels, Gauge>::default();
+        for state in ["waiting", "in_use"] {
+            tenant_identities.get_or_create(&StateLabels { state });
+        }
         registry.register(
             "tenant_identities",
             "Identities issued to peers, by state: waiting (issued, not used yet; capped by --max-waiting-identities) or in_use, as the last sweep found them",
