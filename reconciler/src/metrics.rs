@@ -237,7 +237,7 @@ impl Default for Metrics {
         );
         let tenant_identities = Family::<StateLabels, Gauge>::default();
         for state in ["waiting", "in_use"] {
-            tenant_identities.get_or_create(&StateLabels { state });
+            let _ = tenant_identities.get_or_create(&StateLabels { state });
         }
         registry.register(
             "tenant_identities",

@@ -103,8 +103,13 @@ enum Fault {
     DeleteKubeconfigSecret,
     /// Delete a ForeignCluster, then create it again (as a user re-adding the peer).
     RecreateForeignCluster,
-    /// Our identity on a peer (the Secret `<fc>-identity`) deleted by our admin.
+    /// Our identity on a peer (the Secret `<fc>-identity`) deleted by our admin: the peer binds
+    /// our cluster ID to the identity we lost (SPEC §10), so we say `IdentityBound` until its
+    /// operator frees the ID (`kubectl liqo free`), which it then does.
     DeleteIdentitySecret,
+    /// A stranger asks a cluster's auth service for an identity under a peer's cluster ID that
+    /// the peer holds there: it must be refused (409), and the peering goes on.
+    ClaimIdentity,
     /// A cluster's API server, as its peers reach it, black-holed: connections accepted and
     /// held, nothing passed, then closed when it is restored.
     BlackHoleApiServer,
@@ -126,7 +131,7 @@ enum Fault {
     RotateAuthCa,
 }
 
-const MENU: [Fault; 16] = [
+const MENU: [Fault; 17] = [
     Fault::KillReconciler,
     Fault::StopApiServer,
     Fault::PauseReconciler,
@@ -136,6 +141,7 @@ const MENU: [Fault; 16] = [
     Fault::DeleteKubeconfigSecret,
     Fault::RecreateForeignCluster,
     Fault::DeleteIdentitySecret,
+    Fault::ClaimIdentity,
     Fault::BlackHoleApiServer,
     Fault::FlipAdvertisement,
     Fault::KillWebhook,
@@ -548,7 +554,38 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
         Fault::DeleteIdentitySecret => {
             let name = liqo_api::names::identity_secret(&fc_name(&cs[y]));
             let _ = Api::<Secret>::namespaced(cs[x].admin.clone(), "liqo").delete(&name, &DeleteParams::default()).await;
-            format!("{xn}'s admin deleted {xn}'s identity Secret for {yn}")
+            // While x joins y and y still binds x's ID, x says so; then y's operator frees it.
+            let bound = Instant::now();
+            let mut said = false;
+            while wanted.join[x][y] && bound.elapsed() < Duration::from_secs(10) {
+                let fc = Api::<ForeignCluster>::all(cs[x].admin.clone()).get_opt(&fc_name(&cs[y])).await.ok().flatten();
+                if fc.as_ref().and_then(|f| phase(f, "Authenticated")).is_some_and(|(_, reason, _)| reason == "IdentityBound") {
+                    said = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let sa = liqo_api::names::peer_service_account(&cs[x].id);
+            let freed = identities_of(&cs[y].admin, &cs[x].id).delete(&sa, &DeleteParams::default()).await.is_ok();
+            format!(
+                "{xn}'s admin deleted {xn}'s identity Secret for {yn}; {xn} said IdentityBound: {said} (after {:.1} s); {yn}'s operator freed {xn}'s ID: {freed}",
+                bound.elapsed().as_secs_f64()
+            )
+        }
+        Fault::ClaimIdentity => {
+            let sa = liqo_api::names::peer_service_account(&cs[x].id);
+            if identities_of(&cs[y].admin, &cs[x].id).get_opt(&sa).await.ok().flatten().is_none() {
+                return Ok(format!("{xn} holds no identity on {yn}: no stranger's claim tried"));
+            }
+            let port: u16 = cs[y].rec().auth_url.rsplit(':').next().unwrap().parse().unwrap();
+            let body = json!({"clusterID": cs[x].id, "token": ""});
+            let ca = cs[y].auth_certs().join("ca.crt");
+            let answer = liqo_testenv::https::request(([127, 0, 0, 1], port).into(), &ca, "POST", "/identity", Some(body)).await;
+            // 429: the stranger's address is over its rate limit, which refuses it as well.
+            if ![409, 429].contains(&answer.status) {
+                return Err(format!("a stranger claiming {xn}'s ID on {yn} got {}: {}", answer.status, answer.text()));
+            }
+            format!("a stranger claimed {xn}'s ID on {yn}: {}", answer.status)
         }
         Fault::BlackHoleApiServer => {
             let held = rng.fault_length();
