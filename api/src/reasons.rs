@@ -26,6 +26,9 @@ pub enum ConditionType {
     /// ClusterConfig: whether peers can reach the API server and auth URLs this cluster tells
     /// them.
     AddressesReachable,
+    /// ClusterConfig: whether what peers' identities stand on is installed (the fixed peer
+    /// ClusterRoles and the peer-Secret admission policy, SPEC §10).
+    PeerAccessInstalled,
 }
 
 impl ConditionType {
@@ -42,6 +45,7 @@ impl ConditionType {
             Self::Ready => "Ready",
             Self::Advertised => "Advertised",
             Self::AddressesReachable => "AddressesReachable",
+            Self::PeerAccessInstalled => "PeerAccessInstalled",
         }
     }
 }
@@ -191,6 +195,12 @@ reasons! {
     AddressUnreachable,
     /// No address of the auth service was found.
     NoAuthAddress,
+    // ClusterConfig PeerAccessInstalled
+    /// The fixed peer ClusterRoles and the peer-Secret policy are there.
+    PeerAccessReady,
+    /// A part of the install that peers' identities stand on is missing: identities are not
+    /// issued until it is applied.
+    PeerAccessMissing,
 }
 
 impl fmt::Display for Reason {
@@ -464,6 +474,22 @@ pub const TROUBLESHOOTING: &[Entry] = &[
         reasons: &[R::NoAuthAddress],
         meaning: "no address of the auth service was found (Service `liqo-auth` is not a NodePort or LoadBalancer, no Ingress `liqo-auth`, no node address); mDNS tells each interface's address",
         hint: "set `LIQO_AUTH_URL` in ConfigMap `liqo/liqo-reconciler-env`",
+    },
+    Entry {
+        kind: "ClusterConfig",
+        condition: Some(C::PeerAccessInstalled),
+        status: S::True,
+        reasons: &[R::PeerAccessReady],
+        meaning: "the fixed peer ClusterRoles and the peer-Secret admission policy that peers' identities stand on are installed",
+        hint: "",
+    },
+    Entry {
+        kind: "ClusterConfig",
+        condition: Some(C::PeerAccessInstalled),
+        status: S::False,
+        reasons: &[R::PeerAccessMissing],
+        meaning: "a part of the install that peers' identities stand on is missing (the message names it); `/identity` answers 503 naming it meanwhile",
+        hint: "`kubectl apply -f manifests/reconciler/peer-roles.yaml -f manifests/reconciler/peer-secrets.yaml` (or `kubectl liqo install`)",
     },
 ];
 

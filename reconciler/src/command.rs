@@ -253,6 +253,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     let (told_tx, told_rx) = watch::channel(told);
     let told_tx = Arc::new(told_tx);
     tokio::spawn(published::follow_addresses(found.clone(), told_tx.clone()));
+    let install_told = told_tx.clone();
     metrics.auth_certificate_expiry.set(liqo_certs::inspect::leaf_not_after_unix(&cert.chain()));
     let (served, reloaded) = (cert.clone(), metrics.clone());
     cert.clone().spawn_reloader(Duration::from_secs(5), move |result| {
@@ -288,6 +289,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     // Identities nobody uses are swept every third of a health period, and retired after
     // three health periods (SPEC §10).
     let sweep_period = Duration::from_secs(args.health_period_seconds).div_f64(3.0).max(Duration::from_secs(1));
+    let install_check = Arc::new(crate::tenancy::install::InstallCheck::new(client.clone()));
     let auth = Arc::new(AuthService {
         client: client.clone(),
         namespace: args.namespace.clone(),
@@ -297,7 +299,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         token_lifetime: Duration::from_secs(args.token_lifetime_hours * 3600),
         limiter: Limiter::new(Rate { burst: args.auth_identity_burst, per_minute: args.auth_identity_per_minute }),
         outcomes: metrics.auth_identity.clone(),
-        guard: IdentityGuard::new(foreign.clone(), args.max_waiting_identities, sweep_period),
+        guard: IdentityGuard::new(foreign.clone(), args.max_waiting_identities, sweep_period).with_install_check(install_check.clone()),
     });
     let listener = std::net::TcpListener::bind(args.auth_listen).with_context(|| format!("binding {}", args.auth_listen))?;
     let handle = axum_server::Handle::new();
@@ -435,6 +437,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
             incoming::run::<FederationRequest, _>(in_ctx, m3, shutdown_signal()),
             search_domain::run(sd_ctx, m4, shutdown_signal()),
             sweep.run(shutdown_signal()),
+            install_check.follow(install_told, Duration::from_secs(10), shutdown_signal()),
             sources,
             async move {
                 tokio::select! {

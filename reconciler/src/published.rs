@@ -37,6 +37,9 @@ pub struct Told {
     pub api_url_from: Option<String>,
     /// Why peers cannot reach a URL told, one sentence each.
     pub problems: Vec<String>,
+    /// What peers' identities stand on and is not installed (`crate::tenancy::install`), if
+    /// anything.
+    pub install_missing: Option<String>,
 }
 
 impl Told {
@@ -82,9 +85,24 @@ impl Told {
         }
     }
 
+    /// Condition `PeerAccessInstalled`: what peers' identities stand on is there, or what is
+    /// missing and how to apply it.
+    pub fn install_condition(&self) -> Wanted {
+        let t = ConditionType::PeerAccessInstalled;
+        match &self.install_missing {
+            Some(missing) => Wanted::new(t, Status::False, Reason::PeerAccessMissing, missing.clone()),
+            None => Wanted::new(
+                t,
+                Status::True,
+                Reason::PeerAccessReady,
+                "the fixed peer ClusterRoles and the peer-Secret admission policy are installed",
+            ),
+        }
+    }
+
     /// Our conditions as they should stand, keeping `previous`' transition times.
     fn conditions(&self, previous: &[Condition], generation: Option<i64>, now: &Time) -> Vec<Condition> {
-        crate::conditions::set_all(previous, vec![self.condition()], generation, now)
+        crate::conditions::set_all(previous, vec![self.condition(), self.install_condition()], generation, now)
     }
 
     /// Whether `stored` already says all of it, and nothing else of ours.
@@ -191,6 +209,7 @@ mod tests {
             auth_url_from: Some("Service liqo-auth (NodePort) on node n (InternalIP)".into()),
             api_url_from: Some("EndpointSlice default/kubernetes".into()),
             problems: vec![],
+            install_missing: None,
         }
     }
 

@@ -41,8 +41,6 @@ async fn hub(flags: &[&str]) -> Option<Hub> {
     let cp = ControlPlane::start_or_skip().await?;
     let admin = cp.admin();
     install_liqo(&admin, "liqo").await;
-    let peer_roles = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/reconciler/peer-roles.yaml")).unwrap();
-    liqo_testenv::create_manifest(&admin, &peer_roles, "liqo").await;
     let token = reconciler_token(&admin).await;
     let mut all = vec!["--auth-identity-burst=100"];
     all.extend_from_slice(flags);
@@ -182,5 +180,37 @@ async fn identities_waiting_unused_are_capped_until_the_sweep_retires_them() {
         (h.claim(THIRD, None).await.status == 201).then_some(())
     })
     .await;
-    assert!(h.retired(PEER).await && h.retired(OTHER).await);
+    let (peer, other) = (h.retired(PEER).await, h.retired(OTHER).await);
+    assert!(peer && other, "retired: {PEER} {peer}, {OTHER} {other}:\n{}", log_tail(&h.rec));
+}
+
+#[tokio::test]
+async fn a_missing_part_of_the_install_is_said_and_no_identity_is_issued_without_it() {
+    let Some(h) = hub(&[]).await else { return };
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(h.admin.clone());
+    let requester = roles.get("liqo-peer-requester").await.unwrap();
+    roles.delete("liqo-peer-requester", &Default::default()).await.unwrap();
+    let configs: Api<ClusterConfig> = Api::all(h.admin.clone());
+    let condition = |status: &'static str| {
+        let configs = configs.clone();
+        async move {
+            let cc = configs.get_opt(CLUSTER_CONFIG_NAME).await.ok()??;
+            cc.status?.conditions.into_iter().find(|c| c.type_ == "PeerAccessInstalled" && c.status == status)
+        }
+    };
+    let said = eventually("PeerAccessInstalled False in the ClusterConfig", || condition("False")).await;
+    assert_eq!(said.reason, "PeerAccessMissing");
+    assert!(said.message.contains("ClusterRole liqo-peer-requester") && said.message.contains("manifests/reconciler/peer-roles.yaml"), "{}", said.message);
+    let refused = h.claim(PEER, None).await;
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert!(refused.json()["message"].as_str().unwrap().contains("ClusterRole liqo-peer-requester"), "{}", refused.text());
+    assert!(h.identity(PEER).get_opt(&peer_service_account(PEER)).await.unwrap().is_none(), "nothing issued");
+
+    // Applied again: said, and identities are issued.
+    let mut again = requester.clone();
+    again.metadata = kube::api::ObjectMeta { name: Some("liqo-peer-requester".into()), ..Default::default() };
+    roles.create(&Default::default(), &again).await.unwrap();
+    let fixed = eventually("PeerAccessInstalled True in the ClusterConfig", || condition("True")).await;
+    assert_eq!(fixed.reason, "PeerAccessReady");
+    eventually("an identity issued once the install is whole", || async { (h.claim(PEER, None).await.status == 201).then_some(()) }).await;
 }

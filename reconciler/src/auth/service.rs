@@ -45,6 +45,7 @@ use crate::access::peer_identity;
 use crate::error::{Error, is_conflict};
 use crate::tenancy::binding::{self, Claim, Holder};
 use crate::tenancy::claims::Claims;
+use crate::tenancy::install::InstallCheck;
 use crate::tenancy::waiting::Waiting;
 
 /// Key of the token inside Secret `auth-token`.
@@ -99,13 +100,21 @@ pub struct IdentityGuard {
     pub foreign: Store<ForeignCluster>,
     /// What a caller over the cap is told to wait.
     pub retry_after: Duration,
+    /// Whether what identities stand on is installed (none: not checked, as in unit tests).
+    pub install: Option<Arc<InstallCheck>>,
 }
 
 impl IdentityGuard {
     /// A guard capping unused identities at `cap`, telling callers over it to come back after
     /// `retry_after` (the sweep's period).
     pub fn new(foreign: Store<ForeignCluster>, cap: usize, retry_after: Duration) -> Self {
-        Self { waiting: Arc::new(Waiting::new(cap)), claims: Arc::default(), foreign, retry_after }
+        Self { waiting: Arc::new(Waiting::new(cap)), claims: Arc::default(), foreign, retry_after, install: None }
+    }
+
+    /// This guard, checking before each issue that what identities stand on is installed.
+    pub fn with_install_check(mut self, check: Arc<InstallCheck>) -> Self {
+        self.install = Some(check);
+        self
     }
 
     fn full(&self, peer: &str) -> bool {
@@ -380,6 +389,14 @@ async fn answer_identity(
     };
     if req.cluster_id == own_id {
         return ("bad_request", error(StatusCode::BAD_REQUEST, "clusterID: that is this cluster's own ID"));
+    }
+    if let Some(check) = &s.guard.install {
+        let missing = check.missing().await;
+        if !missing.is_empty() {
+            let message = crate::tenancy::install::message(&missing);
+            tracing::warn!(peer = %req.cluster_id, missing = %message, "identity not issued: a part of the install is missing");
+            return ("unavailable", error(StatusCode::SERVICE_UNAVAILABLE, format!("this cluster cannot issue identities yet: {message}")));
+        }
     }
     if let Some(current) = req.current_token.as_deref().filter(|t| !t.is_empty()) {
         match s.proves(&req.cluster_id, current).await {

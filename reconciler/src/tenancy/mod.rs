@@ -9,6 +9,7 @@
 
 pub mod binding;
 pub mod claims;
+pub mod install;
 pub mod sweep;
 pub mod waiting;
 

@@ -97,6 +97,7 @@ impl Sweep {
     pub async fn round(&self) -> Result<Round> {
         let sas: Api<ServiceAccount> = Api::all(self.client.clone());
         let selector = format!("{LABEL_IDENTITY}={IDENTITY_WAITING}");
+        let mark = self.waiting.mark();
         let list = sas.list_metadata(&ListParams::default().labels(&selector)).await?;
         let now = Timestamp::now();
         let (mut round, mut kept) = (Round::default(), Vec::new());
@@ -126,7 +127,7 @@ impl Sweep {
             }
         }
         round.waiting = kept.len();
-        self.waiting.replace(kept);
+        self.waiting.replace(kept, mark);
         self.publish(round.waiting);
         Ok(round)
     }

@@ -14,7 +14,14 @@ use k8s_openapi::jiff::Timestamp;
 pub struct Waiting {
     /// The most identities waiting at once; beyond, `/identity` answers 503.
     pub cap: usize,
-    issued: Mutex<BTreeMap<String, Timestamp>>,
+    issued: Mutex<Issued>,
+}
+
+/// Each ID's issue time and the number of the addition that put it there.
+#[derive(Debug, Default)]
+struct Issued {
+    by_peer: BTreeMap<String, (Timestamp, u64)>,
+    added: u64,
 }
 
 /// The default of `--max-waiting-identities`.
@@ -22,34 +29,45 @@ pub const DEFAULT_CAP: usize = 100;
 
 impl Waiting {
     pub fn new(cap: usize) -> Self {
-        Self { cap, issued: Mutex::new(BTreeMap::new()) }
+        Self { cap, issued: Mutex::default() }
     }
 
-    /// The list the sweep found (those it kept waiting).
-    pub fn replace(&self, found: impl IntoIterator<Item = (String, Timestamp)>) {
+    /// A mark to take before the sweep lists the identities: [`Waiting::replace`] keeps what
+    /// was added after it, which the list may have missed.
+    pub fn mark(&self) -> u64 {
+        self.issued.lock().map(|i| i.added).unwrap_or_default()
+    }
+
+    /// The list the sweep found (those it kept waiting), listed after `mark`.
+    pub fn replace(&self, found: impl IntoIterator<Item = (String, Timestamp)>, mark: u64) {
         if let Ok(mut issued) = self.issued.lock() {
-            *issued = found.into_iter().collect();
+            issued.by_peer.retain(|_, (_, n)| *n > mark);
+            for (peer, at) in found {
+                issued.by_peer.entry(peer).or_insert((at, 0));
+            }
         }
     }
 
     /// One more identity issued for `peer` at `at`.
     pub fn add(&self, peer: &str, at: Timestamp) {
         if let Ok(mut issued) = self.issued.lock() {
-            issued.insert(peer.to_owned(), at);
+            issued.added += 1;
+            let n = issued.added;
+            issued.by_peer.insert(peer.to_owned(), (at, n));
         }
     }
 
     /// How many wait, once those `in_use` says are used are dropped.
     pub fn count(&self, in_use: impl Fn(&str) -> bool) -> usize {
         let Ok(mut issued) = self.issued.lock() else { return 0 };
-        issued.retain(|peer, _| !in_use(peer));
-        issued.len()
+        issued.by_peer.retain(|peer, _| !in_use(peer));
+        issued.by_peer.len()
     }
 
     /// Whether one more identity for `peer` (not already waiting) would pass the cap.
     pub fn full(&self, peer: &str, in_use: impl Fn(&str) -> bool) -> bool {
         let waiting = self.count(in_use);
-        let already = self.issued.lock().is_ok_and(|i| i.contains_key(peer));
+        let already = self.issued.lock().is_ok_and(|i| i.by_peer.contains_key(peer));
         !already && waiting >= self.cap
     }
 }
@@ -71,8 +89,12 @@ mod tests {
         assert!(!w.full("a", none), "asking again for a waiting ID takes no more room");
         assert!(!w.full("c", |p| p == "a"), "a used identity makes room at once");
         assert_eq!(w.count(none), 1, "and is forgotten");
-        w.replace([("x".to_owned(), now)]);
-        assert_eq!(w.count(none), 1);
-        assert!(!w.full("b", none));
+        let mark = w.mark();
+        w.add("late", now);
+        w.replace([("x".to_owned(), now)], mark);
+        assert_eq!(w.count(none), 2, "what the sweep found, and what was issued while it listed");
+        assert!(w.full("b", none));
+        w.replace([], w.mark());
+        assert_eq!(w.count(none), 0);
     }
 }
