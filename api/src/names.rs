@@ -13,6 +13,10 @@ pub const VERSION: &str = "v1alpha1";
 pub const LABEL_CLUSTER_ID: &str = "discovery.liqo.io/cluster-id";
 /// Label carrying how a ForeignCluster was found (`LAN`, `WAN`, `Manual`, `IncomingPeering`).
 pub const LABEL_DISCOVERY_TYPE: &str = "discovery.liqo.io/discovery-type";
+/// Label carrying the name a user gave a peer (`kubectl liqo peer URL --name N`), when the
+/// ForeignCluster standing for it has another (made first by discovery): every command finds
+/// the peer by it as by the object's name or its cluster ID.
+pub const LABEL_PEER_NAME: &str = "discovery.liqo.io/peer-name";
 /// Label carrying the SearchDomain that found a ForeignCluster.
 pub const LABEL_SEARCHDOMAIN: &str = "discovery.liqo.io/searchdomain";
 

@@ -115,10 +115,7 @@ pub fn env_config_map(namespace: &str, api_url: Option<&str>, auth_url: Option<&
 pub fn peer_line(auth_url: &str, fingerprint: Option<&str>) -> String {
     let mut out = format!("  kubectl liqo peer {auth_url} --allow-untrusted-ca\n");
     if let Some(fp) = fingerprint {
-        let name = crate::peer::name_from_url(auth_url);
-        out.push_str(&format!(
-            "or, to pin this cluster's CA instead of allowing any:\n  kubectl liqo peer {auth_url} && kubectl liqo trust {name} --fingerprint {fp}\n"
-        ));
+        out.push_str(&format!("or, to pin this cluster's CA instead of allowing any:\n  kubectl liqo peer {auth_url} --fingerprint {fp}\n"));
     }
     out
 }
@@ -727,7 +724,7 @@ mod tests {
     fn the_peer_line_is_what_another_cluster_runs() {
         let line = peer_line("https://10.213.0.11:31443", Some("ab12"));
         assert!(line.starts_with("  kubectl liqo peer https://10.213.0.11:31443 --allow-untrusted-ca\n"), "{line}");
-        assert!(line.contains("kubectl liqo trust 10-213-0-11-31443 --fingerprint ab12"), "{line}");
+        assert!(line.ends_with("\n  kubectl liqo peer https://10.213.0.11:31443 --fingerprint ab12\n"), "{line}");
         assert_eq!(peer_line("https://a:1", None).lines().count(), 1);
     }
 

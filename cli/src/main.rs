@@ -76,8 +76,12 @@ enum Command {
         #[arg(long)]
         name: Option<String>,
         /// Peer even though the remote's certificate is signed by a CA we do not know.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "fingerprint")]
         allow_untrusted_ca: bool,
+        /// Trust the remote by the SHA-256 fingerprint its operator reads out (what `kubectl liqo
+        /// install` prints there): pinned on the ForeignCluster this joins, made or found.
+        #[arg(long)]
+        fingerprint: Option<String>,
         /// Follow the phases until joined, for at most this long (e.g. 90s, 5m).
         #[arg(long, num_args = 0..=1, default_missing_value = "2m", value_parser = parse_duration)]
         wait: Option<Duration>,
@@ -292,13 +296,14 @@ async fn run(cli: Cli) -> Result<()> {
                         Err(CliError::Failed(format!("{} is not joined although join is true", detail.peer.name)))
                     }
                 }
-                Command::Peer { auth_url, cluster_id, api_url, name, allow_untrusted_ca, wait } => {
+                Command::Peer { auth_url, cluster_id, api_url, name, allow_untrusted_ca, fingerprint, wait } => {
+                    let trusting = peer::Trusting::parse(allow_untrusted_ca, fingerprint.as_deref())?;
                     let target = match (auth_url, cluster_id, api_url) {
                         (Some(url), None, None) => peer::Target::AuthUrl(url),
                         (None, Some(cluster_id), Some(api_url)) => peer::Target::ApiServer { cluster_id, api_url },
                         _ => return Err(CliError::Usage("give AUTH_URL, or --cluster-id with --api-url".into())),
                     };
-                    let peer::Peered { name, note } = peer::peer(&client, &target, name.as_deref(), allow_untrusted_ca).await?;
+                    let peer::Peered { name, note } = peer::peer(&client, &target, name.as_deref(), &trusting).await?;
                     if let Some(note) = note {
                         println!("{note}");
                     }

@@ -37,16 +37,63 @@ pub fn name_from_url(url: &str) -> String {
     name.trim_end_matches('-').to_owned()
 }
 
+/// How `peer` trusts the remote: any CA (`--allow-untrusted-ca`), the one whose fingerprint was
+/// read out by its operator (`--fingerprint`), or our roots.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Trusting {
+    pub allow_untrusted_ca: bool,
+    /// Normalised SHA-256 (lowercase hex).
+    pub fingerprint: Option<String>,
+}
+
+impl Trusting {
+    /// From the command line: the fingerprint normalised, or a usage error.
+    pub fn parse(allow_untrusted_ca: bool, fingerprint: Option<&str>) -> Result<Self> {
+        let fingerprint = match fingerprint {
+            Some(f) => Some(liqo_api::normalize_fingerprint(f).ok_or_else(|| {
+                CliError::Usage(format!(
+                    "--fingerprint {f:?} is not a SHA-256 fingerprint (64 hex digits, colons allowed, as `openssl x509 -fingerprint -sha256` prints it)"
+                ))
+            })?),
+            None => None,
+        };
+        Ok(Self { allow_untrusted_ca, fingerprint })
+    }
+
+    /// The spec fields saying so (pure).
+    fn fields(&self, spec: &mut serde_json::Value) {
+        if self.allow_untrusted_ca {
+            spec["allowUntrustedCA"] = true.into();
+        }
+        if let Some(fp) = &self.fingerprint {
+            spec["trustedCAFingerprint"] = fp.clone().into();
+        }
+    }
+}
+
+/// Whether `name` can be a label value, so a name given to a peer found first by discovery can
+/// be told on it ([`LABEL_PEER_NAME`](liqo_api::names::LABEL_PEER_NAME)).
+pub fn name_as_label(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(CliError::Usage(format!("--name {name:?}: lowercase letters, digits and dashes, at most 63, starting and ending alphanumeric")))
+    }
+}
+
 /// The spec fields `peer` sets (pure).
-pub fn spec(target: &Target, allow_untrusted_ca: bool) -> serde_json::Value {
+pub fn spec(target: &Target, trusting: &Trusting) -> serde_json::Value {
     let mut spec = match target {
         Target::AuthUrl(url) => serde_json::json!({"authUrl": url}),
         Target::ApiServer { cluster_id, api_url } => serde_json::json!({"clusterIdentity": {"clusterID": cluster_id}, "apiUrl": api_url}),
     };
     spec["join"] = true.into();
-    if allow_untrusted_ca {
-        spec["allowUntrustedCA"] = true.into();
-    }
+    trusting.fields(&mut spec);
     spec
 }
 
@@ -121,7 +168,7 @@ pub fn known_note(known: &ForeignCluster, name_given: Option<&str>) -> String {
     let id = known.spec.remote_cluster_id().unwrap_or("?");
     let mut note = format!("cluster {id} is known already as ForeignCluster {name} ({how}): joining it");
     if let Some(given) = name_given.filter(|g| *g != name) {
-        note.push_str(&format!(" (--name {given} not applied)"));
+        note.push_str(&format!(" (also found as {given} by every kubectl liqo command)"));
     }
     note
 }
@@ -146,7 +193,10 @@ pub struct Peered {
 /// Creates (or turns to `join: true`) the ForeignCluster for `target`. A cluster known
 /// already under another ForeignCluster (the URL's `/ids` names its cluster ID) is joined as it
 /// is, unless the URL presents another CA than the one pinned for it.
-pub async fn peer(client: &Client, target: &Target, name: Option<&str>, allow_untrusted_ca: bool) -> Result<Peered> {
+pub async fn peer(client: &Client, target: &Target, name: Option<&str>, trusting: &Trusting) -> Result<Peered> {
+    if let Some(n) = name {
+        name_as_label(n)?;
+    }
     let api = Api::<ForeignCluster>::all(client.clone());
     if let Target::AuthUrl(url) = target {
         let presented = presented(url).await;
@@ -159,8 +209,10 @@ pub async fn peer(client: &Client, target: &Target, name: Option<&str>, allow_un
             }
             let known_name = known.name_any();
             let mut patch = serde_json::json!({"spec": {"join": true}});
-            if allow_untrusted_ca {
-                patch["spec"]["allowUntrustedCA"] = true.into();
+            trusting.fields(&mut patch["spec"]);
+            if let Some(given) = name {
+                // The name given finds this peer in every later command.
+                patch["metadata"] = serde_json::json!({"labels": {liqo_api::names::LABEL_PEER_NAME: given}});
             }
             api.patch(&known_name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
@@ -179,7 +231,7 @@ pub async fn peer(client: &Client, target: &Target, name: Option<&str>, allow_un
             })
         }
     };
-    let spec = spec(target, allow_untrusted_ca);
+    let spec = spec(target, trusting);
     match existing {
         Some(fc) => {
             let name = fc.name_any();
@@ -460,14 +512,14 @@ mod tests {
     }
 
     #[test]
-    fn a_known_cluster_is_joined_and_the_name_given_said_not_applied() {
+    fn a_known_cluster_is_joined_and_found_by_the_name_given_too() {
         let fc = known("LAN", None, None);
         let note = known_note(&fc, Some("node-b"));
         assert_eq!(
             note,
-            "cluster 9a596a4b-591c-4ac6-8fd6-80258b4b3bf9 is known already as ForeignCluster 9a596a4b-591c-4ac6-8fd6-80258b4b3bf9 (found on the LAN): joining it (--name node-b not applied)"
+            "cluster 9a596a4b-591c-4ac6-8fd6-80258b4b3bf9 is known already as ForeignCluster 9a596a4b-591c-4ac6-8fd6-80258b4b3bf9 (found on the LAN): joining it (also found as node-b by every kubectl liqo command)"
         );
-        assert!(!known_note(&known("WAN", None, None), None).contains("--name"));
+        assert!(!known_note(&known("WAN", None, None), None).contains("also found as"));
         assert!(known_note(&known("WAN", None, None), None).contains("found through a SearchDomain"));
         assert!(known_note(&known("Manual", None, None), None).contains("added earlier"));
     }
@@ -502,10 +554,25 @@ mod tests {
     #[test]
     fn the_spec_of_each_seed_form() {
         assert_eq!(
-            spec(&Target::AuthUrl("https://a:1".into()), true),
+            spec(&Target::AuthUrl("https://a:1".into()), &Trusting { allow_untrusted_ca: true, fingerprint: None }),
             serde_json::json!({"authUrl": "https://a:1", "join": true, "allowUntrustedCA": true})
         );
-        let s = spec(&Target::ApiServer { cluster_id: "x".into(), api_url: "https://b:6443".into() }, false);
+        let s = spec(&Target::ApiServer { cluster_id: "x".into(), api_url: "https://b:6443".into() }, &Trusting::default());
         assert_eq!(s, serde_json::json!({"clusterIdentity": {"clusterID": "x"}, "apiUrl": "https://b:6443", "join": true}));
+        let fp = "C1:27".repeat(16).replace("27C1", "27:C1");
+        let pinned = Trusting::parse(false, Some(&fp)).unwrap();
+        assert_eq!(pinned.fingerprint.as_deref(), Some("c127".repeat(16).as_str()));
+        let s = spec(&Target::AuthUrl("https://a:1".into()), &pinned);
+        assert_eq!(s["trustedCAFingerprint"], "c127".repeat(16));
+        assert!(s.get("allowUntrustedCA").is_none());
+        assert!(matches!(Trusting::parse(false, Some("nope")), Err(CliError::Usage(_))));
+    }
+
+    #[test]
+    fn a_name_given_must_be_a_label_value() {
+        assert!(name_as_label("node-b").is_ok());
+        for bad in ["Node-B", "-b", "b-", "", "a.b", &"x".repeat(64)] {
+            assert!(matches!(name_as_label(bad), Err(CliError::Usage(_))), "{bad}");
+        }
     }
 }

@@ -476,6 +476,14 @@ pub async fn find(client: &Client, peer: &str) -> Result<ForeignCluster> {
     if let Some(fc) = labelled.into_iter().find(|f| f.spec.remote_cluster_id() == Some(peer)) {
         return Ok(fc);
     }
+    // A name the user gave a peer that discovery had found first (`peer URL --name N`).
+    if is_label_value(peer) {
+        let lp = ListParams::default().labels(&format!("{}={peer}", liqo_api::names::LABEL_PEER_NAME));
+        let named = api.list(&lp).await.map_err(|e| CliError::api("listing ForeignClusters by the name given", e))?.items;
+        if let Some(fc) = named.into_iter().next() {
+            return Ok(fc);
+        }
+    }
     // One made without our webhook carries no label: looked for among all, a page at a time.
     if let Some(fc) = each_page(client, CHUNK, |items| items.into_iter().find(|f| f.spec.remote_cluster_id() == Some(peer))).await? {
         return Ok(fc);

@@ -9,6 +9,7 @@ mod common;
 use std::process::{Command, Output};
 
 use common::*;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use liqo_api::{ForeignCluster, SearchDomain};
 use liqo_testenv::{ControlPlane, eventually, skip};
@@ -344,8 +345,8 @@ async fn domain_add_finds_the_clusters_a_zone_lists() {
 }
 
 /// `peer URL` for a cluster known already (found on the LAN at another address): that
-/// ForeignCluster is joined and said so, the `--name` given is not applied, nothing else is
-/// created.
+/// ForeignCluster is joined and said so, nothing else is created, and the `--name` given finds
+/// it in every later command (`status`, `trust`, `unpeer`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peer_url_of_a_cluster_known_already_joins_it() {
     if !ready_to_run() {
@@ -373,7 +374,7 @@ async fn peer_url_of_a_cluster_known_already_joins_it() {
     let said = text(&out);
     assert!(out.status.success(), "{said}");
     let note = format!(
-        "cluster {} is known already as ForeignCluster {} (found on the LAN): joining it (--name node-b not applied)",
+        "cluster {} is known already as ForeignCluster {} (found on the LAN): joining it (also found as node-b by every kubectl liqo command)",
         t.remote_id, t.remote_id
     );
     assert!(said.contains(&note), "{said}");
@@ -382,5 +383,66 @@ async fn peer_url_of_a_cluster_known_already_joins_it() {
     assert!(outgoing_joined(&fc) && fc.spec.join == Some(true), "the known ForeignCluster joined");
     assert_eq!(fc.spec.auth_url.as_deref(), Some(lan_url.as_str()), "its address is discovery's to keep");
     assert!(fcs.get_opt("node-b").await.unwrap().is_none(), "no second ForeignCluster for the same cluster");
+    assert_eq!(fcs.list(&ListParams::default()).await.unwrap().items.len(), 1);
+    assert_eq!(fc.labels().get("discovery.liqo.io/peer-name").map(String::as_str), Some("node-b"));
+
+    // The name given works in every later command.
+    let out = kubectl_liqo(&t.home_cp, &["status", "node-b", "-o", "json"]);
+    assert!(out.status.success() && text(&out).contains(&t.remote_id), "{}", text(&out));
+    let fp = "ab".repeat(32);
+    let out = kubectl_liqo(&t.home_cp, &["trust", "node-b", "--fingerprint", &fp]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fcs.get(&t.remote_id).await.unwrap().spec.trusted_ca_fingerprint.as_deref(), Some(fp.as_str()));
+    let out = kubectl_liqo(&t.home_cp, &["unpeer", "node-b"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fcs.get(&t.remote_id).await.unwrap().spec.join, Some(false), "unpeer node-b unjoined the known ForeignCluster");
+}
+
+/// The line `install` prints to pin a cluster's CA, `peer URL --fingerprint SHA`, pasted whole
+/// on a second cluster: with LAN discovery off (no ForeignCluster yet: one is made, pinned), and
+/// on (the one discovery made is pinned and joined).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pinned_peer_line_works_whatever_discovery_did() {
+    if !ready_to_run() {
+        return;
+    }
+    let Some(t) = two_clusters_with(&["--leader-election=false"]).await else { return };
+    let _webhooks = (start_webhook(&t.home).await, start_webhook(&t.remote).await);
+    let configs = Api::<liqo_api::ClusterConfig>::all(t.remote.clone());
+    let fingerprint = eventually("the remote's auth CA fingerprint published", || async {
+        configs.get_opt("liqo-configuration").await.ok()??.status?.auth_ca_fingerprint
+    })
+    .await;
+    // What `install` prints (its unit test `the_peer_line_is_what_another_cluster_runs` holds the
+    // line to this form).
+    let url = &t.remote_rec.auth_url;
+    let args = ["peer", url.as_str(), "--fingerprint", fingerprint.as_str(), "--wait=60s"];
+    let fcs = Api::<ForeignCluster>::all(t.home.clone());
+
+    // Discovery off: nothing known, a ForeignCluster is made, pinned, and joins.
+    let out = kubectl_liqo(&t.home_cp, &args);
+    assert!(out.status.success(), "{}", text(&out));
+    let made = fcs.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(made.len(), 1);
+    assert_eq!(made[0].spec.trusted_ca_fingerprint.as_deref(), Some(fingerprint.as_str()));
+    assert!(made[0].spec.allow_untrusted_ca != Some(true));
+    assert!(outgoing_joined(&fcs.get(&made[0].name_any()).await.unwrap()));
+
+    // Discovery on: the ForeignCluster it made (named after the ID, not pinned) is the one
+    // pinned and joined by the same line.
+    fcs.delete(&made[0].name_any(), &Default::default()).await.unwrap();
+    gone(&fcs, &made[0].name_any(), "the first ForeignCluster deleted").await;
+    let found: ForeignCluster = serde_json::from_value(serde_json::json!({
+        "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
+        "metadata": {"name": t.remote_id, "labels": {"discovery.liqo.io/cluster-id": t.remote_id, "discovery.liqo.io/discovery-type": "LAN"}},
+        "spec": {"clusterIdentity": {"clusterID": t.remote_id}, "authUrl": t.remote_rec.auth_url, "discoveryType": "LAN", "join": false}
+    }))
+    .unwrap();
+    fcs.create(&Default::default(), &found).await.unwrap();
+    let out = kubectl_liqo(&t.home_cp, &args);
+    assert!(out.status.success(), "{}", text(&out));
+    let fc = fcs.get(&t.remote_id).await.unwrap();
+    assert_eq!(fc.spec.trusted_ca_fingerprint.as_deref(), Some(fingerprint.as_str()));
+    assert!(outgoing_joined(&fc) && fc.spec.join == Some(true));
     assert_eq!(fcs.list(&ListParams::default()).await.unwrap().items.len(), 1);
 }
