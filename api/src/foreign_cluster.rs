@@ -194,6 +194,25 @@ pub struct OutgoingStatus {
     /// and approve with `kubectl liqo trust`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub presented_fingerprint: Option<String>,
+    /// What we handed the remote with our PeeringRequest: the kubeconfig its broadcaster uses
+    /// here. Written again on the remote when our API server's address or CA changes, and
+    /// before its token expires (SPEC §10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handed_kubeconfig: Option<HandedKubeconfig>,
+}
+
+/// The kubeconfig we keep on a peer, as far as keeping it current needs.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HandedKubeconfig {
+    /// Our API server's URL in it.
+    pub api_url: String,
+    /// SHA-256 of the CA in it.
+    pub ca_fingerprint: String,
+    /// When its token is renewed (80 % of its life); unknown for one handed by an earlier
+    /// release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renew_after: Option<Time>,
 }
 
 /// State of the peering the remote cluster started towards this one.

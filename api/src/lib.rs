@@ -27,7 +27,8 @@ pub use cluster_config::{
 };
 pub use cluster_id::{ClusterIdError, validate_cluster_id};
 pub use foreign_cluster::{
-    AuthStatus, ClusterIdentity, DiscoveryType, ForeignCluster, ForeignClusterSpec, ForeignClusterStatus, IncomingStatus, OutgoingStatus,
+    AuthStatus, ClusterIdentity, DiscoveryType, ForeignCluster, ForeignClusterSpec, ForeignClusterStatus, HandedKubeconfig, IncomingStatus,
+    OutgoingStatus,
     SecretRef, TenantNamespaces, TrustMode, normalize_fingerprint,
 };
 pub use peering_request::{FederationRequest, FederationRequestSpec, PeeringRequest, PeeringRequestSpec, PeeringRequestStatus};

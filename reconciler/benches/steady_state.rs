@@ -256,6 +256,14 @@ fn settle(fc: Arc<ForeignCluster>, fp: &str) -> Arc<ForeignCluster> {
         remote_peering_request_name: Some(HOME.into()),
         advertisement: Some(format!("advertisement-{id}")),
         presented_fingerprint: None,
+        // What the home below handed it, renewed long after the run.
+        handed_kubeconfig: Some(liqo_api::HandedKubeconfig {
+            api_url: "https://home.example:6443".into(),
+            ca_fingerprint: fp.to_owned(),
+            renew_after: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_hours(24 * 300),
+            )),
+        }),
     });
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
     use liqo_api::reasons::{ConditionType as T, Reason as R, Status as S};

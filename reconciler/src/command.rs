@@ -101,14 +101,12 @@ struct Args {
     /// Seconds between refreshes of the Advertisements we keep in peers.
     #[arg(long, default_value_t = 30)]
     advertise_period_seconds: u64,
-    /// Lifetime requested for the identities the auth service issues to peers, in hours (the API
-    /// server may shorten it); their holders renew them after 80 % of it (SPEC §10).
-    #[arg(long, env = "LIQO_TOKEN_LIFETIME_HOURS", default_value_t = 24 * 7, value_parser = clap::value_parser!(u64).range(1..=24 * 365))]
-    token_lifetime_hours: u64,
-    /// Lifetime requested for the token a peer's broadcaster gets from us with our
-    /// PeeringRequest, in hours.
-    #[arg(long, default_value_t = 24 * 365)]
-    broadcaster_token_lifetime_hours: u64,
+    /// Lifetime requested for the identities we issue peers, in hours (fractions allowed; at
+    /// least 10 minutes, at most a year; the API server may shorten it): those the auth
+    /// service issues and the one we hand a peer's broadcaster with our PeeringRequest. Their
+    /// holders renew them after 80 % of it (SPEC §10).
+    #[arg(long, env = "LIQO_TOKEN_LIFETIME_HOURS", default_value = "168", value_parser = parse_lifetime_hours)]
+    token_lifetime_hours: Duration,
     /// Identities issued and not used yet that may wait at once; beyond, POST /identity
     /// answers 503 with Retry-After until the sweep retires unused ones (three health periods).
     #[arg(long, env = "LIQO_MAX_WAITING_IDENTITIES", default_value_t = crate::tenancy::waiting::DEFAULT_CAP, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
@@ -186,6 +184,17 @@ enum Command {
     /// Browse the LAN (mDNS) and/or DNS domains (DNS-SD) for Liqo clusters and print them; no
     /// Kubernetes cluster needed.
     Discover(crate::discovery::discover::Args),
+}
+
+/// `--token-lifetime-hours`: hours, fractions allowed, from 10 minutes (the least a TokenRequest
+/// may ask for) to a year.
+fn parse_lifetime_hours(s: &str) -> Result<Duration, String> {
+    let hours: f64 = s.trim().parse().map_err(|_| format!("{s:?} is not a number of hours"))?;
+    let seconds = (hours * 3600.0).round();
+    if !(600.0..=365.0 * 24.0 * 3600.0).contains(&seconds) {
+        return Err(format!("{s} hours: from 10 minutes (0.1667) to a year (8760)"));
+    }
+    Ok(Duration::from_secs(seconds as u64))
 }
 
 /// Runs `liqo-reconciler` with `args` (the first is the program name), until SIGTERM.
@@ -296,7 +305,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         cluster_id: id_rx.clone(),
         config: cfg_rx.clone(),
         api_server,
-        token_lifetime: Duration::from_secs(args.token_lifetime_hours * 3600),
+        token_lifetime: args.token_lifetime_hours,
         limiter: Limiter::new(Rate { burst: args.auth_identity_burst, per_minute: args.auth_identity_per_minute }),
         outcomes: metrics.auth_identity.clone(),
         guard: IdentityGuard::new(foreign.clone(), args.max_waiting_identities, sweep_period).with_install_check(install_check.clone()),
@@ -366,7 +375,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
             .with_addresses(found.clone())
             .with_metrics(metrics.clone())
             .with_timing(timing)
-            .with_token_lifetime(Duration::from_secs(args.broadcaster_token_lifetime_hours * 3600))
+            .with_token_lifetime(args.token_lifetime_hours)
             .with_max_concurrent_reconciles(args.max_concurrent_reconciles)
             .with_connect_first(args.connects_in_flight, Duration::from_secs(args.connect_wait_seconds)),
     );
@@ -554,5 +563,18 @@ mod tests {
         for bad in ["0", "61", "-1", "five"] {
             assert!(Args::try_parse_from(["liqo-reconciler", "--connect-wait-seconds", bad]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn identities_last_a_week_unless_told_and_their_cap_is_a_hundred() {
+        let a = Args::try_parse_from(["liqo-reconciler"]).unwrap();
+        assert_eq!(a.token_lifetime_hours, Duration::from_secs(7 * 24 * 3600));
+        assert_eq!(a.max_waiting_identities, 100);
+        let short = Args::try_parse_from(["liqo-reconciler", "--token-lifetime-hours", "0.1667", "--max-waiting-identities", "3"]).unwrap();
+        assert_eq!((short.token_lifetime_hours, short.max_waiting_identities), (Duration::from_secs(600), 3));
+        for bad in ["0.1", "8761", "-1", "week"] {
+            assert!(Args::try_parse_from(["liqo-reconciler", "--token-lifetime-hours", bad]).is_err(), "{bad}");
+        }
+        assert!(Args::try_parse_from(["liqo-reconciler", "--max-waiting-identities", "0"]).is_err());
     }
 }

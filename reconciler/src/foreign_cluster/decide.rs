@@ -8,8 +8,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ObjectMeta;
 use liqo_api::names::{LABEL_CLUSTER_ID, peering_kubeconfig_secret};
 use liqo_api::reasons::Reason;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use liqo_api::{
-    AuthStatus, ClusterIdentity, DiscoveryConfig, DiscoveryType, ForeignClusterSpec, PeeringRequest, PeeringRequestSpec, TrustMode,
+    AuthStatus, ClusterIdentity, DiscoveryConfig, DiscoveryType, ForeignClusterSpec, HandedKubeconfig, PeeringRequest, PeeringRequestSpec,
+    TrustMode,
 };
 
 /// Why an untrusted remote may (or may not) be peered with.
@@ -289,6 +291,9 @@ pub enum Offer {
     /// An anonymous offer the remote has not answered for long: made again, in case the
     /// remote lost it before it ever advertised (we cannot read it there).
     Refresh,
+    /// The kubeconfig we keep on the remote no longer says our API server's address or CA, or
+    /// its token is due for renewal: written again ([`rewrite_kubeconfig`]).
+    Rewrite,
 }
 
 impl Offer {
@@ -300,6 +305,7 @@ impl Offer {
             Self::Repair => "repair",
             Self::AwaitDeletion => "await_deletion",
             Self::Refresh => "refresh",
+            Self::Rewrite => "rewrite",
         }
     }
 }
@@ -329,6 +335,38 @@ pub fn anonymous_offer_overdue(since: Option<&Time>, now: &Time, last: Option<Du
 /// (cleared by unjoin and by a refused offer). When our request cannot be read (anonymous
 /// way), the peer's Advertisement is the only sign: present, the offer stands; vanished, the
 /// remote may have dropped our request.
+/// Why the kubeconfig we keep on the peer must be written again (pure): `None` while what we
+/// handed says our API server's current `api_url` and CA and its token is not due yet.
+pub fn rewrite_kubeconfig(handed: &HandedKubeconfig, api_url: &str, ca_fingerprint: &str, now: &Time) -> Option<&'static str> {
+    if handed.api_url != api_url {
+        return Some("our API server's address changed");
+    }
+    if handed.ca_fingerprint != ca_fingerprint {
+        return Some("our API server's CA changed");
+    }
+    if handed.renew_after.as_ref().is_some_and(|at| now.0 >= at.0) {
+        return Some("its token is due for renewal");
+    }
+    None
+}
+
+/// What we handed a peer in a kubeconfig whose token lasts from `issued` to `expires` (pure):
+/// renewed after 80 % of that.
+pub fn handed(api_url: &str, ca_fingerprint: &str, issued: Timestamp, expires: Option<Timestamp>) -> HandedKubeconfig {
+    let renew_after = expires.map(|e| {
+        let life = e.duration_since(issued).as_nanos().max(0) as f64;
+        Time(issued + SignedDuration::from_nanos((life * 0.8) as i64))
+    });
+    HandedKubeconfig { api_url: api_url.to_owned(), ca_fingerprint: ca_fingerprint.to_owned(), renew_after }
+}
+
+/// What a peering made by an earlier release handed, as far as we can tell (pure): the current
+/// address and CA (an upgrade alone rewrites nothing), its token renewed as one issued now for
+/// the year those releases asked for.
+pub fn handed_before(api_url: &str, ca_fingerprint: &str, now: Timestamp) -> HandedKubeconfig {
+    handed(api_url, ca_fingerprint, now, Some(now + SignedDuration::from_hours(24 * 365)))
+}
+
 pub fn offer(on_remote: OnRemote, offered: bool, advertised: Advertised) -> Offer {
     match on_remote {
         OnRemote::Terminating => Offer::AwaitDeletion,
@@ -344,6 +382,25 @@ pub fn offer(on_remote: OnRemote, offered: bool, advertised: Advertised) -> Offe
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_kubeconfig_on_the_peer_follows_our_address_and_ca_and_is_renewed() {
+        use super::{handed, handed_before, rewrite_kubeconfig};
+        let at = |s: &str| s.parse::<k8s_openapi::jiff::Timestamp>().unwrap();
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at("2026-11-28T10:00:00Z"));
+        let h = handed("https://a:6443", "ca1", at("2026-11-28T00:00:00Z"), Some(at("2026-11-28T20:00:00Z")));
+        assert_eq!(h.renew_after.as_ref().unwrap().0, at("2026-11-28T16:00:00Z"));
+        assert_eq!(rewrite_kubeconfig(&h, "https://a:6443", "ca1", &now), None);
+        assert_eq!(rewrite_kubeconfig(&h, "https://b:6443", "ca1", &now), Some("our API server's address changed"));
+        assert_eq!(rewrite_kubeconfig(&h, "https://a:6443", "ca2", &now), Some("our API server's CA changed"));
+        let later = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at("2026-11-28T16:00:00Z"));
+        assert_eq!(rewrite_kubeconfig(&h, "https://a:6443", "ca1", &later), Some("its token is due for renewal"));
+        let unknown = handed("https://a:6443", "ca1", at("2026-11-28T00:00:00Z"), None);
+        assert_eq!(rewrite_kubeconfig(&unknown, "https://a:6443", "ca1", &later), None, "no expiry known: renewed on a change only");
+        let before = handed_before("https://a:6443", "ca1", now.0);
+        assert_eq!(rewrite_kubeconfig(&before, "https://a:6443", "ca1", &now), None, "an upgrade alone rewrites nothing");
+        assert!(before.renew_after.unwrap().0 > at("2027-08-01T00:00:00Z"), "renewed as a token of a year issued at the upgrade");
+    }
 
     #[test]
     fn a_403_after_our_deletes_is_the_remote_retiring_us_and_before_them_is_retried() {

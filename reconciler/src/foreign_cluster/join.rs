@@ -6,7 +6,6 @@
 //! event brings the next reconcile), or a failure of our own API server. Every step is skipped
 //! when already done, so a joined peer costs one remote request per health period and no write.
 
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -552,7 +551,17 @@ async fn offer<P: Peers>(
         (false, false) if overdue() => Advertised::Overdue,
         (false, false) => Advertised::Absent,
     };
-    let plan = decide::offer(on_remote, offered, advertised);
+    // What we keep on the remote follows our API server's address and CA, and its token is
+    // renewed (SPEC §10); a peering of an earlier release is only recorded.
+    let (url, ca) = (ctx.api_server.url.get(), ctx.api_ca_fingerprint());
+    let rewrite = r.handed.as_ref().and_then(|h| decide::rewrite_kubeconfig(h, &url, &ca, &super::now()));
+    if r.handed.is_none() {
+        r.handed = Some(decide::handed_before(&url, &ca, k8s_openapi::jiff::Timestamp::now()));
+    }
+    let plan = match decide::offer(on_remote, offered, advertised) {
+        Offer::Keep if rewrite.is_some() => Offer::Rewrite,
+        plan => plan,
+    };
     match plan {
         Offer::Keep => return Ok(()),
         Offer::AwaitDeletion => {
@@ -563,10 +572,10 @@ async fn offer<P: Peers>(
             r.set(Phase::Joined, Status::False, Reason::WaitingForAdvertisement, message);
             return Err(Stop::Report(Action::requeue(ctx.timing.health)));
         }
-        Offer::Make | Offer::Repair | Offer::Refresh => {}
+        Offer::Make | Offer::Repair | Offer::Refresh | Offer::Rewrite => {}
     }
-    let secret: Secret = match ctx.grant_and_kubeconfig(&ours, &remote.id, tenant_made).await {
-        Ok(secret) => secret,
+    let (secret, handed) = match ctx.grant_and_kubeconfig(&ours, &remote.id, tenant_made).await {
+        Ok(made) => made,
         Err(e @ Error::TenantTerminating(_)) => return Err(tenant_terminating(j, r, e)),
         Err(e) => return Err(e.into()),
     };
@@ -574,6 +583,7 @@ async fn offer<P: Peers>(
         Ok(()) => {
             ctx.record_offer(&name);
             ctx.metrics.offered(plan.as_str(), on_remote.as_str());
+            r.handed = Some(handed);
             let anonymously = if way.reads_requests() { "" } else { " (anonymously)" };
             let (warning, reason, note) = match plan {
                 Offer::Repair => (
@@ -588,6 +598,10 @@ async fn offer<P: Peers>(
                         "the remote has not advertised to us for {waited} s or more since our anonymous offer; made it again (in case the remote lost it)"
                     );
                     (true, "PeeringRequestRefreshed", note)
+                }
+                Offer::Rewrite => {
+                    let why = rewrite.unwrap_or("it was due");
+                    (false, "KubeconfigRewritten", format!("wrote the kubeconfig we keep on the remote again: {why}"))
                 }
                 _ => (false, "PeeringRequestCreated", format!("created PeeringRequest {own_id} on the remote{anonymously}")),
             };
@@ -621,6 +635,7 @@ fn not_joined<P: Peers>(ctx: &Ctx<P>, remote_id: &str) -> OutgoingStatus {
         remote_peering_request_name: None,
         advertisement: ctx.advertisement_present(remote_id).then(|| advertisement_name(remote_id)),
         presented_fingerprint: None,
+        handed_kubeconfig: None,
     }
 }
 
@@ -637,6 +652,7 @@ fn finish<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> Action {
         remote_peering_request_name: Some(own_id.to_owned()),
         advertisement: present.then(|| advertisement_name(&remote.id)),
         presented_fingerprint: None,
+        handed_kubeconfig: r.handed.clone(),
     });
     r.set(Phase::Joined, Status::of(joined), reason, message);
     r.settle();

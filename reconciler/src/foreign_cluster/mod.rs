@@ -30,7 +30,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Client, Resource, ResourceExt};
 use liqo_api::names::{FINALIZER_PEERED, LABEL_CLUSTER_ID, advertisement_name, peering_kubeconfig_secret, tenant_namespace};
-use liqo_api::{ForeignCluster, PeeringRequest};
+use liqo_api::{ForeignCluster, HandedKubeconfig, PeeringRequest};
 
 use self::decide::OurRequest;
 use self::report::Report;
@@ -435,17 +435,22 @@ impl<P: Peers> Ctx<P> {
     /// Grants the peer its Advertisement access here, and returns the Secret (for the remote's
     /// namespace) holding a kubeconfig for that access. `tenant_made`: the peer's tenant
     /// namespace was made sure of this round (not read again: two GETs of the 18 a join cost).
-    async fn grant_and_kubeconfig(&self, ours: &OurRequest<'_>, remote_id: &str, tenant_made: bool) -> Result<Secret> {
+    /// The peer's Advertisement access here, and the Secret with its kubeconfig to put on the
+    /// remote, with what it hands ([`decide::handed`]).
+    async fn grant_and_kubeconfig(&self, ours: &OurRequest<'_>, remote_id: &str, tenant_made: bool) -> Result<(Secret, HandedKubeconfig)> {
         let access = advertisement_access(remote_id);
         if tenant_made {
             grant::grant_in(&self.shared.client, FIELD_MANAGER, &access).await?;
         } else {
             grant::grant(&self.shared.client, FIELD_MANAGER, remote_id, &access).await?;
         }
-        let token = grant::token(&self.shared.client, access.namespace(), remote_id, self.token_lifetime).await?;
+        let issued = k8s_openapi::jiff::Timestamp::now();
+        let (token, expires) = grant::token_until(&self.shared.client, access.namespace(), remote_id, self.token_lifetime).await?;
         // Its context names the peer's tenant namespace here: where its broadcaster writes.
+        let url = self.api_server.url.get();
         let config = kubeconfig(&self.api_server, ours.home_id, remote_id, access.namespace(), token)?;
-        Ok(Secret {
+        let handed = decide::handed(&url, &self.api_ca_fingerprint(), issued, expires);
+        let secret = Secret {
             metadata: ObjectMeta {
                 name: Some(peering_kubeconfig_secret(ours.home_id)),
                 namespace: Some(ours.remote_namespace.to_owned()),
@@ -454,7 +459,13 @@ impl<P: Peers> Ctx<P> {
             },
             data: Some(BTreeMap::from([(KUBECONFIG_KEY.to_owned(), ByteString(config.into_bytes()))])),
             ..Default::default()
-        })
+        };
+        Ok((secret, handed))
+    }
+
+    /// SHA-256 of our API server's CA as we hand it to peers (of its first certificate).
+    fn api_ca_fingerprint(&self) -> String {
+        liqo_certs::inspect::fingerprint_sha256(&self.api_server.ca_pem).unwrap_or_default()
     }
 }
 

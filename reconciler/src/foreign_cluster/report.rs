@@ -27,6 +27,9 @@ pub struct Report {
     pub auth_status: Option<AuthStatus>,
     pub outgoing: Option<OutgoingStatus>,
     pub tenant_namespace: Option<TenantNamespaces>,
+    /// What we handed the remote (`status.outgoing.handedKubeconfig`), for the status a joined
+    /// round writes.
+    pub handed: Option<liqo_api::HandedKubeconfig>,
     /// The round reached a verdict that the next one, before its requeue, could only find
     /// again: the peer answered its check, or did not. Its status write's echo starts no
     /// reconcile (`crate::own_writes`).
@@ -43,6 +46,7 @@ impl Report {
             ca_data_ref: p.ca_data_ref,
             ca_fingerprint: p.ca_fingerprint,
             auth_status: p.auth_status,
+            handed: p.outgoing.as_ref().and_then(|o| o.handed_kubeconfig.clone()),
             outgoing: p.outgoing,
             tenant_namespace: p.tenant_namespace,
             settled: false,
