@@ -28,8 +28,7 @@ pub use cluster_config::{
 pub use cluster_id::{ClusterIdError, validate_cluster_id};
 pub use foreign_cluster::{
     AuthStatus, ClusterIdentity, DiscoveryType, ForeignCluster, ForeignClusterSpec, ForeignClusterStatus, HandedKubeconfig, IncomingStatus,
-    OutgoingStatus,
-    SecretRef, TenantNamespaces, TrustMode, normalize_fingerprint,
+    OutgoingStatus, SecretRef, TenantNamespaces, TrustMode, normalize_fingerprint,
 };
 pub use peering_request::{FederationRequest, FederationRequestSpec, PeeringRequest, PeeringRequestSpec, PeeringRequestStatus};
 pub use search_domain::{FoundCluster, SearchDomain, SearchDomainSpec, SearchDomainStatus};

@@ -115,7 +115,9 @@ pub fn env_config_map(namespace: &str, api_url: Option<&str>, auth_url: Option<&
 pub fn peer_line(auth_url: &str, fingerprint: Option<&str>) -> String {
     let mut out = format!("  kubectl liqo peer {auth_url} --allow-untrusted-ca\n");
     if let Some(fp) = fingerprint {
-        out.push_str(&format!("or, to pin this cluster's CA instead of allowing any:\n  kubectl liqo peer {auth_url} --fingerprint {fp}\n"));
+        out.push_str(&format!(
+            "or, to pin this cluster's CA instead of allowing any:\n  kubectl liqo peer {auth_url} --fingerprint {fp}\n"
+        ));
     }
     out
 }

@@ -98,7 +98,11 @@ async fn main() {
         token_lifetime: Duration::from_secs(3600),
         limiter: Limiter::new(Rate::default()),
         outcomes: outcomes.clone(),
-        guard: liqo_reconciler::auth::service::IdentityGuard::new(kube::runtime::reflector::store::<liqo_api::ForeignCluster>().0, 100, std::time::Duration::from_secs(10)),
+        guard: liqo_reconciler::auth::service::IdentityGuard::new(
+            kube::runtime::reflector::store::<liqo_api::ForeignCluster>().0,
+            100,
+            std::time::Duration::from_secs(10),
+        ),
     });
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();

@@ -446,7 +446,17 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
             incoming::run::<FederationRequest, _>(in_ctx, m3, shutdown_signal()),
             search_domain::run(sd_ctx, m4, shutdown_signal()),
             sweep.run(shutdown_signal()),
-            install_check.follow(install_told, Duration::from_secs(10), shutdown_signal()),
+            install_check.follow(
+                move |said| {
+                    install_told.send_if_modified(|t| {
+                        let changed = t.install_missing != said;
+                        t.install_missing = said;
+                        changed
+                    });
+                },
+                Duration::from_secs(10),
+                shutdown_signal(),
+            ),
             sources,
             async move {
                 tokio::select! {

@@ -156,7 +156,7 @@ pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> R
             Some(fc) => crate::events::publish(ctx.shared.recorder.as_ref(), &**fc, false, "Peering", "PeeringEnded", note).await,
             None => crate::events::publish(ctx.shared.recorder.as_ref(), &*req, false, "Peering", "PeeringEnded", note).await,
         }
-        crate::retirement::retire(&ctx.shared, &id, deleted_at.0).await?;
+        crate::tenancy::retirement::retire(&ctx.shared.client, &ctx.shared.foreign, &id, deleted_at.0).await?;
         return Ok(Action::await_change());
     }
 

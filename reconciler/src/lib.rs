@@ -2,8 +2,9 @@
 //!
 //! - [`identity`] and [`config`]: the cluster ID and the ClusterConfig singleton, kept by
 //!   [`singleton`];
-//! - [`auth`]: the auth service (`/ids`, `/identity`, `/ca`) and its client, with the access it
-//!   grants peers ([`access`], written by [`grant`]);
+//! - [`auth`]: the auth service (`/ids`, `/identity`, `/ca`) and its client;
+//! - [`tenancy`]: each peer's tenant namespace, the identities granted there, who may hold
+//!   them, and their retirement;
 //! - [`foreign_cluster`]: the home side of peering (trust, CA, join, health, unjoin), talking
 //!   to peers through [`peer`];
 //! - [`incoming`] and [`broadcaster`]: the remote side (accepted requests, Advertisements sent
@@ -13,7 +14,6 @@
 //! - [`stores`]: the watch-fed caches everything reads, and [`slim_store`]: those that keep
 //!   only a name and the little read of each object.
 
-pub mod access;
 pub mod addresses;
 pub mod auth;
 pub mod broadcaster;
@@ -29,7 +29,6 @@ pub mod event_budget;
 pub mod events;
 pub mod finalizer;
 pub mod foreign_cluster;
-pub mod grant;
 pub mod identity;
 pub mod incoming;
 pub mod leader;
@@ -39,12 +38,11 @@ pub mod own_writes;
 pub mod peer;
 pub mod published;
 pub mod resources;
-pub mod retirement;
 pub mod singleton;
 pub mod slim_store;
 pub mod stores;
 pub mod tenancy;
-pub mod tenant;
 pub mod throttle;
+pub mod writes;
 
 pub use error::{Error, Result};

@@ -192,7 +192,11 @@ async fn an_issued_identity_manages_only_its_own_peering_request() {
         token_lifetime: Duration::from_secs(3600),
         limiter: liqo_reconciler::auth::rate::Limiter::new(Default::default()),
         outcomes: Default::default(),
-        guard: liqo_reconciler::auth::service::IdentityGuard::new(kube::runtime::reflector::store::<liqo_api::ForeignCluster>().0, 100, std::time::Duration::from_secs(10)),
+        guard: liqo_reconciler::auth::service::IdentityGuard::new(
+            kube::runtime::reflector::store::<liqo_api::ForeignCluster>().0,
+            100,
+            std::time::Duration::from_secs(10),
+        ),
     });
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();

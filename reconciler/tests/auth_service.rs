@@ -93,7 +93,11 @@ async fn start(cluster_id: Option<&str>) -> Running {
         token_lifetime: Duration::from_secs(3600),
         limiter: liqo_reconciler::auth::rate::Limiter::new(Default::default()),
         outcomes: outcomes.clone(),
-        guard: liqo_reconciler::auth::service::IdentityGuard::new(kube::runtime::reflector::store::<liqo_api::ForeignCluster>().0, 100, std::time::Duration::from_secs(10)),
+        guard: liqo_reconciler::auth::service::IdentityGuard::new(
+            kube::runtime::reflector::store::<liqo_api::ForeignCluster>().0,
+            100,
+            std::time::Duration::from_secs(10),
+        ),
     });
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -284,9 +288,15 @@ mod client {
         let ids = client::ids(&base(&r), &v).await.unwrap();
         assert_eq!((ids.cluster_id.as_str(), ids.guest_namespace.as_str()), (OWN, "liqo"));
         assert_eq!(client::ca(&base(&r), &v).await.unwrap(), r.api_ca);
-        let answer = client::identity(&base(&r), &v, &IdentityRequest { cluster_id: PEER.into(), token: "s3cret".into(), current_token: None }).await.unwrap();
+        let answer =
+            client::identity(&base(&r), &v, &IdentityRequest { cluster_id: PEER.into(), token: "s3cret".into(), current_token: None })
+                .await
+                .unwrap();
         assert_eq!(answer.cluster_id, OWN);
-        let refused = client::identity(&base(&r), &v, &IdentityRequest { cluster_id: PEER.into(), token: "bad".into(), current_token: None }).await.unwrap_err();
+        let refused =
+            client::identity(&base(&r), &v, &IdentityRequest { cluster_id: PEER.into(), token: "bad".into(), current_token: None })
+                .await
+                .unwrap_err();
         assert!(refused.to_string().contains("HTTP 403: wrong token"), "{refused}");
     }
 

@@ -200,7 +200,11 @@ async fn a_missing_part_of_the_install_is_said_and_no_identity_is_issued_without
     };
     let said = eventually("PeerAccessInstalled False in the ClusterConfig", || condition("False")).await;
     assert_eq!(said.reason, "PeerAccessMissing");
-    assert!(said.message.contains("ClusterRole liqo-peer-requester") && said.message.contains("manifests/reconciler/peer-roles.yaml"), "{}", said.message);
+    assert!(
+        said.message.contains("ClusterRole liqo-peer-requester") && said.message.contains("manifests/reconciler/peer-roles.yaml"),
+        "{}",
+        said.message
+    );
     let refused = h.claim(PEER, None).await;
     assert_eq!(refused.status, 503, "{}", refused.text());
     assert!(refused.json()["message"].as_str().unwrap().contains("ClusterRole liqo-peer-requester"), "{}", refused.text());

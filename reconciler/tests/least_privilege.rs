@@ -15,7 +15,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use liqo_api::names::tenant_namespace;
 use liqo_api::{Advertisement, ClusterConfig, ClusterIdentity, ForeignCluster, PeeringRequest, PeeringRequestSpec};
-use liqo_reconciler::access::{Access, advertisement_access, peer_identity};
+use liqo_reconciler::tenancy::access::{Access, advertisement_access, peer_identity};
 use liqo_testenv::{ControlPlane, create_manifest, install_liqo, service_account_token};
 
 const PEER: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
@@ -127,8 +127,8 @@ async fn a_peer_identity_can_do_exactly_what_the_readme_says_in_its_tenant_names
     // Nothing per peer is cluster-wide: as many ClusterRoles and bindings with 3 peers as with 0.
     let before = cluster_wide(&admin).await;
     for peer in [PEER, OTHER, THIRD] {
-        liqo_reconciler::grant::grant(&admin, "test", peer, &peer_identity(peer)).await.unwrap();
-        liqo_reconciler::grant::grant(&admin, "test", peer, &advertisement_access(peer)).await.unwrap();
+        liqo_reconciler::tenancy::tenant::grant(&admin, "test", peer, &peer_identity(peer)).await.unwrap();
+        liqo_reconciler::tenancy::tenant::grant(&admin, "test", peer, &advertisement_access(peer)).await.unwrap();
     }
     assert_eq!(cluster_wide(&admin).await, before, "ClusterRoles and ClusterRoleBindings with 0 peers and with 3");
     let tenant = tenant_namespace(PEER);
@@ -180,8 +180,8 @@ async fn the_advertisement_access_we_grant_is_advertisements_in_its_tenant_names
     let Some(cp) = ControlPlane::start_or_skip().await else { return };
     let admin = cp.admin();
     install_liqo(&admin, "liqo").await;
-    liqo_reconciler::grant::grant(&admin, "test", PEER, &advertisement_access(PEER)).await.unwrap();
-    liqo_reconciler::grant::grant(&admin, "test", OTHER, &advertisement_access(OTHER)).await.unwrap();
+    liqo_reconciler::tenancy::tenant::grant(&admin, "test", PEER, &advertisement_access(PEER)).await.unwrap();
+    liqo_reconciler::tenancy::tenant::grant(&admin, "test", OTHER, &advertisement_access(OTHER)).await.unwrap();
     let peer = cp.client(&token_of(&admin, &advertisement_access(PEER)).await).unwrap();
     let tenant = tenant_namespace(PEER);
     let expected = rule_set(&[
@@ -206,7 +206,7 @@ async fn the_advertisement_access_we_grant_is_advertisements_in_its_tenant_names
         .unwrap()
     };
     ads.create(&PostParams::default(), &advertisement(&format!("advertisement-{PEER}"))).await.unwrap();
-    let cap = liqo_reconciler::tenant::quota_of("count/advertisements.sharing.liqo.io");
+    let cap = liqo_reconciler::tenancy::tenant::quota_of("count/advertisements.sharing.liqo.io");
     for n in 1..cap {
         ads.create(&PostParams::default(), &advertisement(&format!("advertisement-{n}"))).await.unwrap();
     }
@@ -318,7 +318,7 @@ async fn a_peer_identity_creates_only_its_own_kubeconfig_secret() {
     install_liqo(&admin, "liqo").await;
     let policy = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/reconciler/peer-secrets.yaml");
     create_manifest(&admin, &std::fs::read_to_string(policy).unwrap(), "liqo").await;
-    liqo_reconciler::grant::grant(&admin, "test", PEER, &peer_identity(PEER)).await.unwrap();
+    liqo_reconciler::tenancy::tenant::grant(&admin, "test", PEER, &peer_identity(PEER)).await.unwrap();
     let peer = cp.client(&token_of(&admin, &peer_identity(PEER)).await).unwrap();
     let tenant = tenant_namespace(PEER);
     let secrets = Api::<Secret>::namespaced(peer.clone(), &tenant);
@@ -386,16 +386,16 @@ async fn an_earlier_releases_quota_is_given_this_releases_caps() {
     let Some(cp) = ControlPlane::start_or_skip().await else { return };
     let admin = cp.admin();
     install_liqo(&admin, "liqo").await;
-    liqo_reconciler::tenant::ensure(&admin, PEER, "test").await.unwrap();
+    liqo_reconciler::tenancy::tenant::ensure(&admin, PEER, "test").await.unwrap();
     let quotas = Api::<k8s_openapi::api::core::v1::ResourceQuota>::namespaced(admin.clone(), &tenant_namespace(PEER));
     let earlier = serde_json::json!({"spec": {"hard": {"count/secrets": "4"}}, "status": {"hard": {"count/secrets": "4"}}});
     quotas.patch("liqo-tenant", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&earlier)).await.unwrap();
     quotas.patch_status("liqo-tenant", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&earlier)).await.unwrap();
-    assert!(liqo_reconciler::tenant::outdated(&quotas.get("liqo-tenant").await.unwrap()));
+    assert!(liqo_reconciler::tenancy::tenant::outdated(&quotas.get("liqo-tenant").await.unwrap()));
 
-    liqo_reconciler::tenant::ensure(&admin, PEER, "test").await.unwrap();
+    liqo_reconciler::tenancy::tenant::ensure(&admin, PEER, "test").await.unwrap();
     let now = quotas.get("liqo-tenant").await.unwrap();
-    assert!(!liqo_reconciler::tenant::outdated(&now), "{:?}", now.spec);
-    let cap = liqo_reconciler::tenant::quota_of("count/secrets").to_string();
+    assert!(!liqo_reconciler::tenancy::tenant::outdated(&now), "{:?}", now.spec);
+    let cap = liqo_reconciler::tenancy::tenant::quota_of("count/secrets").to_string();
     assert_eq!(now.status.unwrap().hard.unwrap()["count/secrets"].0, cap, "the status the API server admits by");
 }

@@ -635,7 +635,7 @@ async fn unjoin_while_the_remote_forbids_us() {
     let Some(t) = two_clusters().await else { return };
     peer_by_auth_url(&t.home, FC, &t.remote_rec).await;
     fc_where(&t.home, FC, "joined", outgoing_joined).await;
-    let ours = liqo_reconciler::access::peer_identity(&t.home_id).binding;
+    let ours = liqo_reconciler::tenancy::access::peer_identity(&t.home_id).binding;
     let bindings: Api<RoleBinding> = Api::namespaced(t.remote.clone(), &tenant_namespace(&t.home_id));
     bindings.delete(&ours.name_any(), &DeleteParams::default()).await.unwrap();
 

@@ -326,7 +326,7 @@ fn namespace_here() -> Value {
 
 /// The peer's quota here, as this release makes it.
 fn quota_here() -> Value {
-    let mut quota = serde_json::to_value(liqo_reconciler::tenant::quota(REMOTE)).unwrap();
+    let mut quota = serde_json::to_value(liqo_reconciler::tenancy::tenant::quota(REMOTE)).unwrap();
     quota["apiVersion"] = json!("v1");
     quota["kind"] = json!("ResourceQuota");
     quota

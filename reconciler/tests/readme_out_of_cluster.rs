@@ -105,12 +105,8 @@ async fn the_out_of_cluster_commands_run_as_written_and_the_reconciler_issues_id
     }
     let log_path = cp.path().join("readme-reconciler.log");
     let log = std::fs::File::create(&log_path).unwrap();
-    let child = shell(&format!("{} --no-mdns", commands[2]))
-        .env("RUST_LOG", "info")
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+    let child =
+        shell(&format!("{} --no-mdns", commands[2])).env("RUST_LOG", "info").stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap();
     let mut rec = Reconciler { child, auth_url: format!("https://localhost:{auth}"), ops, log: log_path };
     ready(&mut rec).await;
 

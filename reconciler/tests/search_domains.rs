@@ -205,7 +205,11 @@ async fn seed_002_zones_are_identified_through_the_auth_service() {
         token_lifetime: Duration::from_secs(3600),
         limiter: liqo_reconciler::auth::rate::Limiter::new(Default::default()),
         outcomes: Default::default(),
-        guard: liqo_reconciler::auth::service::IdentityGuard::new(kube::runtime::reflector::store::<liqo_api::ForeignCluster>().0, 100, std::time::Duration::from_secs(10)),
+        guard: liqo_reconciler::auth::service::IdentityGuard::new(
+            kube::runtime::reflector::store::<liqo_api::ForeignCluster>().0,
+            100,
+            std::time::Duration::from_secs(10),
+        ),
     });
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
@@ -15,29 +14,19 @@ use kube::api::{Api, PostParams};
 use kube::runtime::reflector::store;
 use liqo_api::names::{ANNOTATION_ISSUED_AT, tenant_namespace};
 use liqo_api::{PeeringRequest, PeeringRequestSpec};
-use liqo_reconciler::access::peer_identity;
-use liqo_reconciler::auth::client::Verify;
-use liqo_reconciler::context::Shared;
-use liqo_reconciler::peer::Network;
-use liqo_reconciler::retirement::{USE_WITHIN, retire};
+use liqo_reconciler::tenancy::access::peer_identity;
+use liqo_reconciler::tenancy::retirement::{USE_WITHIN, retire};
 use liqo_testenv::{ControlPlane, install_liqo};
 
 const PEER: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
 
-fn shared(client: &Client) -> Shared<Network> {
-    let (_, id_rx) = tokio::sync::watch::channel(Some("home".to_owned()));
-    let (_, cfg_rx) = tokio::sync::watch::channel(None);
-    let peers = Network { roots: Verify::Nothing, api_timeout: Duration::from_secs(5) };
-    Shared::new(client.clone(), "liqo", id_rx, cfg_rx, Arc::new(peers), store().0)
-}
-
 /// Issues `PEER` an identity in its tenant namespace now, as the auth service does.
 async fn issue_identity(client: &Client) {
-    liqo_reconciler::tenant::ensure(client, PEER, "test").await.unwrap();
+    liqo_reconciler::tenancy::tenant::ensure(client, PEER, "test").await.unwrap();
     let mut access = peer_identity(PEER);
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     access.service_account.metadata.annotations = Some([(ANNOTATION_ISSUED_AT.to_owned(), now)].into());
-    liqo_reconciler::grant::grant(client, "test", PEER, &access).await.unwrap();
+    liqo_reconciler::tenancy::tenant::grant(client, "test", PEER, &access).await.unwrap();
 }
 
 async fn going(client: &Client) -> bool {
@@ -58,7 +47,7 @@ async fn identity_fresher_than_the_departure() -> Option<(ControlPlane, Client)>
     install_liqo(&admin, "liqo").await;
     issue_identity(&admin).await;
     let ended = k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(1);
-    retire(&shared(&admin), PEER, ended).await.unwrap();
+    retire(&admin, &store().0, PEER, ended).await.unwrap();
     Some((cp, admin))
 }
 

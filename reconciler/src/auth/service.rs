@@ -3,7 +3,7 @@
 //! `/identity` checks the caller's token against Secret `auth-token` (key `token`; an empty
 //! token is accepted only while `authConfig.allowEmptyToken` is true), then creates — with
 //! server-side apply, so asking twice changes nothing — ServiceAccount `remote-<clusterID>`
-//! and the RoleBinding of [`crate::access::peer_identity`] in the peer's tenant namespace
+//! and the RoleBinding of [`crate::tenancy::access::peer_identity`] in the peer's tenant namespace
 //! (made when missing), requests a token for it and answers with a kubeconfig for this
 //! cluster's API server whose context names that namespace. `/ids` tells the protocol spoken.
 
@@ -25,11 +25,11 @@ use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::runtime::reflector::Store;
 use kube::config::{AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
+use kube::runtime::reflector::Store;
 use liqo_api::names::{
-    ANNOTATION_EXPIRES_AT, ANNOTATION_ISSUED_AT, AUTH_TOKEN_SECRET, IDENTITY_IN_USE, IDENTITY_WAITING, LABEL_IDENTITY, peer_service_account,
-    tenant_namespace,
+    ANNOTATION_EXPIRES_AT, ANNOTATION_ISSUED_AT, AUTH_TOKEN_SECRET, IDENTITY_IN_USE, IDENTITY_WAITING, LABEL_IDENTITY,
+    peer_service_account, tenant_namespace,
 };
 use liqo_api::{ClusterConfigSpec, ForeignCluster};
 use liqo_serve::{BodyBounds, bounded_body};
@@ -41,8 +41,8 @@ use tokio::sync::watch;
 
 use super::rate::{Limiter, retry_after_seconds};
 use super::wire::{ErrorBody, IdentityRequest, IdentityResponse, Ids};
-use crate::access::peer_identity;
 use crate::error::{Error, is_conflict};
+use crate::tenancy::access::peer_identity;
 use crate::tenancy::binding::{self, Claim, Holder};
 use crate::tenancy::claims::Claims;
 use crate::tenancy::install::InstallCheck;
@@ -274,19 +274,19 @@ impl AuthService {
     /// ServiceAccount is created, not applied, so of two first callers one wins.
     async fn issue(&self, peer: &str, own_id: &str, renewal: bool) -> Result<Issued, Error> {
         let access = peer_identity(peer);
-        let namespace = crate::tenant::ensure(&self.client, peer, FIELD_MANAGER).await?;
+        let namespace = crate::tenancy::tenant::ensure(&self.client, peer, FIELD_MANAGER).await?;
         let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &namespace);
         let now = Timestamp::now();
         let lifetime = SignedDuration::try_from(self.token_lifetime).unwrap_or(SignedDuration::MAX);
         let sa = identity_account(&access, now, now + lifetime, renewal);
         if renewal {
-            crate::grant::apply(&sas, FIELD_MANAGER, &sa).await?;
+            crate::writes::apply(&sas, FIELD_MANAGER, &sa).await?;
         } else if let Some(until) = self.take(&sas, &namespace, &sa, now).await? {
             return Ok(Issued::Bound(until));
         }
-        crate::grant::apply(&Api::<RoleBinding>::namespaced(self.client.clone(), &namespace), FIELD_MANAGER, &access.binding).await?;
+        crate::writes::apply(&Api::<RoleBinding>::namespaced(self.client.clone(), &namespace), FIELD_MANAGER, &access.binding).await?;
         let sa_name = access.service_account_name();
-        let (token, granted) = crate::grant::token_until(&self.client, &namespace, sa_name, self.token_lifetime).await?;
+        let (token, granted) = crate::tenancy::grant::token_until(&self.client, &namespace, sa_name, self.token_lifetime).await?;
         if let Some(granted) = granted.filter(|g| *g < now + lifetime - SignedDuration::from_secs(60)) {
             // The API server shortened it: the binding expires with what was granted.
             let body = serde_json::json!({"metadata": {"annotations": {ANNOTATION_EXPIRES_AT: granted.to_string()}}});
@@ -306,7 +306,13 @@ impl AuthService {
     /// Takes the ID for a first caller: creates its identity's ServiceAccount `sa`, or, when one
     /// exists, takes it over only if its holder's identities have all expired and no request of
     /// the peer stands. `Some(until)`: the ID is bound to another holder.
-    async fn take(&self, sas: &Api<ServiceAccount>, namespace: &str, sa: &ServiceAccount, now: Timestamp) -> Result<Option<Option<Timestamp>>, Error> {
+    async fn take(
+        &self,
+        sas: &Api<ServiceAccount>,
+        namespace: &str,
+        sa: &ServiceAccount,
+        now: Timestamp,
+    ) -> Result<Option<Option<Timestamp>>, Error> {
         let create = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
         match sas.create(&create, sa).await {
             Ok(_) => return Ok(None),
@@ -316,14 +322,14 @@ impl AuthService {
         let name = sa.metadata.name.as_deref().unwrap_or_default();
         let holder = sas.get_opt(name).await?.map(|existing| Holder::of(&existing));
         let claim = match binding::decide(holder.as_ref(), false, now) {
-            Claim::Expired => binding::after_expiry(crate::tenant::held(&self.client, namespace).await?.requests > 0),
+            Claim::Expired => binding::after_expiry(crate::tenancy::tenant::held(&self.client, namespace).await?.requests > 0),
             claim => claim,
         };
         match claim {
             Claim::Bound { until } => Ok(Some(until)),
             // Expired and unused, or deleted meanwhile: the caller's now.
             _ => {
-                crate::grant::apply(sas, FIELD_MANAGER, sa).await?;
+                crate::writes::apply(sas, FIELD_MANAGER, sa).await?;
                 Ok(None)
             }
         }
@@ -332,13 +338,12 @@ impl AuthService {
 
 /// The ServiceAccount of `access`'s identity, issued at `now` until `expires`: waiting to be
 /// used, or in use when renewed (pure).
-pub fn identity_account(access: &crate::access::Access, now: Timestamp, expires: Timestamp, renewal: bool) -> ServiceAccount {
+pub fn identity_account(access: &crate::tenancy::access::Access, now: Timestamp, expires: Timestamp, renewal: bool) -> ServiceAccount {
     let mut sa = access.service_account.clone();
     let state = if renewal { IDENTITY_IN_USE } else { IDENTITY_WAITING };
     sa.metadata.labels.get_or_insert_default().insert(LABEL_IDENTITY.to_owned(), state.to_owned());
-    sa.metadata.annotations = Some(
-        [(ANNOTATION_ISSUED_AT.to_owned(), now.to_string()), (ANNOTATION_EXPIRES_AT.to_owned(), expires.to_string())].into(),
-    );
+    sa.metadata.annotations =
+        Some([(ANNOTATION_ISSUED_AT.to_owned(), now.to_string()), (ANNOTATION_EXPIRES_AT.to_owned(), expires.to_string())].into());
     sa
 }
 
@@ -401,10 +406,15 @@ async fn answer_identity(
     if let Some(current) = req.current_token.as_deref().filter(|t| !t.is_empty()) {
         match s.proves(&req.cluster_id, current).await {
             Ok(true) => return answer_issue(s, &req.cluster_id, &own_id, from, true).await,
-            Ok(false) => tracing::info!(peer = %req.cluster_id, source = %from.ip(), "a renewal's current token is not that identity's: taken as a first claim"),
+            Ok(false) => {
+                tracing::info!(peer = %req.cluster_id, source = %from.ip(), "a renewal's current token is not that identity's: taken as a first claim")
+            }
             Err(e) => {
                 tracing::warn!(peer = %req.cluster_id, error = %e, "reviewing a renewal's current token failed");
-                return ("unavailable", error(StatusCode::SERVICE_UNAVAILABLE, format!("reviewing the current token failed: {}", e.label())));
+                return (
+                    "unavailable",
+                    error(StatusCode::SERVICE_UNAVAILABLE, format!("reviewing the current token failed: {}", e.label())),
+                );
             }
         }
     }

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::SecretReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::ObjectMeta;
 use liqo_api::names::{LABEL_CLUSTER_ID, peering_kubeconfig_secret};
 use liqo_api::reasons::Reason;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use liqo_api::{
     AuthStatus, ClusterIdentity, DiscoveryConfig, DiscoveryType, ForeignClusterSpec, HandedKubeconfig, PeeringRequest, PeeringRequestSpec,
     TrustMode,

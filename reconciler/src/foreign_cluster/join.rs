@@ -19,10 +19,10 @@ use super::report::Report;
 use super::way::Way;
 use super::{CA_KEY, Ctx, KUBECONFIG_KEY, TOKEN_KEY, add_finalizer, identity_secret, patch_spec, read_token, token_secret};
 use crate::auth::wire::IdentityRequest;
-use crate::tenancy::binding;
 use crate::connect_first::{Gate, Silent};
 use crate::error::{Error, Result};
 use crate::peer::{ANONYMOUS_KUBECONFIG, Peers, RemoteAccess, Trust};
+use crate::tenancy::binding;
 
 /// Why the join stopped before finishing.
 pub(super) enum Stop {
@@ -82,7 +82,7 @@ async fn give_way<P: Peers>(j: Join<'_, P>, cluster_id: &str) -> Step<()> {
     });
     for other in stand_ins {
         tracing::info!(fc = %me, stand_in = %other.name_any(), cluster_id, "an incoming stand-in gives way to this ForeignCluster");
-        crate::grant::delete(&Api::<ForeignCluster>::all(j.ctx.shared.client.clone()), &other.name_any()).await?;
+        crate::writes::delete(&Api::<ForeignCluster>::all(j.ctx.shared.client.clone()), &other.name_any()).await?;
     }
     Ok(())
 }
@@ -201,17 +201,17 @@ async fn pipeline<P: Peers>(
 /// then: a joined peer's rounds cost nothing more): a full
 /// unjoin may have just retired it, and it is waited for while it goes (Kubernetes empties a
 /// deleted namespace 5 s later at the earliest). The remote takes back an identity left unused
-/// for a few seconds (see [`crate::retirement`]): asked for first, ours was taken back while
+/// for a few seconds (see [`crate::tenancy::retirement`]): asked for first, ours was taken back while
 /// we waited here (the chaos soak, seed 7), and the join started over.
 async fn our_tenant<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> Step<()> {
-    match crate::tenant::ensure(&j.ctx.shared.client, &remote.id, super::FIELD_MANAGER).await {
+    match crate::tenancy::tenant::ensure(&j.ctx.shared.client, &remote.id, super::FIELD_MANAGER).await {
         Ok(_) => Ok(()),
         Err(e @ Error::TenantTerminating(_)) => Err(tenant_terminating(j, r, e)),
         Err(e) => Err(e.into()),
     }
 }
 
-/// Our tenant namespace for the peer is still going after [`crate::tenant::TERMINATING_WAIT`]:
+/// Our tenant namespace for the peer is still going after [`crate::tenancy::tenant::TERMINATING_WAIT`]:
 /// said, and looked at again within a health period.
 fn tenant_terminating<P: Peers>(j: Join<'_, P>, r: &mut Report, e: Error) -> Stop {
     r.set(Phase::Joined, Status::False, Reason::TenantNamespaceTerminating, format!("{e}: offering once it is gone"));
@@ -421,12 +421,19 @@ async fn renew_if_due<P: Peers>(j: Join<'_, P>, auth_url: &str, remote: &Remote,
     match renewed {
         Ok(new) => {
             tracing::info!(peer = %remote.id, expired = %expires, "renewed our identity on the remote");
-            ctx.event(fc, false, "IdentityRenewed", format!("renewed our identity on the remote (the old one expires {expires}); stored in Secret {secret}")).await;
+            ctx.event(
+                fc,
+                false,
+                "IdentityRenewed",
+                format!("renewed our identity on the remote (the old one expires {expires}); stored in Secret {secret}"),
+            )
+            .await;
             new
         }
         Err(e) => {
             tracing::warn!(peer = %remote.id, error = %e, cause = e.label(), "renewing our identity on the remote failed; keeping the current one, next round again");
-            ctx.event(fc, true, "IdentityRenewalFailed", format!("renewing our identity failed ({e}); the current one expires {expires}")).await;
+            ctx.event(fc, true, "IdentityRenewalFailed", format!("renewing our identity failed ({e}); the current one expires {expires}"))
+                .await;
             kubeconfig
         }
     }

@@ -34,13 +34,14 @@ use liqo_api::{ForeignCluster, HandedKubeconfig, PeeringRequest};
 
 use self::decide::OurRequest;
 use self::report::Report;
-use crate::access::advertisement_access;
 use crate::auth::service::{ApiServer, kubeconfig};
 use crate::context::Shared;
 use crate::error::{Result, is_conflict};
-use crate::grant;
 use crate::peer::Peers;
 use crate::slim_store::{SecretData, SlimStore, namespaced_key};
+use crate::tenancy::access::advertisement_access;
+use crate::tenancy::grant;
+use crate::writes;
 
 /// Field manager of the objects this controller applies (its status: [`report::STATUS_MANAGER`]).
 pub const FIELD_MANAGER: &str = "liqo-peering";
@@ -423,13 +424,13 @@ impl<P: Peers> Ctx<P> {
         let api: Api<Secret> = Api::namespaced(self.shared.client.clone(), &self.shared.namespace);
         match api.create(&PostParams::default(), &secret).await {
             Ok(_) => Ok(()),
-            Err(e) if is_conflict(&e) => grant::apply(&api, FIELD_MANAGER, &secret).await.map(drop),
+            Err(e) if is_conflict(&e) => writes::apply(&api, FIELD_MANAGER, &secret).await.map(drop),
             Err(e) => Err(e.into()),
         }
     }
 
     async fn delete_local_secret(&self, name: &str) -> Result<()> {
-        grant::delete(&Api::<Secret>::namespaced(self.shared.client.clone(), &self.shared.namespace), name).await.map(drop)
+        writes::delete(&Api::<Secret>::namespaced(self.shared.client.clone(), &self.shared.namespace), name).await.map(drop)
     }
 
     /// Grants the peer its Advertisement access here, and returns the Secret (for the remote's
@@ -442,7 +443,7 @@ impl<P: Peers> Ctx<P> {
         if tenant_made {
             grant::grant_in(&self.shared.client, FIELD_MANAGER, &access).await?;
         } else {
-            grant::grant(&self.shared.client, FIELD_MANAGER, remote_id, &access).await?;
+            crate::tenancy::tenant::grant(&self.shared.client, FIELD_MANAGER, remote_id, &access).await?;
         }
         let issued = k8s_openapi::jiff::Timestamp::now();
         let (token, expires) = grant::token_until(&self.shared.client, access.namespace(), remote_id, self.token_lifetime).await?;

@@ -30,11 +30,12 @@ use liqo_api::{Advertisement, ForeignCluster, OutgoingStatus, PeeringRequest, Se
 use super::report::Report;
 use super::way::Way;
 use super::{CA_KEY, Ctx, KUBECONFIG_KEY, decide, identity_secret, remove_finalizer};
-use crate::access::advertisement_access;
 use crate::auth::wire::IdentityRequest;
 use crate::error::{Error, Result, Step};
-use crate::grant;
 use crate::peer::{Peers, RemoteAccess, Trust};
+use crate::tenancy::access::advertisement_access;
+use crate::tenancy::grant;
+use crate::writes;
 
 /// Unjoins `fc` (see the module documentation).
 pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str) -> Result<Action> {
@@ -84,7 +85,7 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
             grant::revoke(&ctx.shared.client, &advertisement_access(&remote_id)).await?;
         }
         let tenant = tenant_namespace(&remote_id);
-        grant::delete(&Api::<Advertisement>::namespaced(ctx.shared.client.clone(), &tenant), &advertisement_name(&remote_id)).await?;
+        writes::delete(&Api::<Advertisement>::namespaced(ctx.shared.client.clone(), &tenant), &advertisement_name(&remote_id)).await?;
     }
 
     // 3. Done only once our PeeringRequest is gone from the remote (NotFound, not Terminating:
@@ -112,8 +113,8 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
     if !remote_id.is_empty() {
         // An identity the peer was issued in the last few seconds is for a join of its own
         // under way: its request comes next (looked at again if it does not).
-        let since = crate::retirement::fresh_after(k8s_openapi::jiff::Timestamp::now());
-        crate::retirement::retire(&ctx.shared, &remote_id, since).await?;
+        let since = crate::tenancy::retirement::fresh_after(k8s_openapi::jiff::Timestamp::now());
+        crate::tenancy::retirement::retire(&ctx.shared.client, &ctx.shared.foreign, &remote_id, since).await?;
     }
     // The identity the remote issued us is for this peering: the remote retires it with its
     // tenant namespace for us once no direction is left there, so a re-join asks for a new
@@ -211,8 +212,8 @@ async fn withdraw_offer<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &st
         // unjoined (it then retires our identity and tenant namespace there); its broadcaster
         // keeps the client it made from it to withdraw its Advertisement.
         let secrets = Api::<Secret>::namespaced(remote, &there);
-        grant::delete_raw(&secrets, &peering_kubeconfig_secret(own_id)).await.map_err(remote_err)?;
-        grant::delete_raw(&requests, own_id).await.map_err(remote_err)?;
+        writes::delete_raw(&secrets, &peering_kubeconfig_secret(own_id)).await.map_err(remote_err)?;
+        writes::delete_raw(&requests, own_id).await.map_err(remote_err)?;
     }
     let standing = match requests.get_opt(own_id).await {
         // Our request deleted (now or in an earlier round), then our identity refused: the

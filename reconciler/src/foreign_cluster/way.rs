@@ -20,8 +20,8 @@ use liqo_api::{ForeignCluster, PeeringRequest};
 
 use super::FIELD_MANAGER;
 use crate::error::{Error, Result, Step, is_conflict};
-use crate::grant;
 use crate::peer::{Peers, Trust};
+use crate::writes;
 
 /// How a ForeignCluster reaches its remote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,8 +106,8 @@ impl<'a> Way<'a> {
         let remote_err = |e| Error::remote_api(Step::ApiServer, e);
         match self {
             Way::AuthService { .. } => {
-                grant::apply_raw(&secrets, FIELD_MANAGER, secret).await.map_err(remote_err)?;
-                grant::apply_raw(&requests, FIELD_MANAGER, request).await.map_err(remote_err)?;
+                writes::apply_raw(&secrets, FIELD_MANAGER, secret).await.map_err(remote_err)?;
+                writes::apply_raw(&requests, FIELD_MANAGER, request).await.map_err(remote_err)?;
             }
             Way::Anonymous { .. } => {
                 let pp = PostParams::default();

@@ -178,7 +178,11 @@ mod tests {
     fn a_tokens_times_are_read_from_its_claims() {
         use base64::Engine;
         let enc = |v: serde_json::Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
-        let token = format!("{}.{}.sig", enc(serde_json::json!({"alg": "RS256"})), enc(serde_json::json!({"iat": 1_800_000_000, "exp": 1_800_604_800})));
+        let token = format!(
+            "{}.{}.sig",
+            enc(serde_json::json!({"alg": "RS256"})),
+            enc(serde_json::json!({"iat": 1_800_000_000, "exp": 1_800_604_800}))
+        );
         let (iat, exp) = token_times(&token).unwrap();
         assert_eq!((iat.as_second(), exp.as_second()), (1_800_000_000, 1_800_604_800));
         assert_eq!(token_times("not-a-jwt"), None);

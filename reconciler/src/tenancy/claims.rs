@@ -107,7 +107,10 @@ async fn write(client: &Client, new: &[RefusedRequest]) -> kube::Result<()> {
 
 async fn tell_its_foreign_cluster(recorder: &Recorder, foreign: &Store<ForeignCluster>, claim: &RefusedRequest) {
     let Some(fc) = foreign.find(|f| f.spec.remote_cluster_id() == Some(claim.cluster_id.as_str())) else { return };
-    let note = format!("{} ({}× since {}); if that is this peer and it lost its identity, free it: kubectl liqo free {}", claim.message, claim.count, claim.first_time.0, claim.cluster_id);
+    let note = format!(
+        "{} ({}× since {}); if that is this peer and it lost its identity, free it: kubectl liqo free {}",
+        claim.message, claim.count, claim.first_time.0, claim.cluster_id
+    );
     crate::events::publish(Some(recorder), &*fc, true, "Authenticate", "IdentityClaimed", note).await;
 }
 

@@ -113,11 +113,11 @@ impl InstallCheck {
         parts
     }
 
-    /// Keeps `told` saying what is missing, looking every `period` (and so refreshing what the
-    /// auth service reads), until `shutdown`.
+    /// Tells `say` what is missing ([`message`]; `None`: nothing), looking every `period` (and
+    /// so refreshing what the auth service reads), until `shutdown`.
     pub async fn follow(
         self: std::sync::Arc<Self>,
-        told: std::sync::Arc<tokio::sync::watch::Sender<crate::published::Told>>,
+        say: impl Fn(Option<String>),
         period: Duration,
         shutdown: impl std::future::Future<Output = ()>,
     ) {
@@ -126,12 +126,7 @@ impl InstallCheck {
             loop {
                 tick.tick().await;
                 let missing = self.look().await;
-                let said = (!missing.is_empty()).then(|| message(&missing));
-                told.send_if_modified(|t| {
-                    let changed = t.install_missing != said;
-                    t.install_missing = said.clone();
-                    changed
-                });
+                say((!missing.is_empty()).then(|| message(&missing)));
             }
         };
         tokio::select! {
@@ -160,7 +155,9 @@ mod tests {
     fn the_parts_are_those_the_manifests_ship() {
         for part in PARTS {
             let text = std::fs::read_to_string(format!("{}/../{}", env!("CARGO_MANIFEST_DIR"), part.manifest)).unwrap();
-            let shipped = text.split("\n---").any(|doc| doc.contains(&format!("kind: {}\n", part.kind)) && doc.contains(&format!("name: {}\n", part.name)));
+            let shipped = text
+                .split("\n---")
+                .any(|doc| doc.contains(&format!("kind: {}\n", part.kind)) && doc.contains(&format!("name: {}\n", part.name)));
             assert!(shipped, "{} {} is not in {}", part.kind, part.name, part.manifest);
         }
     }

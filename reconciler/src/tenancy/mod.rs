@@ -1,28 +1,42 @@
-//! Who may hold an identity here, and what a stranger's identity may cost (SPEC §10):
-//! [`binding`] decides who gets an identity for a cluster ID (pure), [`waiting`] counts those
-//! issued and not yet used for their cap, [`sweep`] retires the unused ones with their tenant
-//! namespace (the leader, after its stores sync), and [`claims`] records the refused claims
-//! where refused requests are shown.
+//! Tenancy: what each peer holds here and who may hold it (SPEC §9, §10).
 //!
-//! It uses the tenant namespaces and grants below it (`crate::tenant`, `crate::grant`) and the
-//! ForeignCluster store; nothing in it imports a controller.
+//! - [`tenant`]: a peer's tenant namespace and its quota, made when first needed and retired
+//!   once nothing of the peer is left; [`retirement`] decides when a direction's end retires it;
+//! - [`access`] (pure) and [`grant`]: the identities granted in it, by RoleBindings to the
+//!   fixed ClusterRoles, and their tokens;
+//! - [`binding`] (pure): who gets an identity for a cluster ID (trust on first use, renewal);
+//! - [`waiting`], [`sweep`]: identities issued and not used, capped, and retired by the
+//!   leader's sweep; [`claims`]: refused claims, shown where refused requests are;
+//! - [`install`]: whether what identities stand on is installed.
+//!
+//! It may use the Kubernetes machinery (`crate::error`, `crate::writes`, `crate::events`,
+//! `crate::metrics`) and the API types; nothing in it imports a controller, the auth service or
+//! the context they share. Within it, `tenant` uses `grant`, which uses `access`; never back.
 
+pub mod access;
 pub mod binding;
 pub mod claims;
+pub mod grant;
 pub mod install;
+pub mod retirement;
 pub mod sweep;
+pub mod tenant;
 pub mod waiting;
 
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
 use liqo_api::ForeignCluster;
 use liqo_api::names::LABEL_CLUSTER_ID;
 
 /// Whether `fc`, standing for `peer`, needs the identity we issued it: we join it, or it joined
 /// us (its request was accepted), and the ForeignCluster is not being deleted.
 fn needs(fc: &ForeignCluster, peer: &str) -> bool {
-    let stands_for = fc.spec.remote_cluster_id() == Some(peer) || fc.labels().get(LABEL_CLUSTER_ID).map(String::as_str) == Some(peer);
-    stands_for && needs_any(fc)
+    stands_for(fc, peer) && needs_any(fc)
+}
+
+/// Whether `fc` stands for cluster `peer` (its spec or its cluster-ID label says so).
+pub fn stands_for(fc: &ForeignCluster, peer: &str) -> bool {
+    fc.spec.remote_cluster_id() == Some(peer) || fc.labels().get(LABEL_CLUSTER_ID).map(String::as_str) == Some(peer)
 }
 
 /// Whether `fc` needs its peer's tenant namespace: a peering either way, not being deleted.

@@ -17,10 +17,10 @@ use kube::{Client, ResourceExt};
 use liqo_api::ForeignCluster;
 use liqo_api::names::{ANNOTATION_ISSUED_AT, IDENTITY_IN_USE, IDENTITY_WAITING, LABEL_CLUSTER_ID, LABEL_IDENTITY};
 
+use super::tenant::Retirement;
 use super::waiting::Waiting;
 use crate::error::Result;
 use crate::metrics::{Metrics, StateLabels};
-use crate::tenant::Retirement;
 
 /// The sweep's settings and what it shares.
 #[derive(Clone)]
@@ -47,7 +47,7 @@ pub struct Round {
 }
 
 /// What becomes of one waiting identity (pure, but for the look at the tenant namespace that
-/// [`tenant::retire`](crate::tenant::retire) makes when it is past its time).
+/// [`tenant::retire`](super::tenant::retire) makes when it is past its time).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     /// A ForeignCluster here needs it.
@@ -110,7 +110,7 @@ impl Sweep {
                 Verdict::Waits => kept.push((peer, issued.unwrap_or(now))),
                 Verdict::Due => {
                     let since = now - SignedDuration::try_from(self.unused_for).unwrap_or(SignedDuration::ZERO);
-                    match crate::tenant::retire(&self.client, &peer, since).await {
+                    match super::tenant::retire(&self.client, &peer, since).await {
                         Ok(Retirement::Retired) => {
                             tracing::info!(%peer, source = "sweep", "retired an identity nobody used in time, with its tenant namespace");
                             self.metrics.identities_retired.inc();

@@ -1,5 +1,5 @@
 //! When a peer's tenant namespace is retired (SPEC §9). A direction of the peering that ends
-//! asks for it ([`retire`]); [`crate::tenant::retire`] does it once nothing of the peer is left
+//! asks for it ([`retire`]); [`super::tenant::retire`] does it once nothing of the peer is left
 //! there. An identity issued to the peer just before keeps the namespace: the peer may be
 //! about to write its request with it. Such a namespace is looked at again once the peer had
 //! [`USE_WITHIN`] to use that identity, so an identity nobody used never leaves it for good
@@ -12,10 +12,10 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::runtime::reflector::Store;
 use liqo_api::ForeignCluster;
 
-use crate::context::Shared;
+use kube::Client;
+
+use super::tenant::Retirement;
 use crate::error::Result;
-use crate::peer::Peers;
-use crate::tenant::Retirement;
 
 /// How long a peer has to write its request with an identity we just issued it before an
 /// unused tenant namespace is retired anyway. It writes it at once (milliseconds); a peer
@@ -44,31 +44,31 @@ pub fn look_again_in(issued: Timestamp, now: Timestamp) -> Duration {
 /// Whether we join peer `id` ourselves (a ForeignCluster for it says `join: true` and is not
 /// being deleted): its tenant namespace then stays for that direction.
 pub fn joining(foreign: &Store<ForeignCluster>, id: &str) -> bool {
-    crate::incoming::find_foreign(foreign, id).is_some_and(|fc| fc.spec.join() && fc.metadata.deletion_timestamp.is_none())
+    foreign.find(|fc| super::stands_for(fc, id) && fc.spec.join() && fc.metadata.deletion_timestamp.is_none()).is_some()
 }
 
 /// A direction of the peering with `peer` ended at `since`: retires its tenant namespace unless
 /// we join it or something of it is left; when a fresh identity keeps it, looks again later.
-pub async fn retire<P: Peers>(shared: &Shared<P>, peer: &str, since: Timestamp) -> Result<()> {
-    if joining(&shared.foreign, peer) {
+pub async fn retire(client: &Client, foreign: &Store<ForeignCluster>, peer: &str, since: Timestamp) -> Result<()> {
+    if joining(foreign, peer) {
         return Ok(());
     }
-    if let Retirement::IssuedAt(issued) = crate::tenant::retire(&shared.client, peer, since).await? {
-        tokio::spawn(look_again(shared.clone(), peer.to_owned(), issued));
+    if let Retirement::IssuedAt(issued) = super::tenant::retire(client, peer, since).await? {
+        tokio::spawn(look_again(client.clone(), foreign.clone(), peer.to_owned(), issued));
     }
     Ok(())
 }
 
 /// Retires `peer`'s tenant namespace once the identity issued at `issued` had time to be used
 /// and was not (nothing of the peer there), following any newer identity the same way.
-async fn look_again<P: Peers>(shared: Shared<P>, peer: String, mut issued: Timestamp) {
+async fn look_again(client: Client, foreign: Store<ForeignCluster>, peer: String, mut issued: Timestamp) {
     let mut wait = look_again_in(issued, Timestamp::now());
     for _ in 0..LOOKS {
         tokio::time::sleep(wait).await;
-        if joining(&shared.foreign, &peer) {
+        if joining(&foreign, &peer) {
             return;
         }
-        match crate::tenant::retire(&shared.client, &peer, issued).await {
+        match super::tenant::retire(&client, &peer, issued).await {
             Ok(Retirement::IssuedAt(later)) => {
                 issued = later;
                 wait = look_again_in(issued, Timestamp::now());

@@ -5,7 +5,7 @@
 //! [`namespace`] and [`quota`] are the objects (pure); [`ensure`] makes them the first time
 //! something of the peer must be stored; [`retire`] revokes the identities we issued the peer
 //! and removes the namespace once no direction of the peering remains ([`unused`], pure);
-//! [`crate::retirement`] decides when to call it.
+//! [`super::retirement`] decides when to call it.
 
 use std::collections::BTreeMap;
 
@@ -16,6 +16,7 @@ use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use liqo_api::names::{ANNOTATION_ISSUED_AT, LABEL_CLUSTER_ID, LABEL_TENANT_NAMESPACE, TENANT_QUOTA, tenant_namespace};
 use liqo_api::{Advertisement, FederationRequest, PeeringRequest};
 
+use super::access::Access;
 use crate::error::{Error, Result, is_conflict, is_not_found};
 
 /// The most objects of each kind a peer may have in its tenant namespace. One request and one
@@ -114,6 +115,13 @@ pub async fn ensure(client: &Client, peer: &str, manager: &str) -> Result<String
     Ok(name)
 }
 
+/// Creates (or leaves as they are) the objects of `access`, in the peer's tenant namespace,
+/// made first when missing.
+pub async fn grant(client: &Client, manager: &str, peer: &str, access: &Access) -> Result<()> {
+    ensure(client, peer, manager).await?;
+    super::grant::grant_in(client, manager, access).await
+}
+
 /// Whether a tenant namespace's quota caps other than [`QUOTA`] (pure): made by an earlier
 /// release.
 pub fn outdated(existing: &ResourceQuota) -> bool {
@@ -193,7 +201,7 @@ pub async fn retire(client: &Client, peer: &str, since: k8s_openapi::jiff::Times
     }
     // An identity issued since: the peer is about to write its request with it (found by the
     // node tier: a namespace retired between a peer's new identity and its request).
-    let identity = crate::access::peer_identity(peer);
+    let identity = super::access::peer_identity(peer);
     let sa = Api::<ServiceAccount>::namespaced(client.clone(), &name).get_opt(identity.service_account_name()).await?;
     let issued = sa.as_ref().and_then(|sa| sa.metadata.annotations.as_ref()?.get(ANNOTATION_ISSUED_AT).cloned());
     if let Some(at) = issued_at(issued.as_deref()).filter(|at| *at > since) {
@@ -202,8 +210,8 @@ pub async fn retire(client: &Client, peer: &str, since: k8s_openapi::jiff::Times
     }
     // The identities first: their tokens are refused (401) at once, which the peer takes for
     // the end of what it did here.
-    crate::grant::revoke(client, &crate::access::peer_identity(peer)).await?;
-    crate::grant::revoke(client, &crate::access::advertisement_access(peer)).await?;
+    super::grant::revoke(client, &super::access::peer_identity(peer)).await?;
+    super::grant::revoke(client, &super::access::advertisement_access(peer)).await?;
     match namespaces.delete(&name, &Default::default()).await {
         Ok(_) => tracing::info!(namespace = %name, "no direction of the peering is left: deleted the peer's tenant namespace"),
         Err(e) if is_not_found(&e) => {}

@@ -1,4 +1,4 @@
-//! Writing and removing the [`Access`] objects of [`crate::access`], and issuing tokens for
+//! Writing and removing the [`Access`] objects of [`super::access`], and issuing tokens for
 //! their ServiceAccounts (I/O). Writes are server-side apply, so granting twice changes nothing.
 
 use std::time::Duration;
@@ -7,59 +7,15 @@ use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Client, Resource};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use kube::Client;
+use kube::api::{Api, PostParams};
 
-use crate::access::Access;
-use crate::error::{Error, Result, is_not_found};
+use super::access::Access;
+use crate::error::{Error, Result};
+use crate::writes::{apply, delete};
 
-/// Server-side applies `object` (forcing ownership of the fields it sets).
-pub async fn apply<K>(api: &Api<K>, manager: &str, object: &K) -> Result<K>
-where
-    K: Resource + Serialize + DeserializeOwned + Clone + std::fmt::Debug,
-{
-    Ok(apply_raw(api, manager, object).await?)
-}
-
-/// [`apply`], with the API server's error as it is (for calls to another cluster).
-pub async fn apply_raw<K>(api: &Api<K>, manager: &str, object: &K) -> kube::Result<K>
-where
-    K: Resource + Serialize + DeserializeOwned + Clone + std::fmt::Debug,
-{
-    let name = object.meta().name.clone().unwrap_or_default();
-    api.patch(&name, &PatchParams::apply(manager).force(), &Patch::Apply(object)).await
-}
-
-/// Deletes `name`; true when it existed.
-pub async fn delete<K>(api: &Api<K>, name: &str) -> Result<bool>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    Ok(delete_raw(api, name).await?)
-}
-
-/// [`delete`], with the API server's error as it is (for calls to another cluster).
-pub async fn delete_raw<K>(api: &Api<K>, name: &str) -> kube::Result<bool>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(true),
-        Err(e) if is_not_found(&e) => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// Creates (or leaves as they are) the objects of `access`, in the peer's tenant namespace,
-/// made first when missing.
-pub async fn grant(client: &Client, manager: &str, peer: &str, access: &Access) -> Result<()> {
-    crate::tenant::ensure(client, peer, manager).await?;
-    grant_in(client, manager, access).await
-}
-
-/// [`grant`], in a tenant namespace the caller has just made sure of.
+/// Creates (or leaves as they are) the objects of `access`, in a tenant namespace the caller
+/// has made sure of ([`super::tenant::grant`] makes sure of it first).
 pub async fn grant_in(client: &Client, manager: &str, access: &Access) -> Result<()> {
     let namespace = access.namespace();
     apply(&Api::<ServiceAccount>::namespaced(client.clone(), namespace), manager, &access.service_account).await?;
