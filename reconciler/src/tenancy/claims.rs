@@ -34,7 +34,9 @@ pub fn entry(peer: &str, from: IpAddr, why: &str, now: Timestamp) -> RefusedRequ
     RefusedRequest {
         cluster_id: peer.to_owned(),
         cluster_name: None,
-        message: format!("an identity for this cluster ID was claimed from {from} and refused: {why}"),
+        message: format!(
+            "an identity for this cluster ID was claimed from {from} and refused: {why}; if the caller is that cluster and it lost its identity, free the ID: kubectl liqo free {peer}"
+        ),
         first_time: Time(now),
         last_time: Time(now),
         count: 1,
@@ -124,6 +126,7 @@ mod tests {
         let e = entry("abc", "192.0.2.7".parse().unwrap(), "bound", now);
         assert_eq!(e.cluster_id, "abc");
         assert!(e.message.contains("192.0.2.7") && e.message.contains("bound"), "{}", e.message);
+        assert!(e.message.ends_with("kubectl liqo free abc"), "the way to free it is shown wherever the claim is: {}", e.message);
         assert_eq!(e.first_time.0, now);
         let claims = Claims::default();
         for _ in 0..3 {
