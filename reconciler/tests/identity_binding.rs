@@ -218,3 +218,34 @@ async fn a_missing_part_of_the_install_is_said_and_no_identity_is_issued_without
     assert_eq!(fixed.reason, "PeerAccessReady");
     eventually("an identity issued once the install is whole", || async { (h.claim(PEER, None).await.status == 201).then_some(()) }).await;
 }
+
+#[tokio::test]
+async fn identities_of_an_earlier_release_are_swept_too_once_unused() {
+    let Some(mut h) = hub(&[]).await else { return };
+    // As 0.2 issued them: stamped with their issue time, no state label; one unused, one whose
+    // peer peers with us (its ForeignCluster says the request was accepted).
+    for id in [PEER, OTHER] {
+        liqo_reconciler::tenancy::tenant::ensure(&h.admin, id, "liqo-auth").await.unwrap();
+        let mut access = liqo_reconciler::tenancy::access::peer_identity(id);
+        let issued = (k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_hours(1)).to_string();
+        access.service_account.metadata.annotations = Some([("discovery.liqo.io/issued-at".to_owned(), issued)].into());
+        liqo_reconciler::tenancy::grant::grant_in(&h.admin, "liqo-auth", &access).await.unwrap();
+    }
+    let fc: liqo_api::ForeignCluster = serde_json::from_value(json!({
+        "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
+        "metadata": {"name": OTHER, "labels": {"discovery.liqo.io/cluster-id": OTHER}},
+        "spec": {"clusterIdentity": {"clusterID": OTHER}, "join": false, "discoveryType": "IncomingPeering"}
+    }))
+    .unwrap();
+    let fcs: Api<liqo_api::ForeignCluster> = Api::all(h.admin.clone());
+    fcs.create(&Default::default(), &fc).await.unwrap();
+    let status = json!({"status": {"incoming": {"joined": true, "peeringRequest": OTHER}}});
+    fcs.patch_status(OTHER, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(status)).await.unwrap();
+    // The upgrade: the reconciler of this release starts.
+    let token = h.token.clone();
+    restart_reconciler(&h.cp, &mut h.rec, "hub", &token, &["--auth-identity-burst=100"]);
+    ready(&mut h.rec).await;
+    eventually("the unused identity of before retired", || async { h.retired(PEER).await.then_some(()) }).await;
+    eventually("the used one labelled in use", || async { (h.identity_state(OTHER).await.as_deref() == Some("in-use")).then_some(()) }).await;
+    assert!(!h.retired(OTHER).await);
+}

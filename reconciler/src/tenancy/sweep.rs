@@ -76,6 +76,11 @@ impl Sweep {
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
         self.metrics.waiting_identities_cap.set(self.waiting.cap as i64);
         let rounds = async {
+            match self.adopt_earlier().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(identities = n, "identities issued by an earlier release labelled for the sweep"),
+                Err(e) => tracing::warn!(error = %e, cause = e.label(), "labelling identities of an earlier release failed; next start again"),
+            }
             let mut tick = tokio::time::interval(self.period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -130,6 +135,29 @@ impl Sweep {
         self.waiting.replace(kept, mark);
         self.publish(round.waiting);
         Ok(round)
+    }
+
+    /// Labels the identities an earlier release issued (no [`LABEL_IDENTITY`]): in use when a
+    /// ForeignCluster here needs them, else waiting, which the rounds then retire if they stay
+    /// unused (their issue time is recorded). Once per start: afterwards none is left.
+    pub async fn adopt_earlier(&self) -> Result<usize> {
+        let sas: Api<ServiceAccount> = Api::all(self.client.clone());
+        let selector = format!("{LABEL_CLUSTER_ID},!{LABEL_IDENTITY}");
+        let list = sas.list_metadata(&ListParams::default().labels(&selector)).await?;
+        let mut adopted = 0;
+        for sa in list.items.iter().filter(|sa| sa.metadata.deletion_timestamp.is_none()) {
+            let Some(peer) = sa.labels().get(LABEL_CLUSTER_ID).cloned() else { continue };
+            // The requester identity the auth service issued, not the broadcaster's we grant.
+            if sa.name_any() != liqo_api::names::peer_service_account(&peer) {
+                continue;
+            }
+            let state = if super::in_use(&self.foreign, &peer) { IDENTITY_IN_USE } else { IDENTITY_WAITING };
+            let body = serde_json::json!({"metadata": {"labels": {LABEL_IDENTITY: state}}});
+            let namespaced: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &sa.namespace().unwrap_or_default());
+            namespaced.patch(&sa.name_any(), &PatchParams::default(), &Patch::Merge(body)).await?;
+            adopted += 1;
+        }
+        Ok(adopted)
     }
 
     async fn mark_in_use(&self, namespace: &str, name: &str, round: &mut Round) {
