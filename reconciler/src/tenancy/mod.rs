@@ -28,10 +28,18 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use liqo_api::ForeignCluster;
 use liqo_api::names::LABEL_CLUSTER_ID;
 
-/// Whether `fc`, standing for `peer`, needs the identity we issued it: we join it, or it joined
-/// us (its request was accepted), and the ForeignCluster is not being deleted.
-fn needs(fc: &ForeignCluster, peer: &str) -> bool {
-    stands_for(fc, peer) && needs_any(fc)
+/// Whether `fc`, standing for `peer`, shows the identity we issued it in use: its request was
+/// accepted (`status.incoming.joined`), and the ForeignCluster is not being deleted. Our own
+/// join of the peer is another direction, which needs the tenant namespace
+/// ([`joining`]) but not the identity the peer requests with.
+fn uses(fc: &ForeignCluster, peer: &str) -> bool {
+    stands_for(fc, peer) && joined_us(fc)
+}
+
+/// Whether `fc`'s peer joined us (its request accepted), `fc` not being deleted.
+pub(crate) fn joined_us(fc: &ForeignCluster) -> bool {
+    let joined = fc.status.as_ref().and_then(|s| s.incoming.as_ref()).is_some_and(|i| i.joined);
+    fc.metadata.deletion_timestamp.is_none() && joined
 }
 
 /// Whether `fc` stands for cluster `peer` (its spec or its cluster-ID label says so).
@@ -39,22 +47,22 @@ pub fn stands_for(fc: &ForeignCluster, peer: &str) -> bool {
     fc.spec.remote_cluster_id() == Some(peer) || fc.labels().get(LABEL_CLUSTER_ID).map(String::as_str) == Some(peer)
 }
 
-/// Whether `fc` needs its peer's tenant namespace: a peering either way, not being deleted.
-pub(crate) fn needs_any(fc: &ForeignCluster) -> bool {
-    let joined_us = fc.status.as_ref().and_then(|s| s.incoming.as_ref()).is_some_and(|i| i.joined);
-    fc.metadata.deletion_timestamp.is_none() && (fc.spec.join() || joined_us)
-}
-
-/// Whether peer `peer` uses what we issued it, by the ForeignCluster named after its ID (the
-/// one an accepted request makes): one lookup, for the auth service's cap.
+/// Whether peer `peer` uses the identity we issued it, by the ForeignCluster named after its ID
+/// (the one an accepted request makes): one lookup, for the auth service's cap.
 pub fn in_use_by_name(foreign: &Store<ForeignCluster>, peer: &str) -> bool {
-    foreign.get(&ObjectRef::new(peer)).is_some_and(|fc| needs(&fc, peer))
+    foreign.get(&ObjectRef::new(peer)).is_some_and(|fc| uses(&fc, peer))
 }
 
-/// Whether any ForeignCluster here needs what we issued `peer` (whatever its name): for the
-/// sweep.
+/// Whether any ForeignCluster here shows `peer` using the identity we issued it (whatever its
+/// name): for the sweep.
 pub fn in_use(foreign: &Store<ForeignCluster>, peer: &str) -> bool {
-    in_use_by_name(foreign, peer) || foreign.find(|fc| needs(fc, peer)).is_some()
+    in_use_by_name(foreign, peer) || foreign.find(|fc| uses(fc, peer)).is_some()
+}
+
+/// Whether we join peer `id` ourselves (a ForeignCluster for it says `join: true` and is not
+/// being deleted): its tenant namespace then stays for that direction.
+pub fn joining(foreign: &Store<ForeignCluster>, id: &str) -> bool {
+    foreign.find(|fc| stands_for(fc, id) && fc.spec.join() && fc.metadata.deletion_timestamp.is_none()).is_some()
 }
 
 #[cfg(test)]
@@ -76,10 +84,10 @@ mod tests {
     }
 
     #[test]
-    fn an_identity_is_in_use_while_a_foreign_cluster_joins_either_way() {
+    fn an_identity_is_in_use_while_its_peer_is_joined_to_us() {
         for (name, join, incoming, by_name, anywhere) in [
             (PEER, false, true, true, true),
-            (PEER, true, false, true, true),
+            (PEER, true, false, false, false),
             (PEER, false, false, false, false),
             ("to-b", false, true, false, true),
         ] {
@@ -88,6 +96,7 @@ mod tests {
             assert_eq!(in_use_by_name(&reader, PEER), by_name, "{name} join {join} incoming {incoming}");
             assert_eq!(in_use(&reader, PEER), anywhere, "{name} join {join} incoming {incoming}");
             assert!(!in_use(&reader, "another"));
+            assert_eq!(joining(&reader, PEER), join, "our own join keeps the namespace, not the peer's identity");
         }
     }
 }

@@ -41,16 +41,15 @@ pub fn look_again_in(issued: Timestamp, now: Timestamp) -> Duration {
     Duration::try_from(due.duration_since(now)).unwrap_or(Duration::ZERO).min(USE_WITHIN)
 }
 
-/// Whether we join peer `id` ourselves (a ForeignCluster for it says `join: true` and is not
-/// being deleted): its tenant namespace then stays for that direction.
-pub fn joining(foreign: &Store<ForeignCluster>, id: &str) -> bool {
-    foreign.find(|fc| super::stands_for(fc, id) && fc.spec.join() && fc.metadata.deletion_timestamp.is_none()).is_some()
-}
+pub use super::joining;
 
 /// A direction of the peering with `peer` ended at `since`: retires its tenant namespace unless
 /// we join it or something of it is left; when a fresh identity keeps it, looks again later.
 pub async fn retire(client: &Client, foreign: &Store<ForeignCluster>, peer: &str, since: Timestamp) -> Result<()> {
     if joining(foreign, peer) {
+        // The namespace stays for our direction; the identity the peer requested with goes
+        // with its request, so that it gets one again when it comes back (SPEC §10).
+        super::tenant::retire_requester(client, peer, since).await?;
         return Ok(());
     }
     if let Retirement::IssuedAt(issued) = super::tenant::retire(client, peer, since).await? {

@@ -115,7 +115,12 @@ impl Sweep {
                 Verdict::Waits => kept.push((peer, issued.unwrap_or(now))),
                 Verdict::Due => {
                     let since = now - SignedDuration::try_from(self.unused_for).unwrap_or(SignedDuration::ZERO);
-                    match super::tenant::retire(&self.client, &peer, since).await {
+                    // While we join the peer its namespace stays: only the identity goes.
+                    let retired = match super::joining(&self.foreign, &peer) {
+                        true => super::tenant::retire_requester(&self.client, &peer, since).await,
+                        false => super::tenant::retire(&self.client, &peer, since).await,
+                    };
+                    match retired {
                         Ok(Retirement::Retired) => {
                             tracing::info!(%peer, source = "sweep", "retired an identity nobody used in time, with its tenant namespace");
                             self.metrics.identities_retired.inc();
@@ -170,7 +175,7 @@ impl Sweep {
     }
 
     fn publish(&self, waiting: usize) {
-        let in_use = self.foreign.state().iter().filter(|fc| super::needs_any(fc)).count();
+        let in_use = self.foreign.state().iter().filter(|fc| super::joined_us(fc)).count();
         self.metrics.tenant_identities.get_or_create(&StateLabels { state: "waiting" }).set(waiting as i64);
         self.metrics.tenant_identities.get_or_create(&StateLabels { state: "in_use" }).set(in_use as i64);
     }

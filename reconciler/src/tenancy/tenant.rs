@@ -182,6 +182,29 @@ pub enum Retirement {
     IssuedAt(k8s_openapi::jiff::Timestamp),
 }
 
+/// Once no request or kubeconfig Secret of peer `peer` remains in its tenant namespace, revokes
+/// the identity it requested with (`remote-<peer>`), unless one was issued after `since`; the
+/// namespace stays (our own join of the peer needs it). So a peer that unjoined and comes back
+/// gets an identity again (SPEC §10).
+pub async fn retire_requester(client: &Client, peer: &str, since: k8s_openapi::jiff::Timestamp) -> Result<Retirement> {
+    let name = tenant_namespace(peer);
+    let held = held(client, &name).await?;
+    if held.requests > 0 || held.secrets > 0 {
+        return Ok(Retirement::InUse);
+    }
+    let identity = super::access::peer_identity(peer);
+    let sa = Api::<ServiceAccount>::namespaced(client.clone(), &name).get_opt(identity.service_account_name()).await?;
+    let issued = sa.as_ref().and_then(|sa| sa.metadata.annotations.as_ref()?.get(ANNOTATION_ISSUED_AT).cloned());
+    if let Some(at) = issued_at(issued.as_deref()).filter(|at| *at > since) {
+        return Ok(Retirement::IssuedAt(at));
+    }
+    if sa.is_some() {
+        super::grant::revoke(client, &identity).await?;
+        tracing::info!(namespace = %name, "the peer's request is gone: revoked the identity it requested with (the namespace stays for our own join)");
+    }
+    Ok(Retirement::Retired)
+}
+
 /// Once no direction of peer `peer` remains here ([`unused`]), revokes the identities we
 /// issued it and deletes its tenant namespace (SPEC §9), unless an identity was issued to it
 /// after `since` (the peer is joining again with it and has not written its request yet).
