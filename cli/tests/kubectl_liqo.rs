@@ -446,3 +446,42 @@ async fn the_pinned_peer_line_works_whatever_discovery_did() {
     assert!(outgoing_joined(&fc) && fc.spec.join == Some(true));
     assert_eq!(fcs.list(&ListParams::default()).await.unwrap().items.len(), 1);
 }
+
+/// A home that lost its identity on the remote (its Secret deleted) is refused a new one while
+/// the remote binds its cluster ID (SPEC §10), says so (`IdentityBound`), and joins again once
+/// the remote's operator runs `kubectl liqo free ID`; freeing an ID that is not bound fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_identity_is_told_and_recovered_by_freeing_the_id() {
+    if !ready_to_run() {
+        return;
+    }
+    let Some(t) = two_clusters_with(&["--leader-election=false"]).await else { return };
+    let _webhooks = (start_webhook(&t.home).await, start_webhook(&t.remote).await);
+    peer_by_auth_url(&t.home, "to-remote", &t.remote_rec).await;
+    fc_where(&t.home, "to-remote", "joined", outgoing_joined).await;
+
+    // Our identity there, lost here.
+    let secrets = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(t.home.clone(), "liqo");
+    secrets.delete("to-remote-identity", &Default::default()).await.unwrap();
+    let bound = fc_where(&t.home, "to-remote", "Authenticated False IdentityBound", |f| {
+        phase(f, "Authenticated").is_some_and(|(s, reason, _)| s == "False" && reason == "IdentityBound")
+    })
+    .await;
+    let (_, _, message) = phase(&bound, "Authenticated").unwrap();
+    assert!(message.contains(&format!("kubectl liqo free {}", t.home_id)), "{message}");
+
+    // The remote's operator frees our ID: we get a new identity and join again.
+    let out = kubectl_liqo(&t.remote_cp, &["free", &t.home_id]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains(&format!("cluster ID {} freed", t.home_id)), "{}", text(&out));
+    fc_where(&t.home, "to-remote", "joined again with a new identity", |f| {
+        outgoing_joined(f) && phase(f, "Authenticated").is_some_and(|(s, _, _)| s == "True")
+    })
+    .await;
+    assert!(secrets.get_opt("to-remote-identity").await.unwrap().is_some());
+
+    // An ID bound to nobody: nothing to free.
+    let out = kubectl_liqo(&t.remote_cp, &["free", "0c1d2e3f-4a5b-4c6d-8e7f-8091a2b3c4d5"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("not bound here"), "{}", text(&out));
+}
