@@ -26,6 +26,7 @@
 //! | the remote API server gone for good during deletion | `two_clusters.rs`: `join_health_unjoin_and_deletion_with_the_remote_gone` |
 //! | the peer withdraws its Advertisement (advertisement off), then advertises again | `the_peer_stops_advertising_then_starts_again` |
 //! | the peer's auth service not answering (its reconciler paused), then back | `the_peers_auth_service_down` |
+//! | identities of 10 minutes on both sides, 12 minutes joined: both renewed, no re-join | `ten_minute_identities_are_renewed_and_the_peering_outlives_them` |
 //!
 //! Each ends converged: both sides agree, exactly one PeeringRequest and one Advertisement per
 //! direction, no access or Secret left behind where the peering is gone.
@@ -731,4 +732,37 @@ async fn status_fields_of_an_earlier_release_are_dropped_after_an_upgrade() {
     assert_eq!(updates(&clean), 0, "{:?}", clean.managed_fields());
     assert!(outgoing_joined(&clean), "still joined");
     assert_eq!(phase(&clean, "Joined").map(|p| p.0), Some("True".into()));
+}
+
+/// With tokens of 10 minutes (the least a TokenRequest may ask for) on both sides, the peering
+/// is still healthy at 12 minutes: the identity the remote issued us and the kubeconfig we
+/// handed the remote were both renewed after 8, with no re-join (SPEC §10).
+#[tokio::test]
+async fn ten_minute_identities_are_renewed_and_the_peering_outlives_them() {
+    const LIFETIME: &str = "--token-lifetime-hours=0.1667";
+    let Some(t) = two_clusters_flags(&[LIFETIME], &[LIFETIME]).await else { return };
+    peer_by_auth_url(&t.home, "to-remote", &t.remote_rec).await;
+    fc_where(&t.home, "to-remote", "joined", outgoing_joined).await;
+    let joined_at = std::time::Instant::now();
+    let request_uid = requests_of(&t.remote, &t.home_id).get(&t.home_id).await.unwrap().metadata.uid;
+    // Past the tokens' first lifetime, checked once a minute that the peering stays.
+    while joined_at.elapsed() < std::time::Duration::from_secs(12 * 60) {
+        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+        assert!(fc_where_now(&t.home, "to-remote").await.as_ref().is_some_and(outgoing_joined), "not joined {:?} after the join:\n{}", joined_at.elapsed(), log_tail(&t.home_rec));
+    }
+    let home_log = std::fs::read_to_string(&t.home_rec.log).unwrap();
+    assert!(home_log.contains("renewed our identity on the remote"), "the identity renewed:\n{}", log_tail(&t.home_rec));
+    assert!(event_count(&t.home, "IdentityRenewed", "to-remote").await >= 1);
+    assert!(event_count(&t.home, "KubeconfigRewritten", "to-remote").await >= 1, "the kubeconfig handed renewed");
+    assert!(metric(&t.remote_rec, r#"liqo_reconciler_auth_identity_requests_total{result="renewed"}"#).await >= 1.0);
+    let after = requests_of(&t.remote, &t.home_id).get(&t.home_id).await.unwrap().metadata.uid;
+    assert_eq!(after, request_uid, "no re-join: the same PeeringRequest");
+    // Both directions of work still go: the remote advertises to us, and we reach it.
+    let fc = fc_where(&t.home, "to-remote", "still joined", outgoing_joined).await;
+    assert_eq!(phase(&fc, "RemoteReachable").map(|p| p.0).as_deref(), Some("True"));
+    advertisement_status(&requests_of(&t.remote, &t.home_id), &t.home_id, liqo_api::AdvertisementState::Created, "Published").await;
+}
+
+async fn fc_where_now(client: &kube::Client, name: &str) -> Option<liqo_api::ForeignCluster> {
+    kube::Api::<liqo_api::ForeignCluster>::all(client.clone()).get_opt(name).await.ok().flatten()
 }
