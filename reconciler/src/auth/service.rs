@@ -1,10 +1,15 @@
 //! The auth service: `GET /ids`, `POST /identity`, `GET /ca`, over HTTPS.
 //!
-//! `/identity` checks the caller's token against Secret `auth-token` (key `token`; an empty
-//! token is accepted only while `authConfig.allowEmptyToken` is true), then creates — with
-//! server-side apply, so asking twice changes nothing — ServiceAccount `remote-<clusterID>`
-//! and the RoleBinding of [`crate::tenancy::access::peer_identity`] in the peer's tenant namespace
-//! (made when missing), requests a token for it and answers with a kubeconfig for this
+//! `/identity` (SPEC §3, §10) refuses at once what costs nothing to refuse: a caller over its
+//! rate limit (429), a malformed body (400), an install missing what identities stand on (503),
+//! more identities waiting unused than the cap (503). A caller that presents the current
+//! token of the identity it asks for (`currentToken`, checked by a TokenReview) renews it.
+//! Anyone else's token is checked against Secret `auth-token` (key `token`; an empty token only
+//! while `authConfig.allowEmptyToken` is true), and the first of them takes the cluster ID:
+//! ServiceAccount `remote-<clusterID>` in the peer's tenant namespace (made when missing) is
+//! *created*, so a second caller finds it and is refused (409) while its holder's identities
+//! last ([`crate::tenancy::binding`]). The RoleBinding of
+//! [`crate::tenancy::access::peer_identity`] follows, then a token, in a kubeconfig for this
 //! cluster's API server whose context names that namespace. `/ids` tells the protocol spoken.
 
 use crate::addresses::Live;
