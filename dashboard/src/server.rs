@@ -97,11 +97,24 @@ impl Dashboard {
         if self.per_user { html::signed_in(&page, &self.csrf) } else { page }
     }
 
-    /// The view of peer `name`, if there is one.
+    /// The view of peer `name` (its ForeignCluster's name, the name a user gave it with `kubectl
+    /// liqo peer --name`, or its cluster ID), if there is one.
     pub fn peer(&self, name: &str) -> Option<String> {
         let allowed = self.permissions.now();
         let seen = &allowed.visible;
-        let fc = self.stores.foreign.get(&ObjectRef::new(name)).filter(|_| seen.foreign)?;
+        let fc = self
+            .stores
+            .foreign
+            .get(&ObjectRef::new(name))
+            .or_else(|| {
+                self.stores.foreign.find(|f| {
+                    kube::ResourceExt::labels(f).get(liqo_api::names::LABEL_PEER_NAME).map(String::as_str) == Some(name)
+                        || f.spec.remote_cluster_id() == Some(name)
+                })
+            })
+            .filter(|_| seen.foreign)?;
+        let name = fc.metadata.name.clone().unwrap_or_default();
+        let name = name.as_str();
         let adverts = if seen.advertisements { self.stores.advertisements.state() } else { Vec::new() };
         let peers = model::peers(std::slice::from_ref(&fc), &adverts);
         let card = peers.connected.into_iter().chain(peers.available).next()?;

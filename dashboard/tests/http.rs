@@ -266,3 +266,22 @@ fn only_loopback_unless_insisted() {
     assert!(check_address("0.0.0.0:8090".parse().unwrap(), false).unwrap_err().contains("--insecure-listen-anywhere"));
     assert!(check_address("0.0.0.0:8090".parse().unwrap(), true).is_ok());
 }
+
+/// A peer's page is found by its ForeignCluster's name, by its cluster ID, and by the name a
+/// user gave it (`kubectl liqo peer URL --name N` on a ForeignCluster discovery made first).
+#[tokio::test]
+async fn a_peers_page_is_found_by_the_name_given_and_its_cluster_id() {
+    let p = dashboard(200, json!({}));
+    let mut named = fc("9a596a4b-591c-4ac6-8fd6-80258b4b3bf9", "joined");
+    named.metadata.labels = Some([("discovery.liqo.io/peer-name".to_owned(), "node-b".to_owned())].into());
+    named.spec.cluster_identity.as_mut().unwrap().cluster_id = "1f3c0bd4-8a0e-4b7e-9a57-4e5a2c2d9c11".into();
+    let (stores, mut w) = Stores::detached();
+    w.foreign.apply_watcher_event(&watcher::Event::Apply(named));
+    let d = Dashboard::new(p.dashboard.client.clone(), "liqo", stores);
+    for path in ["/peers/node-b", "/peers/1f3c0bd4-8a0e-4b7e-9a57-4e5a2c2d9c11", "/peers/9a596a4b-591c-4ac6-8fd6-80258b4b3bf9"] {
+        let (status, _, body) = send(&d, get(path)).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        assert!(body.contains("Peer 9a596a4b-591c-4ac6-8fd6-80258b4b3bf9"), "{path}: the ForeignCluster's own page");
+    }
+    assert_eq!(send(&d, get("/peers/node-c")).await.0, StatusCode::NOT_FOUND);
+}

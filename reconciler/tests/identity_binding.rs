@@ -246,6 +246,7 @@ async fn identities_of_an_earlier_release_are_swept_too_once_unused() {
     restart_reconciler(&h.cp, &mut h.rec, "hub", &token, &["--auth-identity-burst=100"]);
     ready(&mut h.rec).await;
     eventually("the unused identity of before retired", || async { h.retired(PEER).await.then_some(()) }).await;
-    eventually("the used one labelled in use", || async { (h.identity_state(OTHER).await.as_deref() == Some("in-use")).then_some(()) }).await;
+    eventually("the used one labelled in use", || async { (h.identity_state(OTHER).await.as_deref() == Some("in-use")).then_some(()) })
+        .await;
     assert!(!h.retired(OTHER).await);
 }

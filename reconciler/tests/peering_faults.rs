@@ -748,7 +748,12 @@ async fn ten_minute_identities_are_renewed_and_the_peering_outlives_them() {
     // Past the tokens' first lifetime, checked once a minute that the peering stays.
     while joined_at.elapsed() < std::time::Duration::from_secs(12 * 60) {
         tokio::time::sleep(std::time::Duration::from_secs(60)).await;
-        assert!(fc_where_now(&t.home, "to-remote").await.as_ref().is_some_and(outgoing_joined), "not joined {:?} after the join:\n{}", joined_at.elapsed(), log_tail(&t.home_rec));
+        assert!(
+            fc_where_now(&t.home, "to-remote").await.as_ref().is_some_and(outgoing_joined),
+            "not joined {:?} after the join:\n{}",
+            joined_at.elapsed(),
+            log_tail(&t.home_rec)
+        );
     }
     let home_log = std::fs::read_to_string(&t.home_rec.log).unwrap();
     assert!(home_log.contains("renewed our identity on the remote"), "the identity renewed:\n{}", log_tail(&t.home_rec));

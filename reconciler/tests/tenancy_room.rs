@@ -36,7 +36,8 @@ fn broken(file: &str, path: &str) -> Option<String> {
         m.split("::").next().unwrap_or_default().to_owned()
     } else if let Some(m) = path.strip_prefix("crate::") {
         let m = m.trim_end_matches('{');
-        return (!BELOW.contains(&m) && m != "tenancy").then(|| format!("uses crate::{m}, which is not below the tenancy room ({BELOW:?})"));
+        return (!BELOW.contains(&m) && m != "tenancy")
+            .then(|| format!("uses crate::{m}, which is not below the tenancy room ({BELOW:?})"));
     } else if let Some(m) = path.strip_prefix("super::") {
         if file == "mod" {
             return Some(format!("{path}: mod.rs has no parent in the room"));
@@ -90,8 +91,8 @@ fn the_rule_catches_what_it_should() {
     assert!(broken("tenant", "super::grant").is_none());
     assert!(broken("tenant", "crate::error").is_none());
     assert!(broken("retirement", "super::stands_for").is_none(), "mod.rs is shared");
-    assert_eq!(paths("use crate::error::Result; // crate::incoming\nsuper::tenant::retire()"), [
-        (1, "crate::error".to_owned()),
-        (2, "super::tenant".to_owned())
-    ]);
+    assert_eq!(
+        paths("use crate::error::Result; // crate::incoming\nsuper::tenant::retire()"),
+        [(1, "crate::error".to_owned()), (2, "super::tenant".to_owned())]
+    );
 }

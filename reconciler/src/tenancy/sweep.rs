@@ -79,7 +79,9 @@ impl Sweep {
             match self.adopt_earlier().await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(identities = n, "identities issued by an earlier release labelled for the sweep"),
-                Err(e) => tracing::warn!(error = %e, cause = e.label(), "labelling identities of an earlier release failed; next start again"),
+                Err(e) => {
+                    tracing::warn!(error = %e, cause = e.label(), "labelling identities of an earlier release failed; next start again")
+                }
             }
             let mut tick = tokio::time::interval(self.period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
