@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::Client;
 use kube::api::Api;
 use liqo_api::ClusterConfig;
+use liqo_api::names::LABEL_TENANT_NAMESPACE;
 use liqo_api::names::{CLUSTER_CONFIG_NAME, LABEL_IDENTITY, peer_service_account, tenant_namespace};
 use liqo_testenv::https::{Answer, request};
 use liqo_testenv::{ControlPlane, eventually, install_liqo};
@@ -42,8 +43,10 @@ async fn hub(flags: &[&str]) -> Option<Hub> {
     let admin = cp.admin();
     install_liqo(&admin, "liqo").await;
     let token = reconciler_token(&admin).await;
-    let mut all = vec!["--auth-identity-burst=100"];
-    all.extend_from_slice(flags);
+    let mut all: Vec<&str> = flags.to_vec();
+    if !flags.iter().any(|f| f.starts_with("--auth-identity-burst")) {
+        all.push("--auth-identity-burst=100");
+    }
     let mut rec = start_reconciler_with(&cp, "hub", &token, &all);
     ready(&mut rec).await;
     Some(Hub { cp, admin, rec, token })
@@ -180,8 +183,7 @@ async fn identities_waiting_unused_are_capped_until_the_sweep_retires_them() {
         (h.claim(THIRD, None).await.status == 201).then_some(())
     })
     .await;
-    let (peer, other) = (h.retired(PEER).await, h.retired(OTHER).await);
-    assert!(peer && other, "retired: {PEER} {peer}, {OTHER} {other}:\n{}", log_tail(&h.rec));
+    eventually("both unused identities retired", || async { (h.retired(PEER).await && h.retired(OTHER).await).then_some(()) }).await;
 }
 
 #[tokio::test]
@@ -249,4 +251,58 @@ async fn identities_of_an_earlier_release_are_swept_too_once_unused() {
     eventually("the used one labelled in use", || async { (h.identity_state(OTHER).await.as_deref() == Some("in-use")).then_some(()) })
         .await;
     assert!(!h.retired(OTHER).await);
+}
+
+/// The worst caller of `/identity`: strangers on many addresses, each within its own rate limit
+/// (the shipped 5 at once), asking for fresh cluster IDs all at once. The shipped cap holds
+/// them (100 waiting at most, the rest 503 with Retry-After, nothing made for those), a genuine
+/// peer on its own address gets in once the sweep retired them, and three health periods later
+/// nothing of the strangers is left.
+#[tokio::test]
+async fn a_flood_from_many_addresses_is_held_at_the_cap_and_then_costs_nothing() {
+    let Some(h) = hub(&["--auth-identity-burst=5"]).await else { return };
+    let (addr, ca) = (h.auth_addr(), h.ca());
+    let strangers = (0..150u32).map(|i| {
+        let source = std::net::IpAddr::from([127, 0, 1, 10 + (i / 5) as u8]);
+        let id = format!("{i:08x}-0000-4000-8000-000000000000");
+        let ca = ca.clone();
+        async move { liqo_testenv::https::request_from(source, addr, &ca, "POST", "/identity", json!({"clusterID": id, "token": ""})).await }
+    });
+    let answers = futures::future::join_all(strangers).await;
+    let issued = answers.iter().filter(|a| a.status == 201).count();
+    let capped: Vec<&Answer> = answers.iter().filter(|a| a.status == 503).collect();
+    assert_eq!(issued, 100, "exactly the cap: {:?}", answers.iter().map(|a| a.status).collect::<Vec<_>>());
+    assert_eq!(capped.len(), 50);
+    assert!(capped.iter().all(|a| a.headers.contains_key("retry-after")));
+    let namespaces = || async {
+        let lp = kube::api::ListParams::default().labels(&format!("{LABEL_TENANT_NAMESPACE}=true"));
+        let all = Api::<Namespace>::all(h.admin.clone()).list_metadata(&lp).await.unwrap().items;
+        all.iter().filter(|n| n.metadata.deletion_timestamp.is_none()).count()
+    };
+    assert_eq!(namespaces().await, 100, "a namespace for each identity issued, none for those refused");
+
+    // A genuine peer on its own address: refused while the strangers' identities wait, in once
+    // they are retired.
+    let genuine = std::net::IpAddr::from([127, 0, 2, 1]);
+    let ask = || liqo_testenv::https::request_from(genuine, addr, &ca, "POST", "/identity", json!({"clusterID": PEER, "token": ""}));
+    // As a peer retries: after the Retry-After it is told.
+    let started = std::time::Instant::now();
+    let mut asked = 0;
+    loop {
+        let a = ask().await;
+        asked += 1;
+        if a.status == 201 {
+            break;
+        }
+        assert!([503, 429].contains(&a.status), "{}: {}", a.status, a.text());
+        assert!(started.elapsed() < std::time::Duration::from_secs(60), "the genuine peer still refused after 60 s: {}", a.text());
+        let wait: u64 = a.headers["retry-after"].to_str().unwrap().parse().unwrap();
+        tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+    }
+    eprintln!("the genuine peer got its identity {:?} after its first refusal, at its {asked}th try", started.elapsed());
+    assert!(metric(&h.rec, r#"liqo_reconciler_auth_identity_requests_total{result="capped"}"#).await >= 51.0);
+    // Three health periods later the strangers cost nothing; the genuine peer's own unused
+    // identity goes the same way.
+    eventually("no tenant namespace left", || async { (namespaces().await == 0).then_some(()) }).await;
+    assert_eq!(metric(&h.rec, "liqo_reconciler_identities_retired_total").await, 101.0);
 }

@@ -31,6 +31,34 @@ pub struct Conn {
 /// Connects to `addr` over TLS, verifying the server as `localhost` against the CA in `ca_path`.
 pub async fn connect(addr: SocketAddr, ca_path: &Path) -> Conn {
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    handshake(tcp, ca_path).await
+}
+
+/// [`connect`], from the local address `source` (a loopback one other than 127.0.0.1 stands
+/// for another client: 127.0.0.0/8 is all this host's).
+pub async fn connect_from(source: std::net::IpAddr, addr: SocketAddr, ca_path: &Path) -> Conn {
+    let socket = match source {
+        std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4().unwrap(),
+        std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6().unwrap(),
+    };
+    socket.bind(SocketAddr::new(source, 0)).unwrap();
+    handshake(socket.connect(addr).await.unwrap(), ca_path).await
+}
+
+/// [`request`] from the local address `source` ([`connect_from`]).
+pub async fn request_from(
+    source: std::net::IpAddr,
+    addr: SocketAddr,
+    ca_path: &Path,
+    method: &str,
+    path: &str,
+    body: serde_json::Value,
+) -> Answer {
+    let mut conn = connect_from(source, addr, ca_path).await;
+    send(&mut conn, method, path, Some("application/json"), serde_json::to_vec(&body).unwrap()).await
+}
+
+async fn handshake(tcp: tokio::net::TcpStream, ca_path: &Path) -> Conn {
     let tls =
         connector(ca_path).connect(ServerName::try_from("localhost").unwrap(), tcp).await.expect("TLS handshake verified against the CA");
     let peer_cert = tls.get_ref().1.peer_certificates().unwrap()[0].to_vec();

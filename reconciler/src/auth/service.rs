@@ -51,7 +51,7 @@ use crate::tenancy::access::peer_identity;
 use crate::tenancy::binding::{self, Claim, Holder};
 use crate::tenancy::claims::Claims;
 use crate::tenancy::install::InstallCheck;
-use crate::tenancy::waiting::Waiting;
+use crate::tenancy::waiting::{Reservation, Waiting};
 
 /// Key of the token inside Secret `auth-token`.
 pub const TOKEN_KEY: &str = "token";
@@ -122,8 +122,9 @@ impl IdentityGuard {
         self
     }
 
-    fn full(&self, peer: &str) -> bool {
-        self.waiting.full(peer, |p| crate::tenancy::in_use_by_name(&self.foreign, p))
+    /// A place among the identities waiting for `peer`'s, unless the cap is reached.
+    fn reserve(&self, peer: &str) -> Option<Reservation> {
+        self.waiting.reserve(peer, Timestamp::now(), |p| crate::tenancy::in_use_by_name(&self.foreign, p))
     }
 }
 
@@ -297,9 +298,6 @@ impl AuthService {
             let body = serde_json::json!({"metadata": {"annotations": {ANNOTATION_EXPIRES_AT: granted.to_string()}}});
             sas.patch(sa_name, &PatchParams::default(), &Patch::Merge(body)).await?;
         }
-        if !renewal {
-            self.guard.waiting.add(peer, now);
-        }
         let user = format!("{namespace}-{sa_name}");
         Ok(Issued::Identity(IdentityResponse {
             kubeconfig: kubeconfig(&self.api_server, own_id, &user, &namespace, token)?,
@@ -423,14 +421,6 @@ async fn answer_identity(
             }
         }
     }
-    if s.guard.full(&req.cluster_id) {
-        tracing::info!(peer = %req.cluster_id, source = %from.ip(), cap = s.guard.waiting.cap, "identity refused: too many identities issued and not used yet");
-        let seconds = s.guard.retry_after.as_secs().max(1);
-        let message = format!("{} identities issued here are not used yet; ask again in {seconds} s", s.guard.waiting.cap);
-        let mut r = error(StatusCode::SERVICE_UNAVAILABLE, message);
-        r.headers_mut().insert(header::RETRY_AFTER, seconds.into());
-        return ("capped", r);
-    }
     let allow_empty = s.config.borrow().as_ref().is_none_or(|c| c.auth_config.allow_empty_token);
     let stored = match s.stored_token().await {
         Ok(t) => t,
@@ -451,7 +441,19 @@ async fn answer_identity(
         }
         Ok(()) => {}
     }
-    answer_issue(s, &req.cluster_id, &own_id, from, false).await
+    let Some(place) = s.guard.reserve(&req.cluster_id) else {
+        tracing::info!(peer = %req.cluster_id, source = %from.ip(), cap = s.guard.waiting.cap, "identity refused: too many identities issued and not used yet");
+        let seconds = s.guard.retry_after.as_secs().max(1);
+        let message = format!("{} identities issued here are not used yet; ask again in {seconds} s", s.guard.waiting.cap);
+        let mut r = error(StatusCode::SERVICE_UNAVAILABLE, message);
+        r.headers_mut().insert(header::RETRY_AFTER, seconds.into());
+        return ("capped", r);
+    };
+    let answer = answer_issue(s, &req.cluster_id, &own_id, from, false).await;
+    if answer.0 != "issued" {
+        s.guard.waiting.release(&req.cluster_id, place);
+    }
+    answer
 }
 
 /// The answer to an identity asked for `peer` by `from` (a renewal, or a first claim).

@@ -104,9 +104,9 @@ impl Sweep {
     pub async fn round(&self) -> Result<Round> {
         let sas: Api<ServiceAccount> = Api::all(self.client.clone());
         let selector = format!("{LABEL_IDENTITY}={IDENTITY_WAITING}");
-        let mark = self.waiting.mark();
         let list = sas.list_metadata(&ListParams::default().labels(&selector)).await?;
         let now = Timestamp::now();
+        let since = now - SignedDuration::try_from(self.unused_for).unwrap_or(SignedDuration::ZERO);
         let (mut round, mut kept) = (Round::default(), Vec::new());
         for sa in list.items.iter().filter(|sa| sa.metadata.deletion_timestamp.is_none()) {
             let Some(peer) = sa.labels().get(LABEL_CLUSTER_ID).cloned() else { continue };
@@ -116,7 +116,6 @@ impl Sweep {
                 Verdict::Used => self.mark_in_use(&namespace, &sa.name_any(), &mut round).await,
                 Verdict::Waits => kept.push((peer, issued.unwrap_or(now))),
                 Verdict::Due => {
-                    let since = now - SignedDuration::try_from(self.unused_for).unwrap_or(SignedDuration::ZERO);
                     // While we join the peer its namespace stays: only the identity goes.
                     let retired = match super::joining(&self.foreign, &peer) {
                         true => super::tenant::retire_requester(&self.client, &peer, since).await,
@@ -124,6 +123,8 @@ impl Sweep {
                     };
                     match retired {
                         Ok(Retirement::Retired) => {
+                            // Room for a new identity at once, not at the end of the round.
+                            self.waiting.forget(&peer);
                             tracing::info!(%peer, source = "sweep", "retired an identity nobody used in time, with its tenant namespace");
                             self.metrics.identities_retired.inc();
                             round.retired += 1;
@@ -139,7 +140,7 @@ impl Sweep {
             }
         }
         round.waiting = kept.len();
-        self.waiting.replace(kept, mark);
+        self.waiting.replace(kept, since);
         self.publish(round.waiting);
         Ok(round)
     }

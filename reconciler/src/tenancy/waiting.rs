@@ -1,6 +1,7 @@
 //! The identities issued and not yet used, counted for the cap on them (SPEC §10). The leader's
-//! sweep ([`super::sweep`]) sets the list from the API server each round; the auth service adds
-//! each identity it issues and asks, before issuing one more, whether the cap is reached. An
+//! sweep ([`super::sweep`]) sets the list from the API server each round; the auth service takes
+//! a place before it issues one ([`Waiting::reserve`], refused at the cap), and gives it back
+//! when it issued none. An
 //! identity whose peer is seen using it (in memory: see [`super::in_use`]) stops counting at
 //! once, so genuine joins in a burst are not held back by their own identities.
 
@@ -24,6 +25,10 @@ struct Issued {
     added: u64,
 }
 
+/// A place taken by [`Waiting::reserve`] (0: the ID was waiting already, nothing taken).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reservation(u64);
+
 /// The default of `--max-waiting-identities`.
 pub const DEFAULT_CAP: usize = 100;
 
@@ -32,28 +37,22 @@ impl Waiting {
         Self { cap, issued: Mutex::default() }
     }
 
-    /// A mark to take before the sweep lists the identities: [`Waiting::replace`] keeps what
-    /// was added after it, which the list may have missed.
-    pub fn mark(&self) -> u64 {
-        self.issued.lock().map(|i| i.added).unwrap_or_default()
-    }
-
-    /// The list the sweep found (those it kept waiting), listed after `mark`.
-    pub fn replace(&self, found: impl IntoIterator<Item = (String, Timestamp)>, mark: u64) {
+    /// The list the sweep found (those it kept waiting), with what was issued since `since` (a
+    /// round retires nothing younger): the list may miss an identity being issued while it was
+    /// made.
+    pub fn replace(&self, found: impl IntoIterator<Item = (String, Timestamp)>, since: Timestamp) {
         if let Ok(mut issued) = self.issued.lock() {
-            issued.by_peer.retain(|_, (_, n)| *n > mark);
+            issued.by_peer.retain(|_, (at, _)| *at >= since);
             for (peer, at) in found {
                 issued.by_peer.entry(peer).or_insert((at, 0));
             }
         }
     }
 
-    /// One more identity issued for `peer` at `at`.
-    pub fn add(&self, peer: &str, at: Timestamp) {
+    /// Forgets `peer`'s identity (retired).
+    pub fn forget(&self, peer: &str) {
         if let Ok(mut issued) = self.issued.lock() {
-            issued.added += 1;
-            let n = issued.added;
-            issued.by_peer.insert(peer.to_owned(), (at, n));
+            issued.by_peer.remove(peer);
         }
     }
 
@@ -64,11 +63,34 @@ impl Waiting {
         issued.by_peer.len()
     }
 
-    /// Whether one more identity for `peer` (not already waiting) would pass the cap.
-    pub fn full(&self, peer: &str, in_use: impl Fn(&str) -> bool) -> bool {
-        let waiting = self.count(in_use);
-        let already = self.issued.lock().is_ok_and(|i| i.by_peer.contains_key(peer));
-        !already && waiting >= self.cap
+    /// Takes a place for an identity about to be issued to `peer` at `at`, unless that would
+    /// pass the cap (`None`): checked and taken at once, so callers racing cannot pass it
+    /// together. The place is given back with [`Waiting::release`] when nothing is issued.
+    pub fn reserve(&self, peer: &str, at: Timestamp, in_use: impl Fn(&str) -> bool) -> Option<Reservation> {
+        let mut issued = self.issued.lock().ok()?;
+        issued.by_peer.retain(|p, _| !in_use(p));
+        if issued.by_peer.contains_key(peer) {
+            return Some(Reservation(0));
+        }
+        if issued.by_peer.len() >= self.cap {
+            return None;
+        }
+        issued.added += 1;
+        let n = issued.added;
+        issued.by_peer.insert(peer.to_owned(), (at, n));
+        Some(Reservation(n))
+    }
+
+    /// Gives back the place `reservation` took for `peer` (nothing when it took none).
+    pub fn release(&self, peer: &str, reservation: Reservation) {
+        if reservation.0 == 0 {
+            return;
+        }
+        if let Ok(mut issued) = self.issued.lock()
+            && issued.by_peer.get(peer).is_some_and(|(_, n)| *n == reservation.0)
+        {
+            issued.by_peer.remove(peer);
+        }
     }
 }
 
@@ -81,20 +103,34 @@ mod tests {
         let w = Waiting::new(2);
         let now = Timestamp::now();
         let none = |_: &str| false;
-        assert!(!w.full("a", none));
-        w.add("a", now);
-        w.add("b", now);
+        w.reserve("a", now, none).unwrap();
+        w.reserve("b", now, none).unwrap();
         assert_eq!(w.count(none), 2);
-        assert!(w.full("c", none), "a third stranger waits for the sweep");
-        assert!(!w.full("a", none), "asking again for a waiting ID takes no more room");
-        assert!(!w.full("c", |p| p == "a"), "a used identity makes room at once");
-        assert_eq!(w.count(none), 1, "and is forgotten");
-        let mark = w.mark();
-        w.add("late", now);
-        w.replace([("x".to_owned(), now)], mark);
-        assert_eq!(w.count(none), 2, "what the sweep found, and what was issued while it listed");
-        assert!(w.full("b", none));
-        w.replace([], w.mark());
+        assert!(w.reserve("c", now, none).is_none(), "a third stranger waits for the sweep");
+        assert!(w.reserve("a", now, none).is_some(), "asking again for a waiting ID takes no more room");
+        assert!(w.reserve("c", now, |p| p == "a").is_some(), "a used identity makes room at once");
+        assert_eq!(w.count(none), 2, "and is forgotten");
+        w.reserve("d", now, |p| p == "b").unwrap();
+        let before = now - k8s_openapi::jiff::SignedDuration::from_secs(60);
+        w.replace([("x".to_owned(), before)], before);
+        assert_eq!(w.count(none), 3, "what the sweep found, and what was issued since (it may be issued still)");
+        assert!(w.reserve("y", now, none).is_none());
+        w.replace([], now + k8s_openapi::jiff::SignedDuration::from_secs(1));
         assert_eq!(w.count(none), 0);
+    }
+
+    #[test]
+    fn places_are_taken_at_once_and_given_back_when_nothing_was_issued() {
+        let w = Waiting::new(2);
+        let (now, none) = (Timestamp::now(), |_: &str| false);
+        let a = w.reserve("a", now, none).unwrap();
+        let _b = w.reserve("b", now, none).unwrap();
+        assert_eq!(w.reserve("c", now, none), None, "the third waits: the cap is taken at once");
+        let again = w.reserve("a", now, none).unwrap();
+        w.release("a", again);
+        assert_eq!(w.count(none), 2, "giving back a place not taken leaves the first");
+        w.release("a", a);
+        assert_eq!(w.count(none), 1);
+        assert!(w.reserve("c", now, none).is_some());
     }
 }
