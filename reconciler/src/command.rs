@@ -344,6 +344,8 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         unused_for: 3 * Duration::from_secs(args.health_period_seconds),
         period: sweep_period,
     };
+    // A standby's auth service counts the waiting identities too (the leader's sweep retires them).
+    tokio::spawn(sweep.clone().count(shutdown_signal()));
     let stores_ready = {
         let (s, a, n, f) = (secrets.clone(), advertisements.clone(), nodes.clone(), foreign.clone());
         async move {

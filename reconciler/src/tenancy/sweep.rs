@@ -100,6 +100,48 @@ impl Sweep {
         }
     }
 
+    /// On every replica (a standby's auth service answers `/identity` too, and runs no
+    /// rounds): keeps its count of waiting identities to what the API server holds, every
+    /// [`Sweep::period`], until `shutdown`. Retires nothing.
+    pub async fn count(self, shutdown: impl std::future::Future<Output = ()>) {
+        let counts = async {
+            let mut tick = tokio::time::interval(self.period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                // What was reserved within an identity's time and is not listed yet may be
+                // being issued: kept (the count errs high, never low).
+                let since = Timestamp::now() - SignedDuration::try_from(self.unused_for).unwrap_or(SignedDuration::ZERO);
+                match self.waiting_now().await {
+                    Ok(found) => self.waiting.replace(found, since),
+                    Err(e) => tracing::debug!(error = %e, "counting the identities waiting failed; next period"),
+                }
+            }
+        };
+        tokio::select! {
+            _ = counts => {}
+            _ = shutdown => {}
+        }
+    }
+
+    /// The identities labelled waiting, with their issue times.
+    async fn waiting_now(&self) -> Result<Vec<(String, Timestamp)>> {
+        let sas: Api<ServiceAccount> = Api::all(self.client.clone());
+        let selector = format!("{LABEL_IDENTITY}={IDENTITY_WAITING}");
+        let list = sas.list_metadata(&ListParams::default().labels(&selector)).await?;
+        let now = Timestamp::now();
+        Ok(list
+            .items
+            .iter()
+            .filter(|sa| sa.metadata.deletion_timestamp.is_none())
+            .filter_map(|sa| {
+                let peer = sa.labels().get(LABEL_CLUSTER_ID)?.clone();
+                let issued = sa.annotations().get(ANNOTATION_ISSUED_AT).and_then(|t| t.parse().ok()).unwrap_or(now);
+                Some((peer, issued))
+            })
+            .collect())
+    }
+
     /// One round over the identities labelled waiting.
     pub async fn round(&self) -> Result<Round> {
         let sas: Api<ServiceAccount> = Api::all(self.client.clone());
