@@ -306,3 +306,33 @@ async fn a_flood_from_many_addresses_is_held_at_the_cap_and_then_costs_nothing()
     eventually("no tenant namespace left", || async { (namespaces().await == 0).then_some(()) }).await;
     assert_eq!(metric(&h.rec, "liqo_reconciler_identities_retired_total").await, 101.0);
 }
+
+/// A peer whose identities have all expired (it went away, or was reinstalled and lost its
+/// credential) has its requests ended by the sweep, and its ID is free again: another cluster
+/// of that ID gets an identity without anyone freeing it (SPEC §10).
+#[tokio::test]
+async fn a_peer_whose_identities_expired_is_ended_and_its_id_freed() {
+    let Some(mut h) = hub(&[]).await else { return };
+    assert_eq!(h.claim(PEER, None).await.status, 201);
+    // Its request, as it wrote it, then nothing: the identity's life passes.
+    let spec: liqo_api::PeeringRequestSpec = serde_json::from_value(json!({
+        "clusterIdentity": {"clusterID": PEER}, "namespace": "liqo",
+        "kubeConfigRef": {"name": format!("pr-kubeconfig-{PEER}"), "namespace": tenant_namespace(PEER)}
+    }))
+    .unwrap();
+    requests_of(&h.admin, PEER).create(&Default::default(), &liqo_api::PeeringRequest::new(PEER, spec)).await.unwrap();
+    eventually("the identity seen in use", || async { (h.identity_state(PEER).await.as_deref() == Some("in-use")).then_some(()) }).await;
+    assert_eq!(h.claim(PEER, None).await.status, 409, "bound while it lasts");
+    let past = (k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_hours(1)).to_string();
+    let body = json!({"metadata": {"annotations": {"discovery.liqo.io/expires-at": past}}});
+    h.identity(PEER).patch(&peer_service_account(PEER), &kube::api::PatchParams::default(), &kube::api::Patch::Merge(body)).await.unwrap();
+    // The leader looks at identities in use for expiry at its start (then every 90 rounds).
+    let token = h.token.clone();
+    restart_reconciler(&h.cp, &mut h.rec, "hub", &token, &["--auth-identity-burst=100"]);
+    ready(&mut h.rec).await;
+    eventually("the expired peer's request ended", || async {
+        requests_of(&h.admin, PEER).get_opt(PEER).await.unwrap().is_none().then_some(())
+    })
+    .await;
+    eventually("the ID issued to its next holder", || async { (h.claim(PEER, None).await.status == 201).then_some(()) }).await;
+}

@@ -14,8 +14,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
-use liqo_api::ForeignCluster;
-use liqo_api::names::{ANNOTATION_ISSUED_AT, IDENTITY_IN_USE, IDENTITY_WAITING, LABEL_CLUSTER_ID, LABEL_IDENTITY};
+use liqo_api::names::{ANNOTATION_EXPIRES_AT, ANNOTATION_ISSUED_AT, IDENTITY_IN_USE, IDENTITY_WAITING, LABEL_CLUSTER_ID, LABEL_IDENTITY};
+use liqo_api::{FederationRequest, ForeignCluster, PeeringRequest};
 
 use super::tenant::Retirement;
 use super::waiting::Waiting;
@@ -33,6 +33,19 @@ pub struct Sweep {
     pub unused_for: Duration,
     /// Time between rounds.
     pub period: Duration,
+}
+
+/// Every how many rounds the identities in use are looked at for expiry (and at the first):
+/// 15 minutes at the default health period of 30 s.
+pub const EXPIRY_EVERY: u64 = 90;
+
+/// How long past its expiry an identity in use is given before its peer's requests are ended:
+/// a holder renews at 80 % of the life, so one past it is gone (or its clock is).
+pub const EXPIRY_GRACE: SignedDuration = SignedDuration::from_mins(5);
+
+/// The names of those of `items` not being deleted.
+fn standing<K>(items: &[kube::core::PartialObjectMeta<K>]) -> Vec<String> {
+    items.iter().filter(|o| o.metadata.deletion_timestamp.is_none()).filter_map(|o| o.metadata.name.clone()).collect()
 }
 
 /// What one round found.
@@ -85,8 +98,17 @@ impl Sweep {
             }
             let mut tick = tokio::time::interval(self.period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut rounds = 0u64;
             loop {
                 tick.tick().await;
+                if rounds.is_multiple_of(EXPIRY_EVERY) {
+                    match self.end_expired().await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(peers = n, "ended the requests of peers whose identities all expired"),
+                        Err(e) => tracing::warn!(error = %e, cause = e.label(), "looking for expired identities failed; next time"),
+                    }
+                }
+                rounds += 1;
                 match self.round().await {
                     Ok(r) if r.retired > 0 || r.used > 0 => tracing::debug!(?r, "identities swept"),
                     Ok(_) => {}
@@ -185,6 +207,45 @@ impl Sweep {
         self.waiting.replace(kept, since);
         self.publish(round.waiting);
         Ok(round)
+    }
+
+    /// Ends the requests of each peer whose identities in use have all expired (past
+    /// [`EXPIRY_GRACE`]): nobody can renew them any more, so the ID is free again once the
+    /// departure that follows retires them (SPEC §10: a peer that lost its credential, e.g.
+    /// reinstalled, recovers by itself within a token's lifetime). Returns how many peers.
+    pub async fn end_expired(&self) -> Result<usize> {
+        let sas: Api<ServiceAccount> = Api::all(self.client.clone());
+        let selector = format!("{LABEL_IDENTITY}={IDENTITY_IN_USE}");
+        let list = sas.list_metadata(&ListParams::default().labels(&selector)).await?;
+        let now = Timestamp::now();
+        let mut ended = 0;
+        for sa in list.items.iter().filter(|sa| sa.metadata.deletion_timestamp.is_none()) {
+            let Some(peer) = sa.labels().get(LABEL_CLUSTER_ID).cloned() else { continue };
+            let holder = super::binding::Holder {
+                issued_at: sa.annotations().get(ANNOTATION_ISSUED_AT).and_then(|t| t.parse().ok()),
+                expires_at: sa.annotations().get(ANNOTATION_EXPIRES_AT).and_then(|t| t.parse().ok()),
+            };
+            if !holder.expired(now - EXPIRY_GRACE) {
+                continue;
+            }
+            let namespace = sa.namespace().unwrap_or_default();
+            let lp = ListParams::default();
+            let requests = Api::<PeeringRequest>::namespaced(self.client.clone(), &namespace);
+            let federation = Api::<FederationRequest>::namespaced(self.client.clone(), &namespace);
+            let (prs, frs) = (standing(&requests.list_metadata(&lp).await?.items), standing(&federation.list_metadata(&lp).await?.items));
+            if prs.is_empty() && frs.is_empty() {
+                continue;
+            }
+            for name in prs {
+                crate::writes::delete(&requests, &name).await?;
+            }
+            for name in frs {
+                crate::writes::delete(&federation, &name).await?;
+            }
+            tracing::info!(%peer, expired = ?holder.expires(), "every identity of the peer expired: its requests ended, its ID is free once they are gone");
+            ended += 1;
+        }
+        Ok(ended)
     }
 
     /// Labels the identities an earlier release issued (no [`LABEL_IDENTITY`]): in use when a
