@@ -336,7 +336,13 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     };
     let summaries = recorder.clone().tell_left_out(lease, metrics.events_left_out.clone());
     tokio::spawn(auth.guard.claims.clone().write_until(client.clone(), foreign.clone(), recorder.clone(), shutdown_signal()));
+    let waiting_selector = format!("{}={}", liqo_api::names::LABEL_IDENTITY, liqo_api::names::IDENTITY_WAITING);
+    let identity_accounts = reflect_lean(
+        Api::<k8s_openapi::api::core::v1::ServiceAccount>::all(client.clone()),
+        watcher::Config::default().labels(&waiting_selector).any_semantic(),
+    );
     let sweep = crate::tenancy::sweep::Sweep {
+        accounts: identity_accounts,
         client: client.clone(),
         foreign: foreign.clone(),
         waiting: auth.guard.waiting.clone(),

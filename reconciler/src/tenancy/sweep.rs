@@ -1,5 +1,6 @@
-//! The leader's sweep of identities issued and not used (SPEC §10). Each round lists the
-//! ServiceAccounts labelled as waiting identities (a label selector: only those travel), marks
+//! The leader's sweep of identities issued and not used (SPEC §10). Each round looks at the
+//! ServiceAccounts labelled as waiting identities (a watch with a label selector: only those
+//! travel, and a round asks the API server nothing while none waits), marks
 //! those whose peer is seen using them (in memory: a ForeignCluster joins it either way; or,
 //! past their time, what the peer wrote in its tenant namespace), and retires with their tenant
 //! namespace those nobody used within [`Sweep::unused_for`]. Everything it decides on is stored
@@ -29,15 +30,18 @@ pub struct Sweep {
     pub foreign: Store<ForeignCluster>,
     pub waiting: Arc<Waiting>,
     pub metrics: Arc<Metrics>,
+    /// The ServiceAccounts labelled as waiting identities, kept by a watch (so a round costs
+    /// the API server nothing while none waits).
+    pub accounts: Store<ServiceAccount>,
     /// How long an identity may wait unused (three health periods).
     pub unused_for: Duration,
     /// Time between rounds.
     pub period: Duration,
 }
 
-/// Every how many rounds the identities in use are looked at for expiry (and at the first):
-/// 15 minutes at the default health period of 30 s.
-pub const EXPIRY_EVERY: u64 = 90;
+/// How often the identities in use are looked at for expiry (and at the leader's start): one
+/// LIST of them each time, none in between.
+pub const EXPIRY_EVERY: Duration = Duration::from_secs(3600);
 
 /// How long past its expiry an identity in use is given before its peer's requests are ended:
 /// a holder renews at 80 % of the life, so one past it is gone (or its clock is).
@@ -96,19 +100,22 @@ impl Sweep {
                     tracing::warn!(error = %e, cause = e.label(), "labelling identities of an earlier release failed; next start again")
                 }
             }
+            if self.accounts.wait_until_ready().await.is_err() {
+                return;
+            }
             let mut tick = tokio::time::interval(self.period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut rounds = 0u64;
+            let mut looked_for_expired: Option<std::time::Instant> = None;
             loop {
                 tick.tick().await;
-                if rounds.is_multiple_of(EXPIRY_EVERY) {
+                if looked_for_expired.is_none_or(|at| at.elapsed() >= EXPIRY_EVERY) {
+                    looked_for_expired = Some(std::time::Instant::now());
                     match self.end_expired().await {
                         Ok(0) => {}
                         Ok(n) => tracing::info!(peers = n, "ended the requests of peers whose identities all expired"),
                         Err(e) => tracing::warn!(error = %e, cause = e.label(), "looking for expired identities failed; next time"),
                     }
                 }
-                rounds += 1;
                 match self.round().await {
                     Ok(r) if r.retired > 0 || r.used > 0 => tracing::debug!(?r, "identities swept"),
                     Ok(_) => {}
@@ -123,8 +130,8 @@ impl Sweep {
     }
 
     /// On every replica (a standby's auth service answers `/identity` too, and runs no
-    /// rounds): keeps its count of waiting identities to what the API server holds, every
-    /// [`Sweep::period`], until `shutdown`. Retires nothing.
+    /// rounds): keeps its count of waiting identities to what the watch holds, every
+    /// [`Sweep::period`], until `shutdown`. Retires nothing, asks the API server nothing.
     pub async fn count(self, shutdown: impl std::future::Future<Output = ()>) {
         let counts = async {
             let mut tick = tokio::time::interval(self.period);
@@ -134,10 +141,7 @@ impl Sweep {
                 // What was reserved within an identity's time and is not listed yet may be
                 // being issued: kept (the count errs high, never low).
                 let since = Timestamp::now() - SignedDuration::try_from(self.unused_for).unwrap_or(SignedDuration::ZERO);
-                match self.waiting_now().await {
-                    Ok(found) => self.waiting.replace(found, since),
-                    Err(e) => tracing::debug!(error = %e, "counting the identities waiting failed; next period"),
-                }
+                self.waiting.replace(self.waiting_now(), since);
             }
         };
         tokio::select! {
@@ -147,13 +151,10 @@ impl Sweep {
     }
 
     /// The identities labelled waiting, with their issue times.
-    async fn waiting_now(&self) -> Result<Vec<(String, Timestamp)>> {
-        let sas: Api<ServiceAccount> = Api::all(self.client.clone());
-        let selector = format!("{LABEL_IDENTITY}={IDENTITY_WAITING}");
-        let list = sas.list_metadata(&ListParams::default().labels(&selector)).await?;
+    fn waiting_now(&self) -> Vec<(String, Timestamp)> {
         let now = Timestamp::now();
-        Ok(list
-            .items
+        self.accounts
+            .state()
             .iter()
             .filter(|sa| sa.metadata.deletion_timestamp.is_none())
             .filter_map(|sa| {
@@ -161,18 +162,16 @@ impl Sweep {
                 let issued = sa.annotations().get(ANNOTATION_ISSUED_AT).and_then(|t| t.parse().ok()).unwrap_or(now);
                 Some((peer, issued))
             })
-            .collect())
+            .collect()
     }
 
     /// One round over the identities labelled waiting.
     pub async fn round(&self) -> Result<Round> {
-        let sas: Api<ServiceAccount> = Api::all(self.client.clone());
-        let selector = format!("{LABEL_IDENTITY}={IDENTITY_WAITING}");
-        let list = sas.list_metadata(&ListParams::default().labels(&selector)).await?;
+        let accounts = self.accounts.state();
         let now = Timestamp::now();
         let since = now - SignedDuration::try_from(self.unused_for).unwrap_or(SignedDuration::ZERO);
         let (mut round, mut kept) = (Round::default(), Vec::new());
-        for sa in list.items.iter().filter(|sa| sa.metadata.deletion_timestamp.is_none()) {
+        for sa in accounts.iter().filter(|sa| sa.metadata.deletion_timestamp.is_none()) {
             let Some(peer) = sa.labels().get(LABEL_CLUSTER_ID).cloned() else { continue };
             let issued = sa.annotations().get(ANNOTATION_ISSUED_AT).and_then(|t| t.parse::<Timestamp>().ok());
             let namespace = sa.namespace().unwrap_or_default();
