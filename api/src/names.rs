@@ -60,6 +60,13 @@ pub fn ca_data_secret(fc_name: &str) -> String {
     format!("{fc_name}{CA_DATA_SECRET_SUFFIX}")
 }
 
+/// The Secret of our namespace that keeps our identity on peer `remote_id` after a
+/// ForeignCluster was deleted without the remote (unreachable): the remote still binds our
+/// cluster ID to it (SPEC §10), and the next ForeignCluster for that peer takes it up.
+pub fn kept_identity_secret(remote_id: &str) -> String {
+    format!("liqo-kept-identity-{remote_id}")
+}
+
 /// Name of the Secret holding the identity (kubeconfig) the remote of ForeignCluster
 /// `fc_name` issued us.
 pub fn identity_secret(fc_name: &str) -> String {

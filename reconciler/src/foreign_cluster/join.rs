@@ -367,8 +367,22 @@ async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report)
         return Ok(Credentials { kubeconfig: ANONYMOUS_KUBECONFIG.to_owned(), tenant_made: false });
     };
     let secret = identity_secret(&fc.name_any());
+    let kept = liqo_api::names::kept_identity_secret(&remote.id);
     let (kubeconfig, tenant_made) = match ctx.secret_value(&secret, KUBECONFIG_KEY) {
         Some(kubeconfig) => (renew_if_due(j, auth_url, remote, kubeconfig).await, false),
+        // Kept from a ForeignCluster deleted while the remote was away: ours again.
+        None if let Some(kubeconfig) = ctx.secret_value(&kept, KUBECONFIG_KEY) => {
+            ctx.store_owned(fc, &secret, &remote.id, KUBECONFIG_KEY, &kubeconfig).await?;
+            ctx.delete_local_secret(&kept).await?;
+            ctx.event(
+                fc,
+                false,
+                "IdentityAccepted",
+                format!("took up our identity on the remote kept since an earlier ForeignCluster; stored in Secret {secret}"),
+            )
+            .await;
+            (kubeconfig, false)
+        }
         None => {
             our_tenant(j, remote, r).await?;
             let token = read_token(&ctx.shared.client, &ctx.shared.namespace, &remote.id).await?;

@@ -407,6 +407,11 @@ impl<P: Peers> Ctx<P> {
 
     /// Stores `value` under `key` in Secret `name` of our namespace, owned by `fc`.
     async fn store_owned(&self, fc: &ForeignCluster, name: &str, remote_id: &str, key: &str, value: &str) -> Result<()> {
+        self.store(Some(fc), name, remote_id, key, value).await
+    }
+
+    /// Stores `value` under `key` in Secret `name` of our namespace, owned by `owner` if any.
+    async fn store(&self, owner: Option<&ForeignCluster>, name: &str, remote_id: &str, key: &str, value: &str) -> Result<()> {
         let secret = Secret {
             metadata: ObjectMeta {
                 name: Some(name.to_owned()),
@@ -415,7 +420,7 @@ impl<P: Peers> Ctx<P> {
                     (MANAGED_BY.0.to_owned(), MANAGED_BY.1.to_owned()),
                     (LABEL_CLUSTER_ID.to_owned(), remote_id.to_owned()),
                 ])),
-                owner_references: fc.controller_owner_ref(&()).map(|r| vec![r]),
+                owner_references: owner.and_then(|fc| fc.controller_owner_ref(&())).map(|r| vec![r]),
                 ..Default::default()
             },
             data: Some(BTreeMap::from([(key.to_owned(), ByteString(value.as_bytes().to_vec()))])),
