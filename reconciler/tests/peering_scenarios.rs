@@ -437,7 +437,11 @@ async fn join_from_scratch() {
     assert_eq!(binding["subjects"][0]["name"], REMOTE);
 
     let status = &seen.last().unwrap().2["status"];
-    assert_eq!(status["outgoing"], json!({"joined": false, "remotePeeringRequestName": HOME}));
+    let mut outgoing = status["outgoing"].clone();
+    let handed = outgoing.as_object_mut().unwrap().remove("handedKubeconfig").expect("the kubeconfig handed, recorded");
+    assert_eq!(outgoing, json!({"joined": false, "remotePeeringRequestName": HOME}));
+    assert_eq!(handed["apiUrl"], "https://home.example:6443");
+    assert!(handed["renewAfter"].is_string(), "{handed}");
     assert_eq!(status["caDataRef"]["name"], format!("{FC}-ca-data"));
     assert_eq!(status["caFingerprint"].as_str().unwrap(), liqo_certs::inspect::fingerprint_sha256(&w.pinned).unwrap());
     assert_eq!(status["authStatus"], "Accepted");
@@ -508,15 +512,20 @@ async fn steady_state_is_one_remote_get_and_no_writes() {
 async fn a_deleted_remote_peering_request_is_recreated() {
     let mut remote = vec![call("GET", format!("{PRS}/{HOME}"), 404, not_found())];
     remote.extend(offer_remote());
-    let home = offer_home();
+    // Repaired; the status changes only to record the kubeconfig handed (the Advertisement is
+    // still there).
+    let mut home = offer_home();
+    home.push(call("PATCH", format!("{FCS}/{FC}/status"), 200, any_fc()));
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);
     w.store_joined_secrets();
     w.store_advertisement();
     let status = healthy_status(&w);
     w.reconcile(fc(joined_spec(), status, true)).await.unwrap();
     expect(&w.remote, &remote);
-    // Repaired without any status change: the Advertisement is still there.
     expect(&w.home, &home);
+    let written = w.home.lock().unwrap().last().unwrap().2.clone();
+    assert_eq!(written["status"]["outgoing"]["handedKubeconfig"]["apiUrl"], "https://home.example:6443");
+    assert_eq!(written["status"]["outgoing"]["joined"], true);
 }
 
 #[tokio::test]
@@ -959,7 +968,10 @@ async fn deletion_while_the_remote_is_down_waits_then_completes_locally() {
 
     // After it: the local side is cleaned, the finalizer goes; the ForeignCluster can go.
     let mut home = unjoin_local();
-    home.extend(retired());
+    let mut retire = retired();
+    // Our identity there is kept apart: the remote still binds our ID to it (SPEC §10).
+    retire.insert(1, call("POST", SECRETS.to_owned(), 201, Value::Null));
+    home.extend(retire);
     home.push(call("DELETE", format!("{SECRETS}/{FC}-ca-data"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})));
     home.push(call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()));
     let mut w = world(home.clone(), remote.clone(), TrustMode::Untrusted);

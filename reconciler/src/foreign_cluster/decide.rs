@@ -360,13 +360,6 @@ pub fn handed(api_url: &str, ca_fingerprint: &str, issued: Timestamp, expires: O
     HandedKubeconfig { api_url: api_url.to_owned(), ca_fingerprint: ca_fingerprint.to_owned(), renew_after }
 }
 
-/// What a peering made by an earlier release handed, as far as we can tell (pure): the current
-/// address and CA (an upgrade alone rewrites nothing), its token renewed as one issued now for
-/// the year those releases asked for.
-pub fn handed_before(api_url: &str, ca_fingerprint: &str, now: Timestamp) -> HandedKubeconfig {
-    handed(api_url, ca_fingerprint, now, Some(now + SignedDuration::from_hours(24 * 365)))
-}
-
 pub fn offer(on_remote: OnRemote, offered: bool, advertised: Advertised) -> Offer {
     match on_remote {
         OnRemote::Terminating => Offer::AwaitDeletion,
@@ -385,7 +378,7 @@ mod tests {
 
     #[test]
     fn the_kubeconfig_on_the_peer_follows_our_address_and_ca_and_is_renewed() {
-        use super::{handed, handed_before, rewrite_kubeconfig};
+        use super::{handed, rewrite_kubeconfig};
         let at = |s: &str| s.parse::<k8s_openapi::jiff::Timestamp>().unwrap();
         let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at("2026-11-28T10:00:00Z"));
         let h = handed("https://a:6443", "ca1", at("2026-11-28T00:00:00Z"), Some(at("2026-11-28T20:00:00Z")));
@@ -397,9 +390,6 @@ mod tests {
         assert_eq!(rewrite_kubeconfig(&h, "https://a:6443", "ca1", &later), Some("its token is due for renewal"));
         let unknown = handed("https://a:6443", "ca1", at("2026-11-28T00:00:00Z"), None);
         assert_eq!(rewrite_kubeconfig(&unknown, "https://a:6443", "ca1", &later), None, "no expiry known: renewed on a change only");
-        let before = handed_before("https://a:6443", "ca1", now.0);
-        assert_eq!(rewrite_kubeconfig(&before, "https://a:6443", "ca1", &now), None, "an upgrade alone rewrites nothing");
-        assert!(before.renew_after.unwrap().0 > at("2027-08-01T00:00:00Z"), "renewed as a token of a year issued at the upgrade");
     }
 
     #[test]

@@ -573,12 +573,10 @@ async fn offer<P: Peers>(
         (false, false) => Advertised::Absent,
     };
     // What we keep on the remote follows our API server's address and CA, and its token is
-    // renewed (SPEC §10); a peering of an earlier release is only recorded.
+    // renewed (SPEC §10). A peering of an earlier release records it at its next offer: a
+    // steady peering costs no write, and an upgrade alone writes nothing.
     let (url, ca) = (ctx.api_server.url.get(), ctx.api_ca_fingerprint());
     let rewrite = r.handed.as_ref().and_then(|h| decide::rewrite_kubeconfig(h, &url, &ca, &super::now()));
-    if r.handed.is_none() {
-        r.handed = Some(decide::handed_before(&url, &ca, k8s_openapi::jiff::Timestamp::now()));
-    }
     let plan = match decide::offer(on_remote, offered, advertised) {
         Offer::Keep if rewrite.is_some() => Offer::Rewrite,
         plan => plan,
