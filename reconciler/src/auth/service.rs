@@ -323,7 +323,7 @@ impl AuthService {
             Err(e) => return Err(e.into()),
         }
         let name = sa.metadata.name.as_deref().unwrap_or_default();
-        let holder = sas.get_opt(name).await?.map(|existing| Holder::of(&existing));
+        let holder = sas.get_opt(name).await?.map(|existing| Holder::of(&existing.metadata));
         let claim = match binding::decide(holder.as_ref(), false, now) {
             Claim::Expired => binding::after_expiry(crate::tenancy::tenant::held(&self.client, namespace).await?.requests > 0),
             claim => claim,

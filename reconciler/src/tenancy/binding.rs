@@ -4,7 +4,7 @@
 //! for the ID has expired with no request of the peer standing, or a person frees the ID
 //! (`kubectl liqo free`, which deletes the identity's ServiceAccount).
 
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use liqo_api::names::{ANNOTATION_EXPIRES_AT, ANNOTATION_ISSUED_AT, LEGACY_IDENTITY_LIFETIME_DAYS};
 
@@ -17,14 +17,14 @@ pub struct Holder {
     pub expires_at: Option<Timestamp>,
 }
 
-fn annotation(sa: &ServiceAccount, key: &str) -> Option<Timestamp> {
-    sa.metadata.annotations.as_ref()?.get(key)?.parse().ok()
+fn annotation(meta: &ObjectMeta, key: &str) -> Option<Timestamp> {
+    meta.annotations.as_ref()?.get(key)?.parse().ok()
 }
 
 impl Holder {
-    /// The holder a ServiceAccount `remote-<id>` records.
-    pub fn of(sa: &ServiceAccount) -> Self {
-        Self { issued_at: annotation(sa, ANNOTATION_ISSUED_AT), expires_at: annotation(sa, ANNOTATION_EXPIRES_AT) }
+    /// The holder the metadata of a ServiceAccount `remote-<id>` records.
+    pub fn of(meta: &ObjectMeta) -> Self {
+        Self { issued_at: annotation(meta, ANNOTATION_ISSUED_AT), expires_at: annotation(meta, ANNOTATION_EXPIRES_AT) }
     }
 
     /// When every token issued to the holder has expired: the recorded expiry, or a year after
@@ -131,8 +131,8 @@ mod tests {
         s.parse().unwrap()
     }
 
-    fn sa(annotations: &[(&str, &str)]) -> ServiceAccount {
-        let mut sa = ServiceAccount::default();
+    fn sa(annotations: &[(&str, &str)]) -> k8s_openapi::api::core::v1::ServiceAccount {
+        let mut sa = k8s_openapi::api::core::v1::ServiceAccount::default();
         sa.metadata.annotations = Some(annotations.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect());
         sa
     }
@@ -145,7 +145,8 @@ mod tests {
 
     #[test]
     fn a_bound_id_goes_only_to_its_holder_until_it_expires() {
-        let holder = Holder::of(&sa(&[(ANNOTATION_ISSUED_AT, "2026-11-28T00:00:00Z"), (ANNOTATION_EXPIRES_AT, "2026-12-05T00:00:00Z")]));
+        let holder =
+            Holder::of(&sa(&[(ANNOTATION_ISSUED_AT, "2026-11-28T00:00:00Z"), (ANNOTATION_EXPIRES_AT, "2026-12-05T00:00:00Z")]).metadata);
         let now = at("2026-11-30T00:00:00Z");
         assert_eq!(decide(Some(&holder), false, now), Claim::Bound { until: Some(at("2026-12-05T00:00:00Z")) });
         assert_eq!(decide(Some(&holder), true, now), Claim::Renewal);
@@ -156,13 +157,13 @@ mod tests {
 
     #[test]
     fn an_identity_of_an_earlier_release_is_bound_for_a_year_from_its_issue() {
-        let holder = Holder::of(&sa(&[(ANNOTATION_ISSUED_AT, "2026-01-01T00:00:00Z")]));
+        let holder = Holder::of(&sa(&[(ANNOTATION_ISSUED_AT, "2026-01-01T00:00:00Z")]).metadata);
         assert_eq!(holder.expires(), Some(at("2027-01-01T00:00:00Z")));
         assert_eq!(decide(Some(&holder), false, at("2026-11-28T00:00:00Z")), Claim::Bound { until: Some(at("2027-01-01T00:00:00Z")) });
-        let unknown = Holder::of(&ServiceAccount::default());
+        let unknown = Holder::of(&ObjectMeta::default());
         assert_eq!(unknown, Holder::default());
         assert_eq!(decide(Some(&unknown), false, at("2099-01-01T00:00:00Z")), Claim::Bound { until: None }, "never expires by itself");
-        let garbled = Holder::of(&sa(&[(ANNOTATION_EXPIRES_AT, "soon")]));
+        let garbled = Holder::of(&sa(&[(ANNOTATION_EXPIRES_AT, "soon")]).metadata);
         assert_eq!(garbled.expires(), None);
     }
 

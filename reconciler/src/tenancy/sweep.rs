@@ -15,7 +15,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
-use liqo_api::names::{ANNOTATION_EXPIRES_AT, ANNOTATION_ISSUED_AT, IDENTITY_IN_USE, IDENTITY_WAITING, LABEL_CLUSTER_ID, LABEL_IDENTITY};
+use liqo_api::names::{ANNOTATION_ISSUED_AT, IDENTITY_IN_USE, IDENTITY_WAITING, LABEL_CLUSTER_ID, LABEL_IDENTITY};
 use liqo_api::{FederationRequest, ForeignCluster, PeeringRequest};
 
 use super::tenant::Retirement;
@@ -220,10 +220,7 @@ impl Sweep {
         let mut ended = 0;
         for sa in list.items.iter().filter(|sa| sa.metadata.deletion_timestamp.is_none()) {
             let Some(peer) = sa.labels().get(LABEL_CLUSTER_ID).cloned() else { continue };
-            let holder = super::binding::Holder {
-                issued_at: sa.annotations().get(ANNOTATION_ISSUED_AT).and_then(|t| t.parse().ok()),
-                expires_at: sa.annotations().get(ANNOTATION_EXPIRES_AT).and_then(|t| t.parse().ok()),
-            };
+            let holder = super::binding::Holder::of(&sa.metadata);
             if !holder.expired(now - EXPIRY_GRACE) {
                 continue;
             }
@@ -262,18 +259,22 @@ impl Sweep {
                 continue;
             }
             let state = if super::in_use(&self.foreign, &peer) { IDENTITY_IN_USE } else { IDENTITY_WAITING };
-            let body = serde_json::json!({"metadata": {"labels": {LABEL_IDENTITY: state}}});
-            let namespaced: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &sa.namespace().unwrap_or_default());
-            namespaced.patch(&sa.name_any(), &PatchParams::default(), &Patch::Merge(body)).await?;
+            self.label(&sa.namespace().unwrap_or_default(), &sa.name_any(), state).await?;
             adopted += 1;
         }
         Ok(adopted)
     }
 
-    async fn mark_in_use(&self, namespace: &str, name: &str, round: &mut Round) {
+    /// Sets identity `namespace/name`'s [`LABEL_IDENTITY`] to `state`.
+    async fn label(&self, namespace: &str, name: &str, state: &str) -> Result<()> {
         let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
-        let body = serde_json::json!({"metadata": {"labels": {LABEL_IDENTITY: IDENTITY_IN_USE}}});
-        match sas.patch(name, &PatchParams::default(), &Patch::Merge(body)).await {
+        let body = serde_json::json!({"metadata": {"labels": {LABEL_IDENTITY: state}}});
+        sas.patch(name, &PatchParams::default(), &Patch::Merge(body)).await?;
+        Ok(())
+    }
+
+    async fn mark_in_use(&self, namespace: &str, name: &str, round: &mut Round) {
+        match self.label(namespace, name, IDENTITY_IN_USE).await {
             Ok(_) => round.used += 1,
             Err(e) => tracing::debug!(%namespace, error = %e, "marking an identity in use failed; next round"),
         }

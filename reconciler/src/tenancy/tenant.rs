@@ -182,6 +182,19 @@ pub enum Retirement {
     IssuedAt(k8s_openapi::jiff::Timestamp),
 }
 
+/// Whether the ServiceAccount of `identity` in namespace `name` exists, and when it was issued
+/// if that was after `since` (the peer is joining again with it).
+async fn issued_since(
+    client: &Client,
+    name: &str,
+    identity: &Access,
+    since: k8s_openapi::jiff::Timestamp,
+) -> Result<(bool, Option<k8s_openapi::jiff::Timestamp>)> {
+    let sa = Api::<ServiceAccount>::namespaced(client.clone(), name).get_opt(identity.service_account_name()).await?;
+    let issued = sa.as_ref().and_then(|sa| sa.metadata.annotations.as_ref()?.get(ANNOTATION_ISSUED_AT).cloned());
+    Ok((sa.is_some(), issued_at(issued.as_deref()).filter(|at| *at > since)))
+}
+
 /// Once no request or kubeconfig Secret of peer `peer` remains in its tenant namespace, revokes
 /// the identity it requested with (`remote-<peer>`), unless one was issued after `since`; the
 /// namespace stays (our own join of the peer needs it). So a peer that unjoined and comes back
@@ -193,12 +206,11 @@ pub async fn retire_requester(client: &Client, peer: &str, since: k8s_openapi::j
         return Ok(Retirement::InUse);
     }
     let identity = super::access::peer_identity(peer);
-    let sa = Api::<ServiceAccount>::namespaced(client.clone(), &name).get_opt(identity.service_account_name()).await?;
-    let issued = sa.as_ref().and_then(|sa| sa.metadata.annotations.as_ref()?.get(ANNOTATION_ISSUED_AT).cloned());
-    if let Some(at) = issued_at(issued.as_deref()).filter(|at| *at > since) {
+    let (exists, fresh) = issued_since(client, &name, &identity, since).await?;
+    if let Some(at) = fresh {
         return Ok(Retirement::IssuedAt(at));
     }
-    if sa.is_some() {
+    if exists {
         super::grant::revoke(client, &identity).await?;
         tracing::info!(namespace = %name, "the peer's request is gone: revoked the identity it requested with (the namespace stays for our own join)");
     }
@@ -225,9 +237,7 @@ pub async fn retire(client: &Client, peer: &str, since: k8s_openapi::jiff::Times
     // An identity issued since: the peer is about to write its request with it (found by the
     // node tier: a namespace retired between a peer's new identity and its request).
     let identity = super::access::peer_identity(peer);
-    let sa = Api::<ServiceAccount>::namespaced(client.clone(), &name).get_opt(identity.service_account_name()).await?;
-    let issued = sa.as_ref().and_then(|sa| sa.metadata.annotations.as_ref()?.get(ANNOTATION_ISSUED_AT).cloned());
-    if let Some(at) = issued_at(issued.as_deref()).filter(|at| *at > since) {
+    if let (_, Some(at)) = issued_since(client, &name, &identity, since).await? {
         tracing::debug!(namespace = %name, issued = %at, "tenant namespace kept for now: an identity was issued in it just now");
         return Ok(Retirement::IssuedAt(at));
     }
