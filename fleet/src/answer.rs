@@ -69,6 +69,7 @@ pub fn answer(peer: &Peer, asked: &Asked<'_>) -> Answer {
                 cluster_name: peer.name.clone(),
                 guest_namespace: NAMESPACE.into(),
                 protocol_version: Some(liqo_api::names::PROTOCOL_VERSION),
+                token_lifetime_seconds: Some(peer.token_lifetime().as_secs()),
             };
             auth(200, "application/json", to_vec(&ids))
         }
@@ -94,16 +95,40 @@ fn identity(peer: &Peer, body: &[u8]) -> (u16, Vec<u8>) {
     if request.cluster_id == peer.id {
         return refuse(400, "clusterID: that is this cluster's own ID".into());
     }
-    let token = random_token();
-    let api = ApiServer { url: peer.url().into(), ca_pem: peer.certs().ca.cert_pem.clone() };
-    let user = liqo_api::names::peer_service_account(&request.cluster_id);
-    // In the requester's tenant namespace, as ours issues it (SPEC §9).
-    let tenant = tenant_namespace(&request.cluster_id);
-    let Ok(config) = kubeconfig(&api, &peer.name, &user, &tenant, token.clone()) else {
+    let mut objects = peer.objects.lock().expect("not poisoned");
+    // A renewal proves itself with the current token, as a real peer's TokenReview has it.
+    if let Some(current) = &request.current_token {
+        if objects.tokens.get(current) != Some(&request.cluster_id) {
+            return refuse(401, "currentToken: not an identity of that cluster ID".into());
+        }
+        peer.renewals.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let token = service_account_token(now, now + peer.token_lifetime().as_secs() as i64);
+    let Some(config) = identity_kubeconfig(peer, &request.cluster_id, &token) else {
         return refuse(500, "issuing the identity failed".into());
     };
-    peer.objects.lock().expect("not poisoned").tokens.insert(token, request.cluster_id);
+    let tenant = tenant_namespace(&request.cluster_id);
+    objects.tokens.insert(token, request.cluster_id);
     (201, to_vec(&IdentityResponse { kubeconfig: config, namespace: tenant, cluster_id: peer.id.clone() }))
+}
+
+/// The kubeconfig of an identity `peer` issues to `cluster_id` with `token`: its peer
+/// ServiceAccount in the requester's tenant namespace, as ours issues it (SPEC §9).
+pub fn identity_kubeconfig(peer: &Peer, cluster_id: &str, token: &str) -> Option<String> {
+    let api = ApiServer { url: peer.url().into(), ca_pem: peer.certs().ca.cert_pem.clone() };
+    let user = liqo_api::names::peer_service_account(cluster_id);
+    kubeconfig(&api, &peer.name, &user, &tenant_namespace(cluster_id), token.to_owned()).ok()
+}
+
+/// A token shaped as a Kubernetes ServiceAccount token (a JWT) issued at `iat` and expiring at
+/// `exp` (Unix seconds): the hub reads those times to renew it. Unsigned; random within.
+pub fn service_account_token(iat: i64, exp: i64) -> String {
+    use base64::Engine;
+    let b64 = |v: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    let header = b64(json!({"alg": "none", "typ": "JWT"}));
+    let claims = b64(json!({"iat": iat, "exp": exp, "jti": random_token()}));
+    format!("{header}.{claims}.fleet")
 }
 
 /// The Kubernetes API: a peer identity's requests on its own PeeringRequest and Secret.
@@ -369,6 +394,25 @@ mod tests {
         let other = crate::peer::cluster_id(99);
         assert_eq!(answer(&peer, &ask(&Method::GET, &format!("{}/{other}", requests_of(&other)), "", Some(&token), b"")).status, 403);
         assert_eq!(answer(&peer, &ask(&Method::GET, &format!("{}/{other}", requests_of(HUB)), "", Some(&token), b"")).status, 403);
+    }
+
+    #[test]
+    fn an_identity_is_a_jwt_of_the_told_lifetime_renewed_with_itself() {
+        let peer = Peer::new(5, address(5, 1, false)).unwrap();
+        let ids: Ids = serde_json::from_slice(&answer(&peer, &ask(&Method::GET, "/ids", "", None, b"")).body).unwrap();
+        assert_eq!(ids.token_lifetime_seconds, Some(168 * 3600));
+        let token = token_for(&peer, HUB);
+        let (issued, expires) = liqo_reconciler::tenancy::binding::token_times(&token).unwrap();
+        assert_eq!(expires.duration_since(issued).as_secs(), 168 * 3600);
+        let renew = |current: &str, id: &str| {
+            let body = serde_json::to_vec(&json!({"clusterID": id, "token": "", "currentToken": current})).unwrap();
+            answer(&peer, &ask(&Method::POST, "/identity", "", None, &body)).status
+        };
+        assert_eq!(renew("forged", HUB), 401);
+        assert_eq!(renew(&token, &crate::peer::cluster_id(99)), 401, "another ID's token proves nothing");
+        assert_eq!(peer.renewals.load(std::sync::atomic::Ordering::Relaxed), 0);
+        assert_eq!(renew(&token, HUB), 201);
+        assert_eq!(peer.renewals.load(std::sync::atomic::Ordering::Relaxed), 1);
     }
 
     #[test]

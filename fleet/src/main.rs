@@ -28,7 +28,8 @@ struct Args {
     #[arg(long)]
     bin: Option<PathBuf>,
     /// Scenarios to run, in order (a discovered, b joined, c steady, d cold start, e outage, f CA
-    /// rotation, g the dashboard, h all black-holed).
+    /// rotation, g the dashboard, h all black-holed, r every identity renewed, i strangers asking
+    /// for identities).
     #[arg(long, default_value = "abcdefgh", value_parser = parse_scenarios)]
     scenarios: String,
     /// Also write the rows as JSON lines here.
@@ -45,8 +46,8 @@ struct Args {
 }
 
 fn parse_scenarios(s: &str) -> Result<String, String> {
-    if let Some(c) = s.chars().find(|c| !"abcdefgh".contains(*c)) {
-        return Err(format!("unknown scenario {c:?}: a–h"));
+    if let Some(c) = s.chars().find(|c| !"abcdefghri".contains(*c)) {
+        return Err(format!("unknown scenario {c:?}: a–h, r, i"));
     }
     // b–g work on the ForeignClusters that a creates.
     match s.chars().next() {
@@ -112,6 +113,8 @@ async fn run(args: &Args) -> anyhow::Result<Vec<Row>> {
             'e' => run.outage_both().await.to_vec(),
             'f' => vec![run.ca_rotation().await],
             'h' => run.black_holed().await.to_vec(),
+            'r' => vec![run.renewals().await],
+            'i' => vec![run.strangers().await],
             _ => vec![run.dashboard().await],
         };
         for row in new {
@@ -163,5 +166,6 @@ mod tests {
         assert!(parse_scenarios("").unwrap_err().contains("start with a"));
         assert!(parse_scenarios("abx").unwrap_err().contains("unknown scenario 'x'"));
         assert_eq!(parse_scenarios("abh").as_deref(), Ok("abh"));
+        assert_eq!(parse_scenarios("abcri").as_deref(), Ok("abcri"));
     }
 }

@@ -93,7 +93,12 @@ pub struct Peer {
     pub reads: std::sync::atomic::AtomicU64,
     /// Bumped when open connections must go (down, a new certificate).
     cut: watch::Sender<u64>,
+    /// Identities renewed (`/identity` with a current token it issued).
+    pub renewals: std::sync::atomic::AtomicU64,
 }
+
+/// How long the identities a simulated peer issues last: the shipped `--token-lifetime-hours`.
+pub const TOKEN_LIFETIME: Duration = Duration::from_secs(168 * 3600);
 
 impl Peer {
     pub fn new(index: usize, addr: SocketAddr) -> anyhow::Result<Self> {
@@ -109,7 +114,13 @@ impl Peer {
             objects: Mutex::default(),
             reads: Default::default(),
             cut: watch::channel(0).0,
+            renewals: Default::default(),
         })
+    }
+
+    /// How long the identities it issues last (its `/ids` tells it).
+    pub fn token_lifetime(&self) -> Duration {
+        TOKEN_LIFETIME
     }
 
     pub fn url(&self) -> String {

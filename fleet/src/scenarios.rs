@@ -2,7 +2,8 @@
 //! chosen; (b) all N joined; (c) steady state for 3 health periods; (d) a reconciler restart
 //! with N joined; (e) a mass outage of 10 % and 100 % of the peers and their return; (f) a CA
 //! rotation on 1 % of the peers; (g) the dashboard; (h) 100 % of the peers black-holed (their
-//! packets dropped) and their return.
+//! packets dropped) and their return; (r) every identity renewed and (i) strangers asking for
+//! identities ([`identities`]).
 //!
 //! A row holds what the hub's API server counted (the fleet's own requests to it taken out),
 //! what the peers were asked, the reconciler's memory, CPU and log lines, and how long the
@@ -21,6 +22,8 @@ use liqo_api::reasons::{ConditionType, Reason};
 use liqo_api::summary::Peer as Summary;
 use serde::Serialize;
 use serde_json::json;
+
+mod identities;
 
 use crate::dashboard::Dashboard;
 use crate::hub::{Hub, Requests, is_write, metric, quantile};
@@ -100,6 +103,8 @@ pub struct Run {
     /// How the peers of an outage (e) are down: [`Mode::Down`] (one way: their broadcasters
     /// still write to the hub, the default) or [`Mode::Off`] (wholly).
     pub outage: Mode,
+    /// How long the strangers of (i) ask (2 minutes).
+    pub flood: Duration,
     fcs: Store<ForeignCluster>,
 }
 
@@ -108,7 +113,7 @@ impl Run {
         let (fcs, writer) = reflector::store();
         let stream = watcher(Api::<ForeignCluster>::all(hub.admin.clone()), watcher::Config::default()).default_backoff().reflect(writer);
         tokio::spawn(stream.applied_objects().for_each(|_| async {}));
-        Self { hub, fleet, health, outage: Mode::Down, fcs }
+        Self { hub, fleet, health, outage: Mode::Down, flood: Duration::from_secs(120), fcs }
     }
 
     fn n(&self) -> usize {

@@ -68,4 +68,20 @@ async fn fifty_peers_through_every_scenario() {
 
     let f = run.ca_rotation().await;
     assert!(f.ok, "{}", show(&f));
+
+    // Every identity due at once: each renewed with itself as the proof, no re-join, no write
+    // to a peer.
+    let r = run.renewals().await;
+    assert!(r.ok, "{}", show(&r));
+    assert_eq!(r.identity_requests, n, "one renewal each: {}", show(&r));
+    assert_eq!(r.peer_writes, 0, "{}", show(&r));
+
+    // Strangers on 200 addresses for 3 health periods: held at the cap while a genuine
+    // cluster gets in; none of theirs is left afterwards.
+    run.flood = health * 3;
+    let i = run.strangers().await;
+    assert!(i.ok, "{}", show(&i));
+    let most: f64 = i.note.split("waiting at most ").nth(1).and_then(|r| r.split(' ').next()).and_then(|m| m.parse().ok()).unwrap();
+    assert!(most > 0.0 && most <= 100.0, "the shipped cap of 100 holds them: {}", i.note);
+    assert!(i.note.contains("its PeeringRequest accepted"), "{}", i.note);
 }

@@ -458,7 +458,13 @@ async fn an_ids_answer_with_control_characters_is_invalid() {
     let ca = new_ca("liqo-ca", now, time::Duration::days(1)).unwrap();
     let leaf = issue_serving(&ca, &["127.0.0.1".to_owned()], now, time::Duration::days(1)).unwrap();
     for (name, namespace) in [("beta\x1b]0;pwned\x07", "liqo"), ("beta", "liqo\nfake")] {
-        let ids = Ids { cluster_id: OWN.into(), cluster_name: name.into(), guest_namespace: namespace.into(), protocol_version: Some(2) };
+        let ids = Ids {
+            cluster_id: OWN.into(),
+            cluster_name: name.into(),
+            guest_namespace: namespace.into(),
+            protocol_version: Some(2),
+            token_lifetime_seconds: Some(7 * 24 * 3600),
+        };
         let (url, _dir) = serve_ids(&leaf.cert_pem, &leaf.key_pem, ids).await;
         let err = client::ids(&url, &Verify::Nothing).await.unwrap_err();
         assert!(matches!(err, liqo_reconciler::Error::RemoteInvalid { .. }), "{err}");
@@ -468,7 +474,13 @@ async fn an_ids_answer_with_control_characters_is_invalid() {
 
 /// Serves `/ids` over TLS with the certificate chain `chain` (PEM) and `key`; returns the URL.
 async fn serve_chain(chain: &str, key: &str) -> (String, tempfile::TempDir) {
-    let ids = Ids { cluster_id: OWN.into(), cluster_name: "x".into(), guest_namespace: "liqo".into(), protocol_version: Some(2) };
+    let ids = Ids {
+        cluster_id: OWN.into(),
+        cluster_name: "x".into(),
+        guest_namespace: "liqo".into(),
+        protocol_version: Some(2),
+        token_lifetime_seconds: Some(7 * 24 * 3600),
+    };
     serve_ids(chain, key, ids).await
 }
 

@@ -45,6 +45,10 @@ const HERE: &str = "liqo-tenant-9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
 const ISSUED: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: remote\n  cluster:\n    server: https://remote.example:6443\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: remote\n  context:\n    cluster: remote\n    user: u\n    namespace: liqo-tenant-0558de48-097b-4b7d-ba04-6bd2a0f9d24f\ncurrent-context: remote\n";
 const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
 
+/// The CA of the home cluster's API server (one for the whole run: the kubeconfig a joined
+/// status says we handed names it).
+static HOME_API_CA: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| ca_pem("home-api-ca"));
+
 fn ca_pem(name: &str) -> String {
     liqo_certs::issue::new_ca(name, time::OffsetDateTime::now_utc(), time::Duration::days(1)).unwrap().cert_pem
 }
@@ -164,6 +168,7 @@ impl Peers for Handle {
             cluster_name: "remote".into(),
             guest_namespace: "liqo-remote".into(),
             protocol_version: *self.protocol.lock().unwrap(),
+            token_lifetime_seconds: None,
         })
     }
     async fn ca(&self, _: &str, _: Trust) -> Result<String, Error> {
@@ -237,7 +242,7 @@ fn context_knowing<P: Peers>(
     let (_, id_rx) = watch::channel(Some(HOME.to_owned()));
     let (_, cfg_rx) = watch::channel(Some(ClusterConfigSpec::default()));
     let shared = Shared::new(client, "liqo", id_rx, cfg_rx, Arc::new(peers), foreign);
-    let api_server = ApiServer { url: "https://home.example:6443".into(), ca_pem: ca_pem("home-api-ca") };
+    let api_server = ApiServer { url: "https://home.example:6443".into(), ca_pem: HOME_API_CA.clone() };
     Ctx::new(shared, api_server, Some("https://home.example:8443".into()), secrets, adverts).with_token_lifetime(Duration::from_secs(3600))
 }
 
@@ -305,9 +310,23 @@ fn joined_spec() -> Value {
            "discoveryType": "Manual", "allowUntrustedCA": true, "trustMode": "Untrusted"})
 }
 
+/// The status of a peering this release made: what we handed the remote is recorded (our API
+/// server, its CA, a token due in half an hour: within the context's lifetime of an hour).
 fn joined_status(advertisement: bool) -> Value {
-    json!({"outgoing": {"joined": advertisement, "remotePeeringRequestName": HOME,
+    let renew_after = k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_mins(30);
+    let handed = json!({"apiUrl": "https://home.example:6443",
+                        "caFingerprint": liqo_certs::inspect::fingerprint_sha256(&HOME_API_CA).unwrap(),
+                        "renewAfter": renew_after.to_string()});
+    json!({"outgoing": {"joined": advertisement, "remotePeeringRequestName": HOME, "handedKubeconfig": handed,
                         "advertisement": if advertisement { json!(format!("advertisement-{REMOTE}")) } else { Value::Null }}})
+}
+
+/// The outgoing status written, what we handed the remote (kept as it was) taken out.
+fn outgoing_but_handed(written: &Value) -> Value {
+    let mut outgoing = written["status"]["outgoing"].clone();
+    let handed = outgoing.as_object_mut().unwrap().remove("handedKubeconfig");
+    assert!(handed.is_some_and(|h| h["apiUrl"] == "https://home.example:6443"), "what we handed kept in {written}");
+    outgoing
 }
 
 fn our_pr() -> Value {
@@ -538,7 +557,7 @@ async fn a_deleted_advertisement_shows_not_joined() {
     w.reconcile(fc(joined_spec(), status, true)).await.unwrap();
     expect(&w.home, &home);
     let written = w.home.lock().unwrap()[0].2.clone();
-    assert_eq!(written["status"]["outgoing"], json!({"joined": false, "remotePeeringRequestName": HOME}));
+    assert_eq!(outgoing_but_handed(&written), json!({"joined": false, "remotePeeringRequestName": HOME}));
     let joined = written["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Joined").unwrap().clone();
     assert_eq!((joined["status"].as_str(), joined["reason"].as_str()), (Some("False"), Some("AdvertisementDeleted")));
     assert_ne!(joined["lastTransitionTime"], "2026-01-01T00:00:00Z", "the status flipped");
@@ -1204,7 +1223,7 @@ async fn a_lost_advertisement_is_written_once_then_nothing_is_written() {
     // Server-side apply of the whole status: the Advertisement's name is gone from it, every
     // phase is there.
     assert_eq!(written["apiVersion"], "discovery.liqo.io/v1alpha1");
-    assert_eq!(written["status"]["outgoing"], json!({"joined": false, "remotePeeringRequestName": HOME}));
+    assert_eq!(outgoing_but_handed(&written), json!({"joined": false, "remotePeeringRequestName": HOME}));
     let types: Vec<&str> = written["status"]["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
     assert_eq!(types, ["Trusted", "Authenticated", "RemoteReachable", "CaVerified", "Joined"]);
     assert_eq!(condition_of(&written["status"], "Joined").1, "AdvertisementDeleted");

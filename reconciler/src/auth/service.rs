@@ -253,6 +253,7 @@ impl AuthService {
             cluster_id,
             guest_namespace: self.namespace.clone(),
             protocol_version: Some(liqo_api::names::PROTOCOL_VERSION),
+            token_lifetime_seconds: Some(self.token_lifetime.as_secs()),
         })
     }
 

@@ -15,6 +15,11 @@ pub struct Ids {
     /// cluster of the cluster-scoped protocol (0.1).
     #[serde(rename = "protocolVersion", default, skip_serializing_if = "Option::is_none")]
     pub protocol_version: Option<u32>,
+    /// How long the identities this cluster issues now last, in seconds (SPEC §10); absent
+    /// from a cluster of before 0.3. A holder whose identity lasts longer (issued by an earlier
+    /// release) renews it to this lifetime.
+    #[serde(rename = "tokenLifetimeSeconds", default, skip_serializing_if = "Option::is_none")]
+    pub token_lifetime_seconds: Option<u64>,
 }
 
 impl Ids {

@@ -79,7 +79,13 @@ mod tests {
         ];
         let out = identify(l, "own", &[], |url| async move {
             assert_eq!(url, "https://b:443");
-            Ok(Ids { cluster_id: ID.into(), cluster_name: "bee".into(), guest_namespace: "liqo".into(), protocol_version: Some(2) })
+            Ok(Ids {
+                cluster_id: ID.into(),
+                cluster_name: "bee".into(),
+                guest_namespace: "liqo".into(),
+                protocol_version: Some(2),
+                token_lifetime_seconds: None,
+            })
         })
         .await;
         let ids: Vec<&str> = out.clusters.iter().map(|(_, c)| c.cluster_id.as_str()).collect();
@@ -104,7 +110,13 @@ mod tests {
 
         let l = vec![listed("b.example.", Ok(WanTarget::Auth { auth_url: "https://b:443".into() }))];
         let out = identify(l, "own", &prev, |_| async {
-            Ok(Ids { cluster_id: "NOT VALID".into(), cluster_name: String::new(), guest_namespace: String::new(), protocol_version: None })
+            Ok(Ids {
+                cluster_id: "NOT VALID".into(),
+                cluster_name: String::new(),
+                guest_namespace: String::new(),
+                protocol_version: None,
+                token_lifetime_seconds: None,
+            })
         })
         .await;
         assert!(out.clusters.is_empty() && out.kept.is_empty());

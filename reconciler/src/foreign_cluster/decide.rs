@@ -336,16 +336,32 @@ pub fn anonymous_offer_overdue(since: Option<&Time>, now: &Time, last: Option<Du
 /// way), the peer's Advertisement is the only sign: present, the offer stands; vanished, the
 /// remote may have dropped our request.
 /// Why the kubeconfig we keep on the peer must be written again (pure): `None` while what we
-/// handed says our API server's current `api_url` and CA and its token is not due yet.
-pub fn rewrite_kubeconfig(handed: &HandedKubeconfig, api_url: &str, ca_fingerprint: &str, now: &Time) -> Option<&'static str> {
+/// handed says our API server's current `api_url` and CA, and its token is neither due yet nor
+/// longer-lived than the tokens we now issue (`lifetime`). What an earlier release handed is
+/// not recorded (`handed` is `None`): its token lasts a year, and is renewed to `lifetime`.
+pub fn rewrite_kubeconfig(
+    handed: Option<&HandedKubeconfig>,
+    api_url: &str,
+    ca_fingerprint: &str,
+    lifetime: Duration,
+    now: &Time,
+) -> Option<&'static str> {
+    let Some(handed) = handed else {
+        return Some("it was handed by an earlier release, whose token lasts a year: renewed to our token lifetime");
+    };
     if handed.api_url != api_url {
         return Some("our API server's address changed");
     }
     if handed.ca_fingerprint != ca_fingerprint {
         return Some("our API server's CA changed");
     }
-    if handed.renew_after.as_ref().is_some_and(|at| now.0 >= at.0) {
+    let renew_after = handed.renew_after.as_ref()?;
+    if now.0 >= renew_after.0 {
         return Some("its token is due for renewal");
+    }
+    let lifetime = SignedDuration::try_from(lifetime).unwrap_or(SignedDuration::MAX);
+    if renew_after.0.duration_since(now.0) > lifetime {
+        return Some("its token outlasts our token lifetime (--token-lifetime-hours was shortened): renewed to it");
     }
     None
 }
@@ -383,13 +399,24 @@ mod tests {
         let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at("2026-11-28T10:00:00Z"));
         let h = handed("https://a:6443", "ca1", at("2026-11-28T00:00:00Z"), Some(at("2026-11-28T20:00:00Z")));
         assert_eq!(h.renew_after.as_ref().unwrap().0, at("2026-11-28T16:00:00Z"));
-        assert_eq!(rewrite_kubeconfig(&h, "https://a:6443", "ca1", &now), None);
-        assert_eq!(rewrite_kubeconfig(&h, "https://b:6443", "ca1", &now), Some("our API server's address changed"));
-        assert_eq!(rewrite_kubeconfig(&h, "https://a:6443", "ca2", &now), Some("our API server's CA changed"));
+        let day = Duration::from_secs(24 * 3600);
+        assert_eq!(rewrite_kubeconfig(Some(&h), "https://a:6443", "ca1", day, &now), None);
+        assert_eq!(rewrite_kubeconfig(Some(&h), "https://b:6443", "ca1", day, &now), Some("our API server's address changed"));
+        assert_eq!(rewrite_kubeconfig(Some(&h), "https://a:6443", "ca2", day, &now), Some("our API server's CA changed"));
         let later = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at("2026-11-28T16:00:00Z"));
-        assert_eq!(rewrite_kubeconfig(&h, "https://a:6443", "ca1", &later), Some("its token is due for renewal"));
+        assert_eq!(rewrite_kubeconfig(Some(&h), "https://a:6443", "ca1", day, &later), Some("its token is due for renewal"));
+        // Our lifetime shortened to 5 hours: its renewal (6 hours away) lies beyond a new token's.
+        let shortened = rewrite_kubeconfig(Some(&h), "https://a:6443", "ca1", Duration::from_secs(5 * 3600), &now);
+        assert!(shortened.unwrap().contains("outlasts our token lifetime"));
+        // Handed by an earlier release (not recorded): renewed to our lifetime.
+        let earlier = rewrite_kubeconfig(None, "https://a:6443", "ca1", day, &now);
+        assert!(earlier.unwrap().contains("earlier release"));
         let unknown = handed("https://a:6443", "ca1", at("2026-11-28T00:00:00Z"), None);
-        assert_eq!(rewrite_kubeconfig(&unknown, "https://a:6443", "ca1", &later), None, "no expiry known: renewed on a change only");
+        assert_eq!(
+            rewrite_kubeconfig(Some(&unknown), "https://a:6443", "ca1", day, &later),
+            None,
+            "no expiry known: renewed on a change only"
+        );
     }
 
     #[test]

@@ -6,7 +6,10 @@
 //! event brings the next reconcile), or a failure of our own API server. Every step is skipped
 //! when already done, so a joined peer costs one remote request per health period and no write.
 
+use std::time::Duration;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -422,7 +425,8 @@ async fn renew_if_due<P: Peers>(j: Join<'_, P>, auth_url: &str, remote: &Remote,
     let Join { fc, ctx, own_id, .. } = j;
     let Some(current) = crate::peer::token_of(&kubeconfig) else { return kubeconfig };
     let Some((issued, expires)) = binding::token_times(&current) else { return kubeconfig };
-    if !binding::renew_due(issued, expires, k8s_openapi::jiff::Timestamp::now()) {
+    let now = Timestamp::now();
+    if !binding::renew_due(issued, expires, now) && !outlives_remote(j, auth_url, remote, (issued, expires), now).await {
         return kubeconfig;
     }
     let token = read_token(&ctx.shared.client, &ctx.shared.namespace, &remote.id).await.unwrap_or_default();
@@ -451,6 +455,30 @@ async fn renew_if_due<P: Peers>(j: Join<'_, P>, auth_url: &str, remote: &Remote,
             kubeconfig
         }
     }
+}
+
+/// Whether our identity on the remote outlasts the lifetime the remote now gives (its `/ids`
+/// tells it): issued by an earlier release for a year, or before the remote shortened it; it
+/// is then renewed to that lifetime (SPEC §10). The remote is asked only for an identity that
+/// outlasts our own lifetime too, and at most once a health period (once an hour after it told
+/// one): a peering of this release asks nothing.
+async fn outlives_remote<P: Peers>(j: Join<'_, P>, auth_url: &str, remote: &Remote, times: (Timestamp, Timestamp), now: Timestamp) -> bool {
+    let ctx = j.ctx;
+    let (issued, expires) = times;
+    if !binding::outlives(issued, expires, ctx.token_lifetime, now) {
+        return false;
+    }
+    let lifetime = match ctx.remote_lifetime(&remote.id) {
+        Some(known) => known,
+        None => {
+            let ids = ctx.shared.peers.ids(auth_url, remote.trust.clone()).await;
+            let told = ids.ok().and_then(|ids| ids.token_lifetime_seconds).map(Duration::from_secs);
+            let stands = if told.is_some() { Duration::from_secs(3600) } else { ctx.timing.health };
+            ctx.record_remote_lifetime(&remote.id, told, stands);
+            told
+        }
+    };
+    lifetime.is_some_and(|lifetime| binding::outlives(issued, expires, lifetime, now))
 }
 
 /// Where on the remote our request goes: the tenant namespace our identity's kubeconfig names
@@ -564,6 +592,9 @@ async fn offer<P: Peers>(
     let previous = fc.status.as_ref().and_then(|s| s.outgoing.as_ref());
     let name = fc.name_any();
     let offered = ctx.offered(&name, previous.is_some_and(|o| o.remote_peering_request_name.is_some()));
+    if r.handed.is_none() {
+        r.handed = ctx.handed_unrecorded(&name);
+    }
     let waiting_since = joined_since(fc, Reason::WaitingForAdvertisement);
     let overdue = || decide::anonymous_offer_overdue(waiting_since.as_ref(), &super::now(), ctx.refreshed_ago(&name), ctx.timing.refused);
     let advertised = match (ctx.advertisement_present(&remote.id), previous.is_some_and(|o| o.advertisement.is_some())) {
@@ -573,10 +604,14 @@ async fn offer<P: Peers>(
         (false, false) => Advertised::Absent,
     };
     // What we keep on the remote follows our API server's address and CA, and its token is
-    // renewed (SPEC §10). A peering of an earlier release records it at its next offer: a
-    // steady peering costs no write, and an upgrade alone writes nothing.
+    // renewed (SPEC §10); what an earlier release handed (a status that names our request and
+    // records nothing handed) is renewed to our lifetime once. A steady peering of this release
+    // costs no write, nor does a status read before our first offer's was.
     let (url, ca) = (ctx.api_server.url.get(), ctx.api_ca_fingerprint());
-    let rewrite = r.handed.as_ref().and_then(|h| decide::rewrite_kubeconfig(h, &url, &ca, &super::now()));
+    let by_earlier_release = r.handed.is_none() && previous.is_some_and(|o| o.remote_peering_request_name.is_some());
+    let rewrite = (r.handed.is_some() || by_earlier_release)
+        .then(|| decide::rewrite_kubeconfig(r.handed.as_ref(), &url, &ca, ctx.token_lifetime, &super::now()))
+        .flatten();
     let plan = match decide::offer(on_remote, offered, advertised) {
         Offer::Keep if rewrite.is_some() => Offer::Rewrite,
         plan => plan,
@@ -600,7 +635,7 @@ async fn offer<P: Peers>(
     };
     match way.put_offer(client, &secret, &ours.object()).await {
         Ok(()) => {
-            ctx.record_offer(&name);
+            ctx.record_offer(&name, &handed);
             ctx.metrics.offered(plan.as_str(), on_remote.as_str());
             r.handed = Some(handed);
             let anonymously = if way.reads_requests() { "" } else { " (anonymously)" };

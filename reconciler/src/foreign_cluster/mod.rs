@@ -121,11 +121,17 @@ pub struct Ctx<P: Peers> {
     proven: Mutex<HashMap<String, (String, String, std::time::Instant)>>,
     /// When each ForeignCluster's anonymous offer was last made again for being overdue.
     refreshed: Mutex<HashMap<String, std::time::Instant>>,
+    /// The token lifetime each remote's `/ids` told (by remote cluster ID; `None`: it told none),
+    /// and until when that answer stands (see [`Ctx::remote_lifetime`]).
+    remote_lifetimes: Mutex<HashMap<String, (std::time::Instant, Option<Duration>)>>,
     /// ForeignClusters whose remote this process put our request on, until a status read
     /// records it (see [`Ctx::offered`]): a reconcile woken (by the peer's Advertisement, say)
     /// before the store shows the status written after the offer does not make it again
     /// (found by the fleet: every join offered twice).
-    offers: Mutex<HashSet<String>>,
+    /// With what each offer handed the remote: a round on a status of before the offer keeps
+    /// that in the status it writes (or the record would be lost, and the next round would take
+    /// the peering for one of an earlier release).
+    offers: Mutex<HashMap<String, HandedKubeconfig>>,
     /// ForeignClusters whose unjoin deleted our request on the remote and found it
     /// terminating: the next rounds only look again.
     withdrawing: Mutex<HashSet<String>>,
@@ -173,6 +179,7 @@ impl<P: Peers> Ctx<P> {
             connector: None,
             proven: Mutex::default(),
             refreshed: Mutex::default(),
+            remote_lifetimes: Mutex::default(),
             offers: Mutex::default(),
             withdrawing: Mutex::default(),
             wakes: std::sync::OnceLock::new(),
@@ -306,11 +313,16 @@ impl<P: Peers> Ctx<P> {
             offers.remove(fc_name);
             return true;
         }
-        offers.contains(fc_name)
+        offers.contains_key(fc_name)
     }
 
-    fn record_offer(&self, fc_name: &str) {
-        self.offers.lock().expect("not poisoned").insert(fc_name.to_owned());
+    /// What our offer handed the remote while the status read does not record the offer yet.
+    fn handed_unrecorded(&self, fc_name: &str) -> Option<HandedKubeconfig> {
+        self.offers.lock().expect("not poisoned").get(fc_name).cloned()
+    }
+
+    fn record_offer(&self, fc_name: &str, handed: &HandedKubeconfig) {
+        self.offers.lock().expect("not poisoned").insert(fc_name.to_owned(), handed.clone());
     }
 
     /// Whether `url` proved `fingerprint` for `fc_name` within the last [`PROOF_PERIODS`]
@@ -336,6 +348,19 @@ impl<P: Peers> Ctx<P> {
 
     fn record_refresh(&self, fc_name: &str) {
         self.refreshed.lock().expect("not poisoned").insert(fc_name.to_owned(), std::time::Instant::now());
+    }
+
+    /// The token lifetime `remote_id` told at its last `/ids`, while that answer stands: the
+    /// outer `None` when it must be asked again.
+    fn remote_lifetime(&self, remote_id: &str) -> Option<Option<Duration>> {
+        let known = self.remote_lifetimes.lock().expect("not poisoned");
+        known.get(remote_id).filter(|(until, _)| std::time::Instant::now() < *until).map(|(_, told)| *told)
+    }
+
+    /// Records what `remote_id` told of its token lifetime, standing for `stands`.
+    fn record_remote_lifetime(&self, remote_id: &str, told: Option<Duration>, stands: Duration) {
+        let until = std::time::Instant::now() + stands;
+        self.remote_lifetimes.lock().expect("not poisoned").insert(remote_id.to_owned(), (until, told));
     }
 
     fn withdrawing(&self, fc_name: &str) -> bool {

@@ -103,12 +103,26 @@ pub fn bound_message(peer: &str, until: Option<Timestamp>) -> String {
 /// Whether an identity issued at `issued` and lasting until `expires` should be renewed at
 /// `now`: once 80 % of its life has passed (SPEC §10). A token whose times are unknown is not.
 pub fn renew_due(issued: Timestamp, expires: Timestamp, now: Timestamp) -> bool {
+    now >= due_at(issued, expires)
+}
+
+/// Whether an identity issued at `issued` and lasting until `expires` outlasts the lifetime its
+/// issuer now gives (`lifetime`): its renewal lies more than a whole such lifetime after `now`.
+/// It was issued by an earlier release (a year), or before the lifetime was shortened, and is
+/// renewed to the current one (SPEC §10). A fresh identity of the current lifetime never is.
+pub fn outlives(issued: Timestamp, expires: Timestamp, lifetime: std::time::Duration, now: Timestamp) -> bool {
+    let lifetime = SignedDuration::try_from(lifetime).unwrap_or(SignedDuration::MAX);
+    due_at(issued, expires).duration_since(now) > lifetime
+}
+
+/// When an identity issued at `issued` and lasting until `expires` is due for renewal: at 80 %
+/// of its life (an inverted one at once).
+fn due_at(issued: Timestamp, expires: Timestamp) -> Timestamp {
     let life = expires.duration_since(issued);
     if life <= SignedDuration::ZERO {
-        return true;
+        return expires;
     }
-    let due = issued + SignedDuration::from_nanos((life.as_nanos() as f64 * 0.8) as i64);
-    now >= due
+    issued + SignedDuration::from_nanos((life.as_nanos() as f64 * 0.8) as i64)
 }
 
 /// When a Kubernetes ServiceAccount token (a JWT) was issued and when it expires, from its
@@ -173,6 +187,20 @@ mod tests {
         assert!(!renew_due(issued, expires, at("2026-11-28T07:59:59Z")));
         assert!(renew_due(issued, expires, at("2026-11-28T08:00:00Z")));
         assert!(renew_due(expires, issued, at("2026-11-28T00:00:00Z")), "an inverted token is renewed at once");
+    }
+
+    #[test]
+    fn an_identity_longer_than_its_issuer_now_gives_is_renewed_to_that_lifetime() {
+        let week = std::time::Duration::from_secs(7 * 24 * 3600);
+        let now = at("2026-11-28T00:00:00Z");
+        // Issued by an earlier release for a year, an hour ago: renewed now.
+        assert!(outlives(at("2026-11-27T23:00:00Z"), at("2027-11-27T23:00:00Z"), week, now));
+        // Issued for a week an hour ago, or a week-long one issued long ago: kept.
+        assert!(!outlives(at("2026-11-27T23:00:00Z"), at("2026-12-04T23:00:00Z"), week, now));
+        assert!(!outlives(at("2025-12-01T00:00:00Z"), at("2026-12-01T00:00:00Z"), week, now), "its renewal falls within a week");
+        // A lifetime longer than the token's: kept.
+        assert!(!outlives(at("2026-11-27T23:00:00Z"), at("2027-11-27T23:00:00Z"), 2 * 365 * week / 7, now));
+        assert!(!outlives(at("2026-11-29T00:00:00Z"), at("2026-11-28T00:00:00Z"), week, now), "an inverted token");
     }
 
     #[test]
