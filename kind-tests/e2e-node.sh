@@ -16,14 +16,17 @@
 #      foreignclusters`, a ForeignCluster deleted while the other cluster is unreachable;
 #   6. `kubectl liqo uninstall --unpeer` on both: no object of ours is left (every resource kind
 #      listed, the CRDs included);
-#   7. the previous release's protocol (LIQO_PREVIOUS_REF, default f32e68a: the last commit with
-#      cluster-scoped PeeringRequests; skipped, and said so, where that commit has no image
-#      recipe) installed as its README said, LAN discovery off, A peered with B by hand; then
-#      `kubectl liqo install` of this commit over it on A: A names B as on the older protocol
-#      (PeerOnOlderProtocol); then on B: the peering forms again by itself within 3 health
-#      periods, in the tenant namespaces, no per-peer ClusterRole left; then B runs the
-#      `kubectl liqo peer` line A's install printed: joined both ways; both uninstalled
-#      (--unpeer), nothing left;
+#   7. the previous release (LIQO_PREVIOUS_REF, default a65511d: the last commit of 0.2, whose
+#      identities last a year; skipped, and said so, where that commit has no image recipe)
+#      installed as its README said, LAN discovery off, A peered with B by hand; then `kubectl
+#      liqo install` of this commit over it on A, then on B: the peering is kept (the same
+#      PeeringRequest, joined throughout), and both identities of a year (A's on B, and the
+#      kubeconfig A keeps on B) are renewed to the shipped 7 days within 3 health periods of B's
+#      install. (With LIQO_PREVIOUS_REF=f32e68a, the last commit of the cluster-scoped protocol
+#      0.1: A names B as on the older protocol (PeerOnOlderProtocol) until B's install, then the
+#      peering forms again by itself in the tenant namespaces, no per-peer ClusterRole left.)
+#      Then B runs the `kubectl liqo peer` line A's install printed: joined both ways; both
+#      uninstalled (--unpeer), nothing left;
 #   8. `kubectl liqo install` on both, fresh (LAN discovery on): peered both ways within 3 health
 #      periods; `uninstall --unpeer` on both, nothing left;
 #   9. both nodes removed (node-down.sh), nothing left behind.
@@ -63,8 +66,10 @@ trap cleanup EXIT
 say "images"
 podman image exists "$CURRENT" || image/build.sh "$CURRENT" >/dev/null
 [ -x "$KUBECTL_LIQO" ] || cargo build -q -p liqo-cli
-# The last commit of the cluster-scoped protocol (0.1): the upgrade SPEC §9 asks to prove.
-previous_ref=${LIQO_PREVIOUS_REF:-f32e68a}
+# The previous release: the last commit of 0.2 (tenant namespaces, identities of a year, no
+# binding of IDs), the upgrade SPEC §10 asks to prove. LIQO_PREVIOUS_REF=f32e68a (the last
+# commit of the cluster-scoped protocol, 0.1) proves the upgrade of SPEC §9 instead.
+previous_ref=${LIQO_PREVIOUS_REF:-a65511d}
 previous_tree=""
 if git rev-parse --verify -q "$previous_ref^{commit}" >/dev/null && git cat-file -e "$previous_ref:image/build.sh" 2>/dev/null; then
   previous_tree="$(mktemp -d)/previous"
@@ -272,17 +277,51 @@ took "shared checks"
 uninstall_both
 took "uninstall --unpeer, nothing left"
 
-# --- 7. the previous commit, then kubectl liqo install of this one over it ---
-if [ -n "$previous_tree" ]; then
-  for n in "$NODE_A" "$NODE_B"; do import_image "$n" "$PREVIOUS" "docker.io/library/$PREVIOUS"; done
-  IMAGE=$PREVIOUS
-  install A "$previous_tree/manifests"
-  install B "$previous_tree/manifests"
-  FC_B=cluster-b
-  peer_a_with_b cluster-b
-  took "the previous commit installed and peered"
+# How long the token in a kubeconfig (read with CMD... -o jsonpath=...kubeconfig, base64)
+# lasts, in days: from the JWT's own iat and exp.
+token_days() {
+  "$@" | base64 -d | python3 -c '
+import base64, json, re, sys
+token = re.search(r"token: *\"?([A-Za-z0-9_.-]+)", sys.stdin.read()).group(1)
+claims = token.split(".")[1]
+claims = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))
+print(int((claims["exp"] - claims["iat"]) / 86400))'
+}
+# The days of A's identity on B (kept on A), and of the kubeconfig A keeps on B.
+identity_days() { token_days ka -n liqo get secret "$FC_B-identity" -o jsonpath='{.data.kubeconfig}'; }
+handed_days() { token_days kb -n "$(tenant_of "$(cluster_id A)")" get secret "pr-kubeconfig-$(cluster_id A)" -o jsonpath='{.data.kubeconfig}'; }
+renewed_to_a_week() { [ "$(identity_days)" -le 7 ] && [ "$(handed_days)" -le 7 ]; }
+request_uid() { kb -n "$(tenant_of "$(cluster_id A)")" get peeringrequest "$(cluster_id A)" -o jsonpath='{.metadata.uid}'; }
 
-  say "upgrade in place: kubectl liqo install of this commit over $previous_ref's, A first"
+# 0.2 -> this commit (SPEC §10): A upgraded first, then B; the peering is kept throughout (the
+# same PeeringRequest), and the identities of a year 0.2 issued are renewed to the shipped
+# lifetime (7 days) both ways within 3 health periods of B's install.
+upgrade_from_tenant_namespaces() {
+  say "upgrade in place: kubectl liqo install of this commit over $previous_ref's (0.2), A first"
+  local uid days out upgraded
+  uid="$(request_uid)"
+  days="$(identity_days) / $(handed_days)"
+  [ "$(identity_days)" -ge 300 ] || fail "0.2 issued A's identity for $(identity_days) days, not a year"
+  out_a="$(liqo A install --timeout 5m)" || fail "kubectl liqo install on A: $out_a"
+  echo "$out_a" >&2
+  [ "$(ka -n liqo get pod "$(holder A)" -o jsonpath='{.spec.containers[0].image}')" = "$CURRENT" ] || fail "A's leader does not run $CURRENT"
+  wait_for $((2 * HEALTH)) "A still joined to B (on 0.2)" fc_joined A "$FC_B"
+  out="$(liqo B install --timeout 5m)" || fail "kubectl liqo install on B: $out"
+  upgraded=$SECONDS
+  wait_for $((3 * HEALTH)) "both identities renewed to the shipped lifetime (were $days days)" renewed_to_a_week
+  echo "ok: renewed to $(identity_days) / $(handed_days) days (from $days) $((SECONDS - upgraded)) s after B's install ended" >&2
+  [ "$(request_uid)" = "$uid" ] || fail "A's PeeringRequest on B was made anew: a re-join"
+  fc_joined A "$FC_B" || fail "A is not joined to B after the upgrade"
+  [ "$(kb -n "$(tenant_of "$(cluster_id A)")" get serviceaccount "$(cluster_id A)" -o jsonpath='{.metadata.labels.discovery\.liqo\.io/identity}')" = in-use ] \
+    || fail "B does not count A's identity in use"
+  took "upgrade in place from 0.2, peering kept, identities renewed"
+}
+
+# 0.1 -> this commit (SPEC §9): A upgraded first names B as on the older protocol; after B's
+# upgrade the peering forms again by itself in the tenant namespaces.
+upgrade_from_cluster_scoped() {
+  say "upgrade in place: kubectl liqo install of this commit over $previous_ref's (0.1), A first"
+  local old_leader upgraded
   old_leader="$(holder A)"
   out_a="$(liqo A install --timeout 5m)" || fail "kubectl liqo install on A: $out_a"
   echo "$out_a" >&2
@@ -311,6 +350,23 @@ if [ -n "$previous_tree" ]; then
       || fail "per-peer ClusterRoles of 0.1 left on $c"
   done
   took "upgrade in place, re-peered"
+}
+
+# --- 7. the previous commit, then kubectl liqo install of this one over it ---
+if [ -n "$previous_tree" ]; then
+  for n in "$NODE_A" "$NODE_B"; do import_image "$n" "$PREVIOUS" "docker.io/library/$PREVIOUS"; done
+  IMAGE=$PREVIOUS
+  install A "$previous_tree/manifests"
+  install B "$previous_tree/manifests"
+  FC_B=cluster-b
+  peer_a_with_b cluster-b
+  took "the previous commit installed and peered"
+
+  if git cat-file -e "$previous_ref:reconciler/src/tenant.rs" 2>/dev/null; then
+    upgrade_from_tenant_namespaces
+  else
+    upgrade_from_cluster_scoped
+  fi
 
   say "LAN discovery off: B peers with A by the line A's install printed"
   line="$(echo "$out_a" | grep -m1 '^  kubectl liqo peer ')" || fail "A's install printed no peer line"

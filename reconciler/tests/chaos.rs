@@ -15,8 +15,14 @@
 //! - each cluster runs one broadcaster per request it holds;
 //! - no per-peer ClusterRole or ClusterRoleBinding, ever; after a full unjoin, each side's
 //!   tenant namespace gone or going;
+//! - an identity a stranger took (and nobody used) is retired within [`STRANGER_PERIODS`]
+//!   health periods, even when the reconciler that issued it was killed right after;
 //! - no reconciler panicked, none is down;
 //! - the logs stay bounded (lines per minute).
+//!
+//! Every identity lasts `CHAOS_TOKEN_HOURS` (default 0.2: 12 minutes, near the least an API
+//! server issues), so in a soak of 10 minutes or more each is renewed amid the faults, and the
+//! kubeconfig each cluster keeps on its peers is written again; the summary counts the renewals.
 //!
 //! The deadline is `CHAOS_PERIODS` health periods, plus Kubernetes' fixed 5 s before a deleted
 //! namespace is emptied when a join meets a tenant namespace still going ([`NAMESPACE_GRACE`]).
@@ -48,14 +54,24 @@ fn env_or(name: &str, default: u64) -> u64 {
 /// default 2).
 static HEALTH: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| env_or("CHAOS_HEALTH", 2));
 
+/// How long the identities every reconciler issues last, in hours (`CHAOS_TOKEN_HOURS`, default
+/// 0.2: 12 minutes).
+static TOKEN_HOURS: std::sync::LazyLock<f64> =
+    std::sync::LazyLock::new(|| std::env::var("CHAOS_TOKEN_HOURS").ok().and_then(|s| s.parse().ok()).unwrap_or(0.2));
+
 /// The reconcilers' flags beyond the test defaults.
 static FLAGS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
     vec![
         "--leader-election=false".to_owned(),
         format!("--health-period-seconds={}", *HEALTH),
         format!("--advertise-period-seconds={}", *HEALTH),
+        format!("--token-lifetime-hours={}", *TOKEN_HOURS),
     ]
 });
+
+/// The health periods within which an identity a stranger took and nobody used is retired:
+/// three unused (SPEC §10), the sweep's round, and the convergence deadline's two.
+const STRANGER_PERIODS: u64 = 6;
 
 /// The flags, peers told to reach our API server through `api` and our auth service through
 /// `auth`.
@@ -110,6 +126,9 @@ enum Fault {
     /// A stranger asks a cluster's auth service for an identity under a peer's cluster ID that
     /// the peer holds there: it must be refused (409), and the peering goes on.
     ClaimIdentity,
+    /// A stranger takes an identity for a fresh cluster ID, and the reconciler that issued it
+    /// is killed at once (and restarted): the identity must be retired all the same.
+    IssueThenKill,
     /// A cluster's API server, as its peers reach it, black-holed: connections accepted and
     /// held, nothing passed, then closed when it is restored.
     BlackHoleApiServer,
@@ -131,8 +150,9 @@ enum Fault {
     RotateAuthCa,
 }
 
-const MENU: [Fault; 17] = [
+const MENU: [Fault; 18] = [
     Fault::KillReconciler,
+    Fault::IssueThenKill,
     Fault::StopApiServer,
     Fault::PauseReconciler,
     Fault::FlipJoin,
@@ -210,6 +230,8 @@ struct Cluster {
     auth_proxy: Proxy,
     /// Log lines of earlier processes of this reconciler (each restart appends).
     panics_seen: usize,
+    /// Identities strangers took here (their cluster IDs), and when.
+    strangers: Vec<(String, Instant)>,
 }
 
 impl Cluster {
@@ -261,7 +283,7 @@ async fn start() -> Option<Vec<Cluster>> {
         ready(&mut rec).await;
         let id = cluster_id(&admin).await;
         let webhook = start_webhook(&admin).await;
-        out.push(Cluster { name, cp, admin, token, id, rec: Some(rec), webhook, proxy, auth_proxy, panics_seen: 0 });
+        out.push(Cluster { name, cp, admin, token, id, rec: Some(rec), webhook, proxy, auth_proxy, panics_seen: 0, strangers: vec![] });
     }
     Some(out)
 }
@@ -371,9 +393,30 @@ async fn violation(cs: &[Cluster], wanted: &Wanted) -> Option<String> {
         if broadcasters as usize != held {
             return Some(format!("{}: {broadcasters} broadcasters for {held} requests held", cx.name));
         }
+        if let Some(left) = stranger_left(cx).await {
+            return Some(left);
+        }
     }
     None
 }
+
+/// An identity a stranger took on `c` more than [`STRANGER_PERIODS`] health periods ago whose
+/// tenant namespace is still there (not going).
+async fn stranger_left(c: &Cluster) -> Option<String> {
+    let limit = Duration::from_secs(STRANGER_PERIODS * *HEALTH);
+    for (id, at) in c.strangers.iter().filter(|(_, at)| at.elapsed() > limit) {
+        let tenant = tenant_namespace(id);
+        let ns = Api::<Namespace>::all(c.admin.clone()).get_opt(&tenant).await.ok()?;
+        if ns.is_some_and(|n| n.metadata.deletion_timestamp.is_none()) {
+            let age = at.elapsed().as_secs_f64();
+            return Some(format!("{}: the identity a stranger took {age:.1} s ago is not retired ({tenant} is left)", c.name));
+        }
+    }
+    None
+}
+
+/// Strangers' identities issued so far (each stranger asks from an address of its own).
+static STRANGERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// kube-controller-manager's namespace controller waits this long before it empties a deleted
 /// namespace (`namespaceDeletionGracePeriod`, fixed): a join that meets its peer's tenant
@@ -587,6 +630,23 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
             }
             format!("a stranger claimed {xn}'s ID on {yn}: {}", answer.status)
         }
+        Fault::IssueThenKill => {
+            let n = STRANGERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let source = std::net::IpAddr::from([127, 0, 3 + (n / 250) as u8, (n % 250 + 1) as u8]);
+            let id = format!("5e000000-0000-4000-8000-{n:012x}");
+            let port: u16 = cs[x].rec().auth_url.rsplit(':').next().unwrap().parse().unwrap();
+            let ca = cs[x].auth_certs().join("ca.crt");
+            let body = json!({"clusterID": id, "token": ""});
+            let answer = liqo_testenv::https::request_from(source, ([127, 0, 0, 1], port).into(), &ca, "POST", "/identity", body).await;
+            restart(&mut cs[x]).await;
+            // 503: the waiting identities are at the cap; nothing was issued.
+            match answer.status {
+                201 => cs[x].strangers.push((id, Instant::now())),
+                503 => {}
+                other => return Err(format!("a stranger asking {xn} for a fresh ID's identity got {other}: {}", answer.text())),
+            }
+            format!("a stranger took an identity on {xn} ({}); {xn}'s reconciler killed at once and restarted", answer.status)
+        }
         Fault::BlackHoleApiServer => {
             let held = rng.fault_length();
             cs[x].proxy.black_hole_for(held).await;
@@ -768,7 +828,20 @@ async fn chaos_soak() {
             violations.push(format!("seed {seed} fault #{faults}: {h}"));
         }
     }
+    // The last strangers' identities: retired within their periods too.
+    let last = cs.iter().flat_map(|c| c.strangers.iter().map(|(_, at)| *at)).max();
+    if let Some(last) = last {
+        let limit = Duration::from_secs(STRANGER_PERIODS * *HEALTH);
+        tokio::time::sleep((limit + Duration::from_secs(1)).saturating_sub(last.elapsed())).await;
+        if let Err(v) = converge(&cs, &wanted, deadline).await {
+            println!("after the last fault: VIOLATION: {v}");
+            violations.push(format!("seed {seed} after the last fault: {v}"));
+        }
+    }
     let minutes = started.elapsed().as_secs_f64() / 60.0;
+    let renewals: usize = cs.iter().map(|c| log_count(c.rec(), "renewed our identity on the remote")).sum();
+    let rewritten: usize = cs.iter().map(|c| log_count(c.rec(), "wrote the kubeconfig we keep on the remote again")).sum();
+    let strangers: usize = cs.iter().map(|c| c.strangers.len()).sum();
     let lines: usize = cs.iter().map(|c| info_lines(c.rec())).sum();
     let per_minute = (lines - lines_at_start) as f64 / minutes / 3.0;
     let by_kind: Vec<String> = counts.iter().map(|(f, n)| format!("{f:?} {n}")).collect();
@@ -776,12 +849,13 @@ async fn chaos_soak() {
         println!("{record}");
     }
     println!(
-        "chaos: seed {seed}: {faults} faults in {:.1} min ({}), {checks} invariant checks ({} met a tenant namespace still going: deadline + {} s), slowest convergence {:.1} s, late {}, {per_minute:.0} INFO+ log lines/min per reconciler, violations: {}",
+        "chaos: seed {seed}: {faults} faults in {:.1} min ({}), {checks} invariant checks ({} met a tenant namespace still going: deadline + {} s), slowest convergence {:.1} s, late {}, identities of {:.0} min renewed {renewals} times and kubeconfigs on peers written again {rewritten} times amid them, {strangers} strangers' identities retired, {per_minute:.0} INFO+ log lines/min per reconciler, violations: {}",
         minutes,
         by_kind.join(", "),
         MET_GOING.load(std::sync::atomic::Ordering::Relaxed),
         NAMESPACE_GRACE.as_secs(),
         slowest.as_secs_f64(),
+        *TOKEN_HOURS * 60.0,
         late.len(),
         violations.len()
     );

@@ -655,6 +655,7 @@ async fn offer<P: Peers>(
                 }
                 Offer::Rewrite => {
                     let why = rewrite.unwrap_or("it was due");
+                    tracing::info!(peer = %remote.id, why, "wrote the kubeconfig we keep on the remote again");
                     (false, "KubeconfigRewritten", format!("wrote the kubeconfig we keep on the remote again: {why}"))
                 }
                 _ => (false, "PeeringRequestCreated", format!("created PeeringRequest {own_id} on the remote{anonymously}")),

@@ -130,6 +130,11 @@ pub fn info_lines(r: &Reconciler) -> usize {
     std::fs::read_to_string(&r.log).expect("the reconciler's log").lines().filter(|l| !l.contains("DEBUG") && !l.contains("TRACE")).count()
 }
 
+/// The lines of the reconciler's log that hold `text`.
+pub fn log_count(r: &Reconciler, text: &str) -> usize {
+    std::fs::read_to_string(&r.log).unwrap_or_default().lines().filter(|l| l.contains(text)).count()
+}
+
 /// The last 20 lines of the reconciler's log.
 pub fn log_tail(r: &Reconciler) -> String {
     let log = std::fs::read_to_string(&r.log).unwrap_or_default();
