@@ -36,7 +36,7 @@ bench:
 
 # One hub against N simulated peers (release build): a real API server with our webhook and
 # reconciler as they ship (and the dashboard), N peers over real TLS in one process,
-# scenarios (a)-(g) one table row each (docs/scaling.md). Runs in a network namespace of its own (root: unshare -n), where
+# scenarios (a)-(i) and (r) one table row each (docs/scaling.md). Runs in a network namespace of its own (root: unshare -n), where
 # each peer has an address of its own. `just fleet 10000`, `just fleet 100 --scenarios abc`.
 fleet peers="1000" *args:
     cargo build --release -p liqo-webhook -p liqo-reconciler -p liqo-dashboard -p liqo-fleet

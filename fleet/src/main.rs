@@ -1,5 +1,5 @@
 //! `liqo-fleet`: a hub (a real API server, our webhook and reconciler from their release
-//! binaries) against N simulated peers, through scenarios (a)–(g), one table row each.
+//! binaries) against N simulated peers, through scenarios (a)–(i) and (r), one table row each.
 //! `just fleet N` builds and runs it in a network namespace of its own.
 
 use std::path::PathBuf;
