@@ -102,6 +102,7 @@ fn identity(peer: &Peer, body: &[u8]) -> (u16, Vec<u8>) {
             return refuse(401, "currentToken: not an identity of that cluster ID".into());
         }
         peer.renewals.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        *peer.renewed_at.lock().expect("not poisoned") = Some(std::time::Instant::now());
     }
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
     let token = service_account_token(now, now + peer.token_lifetime().as_secs() as i64);

@@ -93,8 +93,9 @@ pub struct Peer {
     pub reads: std::sync::atomic::AtomicU64,
     /// Bumped when open connections must go (down, a new certificate).
     cut: watch::Sender<u64>,
-    /// Identities renewed (`/identity` with a current token it issued).
+    /// Identities renewed (`/identity` with a current token it issued), and when last.
     pub renewals: std::sync::atomic::AtomicU64,
+    pub renewed_at: Mutex<Option<Instant>>,
 }
 
 /// How long the identities a simulated peer issues last: the shipped `--token-lifetime-hours`.
@@ -115,6 +116,7 @@ impl Peer {
             reads: Default::default(),
             cut: watch::channel(0).0,
             renewals: Default::default(),
+            renewed_at: Mutex::default(),
         })
     }
 

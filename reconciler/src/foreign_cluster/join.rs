@@ -429,16 +429,34 @@ async fn renew_if_due<P: Peers>(j: Join<'_, P>, auth_url: &str, remote: &Remote,
     if !binding::renew_due(issued, expires, now) && !outlives_remote(j, auth_url, remote, (issued, expires), now).await {
         return kubeconfig;
     }
-    let token = read_token(&ctx.shared.client, &ctx.shared.namespace, &remote.id).await.unwrap_or_default();
-    let request = IdentityRequest { cluster_id: own_id.to_owned(), token, current_token: Some(current) };
+    // Our current identity is the proof: no cluster token is read for it (a GET per renewal).
+    // Only when it proves nothing any more (the remote's operator freed our ID) is the renewal
+    // a first claim, which needs the token where the remote asks one.
+    let mut request = IdentityRequest { cluster_id: own_id.to_owned(), token: String::new(), current_token: Some(current) };
+    let mut answer = ctx.shared.peers.identity(auth_url, remote.trust.clone(), &request).await;
+    if answer.as_ref().is_err_and(|e| e.is_refusal()) {
+        request.token = read_token(&ctx.shared.client, &ctx.shared.namespace, &remote.id).await.unwrap_or_default();
+        if !request.token.is_empty() {
+            answer = ctx.shared.peers.identity(auth_url, remote.trust.clone(), &request).await;
+        }
+    }
     let secret = identity_secret(&fc.name_any());
-    let renewed = match ctx.shared.peers.identity(auth_url, remote.trust.clone(), &request).await {
-        Ok(answer) => ctx.store_owned(fc, &secret, &remote.id, KUBECONFIG_KEY, &answer.kubeconfig).await.map(|()| answer.kubeconfig),
+    let renewed = match answer {
+        // The Secret is there (we renew what it holds): written over at once, one request.
+        Ok(answer) => ctx.store_over(fc, &secret, &remote.id, KUBECONFIG_KEY, &answer.kubeconfig).await.map(|()| answer.kubeconfig),
         Err(e) => Err(e),
     };
     match renewed {
         Ok(new) => {
             tracing::info!(peer = %remote.id, expired = %expires, "renewed our identity on the remote");
+            // A remote whose API server grants longer than the lifetime it tells (one that
+            // extends tokens) is not asked again for an hour: no renewal each round.
+            let renewed_times = crate::peer::token_of(&new).and_then(|t| binding::token_times(&t));
+            if let (Some((issued, expires)), Some(Some(told))) = (renewed_times, ctx.remote_lifetime(&remote.id))
+                && binding::outlives(issued, expires, told, Timestamp::now())
+            {
+                ctx.record_remote_lifetime(&remote.id, None, Duration::from_secs(3600));
+            }
             ctx.event(
                 fc,
                 false,

@@ -435,9 +435,28 @@ impl<P: Peers> Ctx<P> {
         self.store(Some(fc), name, remote_id, key, value).await
     }
 
+    /// [`Self::store_owned`] over a Secret that is there already: applied at once (a create
+    /// would only be refused first).
+    async fn store_over(&self, fc: &ForeignCluster, name: &str, remote_id: &str, key: &str, value: &str) -> Result<()> {
+        let secret = self.secret_of(Some(fc), name, remote_id, key, value);
+        let api: Api<Secret> = Api::namespaced(self.shared.client.clone(), &self.shared.namespace);
+        writes::apply(&api, FIELD_MANAGER, &secret).await.map(drop)
+    }
+
     /// Stores `value` under `key` in Secret `name` of our namespace, owned by `owner` if any.
     async fn store(&self, owner: Option<&ForeignCluster>, name: &str, remote_id: &str, key: &str, value: &str) -> Result<()> {
-        let secret = Secret {
+        let secret = self.secret_of(owner, name, remote_id, key, value);
+        let api: Api<Secret> = Api::namespaced(self.shared.client.clone(), &self.shared.namespace);
+        match api.create(&PostParams::default(), &secret).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_conflict(&e) => writes::apply(&api, FIELD_MANAGER, &secret).await.map(drop),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Secret `name` of our namespace holding `value` under `key`, owned by `owner` if any.
+    fn secret_of(&self, owner: Option<&ForeignCluster>, name: &str, remote_id: &str, key: &str, value: &str) -> Secret {
+        Secret {
             metadata: ObjectMeta {
                 name: Some(name.to_owned()),
                 namespace: Some(self.shared.namespace.clone()),
@@ -450,12 +469,6 @@ impl<P: Peers> Ctx<P> {
             },
             data: Some(BTreeMap::from([(key.to_owned(), ByteString(value.as_bytes().to_vec()))])),
             ..Default::default()
-        };
-        let api: Api<Secret> = Api::namespaced(self.shared.client.clone(), &self.shared.namespace);
-        match api.create(&PostParams::default(), &secret).await {
-            Ok(_) => Ok(()),
-            Err(e) if is_conflict(&e) => writes::apply(&api, FIELD_MANAGER, &secret).await.map(drop),
-            Err(e) => Err(e.into()),
         }
     }
 
@@ -476,7 +489,11 @@ impl<P: Peers> Ctx<P> {
             crate::tenancy::tenant::grant(&self.shared.client, FIELD_MANAGER, remote_id, &access).await?;
         }
         let issued = k8s_openapi::jiff::Timestamp::now();
-        let (token, expires) = grant::token_until(&self.shared.client, access.namespace(), remote_id, self.token_lifetime).await?;
+        let (token, granted) = grant::token_until(&self.shared.client, access.namespace(), remote_id, self.token_lifetime).await?;
+        // Renewed on our lifetime's schedule, whatever longer the API server granted (one that
+        // extends tokens): else each round would find it outlasting our lifetime.
+        let lifetime = k8s_openapi::jiff::SignedDuration::try_from(self.token_lifetime).unwrap_or(k8s_openapi::jiff::SignedDuration::MAX);
+        let expires = granted.map(|g| g.min(issued.checked_add(lifetime).unwrap_or(g)));
         // Its context names the peer's tenant namespace here: where its broadcaster writes.
         let url = self.api_server.url.get();
         let config = kubeconfig(&self.api_server, ours.home_id, remote_id, access.namespace(), token)?;
