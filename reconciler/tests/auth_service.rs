@@ -123,10 +123,11 @@ async fn ids_answers_with_exactly_the_seed_keys() {
     assert_eq!(a.status, 200);
     // Byte-compatible with seed 002's `curl --insecure https://<ADDRESS>:<PORT>/ids`.
     // And the protocol spoken (SPEC §3: more keys are allowed), which tells a cluster of the
-    // cluster-scoped protocol apart.
+    // cluster-scoped protocol apart, and the lifetime of the identities it issues (SPEC §10:
+    // a holder of a longer one renews it to this).
     assert_eq!(
         a.text(),
-        r#"{"clusterId":"0558de48-097b-4b7d-ba04-6bd2a0f9d24f","clusterName":"LiqoCluster0692","guestNamespace":"liqo","protocolVersion":2}"#
+        r#"{"clusterId":"0558de48-097b-4b7d-ba04-6bd2a0f9d24f","clusterName":"LiqoCluster0692","guestNamespace":"liqo","protocolVersion":2,"tokenLifetimeSeconds":3600}"#
     );
     let ids: Ids = serde_json::from_slice(&a.body).unwrap();
     assert_eq!(ids.cluster_id, OWN);
