@@ -855,8 +855,8 @@ async fn chaos_soak() {
         MET_GOING.load(std::sync::atomic::Ordering::Relaxed),
         NAMESPACE_GRACE.as_secs(),
         slowest.as_secs_f64(),
-        *TOKEN_HOURS * 60.0,
         late.len(),
+        *TOKEN_HOURS * 60.0,
         violations.len()
     );
     assert!(violations.is_empty(), "{} violations (listed above the summary)", violations.len());
