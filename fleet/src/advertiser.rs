@@ -1,10 +1,14 @@
 //! The peers' broadcasters: a peer that accepted a hub's PeeringRequest keeps its
-//! Advertisement in the hub with the kubeconfig the request's Secret carries (as our
-//! broadcaster does: a GET each period, a create when it is missing), and says how that goes
-//! in the request's status (`advertisementStatus`, condition `Advertised`).
+//! Advertisement in the hub with the kubeconfig the request's Secret carries, as our
+//! broadcaster does (`liqo_reconciler::broadcaster::follow`): a GET, a create when it is
+//! missing, then a watch of it by name, opened again from its last version when it ends (every
+//! 10 to 15 periods), after a spread wait when it breaks, and a round when it shows the
+//! Advertisement deleted. It says how that goes in the request's status
+//! (`advertisementStatus`, condition `Advertised`).
 //!
-//! One HTTP client to the hub serves every peer (each request carries its peer's token): the
-//! hub's API server sees the requests of N peers, over a pool of connections, not N of them.
+//! One HTTP client to the hub serves every peer's rounds (each request carries its peer's
+//! token), over a pool of connections; another, which waits as long as a watch lasts, holds
+//! their watches: one connection each, as N peers would.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -18,6 +22,8 @@ use liqo_api::AdvertisementSpec;
 use liqo_api::names::{LABEL_CLUSTER_ID, advertisement_name};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
+
+use liqo_reconciler::broadcaster::follow;
 
 use crate::peer::{Mode, NAMESPACE, Peer};
 use crate::server::Counts;
@@ -37,6 +43,10 @@ pub struct HubAccess {
 pub struct Advertiser {
     hub: HubAccess,
     client: Client,
+    /// For the watches: waits as long as one lasts.
+    watcher: Client,
+    /// Watches open now.
+    watching: Arc<std::sync::atomic::AtomicUsize>,
     counts: Arc<Counts>,
     running: Mutex<HashMap<(usize, String), JoinHandle<()>>>,
 }
@@ -73,8 +83,10 @@ impl Advertiser {
         let mut config = kube::Config::new(hub.url.parse()?);
         config.root_cert = Some(vec![pem_der(&hub.ca_pem)?]);
         config.read_timeout = Some(Duration::from_secs(30));
-        let client = Client::try_from(config)?;
-        Ok(Self { hub, client, counts, running: Mutex::default() })
+        let client = Client::try_from(config.clone())?;
+        config.read_timeout = Some(follow::longest_watch(hub.period) + liqo_reconciler::broadcaster::QUIET_MARGIN);
+        let watcher = Client::try_from(config)?;
+        Ok(Self { hub, client, watcher, watching: Arc::default(), counts, running: Mutex::default() })
     }
 
     /// `requester`'s PeeringRequest was accepted by `peer` (new or changed): its broadcaster
@@ -104,6 +116,11 @@ impl Advertiser {
         });
     }
 
+    /// How many watches of the hub are open.
+    pub fn watching(&self) -> usize {
+        self.watching.load(Ordering::Relaxed)
+    }
+
     /// How many broadcasters run.
     pub fn running(&self) -> usize {
         self.running.lock().expect("not poisoned").len()
@@ -112,6 +129,8 @@ impl Advertiser {
     async fn broadcast(self: Arc<Self>, peer: Arc<Peer>, requester: String) {
         let (mut last, mut previous) = (None, None);
         let (mut failures, spread) = (0u32, liqo_reconciler::broadcaster::spread_of(&format!("{}/{requester}", peer.name)));
+        // A peer whose hub refused its watch is not asked again before then.
+        let mut unwatchable_until: Option<tokio::time::Instant> = None;
         loop {
             let round = match kubeconfig_token(&peer, &requester) {
                 // A peer that is off reaches nothing: its round fails without a request.
@@ -127,8 +146,90 @@ impl Advertiser {
             }
             previous = Some(round);
             failures = if round == Round::Created { 0 } else { failures.saturating_add(1) };
+            let watchable = unwatchable_until.is_none_or(|t| tokio::time::Instant::now() >= t);
+            if round == Round::Created && watchable {
+                match self.follow(&peer, &requester, spread).await {
+                    Followed::Changed | Followed::Off => continue,
+                    Followed::Refused => {
+                        unwatchable_until = Some(tokio::time::Instant::now() + self.hub.period * follow::UNWATCHABLE_PERIODS)
+                    }
+                }
+            }
             tokio::time::sleep(round.next_after(self.hub.period, failures, spread)).await;
         }
+    }
+
+    /// Follows the peer's Advertisement in the hub until it needs a round (it changed, or the
+    /// kubeconfig did), the peer goes off, or the hub refuses the watch.
+    async fn follow(&self, peer: &Peer, requester: &str, spread: f64) -> Followed {
+        use futures::StreamExt;
+        let (period, own) = (self.hub.period, peer.id.clone());
+        let resources = liqo_reconciler::resources::summarize(std::iter::empty());
+        let mut breaks = 0u32;
+        loop {
+            let Some((token, namespace)) = kubeconfig_token(peer, requester) else { return Followed::Changed };
+            let seconds = follow::watch_seconds(period, spread);
+            let (opened, lasts) = (tokio::time::Instant::now(), Duration::from_secs(seconds.into()));
+            self.counts.hub_watches.fetch_add(1, Ordering::Relaxed);
+            let _open = Open::new(&self.watching);
+            let mut events = std::pin::pin!(self.watch(&own, &token, &namespace, seconds));
+            let next = loop {
+                let told = tokio::select! {
+                    told = events.next() => told,
+                    // The peer going off drops its connections; checked each period.
+                    () = tokio::time::sleep(period) => {
+                        if peer.mode() == Mode::Off { return Followed::Off }
+                        continue;
+                    }
+                };
+                match follow::judge(told, &own, &resources, opened.elapsed(), lasts) {
+                    follow::Next::Keep => {}
+                    other => break other,
+                }
+            };
+            let wait = match next {
+                follow::Next::Keep | follow::Next::Reopen => {
+                    breaks = 0;
+                    Duration::ZERO
+                }
+                follow::Next::Round { .. } => return Followed::Changed,
+                follow::Next::Unwatchable(_) => return Followed::Refused,
+                follow::Next::Broken(_) => {
+                    breaks += 1;
+                    if breaks == 1 {
+                        follow::reopen_after(period, spread)
+                    } else {
+                        liqo_reconciler::broadcaster::backoff(period, breaks - 1, spread)
+                    }
+                }
+            };
+            tokio::time::sleep(wait).await;
+            if peer.mode() == Mode::Off {
+                return Followed::Off;
+            }
+        }
+    }
+
+    /// A watch of `own`'s Advertisement in `namespace` of the hub, from what the hub has now,
+    /// lasting `seconds`: its events, or why it failed.
+    fn watch(&self, own: &str, token: &str, namespace: &str, seconds: u32) -> impl futures::Stream<Item = follow::Told> + use<> {
+        use futures::StreamExt;
+        let name = advertisement_name(own);
+        let path = format!(
+            "/apis/sharing.liqo.io/v1alpha1/namespaces/{namespace}/advertisements?watch=true&allowWatchBookmarks=true&fieldSelector=metadata.name%3D{name}&resourceVersion=0&timeoutSeconds={seconds}"
+        );
+        let request = http::Request::builder()
+            .uri(path)
+            .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
+            .body(Vec::new())
+            .expect("a valid request");
+        let client = self.watcher.clone();
+        futures::stream::once(async move { client.request_events::<liqo_api::Advertisement>(request).await }).flat_map(
+            |opened| match opened {
+                Ok(events) => events.map(|e| e.map_err(failure)).left_stream(),
+                Err(e) => futures::stream::iter([Err(failure(e))]).right_stream(),
+            },
+        )
     }
 
     /// One round: the Advertisement exists in the hub.
@@ -176,6 +277,39 @@ impl Advertiser {
         let status = response.status().as_u16();
         let _ = response.into_body().collect_bytes().await;
         Some(status)
+    }
+}
+
+/// Counts a watch as open for as long as it lives (a broadcaster aborted included).
+struct Open(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Open {
+    fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(count.clone())
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// How following an Advertisement ended.
+enum Followed {
+    /// A round is due: the Advertisement changed, or the kubeconfig did.
+    Changed,
+    /// The peer went off.
+    Off,
+    /// The hub does not let the peer watch: it asks every period.
+    Refused,
+}
+
+fn failure(e: kube::Error) -> follow::Failure {
+    match &e {
+        kube::Error::Api(status) => (Some(status.code), e.to_string()),
+        _ => (None, e.to_string()),
     }
 }
 

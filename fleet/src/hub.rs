@@ -136,6 +136,11 @@ impl Hub {
         self.pid().map_or(0.0, cpu_seconds_of)
     }
 
+    /// The hub's API server's resident memory now and at its peak, in KiB.
+    pub fn api_rss(&self) -> (u64, u64) {
+        self.cp.apiserver_pid().map(rss_of).unwrap_or_default()
+    }
+
     /// CPU seconds the hub's API server used so far (user + system).
     pub fn api_cpu_seconds(&self) -> f64 {
         self.cp.apiserver_pid().map_or(0.0, cpu_seconds_of)

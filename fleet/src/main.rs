@@ -108,7 +108,7 @@ async fn run(args: &Args) -> anyhow::Result<Vec<Row>> {
         let new: Vec<Row> = match s {
             'a' => vec![run.discovered().await],
             'b' => vec![run.join_all().await],
-            'c' => vec![run.steady().await],
+            'c' => run.steady().await.into(),
             'd' => vec![run.cold_start().await],
             'e' => run.outage_both().await.to_vec(),
             'f' => vec![run.ca_rotation().await],

@@ -77,6 +77,13 @@ pub struct Row {
     pub auth_requests: u64,
     pub identity_requests: u64,
     pub log_lines: usize,
+    /// The peers' broadcasters at the hub: their requests per peer per health period, the
+    /// GETs among them, and the watches they hold at the end of the window.
+    pub broadcaster_requests_per_peer_period: f64,
+    pub broadcaster_gets: u64,
+    pub broadcaster_watches_held: usize,
+    /// The hub's API server's resident memory at the end of the window, MiB.
+    pub api_rss_mib: f64,
     pub note: String,
     /// Our writes to the hub, by verb and resource.
     pub writes: String,
@@ -172,6 +179,12 @@ impl Run {
             auth_requests: fleet.auth,
             identity_requests: fleet.identities,
             log_lines: to.logs - from.logs,
+            broadcaster_requests_per_peer_period: round(
+                (fleet.hub_reads + fleet.hub_writes + fleet.hub_watches) as f64 / self.n().max(1) as f64 / periods.max(1e-9),
+            ),
+            broadcaster_gets: fleet.hub_reads,
+            broadcaster_watches_held: self.fleet.advertiser.watching(),
+            api_rss_mib: round(self.hub.api_rss().0 as f64 / 1024.0),
             note: String::new(),
             writes: api.writes(ours),
             lists: api.lists(),
@@ -304,19 +317,42 @@ impl Run {
     }
 
     /// (c) Three health periods with every peer joined.
-    pub async fn steady(&self) -> Row {
+    pub async fn steady(&self) -> [Row; 2] {
         let settled = self.until(&self.fleet.peers, 2.0, healthy).await;
         self.quiet().await;
         let before = self.mark().await;
         tokio::time::sleep(self.health * 3).await;
         let after = self.mark().await;
         let still = self.until(&self.fleet.peers, 0.0, healthy).await;
-        let mut row = self.row("c. steady, 3 periods", self.n(), (&before, &after), settled.and(still).map(|_| Duration::ZERO), 0.0);
+        let converged = settled.and(still).map(|_| Duration::ZERO);
+        let mut row = self.row("c. steady, 3 periods", self.n(), (&before, &after), converged, 0.0);
         row.note = format!(
             "per health period: {} requests per peer, {} TLS handshakes; Events written in the window: {}",
             row.peer_requests_per_peer_period,
             row.handshakes_per_period,
             self.events_since(before.wall).await
+        );
+        [row.clone(), self.broadcasters_at_hub(row, (&before, &after))]
+    }
+
+    /// (c, second row) What the peers' broadcasters cost the hub in the same window: their
+    /// requests per peer per period (target: at most 0.1, with a watch each), and the hub's API
+    /// server's memory holding their watches.
+    fn broadcasters_at_hub(&self, mut row: Row, (from, to): (&Mark, &Mark)) -> Row {
+        let fleet = to.fleet - from.fleet;
+        let periods = (to.at - from.at).as_secs_f64() / self.health.as_secs_f64();
+        row.scenario = "c. the peers' broadcasters at the hub, steady".into();
+        row.ok = row.ok && row.broadcaster_requests_per_peer_period <= 0.1;
+        row.note = format!(
+            "{} requests per peer per period to the hub ({} GETs, {} watches opened, {} writes in {periods:.1} periods); \
+             {} watches held; the hub's API server RSS {:.0} MiB (peak {:.0})",
+            row.broadcaster_requests_per_peer_period,
+            fleet.hub_reads,
+            fleet.hub_watches,
+            fleet.hub_writes,
+            row.broadcaster_watches_held,
+            row.api_rss_mib,
+            self.hub.api_rss().1 as f64 / 1024.0
         );
         row
     }

@@ -38,9 +38,10 @@ pub struct Counts {
     pub reads: AtomicU64,
     pub writes: AtomicU64,
     pub watches: AtomicU64,
-    /// Requests of the peers' broadcasters to the hub: reads and writes.
+    /// Requests of the peers' broadcasters to the hub: reads, writes and watches opened.
     pub hub_reads: AtomicU64,
     pub hub_writes: AtomicU64,
+    pub hub_watches: AtomicU64,
 }
 
 /// A reading of [`Counts`].
@@ -56,6 +57,7 @@ pub struct Snapshot {
     pub watches: u64,
     pub hub_reads: u64,
     pub hub_writes: u64,
+    pub hub_watches: u64,
 }
 
 impl Counts {
@@ -72,6 +74,7 @@ impl Counts {
             watches: r(&self.watches),
             hub_reads: r(&self.hub_reads),
             hub_writes: r(&self.hub_writes),
+            hub_watches: r(&self.hub_watches),
         }
     }
 }
@@ -90,6 +93,7 @@ impl std::ops::Sub for Snapshot {
             watches: self.watches - o.watches,
             hub_reads: self.hub_reads - o.hub_reads,
             hub_writes: self.hub_writes - o.hub_writes,
+            hub_watches: self.hub_watches - o.hub_watches,
         }
     }
 }

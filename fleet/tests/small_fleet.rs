@@ -40,8 +40,12 @@ async fn fifty_peers_through_every_scenario() {
     assert_eq!(counts.len(), 2, "{}", b.note);
     assert_eq!(counts[0], counts[1], "as many ClusterRoleBindings with every peer joined as with none: {}", b.note);
 
-    let c = run.steady().await;
+    let [c, at_hub] = run.steady().await;
     assert!(c.ok, "{}", show(&c));
+    // The peers' broadcasters watch the hub: no GET in steady state, a watch each. (Their
+    // watches last 10 to 15 periods, longer than this window: their rate is the 10,000 row's.)
+    assert_eq!(at_hub.broadcaster_gets, 0, "{}", show(&at_hub));
+    assert_eq!(at_hub.broadcaster_watches_held, n as usize, "{}", show(&at_hub));
     assert_eq!((c.hub_writes, c.status_writes, c.events, c.hub_lists), (0.0, 0.0, 0.0, 0.0), "{}", show(&c));
     assert_eq!((c.peer_writes, c.identity_requests), (0, 0), "{}", show(&c));
     // One look per peer per health period: over 3 periods, 3 or 4 each (the window's edges).

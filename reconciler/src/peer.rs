@@ -62,6 +62,13 @@ pub trait Peers: Send + Sync + 'static {
     /// kept between health checks anyway (our 10 s read timeout closes it). Measured by the
     /// fleet (docs/scaling.md).
     fn api_client(&self, access: &RemoteAccess) -> impl Future<Output = Result<Client>> + Send;
+    /// [`Peers::api_client`] that waits up to `quiet` for the peer to say anything, so that it
+    /// can hold a watch that long (a broadcaster's); its caller bounds its other calls itself.
+    /// By default the same as [`Peers::api_client`].
+    fn watching_client(&self, access: &RemoteAccess, quiet: Duration) -> impl Future<Output = Result<Client>> + Send {
+        let _ = quiet;
+        self.api_client(access)
+    }
     /// [`Peers::api_client`] whose first connection is `stream`, already made to the API
     /// server ([`crate::connect_first`]). By default the stream is closed and the client makes
     /// its own.
@@ -121,6 +128,13 @@ impl Peers for Network {
     }
     async fn api_client(&self, access: &RemoteAccess) -> Result<Client> {
         let config = self.api_config(access).await?;
+        let builder =
+            kube::client::ClientBuilder::try_from(config).map_err(|e| Error::Tls(format!("a client for the remote API server: {e}")))?;
+        Ok(builder.with_layer(&tower::util::MapResponseLayer::new(capped)).build())
+    }
+    async fn watching_client(&self, access: &RemoteAccess, quiet: Duration) -> Result<Client> {
+        let mut config = self.api_config(access).await?;
+        config.read_timeout = Some(quiet.max(self.api_timeout));
         let builder =
             kube::client::ClientBuilder::try_from(config).map_err(|e| Error::Tls(format!("a client for the remote API server: {e}")))?;
         Ok(builder.with_layer(&tower::util::MapResponseLayer::new(capped)).build())

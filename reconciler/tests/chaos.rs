@@ -415,6 +415,9 @@ async fn stranger_left(c: &Cluster) -> Option<String> {
     None
 }
 
+/// Strangers' claims on a held ID made so far (each from an address of its own).
+static CLAIMS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 /// Strangers' identities issued so far (each stranger asks from an address of its own).
 static STRANGERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
@@ -623,7 +626,11 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
             let port: u16 = cs[y].rec().auth_url.rsplit(':').next().unwrap().parse().unwrap();
             let body = json!({"clusterID": cs[x].id, "token": ""});
             let ca = cs[y].auth_certs().join("ca.crt");
-            let answer = liqo_testenv::https::request(([127, 0, 0, 1], port).into(), &ca, "POST", "/identity", Some(body)).await;
+            // The stranger asks from an address of its own, as one would: from the peers' own
+            // 127.0.0.1 its claims would spend their rate limit and delay their genuine joins.
+            let n = CLAIMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let source = std::net::IpAddr::from([127, 0, 2, (n % 250 + 1) as u8]);
+            let answer = liqo_testenv::https::request_from(source, ([127, 0, 0, 1], port).into(), &ca, "POST", "/identity", body).await;
             // 429: the stranger's address is over its rate limit, which refuses it as well.
             if ![409, 429].contains(&answer.status) {
                 return Err(format!("a stranger claiming {xn}'s ID on {yn} got {}: {}", answer.status, answer.text()));

@@ -185,7 +185,7 @@ async fn the_advertisement_access_we_grant_is_advertisements_in_its_tenant_names
     let peer = cp.client(&token_of(&admin, &advertisement_access(PEER)).await).unwrap();
     let tenant = tenant_namespace(PEER);
     let expected = rule_set(&[
-        ("sharing.liqo.io", "advertisements", "*", &["get", "create", "update", "patch", "delete"]),
+        ("sharing.liqo.io", "advertisements", "*", &["get", "list", "watch", "create", "update", "patch", "delete"]),
         ("sharing.liqo.io", "advertisements/status", "*", &["get", "create", "update", "patch", "delete"]),
     ]);
     assert_eq!(granted_rules(&peer, &tenant).await, expected);

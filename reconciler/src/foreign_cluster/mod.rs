@@ -296,9 +296,18 @@ impl<P: Peers> Ctx<P> {
         }
     }
 
+    /// Forgets our offer to `fc_name`'s remote and its proof: asked again at the next round.
     fn forget_remote(&self, fc_name: &str) {
         self.offers.lock().expect("not poisoned").remove(fc_name);
         self.forget_proof(fc_name);
+    }
+
+    /// Forgets everything this process remembers of `fc_name`'s remote `remote_id`, once
+    /// unjoined: nothing kept per peer outlives its peering.
+    fn forget_unjoined(&self, fc_name: &str, remote_id: &str) {
+        self.forget_remote(fc_name);
+        self.refreshed.lock().expect("not poisoned").remove(fc_name);
+        self.remote_lifetimes.lock().expect("not poisoned").remove(remote_id);
     }
 
     /// Whether our request is on `fc_name`'s remote: the status read says so (`recorded`), or

@@ -107,7 +107,7 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
             None => gone_note = Some(given_up(ctx, "our PeeringRequest was still there")),
         }
     }
-    ctx.forget_remote(&name);
+    ctx.forget_unjoined(&name, &remote_id);
     // No direction left (the incoming one is its request's, which keeps the namespace while it
     // stands): the identities we issued the peer and its tenant namespace go.
     if !remote_id.is_empty() {

@@ -6,9 +6,12 @@
 //! Advertisement (and publish again when it is turned back on), without a restart.
 //!
 //! Exactly one per peer, even when a PeeringRequest and a FederationRequest of the same peer,
-//! or many events, arrive at once: the registry is checked and updated under one lock. Each
-//! period costs one GET in the peer's cluster, and a write only when the summary changed or
-//! the Advertisement is missing.
+//! or many events, arrive at once: the registry is checked and updated under one lock. Between
+//! rounds, a watch by name of our Advertisement there tells a deletion or an edit at once, at a
+//! cost of one request per 10 periods ([`follow`]); what we publish is compared with our nodes
+//! each period, with no request. A peer that does not let us watch (an earlier release) is
+//! asked every period instead. A write is made only when the summary changed or the
+//! Advertisement is missing.
 //!
 //! The kubeconfig Secret is followed by a watch (metadata only, one for all broadcasters): a
 //! peer that hands us new credentials (after it forgot us and joined again, say) is served at
@@ -36,6 +39,8 @@ use liqo_api::{
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub mod follow;
+
 use crate::error::{Error, Result, Step, is_not_found};
 use crate::foreign_cluster::CA_KEY as CA_DATA_KEY;
 use crate::peer::{Peers, RemoteAccess};
@@ -53,6 +58,11 @@ pub const KUBECONFIG_KEY: &str = "kubeconfig";
 pub const FIELD_MANAGER: &str = "liqo-broadcaster";
 /// Longest wait for the peer while withdrawing an Advertisement.
 pub const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest wait for the peer in a round (its client waits longer, for its quiet watch).
+pub const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
+/// How much longer than its longest watch the broadcaster's client waits for the peer to say
+/// anything: a watch the server ends at its time is never cut as a failure first.
+pub const QUIET_MARGIN: Duration = Duration::from_secs(30);
 
 /// What a round of a broadcaster tells the request holding it: state, condition reason and
 /// message (pure).
@@ -323,7 +333,8 @@ impl<P: Peers> Broadcasters<P> {
             .and_then(|b| String::from_utf8(b.0).ok())
             .ok_or_else(|| Error::invalid("kubeConfigRef", format!("Secret {ns}/{name} has no {KUBECONFIG_KEY}")))?;
         let ca_pem = self.pinned_ca(peer).await?;
-        self.peers.api_client(&RemoteAccess { kubeconfig, api_url: None, ca_pem }).await
+        let quiet = follow::longest_watch(self.period) + QUIET_MARGIN;
+        self.peers.watching_client(&RemoteAccess { kubeconfig, api_url: None, ca_pem }, quiet).await
     }
 
     /// The API server CA we pinned for `peer` when we joined it (Secret `<name>-ca-data` of the
@@ -345,17 +356,25 @@ impl<P: Peers> Broadcasters<P> {
         self.cluster_id.borrow().clone().ok_or(Error::NotReady("cluster ID"))
     }
 
+    /// What we publish now: the summary of our nodes.
+    fn resources(&self) -> liqo_api::ResourceSummary {
+        summarize(self.nodes.state().iter().map(|n| &**n))
+    }
+
     /// One round: the Advertisement exists in the peer and carries the current summary.
     async fn publish(&self, client: &Client) -> Result<()> {
         let own = self.own_id()?;
-        self.publish_as(client, own).await.map_err(|e| Error::remote_api(Step::ApiServer, e))
+        match tokio::time::timeout(ROUND_TIMEOUT, self.publish_as(client, own)).await {
+            Ok(done) => done.map_err(|e| Error::remote_api(Step::ApiServer, e)),
+            Err(_) => Err(Error::unreachable(Step::ApiServer, "timed out publishing our Advertisement")),
+        }
     }
 
     async fn publish_as(&self, client: &Client, own: String) -> kube::Result<()> {
         // Where the peer's kubeconfig says: our tenant namespace there.
         let api: Api<Advertisement> = Api::default_namespaced(client.clone());
         let name = advertisement_name(&own);
-        let resources = summarize(self.nodes.state().iter().map(|n| &**n));
+        let resources = self.resources();
         match api.get_opt(&name).await? {
             Some(adv) if adv.spec.cluster_id == own && adv.spec.resources == resources => Ok(()),
             Some(_) => {
@@ -478,82 +497,194 @@ impl<P: Peers> Broadcasters<P> {
         versions: Arc<Mutex<Versions>>,
         mut signal: watch::Receiver<Signal>,
     ) -> Result<()> {
-        let mut client: Option<Client> = None;
-        // Read the kubeconfig again before the next round (after a failure, or a changed
-        // Secret); the client we have stays until a new one is made, so that a Secret deleted
-        // with the request still leaves us the means to withdraw our Advertisement.
-        let mut reread = true;
-        // Whether an Advertisement of ours may be in the peer (unknown at start: assume so).
-        let mut published = true;
-        // What the holding requests' status says, once written.
-        let mut reported: Option<(AdvertisementState, Reason, String)> = None;
-        // The kubeconfig Secret, gone while we still hold a client made from it: told in the
-        // request's status (so the peer puts it back) while that client keeps serving.
-        let mut missing: Option<String> = None;
+        let mut r = Rounds { reread: true, published: true, ..Rounds::default() };
+        // Our Advertisement there, followed between rounds ([`follow`]).
+        let mut follow = follow::Following::default();
         // A change of the ClusterConfig (advertisement turned on or off) is acted on at once.
         let mut config = self.config.clone();
-        // Whether the last round was refused with a 403 (see [`first_forbidden`]).
-        let mut forbidden = false;
-        // Failed rounds in a row, and this broadcaster's place in the retry window.
-        let (mut failures, spread) = (0u32, spread_of(&peer));
+        // This broadcaster's place in the retry window.
+        let spread = spread_of(&peer);
+        let (mut due, mut last): (bool, Result<()>) = (true, Ok(()));
         loop {
             let advertising = self.advertising();
-            let round = async {
-                if reread || missing.is_some() || versions.lock().expect("not poisoned").stale() {
-                    match self.peer_client(&peer, &source, &versions).await {
-                        Ok(c) => (client, missing) = (Some(c), None),
-                        Err(e) if client.is_none() => return Err(e),
-                        Err(Error::KubeconfigMissing(what)) => missing = Some(what),
-                        Err(e) => {
-                            tracing::debug!(peer = %peer, error = %e, "reading the kubeconfig again failed; keeping the client we have")
-                        }
+            if due {
+                let round = self.round(&peer, &source, &versions, &mut r, advertising).await;
+                self.settle(&peer, &mut r, &round, advertising).await;
+                if round.is_ok() && advertising {
+                    follow.published = true;
+                    // The watch of an older client goes (a new kubeconfig): one opens below.
+                    if !follow.watching(r.generation) {
+                        follow.close();
                     }
-                }
-                let Some(c) = client.clone() else { return Err(Error::NotReady("the peer's kubeconfig")) };
-                if advertising {
-                    self.publish(&c).await
-                } else if published {
-                    tracing::info!(peer = %peer, "advertisement disabled in the ClusterConfig; withdrawing ours");
-                    self.withdraw(&c).await
                 } else {
-                    Ok(())
+                    follow.close();
                 }
+                last = round;
             }
-            .await;
-            if round.is_ok() {
-                published = advertising;
+            if let (true, Some(client), Ok(own)) = (advertising && last.is_ok() && follow.may_open(), &r.client, self.own_id()) {
+                follow.open(client, r.generation, &own, self.period, spread);
             }
-            let now_reported = match (&round, &missing) {
-                (Ok(()), Some(what)) => report(&Err(Error::KubeconfigMissing(what.clone())), advertising),
-                _ => report(&round, advertising),
+            let watching = follow.watching(r.generation);
+            let wait = match follow.until_open() {
+                _ if watching => self.period,
+                Some(open) => open.min(retry_after(&last, self.period, r.failures, spread)),
+                None => retry_after(&last, self.period, r.failures, spread),
             };
-            let passing = first_forbidden(&round, &mut forbidden);
-            if !passing && reported.as_ref() != Some(&now_reported) && self.write_report(&peer, &now_reported).await {
-                reported = Some(now_reported);
-            }
-            reread = round.is_err();
-            failures = if round.is_ok() { 0 } else { failures.saturating_add(1) };
-            match &round {
-                Err(e) if passing => {
-                    tracing::debug!(peer = %peer, error = %e, "the peer forbids us (403); trying again before telling it")
-                }
-                Err(e) => tracing::warn!(peer = %peer, error = %e, cause = e.label(), "advertising to the peer failed; retrying"),
-                Ok(()) => {}
-            }
-            let signalled = tokio::select! {
-                _ = tokio::time::sleep(retry_after(&round, self.period, failures, spread)) => None,
+            let woke = tokio::select! {
+                _ = tokio::time::sleep(wait) => Woke::Time,
+                (told, lasted, lasts) = follow.next() => Woke::Watch(Box::new(told), lasted, lasts),
                 // (Any change wakes it: an unrelated one costs one round early.)
-                Ok(()) = config.changed() => None,
-                changed = signal.changed() => Some(changed.map(|_| *signal.borrow()).unwrap_or(Signal::Stop)),
+                Ok(()) = config.changed() => Woke::Config,
+                changed = signal.changed() => Woke::Signal(changed.map(|_| *signal.borrow()).unwrap_or(Signal::Stop)),
             };
-            match signalled {
-                None | Some(Signal::Run) => continue,
-                Some(Signal::Refresh) => reread = true,
-                Some(Signal::Stop) => return Ok(()),
-                Some(Signal::Withdraw) => return self.withdraw_through(&peer, &source, client).await,
+            due = match woke {
+                // Watching, a period costs no request: a round only when what we publish changed.
+                Woke::Time if watching => Some(self.resources()) != r.resources,
+                // A watch to open again now, rather than a round.
+                Woke::Time => !(advertising && last.is_ok() && follow.may_open()),
+                Woke::Watch(told, lasted, lasts) => self.told(&peer, &r, &mut follow, *told, lasted, lasts, spread),
+                Woke::Config | Woke::Signal(Signal::Run) => true,
+                Woke::Signal(Signal::Refresh) => {
+                    r.reread = true;
+                    true
+                }
+                Woke::Signal(Signal::Stop) => return Ok(()),
+                Woke::Signal(Signal::Withdraw) => return self.withdraw_through(&peer, &source, r.client).await,
+            };
+        }
+    }
+
+    /// Acts on what the watch `told` (see [`follow::judge`]); true when a round is due.
+    #[allow(clippy::too_many_arguments)]
+    fn told(
+        &self,
+        peer: &str,
+        r: &Rounds,
+        follow: &mut follow::Following,
+        told: Option<follow::Told>,
+        lasted: Duration,
+        lasts: Duration,
+        spread: f64,
+    ) -> bool {
+        let Ok(own) = self.own_id() else { return true };
+        let resources = r.resources.clone().unwrap_or_else(|| self.resources());
+        match follow::judge(told, &own, &resources, lasted, lasts) {
+            follow::Next::Keep => false,
+            follow::Next::Round { rewatch } => {
+                tracing::debug!(peer, rewatch, "our Advertisement at the peer changed: publishing it again");
+                if rewatch {
+                    follow.expired(self.period, spread);
+                }
+                true
+            }
+            follow::Next::Reopen => {
+                follow.ended();
+                false
+            }
+            follow::Next::Broken(why) => {
+                tracing::debug!(peer, why, "watching our Advertisement at the peer broke; opening it again in turn");
+                follow.broke(self.period, spread);
+                false
+            }
+            follow::Next::Unwatchable(why) => {
+                tracing::info!(peer, why, "the peer does not let us watch our Advertisement: asking every period");
+                follow.refused(self.period);
+                true
             }
         }
     }
+
+    /// One round: a client for the peer (made again when its kubeconfig changed), then our
+    /// Advertisement published there, or withdrawn while advertisement is off.
+    async fn round(
+        &self,
+        peer: &str,
+        source: &SecretReference,
+        versions: &Mutex<Versions>,
+        r: &mut Rounds,
+        advertising: bool,
+    ) -> Result<()> {
+        if r.reread || r.missing.is_some() || versions.lock().expect("not poisoned").stale() {
+            match self.peer_client(peer, source, versions).await {
+                Ok(c) => {
+                    (r.client, r.missing) = (Some(c), None);
+                    r.generation += 1;
+                }
+                Err(e) if r.client.is_none() => return Err(e),
+                Err(Error::KubeconfigMissing(what)) => r.missing = Some(what),
+                Err(e) => tracing::debug!(peer, error = %e, "reading the kubeconfig again failed; keeping the client we have"),
+            }
+        }
+        let Some(c) = r.client.clone() else { return Err(Error::NotReady("the peer's kubeconfig")) };
+        if advertising {
+            let resources = self.resources();
+            self.publish(&c).await?;
+            r.resources = Some(resources);
+            Ok(())
+        } else if r.published {
+            tracing::info!(peer, "advertisement disabled in the ClusterConfig; withdrawing ours");
+            r.resources = None;
+            self.withdraw(&c).await
+        } else {
+            Ok(())
+        }
+    }
+
+    /// After a round: the requests holding the broadcaster told how it went (when that
+    /// changed), the failure logged, the count of failures in a row kept.
+    async fn settle(&self, peer: &str, r: &mut Rounds, round: &Result<()>, advertising: bool) {
+        if round.is_ok() {
+            r.published = advertising;
+        }
+        let now_reported = match (round, &r.missing) {
+            (Ok(()), Some(what)) => report(&Err(Error::KubeconfigMissing(what.clone())), advertising),
+            _ => report(round, advertising),
+        };
+        let passing = first_forbidden(round, &mut r.forbidden);
+        if !passing && r.reported.as_ref() != Some(&now_reported) && self.write_report(peer, &now_reported).await {
+            r.reported = Some(now_reported);
+        }
+        r.reread = round.is_err();
+        r.failures = if round.is_ok() { 0 } else { r.failures.saturating_add(1) };
+        match round {
+            Err(e) if passing => tracing::debug!(peer, error = %e, "the peer forbids us (403); trying again before telling it"),
+            Err(e) => tracing::warn!(peer, error = %e, cause = e.label(), "advertising to the peer failed; retrying"),
+            Ok(()) => {}
+        }
+    }
+}
+
+/// What a broadcaster keeps from one round to the next.
+#[derive(Default)]
+struct Rounds {
+    client: Option<Client>,
+    /// Counts the clients made (a watch opened with an older one is closed).
+    generation: u64,
+    /// Read the kubeconfig again before the next round (after a failure, or a changed
+    /// Secret); the client we have stays until a new one is made, so that a Secret deleted
+    /// with the request still leaves us the means to withdraw our Advertisement.
+    reread: bool,
+    /// Whether an Advertisement of ours may be in the peer (unknown at start: assume so).
+    published: bool,
+    /// What we last published there.
+    resources: Option<liqo_api::ResourceSummary>,
+    /// What the holding requests' status says, once written.
+    reported: Option<(AdvertisementState, Reason, String)>,
+    /// The kubeconfig Secret, gone while we still hold a client made from it: told in the
+    /// request's status (so the peer puts it back) while that client keeps serving.
+    missing: Option<String>,
+    /// Whether the last round was refused with a 403 (see [`first_forbidden`]).
+    forbidden: bool,
+    /// Failed rounds in a row.
+    failures: u32,
+}
+
+/// What woke a broadcaster between rounds.
+enum Woke {
+    Time,
+    Watch(Box<Option<follow::Told>>, Duration, Duration),
+    Config,
+    Signal(Signal),
 }
 
 /// Whether `round` is a 403 after a round that was not (pure; `before` becomes whether it is

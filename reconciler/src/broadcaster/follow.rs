@@ -1,0 +1,302 @@
+//! How a broadcaster learns that its Advertisement in the peer's cluster changed, between
+//! rounds, without asking every period: one watch by name (`fieldSelector=metadata.name=`) in
+//! our tenant namespace there.
+//!
+//! - A watch starts at `resourceVersion=0`: it first shows the Advertisement as the API server
+//!   has it now, whatever the version our last round saw (that of an object unchanged for
+//!   long, or of an API server restarted since, is too old to watch from: 410 each time).
+//! - A watch lasts [`watch_seconds`] (10 to 15 periods, each broadcaster at its own place) and
+//!   is opened again when it ends: in steady state that is its only request, at most one per
+//!   peer per 10 periods.
+//! - An event showing our Advertisement deleted, or edited away from what we publish, runs a
+//!   round at once (repaired within the period, as when every period asked).
+//! - A watch that breaks (an error, or an end well before its time: a restarted API server) is
+//!   opened again after a wait that spreads the peer's broadcasters over one period
+//!   ([`reopen_after`]), then with the rounds' backoff: a restarted hub is not met by all of them
+//!   at once.
+//! - A peer that does not let us watch (403/404/405: an earlier release granted `get` only) is
+//!   asked every period instead, as before, and watching is tried again [`UNWATCHABLE_PERIODS`]
+//!   later.
+//!
+//! The judging is pure ([`judge`]); [`Following`] holds a broadcaster's watch and when to
+//! open it again.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use kube::api::{Api, WatchParams};
+use kube::core::WatchEvent;
+use liqo_api::names::advertisement_name;
+use liqo_api::{Advertisement, ResourceSummary};
+use tokio::time::Instant;
+
+/// Why a watch failed: the status code the peer answered, if it answered, and what it said.
+pub type Failure = (Option<u16>, String);
+
+/// What a watch tells: an event, or why it failed.
+pub type Told = Result<WatchEvent<Advertisement>, Failure>;
+
+/// Periods after which a peer that refused our watch is asked to let us watch again.
+pub const UNWATCHABLE_PERIODS: u32 = 10;
+
+/// What a broadcaster does after its watch told something (pure decision, see [`judge`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// Nothing to do: our Advertisement is as we publish it.
+    Keep,
+    /// Run a round now; `rewatch`: the watch cannot go on (410) and is opened again.
+    Round { rewatch: bool },
+    /// The watch ended at its time: open it again now.
+    Reopen,
+    /// The watch broke: open it again after [`reopen_after`] (the round's backoff after that).
+    Broken(String),
+    /// The peer does not let us watch: ask every period.
+    Unwatchable(String),
+}
+
+/// How long a broadcaster's watch lasts, in seconds (pure): 10 to 15 periods, `spread` (0..1)
+/// of the way in, so that watches opened together do not all end together.
+pub fn watch_seconds(period: Duration, spread: f64) -> u32 {
+    let lasts = period.mul_f64(10.0 + 5.0 * spread.clamp(0.0, 1.0));
+    lasts.as_secs().clamp(1, 3600) as u32
+}
+
+/// The longest a watch lasts for `period`: what the client holding it must wait quietly.
+pub fn longest_watch(period: Duration) -> Duration {
+    Duration::from_secs(u64::from(watch_seconds(period, 1.0)))
+}
+
+/// How long after its watch broke a broadcaster opens it again (pure): `spread` (0..1) of one
+/// period, so that the broadcasters of a restarted API server come back spread over a period.
+pub fn reopen_after(period: Duration, spread: f64) -> Duration {
+    period.mul_f64(spread.clamp(0.0, 1.0))
+}
+
+/// What to do after the watch of `own`'s Advertisement, publishing `resources`, told `event`
+/// (`None`: it ended) `lasted` into a watch meant to last `lasts` (pure).
+pub fn judge(event: Option<Told>, own: &str, resources: &ResourceSummary, lasted: Duration, lasts: Duration) -> Next {
+    match event {
+        Some(Ok(WatchEvent::Added(adv) | WatchEvent::Modified(adv))) => {
+            if adv.spec.cluster_id == own && &adv.spec.resources == resources && adv.metadata.deletion_timestamp.is_none() {
+                Next::Keep
+            } else {
+                Next::Round { rewatch: false }
+            }
+        }
+        Some(Ok(WatchEvent::Deleted(_))) => Next::Round { rewatch: false },
+        Some(Ok(WatchEvent::Bookmark(_))) => Next::Keep,
+        Some(Ok(WatchEvent::Error(status))) if status.code == 410 => Next::Round { rewatch: true },
+        Some(Ok(WatchEvent::Error(status))) => Next::Broken(format!("HTTP {}: {}", status.code, status.message)),
+        Some(Err((Some(code), why))) if refused_watch(code) => Next::Unwatchable(why),
+        Some(Err((_, why))) => Next::Broken(why),
+        // Ended at its time (the server rounds it; a second early is on time).
+        None if lasted + Duration::from_secs(1) >= lasts => Next::Reopen,
+        None => Next::Broken(format!("the watch ended after {:.1} s of {} s", lasted.as_secs_f64(), lasts.as_secs())),
+    }
+}
+
+/// Whether a watch the peer answered `code` to cannot be had there (pure): it does not grant
+/// `watch` (403; a peer of an earlier release) or does not serve it (404, 405).
+pub fn refused_watch(code: u16) -> bool {
+    (403..=405).contains(&code)
+}
+
+/// A broadcaster's watch of its Advertisement, and when to open one.
+#[derive(Default)]
+pub struct Following {
+    watch: Option<Watch>,
+    /// Whether a round published our Advertisement: there is something to watch.
+    pub published: bool,
+    /// Not before then: after a break, or a peer that refused our watch.
+    not_before: Option<Instant>,
+    /// Breaks in a row, 410s included (reset by a watch that ends at its time).
+    breaks: u32,
+}
+
+struct Watch {
+    events: BoxStream<'static, Told>,
+    opened: Instant,
+    lasts: Duration,
+    /// The client generation it was opened with.
+    generation: u64,
+}
+
+impl Following {
+    /// Whether a watch is open (made with client `generation`).
+    pub fn watching(&self, generation: u64) -> bool {
+        self.watch.as_ref().is_some_and(|w| w.generation == generation)
+    }
+
+    /// Whether a watch may be opened now.
+    pub fn may_open(&self) -> bool {
+        self.watch.is_none() && self.published && self.not_before.is_none_or(|t| Instant::now() >= t)
+    }
+
+    /// How long until a watch may be opened (`None`: not waiting for one).
+    pub fn until_open(&self) -> Option<Duration> {
+        let at = self.not_before?;
+        (self.watch.is_none() && self.published).then(|| at.saturating_duration_since(Instant::now()))
+    }
+
+    /// Opens a watch of `own`'s Advertisement with `client` (made `generation`), lasting
+    /// [`watch_seconds`]. Lazy: nothing is sent until it is read.
+    pub fn open(&mut self, client: &kube::Client, generation: u64, own: &str, period: Duration, spread: f64) {
+        let seconds = watch_seconds(period, spread);
+        let api: Api<Advertisement> = Api::default_namespaced(client.clone());
+        let params = WatchParams::default().fields(&format!("metadata.name={}", advertisement_name(own))).timeout(seconds);
+        let events = futures::stream::once(async move { api.watch(&params, "0").await })
+            .flat_map(|opened| match opened {
+                Ok(events) => events.map(|e| e.map_err(failure)).left_stream(),
+                Err(e) => futures::stream::iter([Err(failure(e))]).right_stream(),
+            })
+            .boxed();
+        self.watch = Some(Watch { events, opened: Instant::now(), lasts: Duration::from_secs(seconds.into()), generation });
+    }
+
+    /// The next thing the watch tells, with how long it had lasted and was meant to; pending
+    /// for ever while none is open.
+    pub async fn next(&mut self) -> (Option<Told>, Duration, Duration) {
+        match &mut self.watch {
+            Some(w) => (w.events.next().await, w.opened.elapsed(), w.lasts),
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Drops the watch (a round follows, and opens one again).
+    pub fn close(&mut self) {
+        self.watch = None;
+    }
+
+    /// The watch cannot go on (410): a round follows, and the next watch is opened after it,
+    /// at once the first time, then as after a break (an API server answering 410 to every
+    /// watch is not asked in a loop).
+    pub fn expired(&mut self, period: Duration, spread: f64) {
+        let breaks = self.breaks;
+        self.broke(period, spread);
+        if breaks == 0 {
+            self.not_before = None;
+        }
+    }
+
+    /// The watch ended at its time: the next is opened at once.
+    pub fn ended(&mut self) {
+        (self.watch, self.not_before, self.breaks) = (None, None, 0);
+    }
+
+    /// The watch broke: the next is opened after [`reopen_after`], then the rounds' backoff.
+    pub fn broke(&mut self, period: Duration, spread: f64) {
+        self.breaks = self.breaks.saturating_add(1);
+        let wait = if self.breaks == 1 { reopen_after(period, spread) } else { super::backoff(period, self.breaks - 1, spread) };
+        (self.watch, self.not_before) = (None, Some(Instant::now() + wait));
+    }
+
+    /// The peer does not let us watch: asked again [`UNWATCHABLE_PERIODS`] later.
+    pub fn refused(&mut self, period: Duration) {
+        (self.watch, self.not_before) = (None, Some(Instant::now() + period * UNWATCHABLE_PERIODS));
+    }
+}
+
+fn failure(e: kube::Error) -> Failure {
+    match &e {
+        kube::Error::Api(status) => (Some(status.code), e.to_string()),
+        _ => (None, e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn adv(id: &str, cpu: &str, version: &str) -> Advertisement {
+        let mut a = Advertisement::new(
+            "advertisement-x",
+            liqo_api::AdvertisementSpec { cluster_id: id.into(), kube_config_ref: None, resources: summary(cpu), timestamp: None },
+        );
+        a.metadata.resource_version = Some(version.into());
+        a
+    }
+
+    fn summary(cpu: &str) -> ResourceSummary {
+        ResourceSummary { cpu: Some(Quantity(cpu.into())), ..Default::default() }
+    }
+
+    #[test]
+    fn our_advertisement_as_we_publish_it_is_left_alone_anything_else_runs_a_round() {
+        let (lasts, at) = (Duration::from_secs(300), Duration::from_secs(10));
+        let ours = summary("2");
+        let judge = |e| judge(Some(Ok(e)), "me", &ours, at, lasts);
+        assert_eq!(judge(WatchEvent::Added(adv("me", "2", "7"))), Next::Keep);
+        assert_eq!(judge(WatchEvent::Modified(adv("me", "2", "8"))), Next::Keep);
+        assert_eq!(judge(WatchEvent::Modified(adv("me", "4", "9"))), Next::Round { rewatch: false }, "resources edited");
+        assert_eq!(judge(WatchEvent::Modified(adv("other", "2", "9"))), Next::Round { rewatch: false }, "cluster ID edited");
+        assert_eq!(judge(WatchEvent::Deleted(adv("me", "2", "10"))), Next::Round { rewatch: false });
+        let mut going = adv("me", "2", "11");
+        going.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()));
+        assert_eq!(judge(WatchEvent::Modified(going)), Next::Round { rewatch: false }, "being deleted");
+    }
+
+    #[test]
+    fn a_watch_too_old_runs_a_round_and_watches_again_one_that_breaks_waits_its_turn() {
+        let (lasts, ours) = (Duration::from_secs(300), summary("2"));
+        let gone = kube::core::Status::failure("too old resource version", "Expired").with_code(410);
+        assert_eq!(
+            judge(Some(Ok(WatchEvent::Error(Box::new(gone)))), "me", &ours, Duration::from_secs(3), lasts),
+            Next::Round { rewatch: true }
+        );
+        let other = kube::core::Status::failure("internal", "InternalError").with_code(500);
+        assert!(matches!(judge(Some(Ok(WatchEvent::Error(Box::new(other)))), "me", &ours, Duration::ZERO, lasts), Next::Broken(_)));
+        assert!(matches!(judge(Some(Err((None, "reset".into()))), "me", &ours, Duration::ZERO, lasts), Next::Broken(_)));
+        assert!(matches!(judge(Some(Err((Some(503), "busy".into()))), "me", &ours, Duration::ZERO, lasts), Next::Broken(_)));
+        assert!(
+            matches!(judge(Some(Err((Some(403), "no watch verb".into()))), "me", &ours, Duration::ZERO, lasts), Next::Unwatchable(_)),
+            "an earlier release's peer: polled"
+        );
+        assert_eq!(judge(None, "me", &ours, Duration::from_millis(299_500), lasts), Next::Reopen, "ended at its time");
+        assert!(matches!(judge(None, "me", &ours, Duration::from_secs(40), lasts), Next::Broken(_)), "ended early: a restart");
+    }
+
+    #[test]
+    fn watches_last_10_to_15_periods_and_reopen_spread_over_one() {
+        let period = Duration::from_secs(30);
+        assert_eq!(watch_seconds(period, 0.0), 300);
+        assert_eq!(watch_seconds(period, 1.0), 450);
+        assert_eq!(watch_seconds(period, 0.5), 375);
+        assert_eq!(watch_seconds(Duration::from_millis(50), 0.0), 1, "never zero: 0 means no timeout");
+        assert_eq!(watch_seconds(Duration::from_secs(3600), 1.0), 3600, "capped");
+        assert_eq!(longest_watch(period), Duration::from_secs(450));
+        assert_eq!(reopen_after(period, 0.0), Duration::ZERO);
+        assert_eq!(reopen_after(period, 0.5), Duration::from_secs(15));
+        assert_eq!(reopen_after(period, 7.0), period, "within the period");
+        // At most one request per peer per 10 periods in steady state.
+        assert!(f64::from(watch_seconds(period, 0.0)) / period.as_secs_f64() >= 10.0);
+    }
+
+    #[test]
+    fn a_watch_answered_410_again_and_again_is_not_opened_in_a_loop() {
+        let period = Duration::from_secs(30);
+        let mut f = Following { published: true, ..Following::default() };
+        f.expired(period, 0.5);
+        assert!(f.may_open(), "the first 410: opened again after the round, at once");
+        f.expired(period, 0.5);
+        assert!(!f.may_open(), "the second in a row waits");
+        assert!(f.until_open().is_some_and(|d| d > Duration::ZERO && d <= period));
+        f.ended();
+        assert!(f.may_open(), "a watch that lasted its time starts over");
+        f.broke(period, 0.0);
+        assert!(f.may_open(), "a break at the window's start: at once");
+        f.broke(period, 0.0);
+        assert!(!f.may_open(), "the second break in a row backs off");
+        let mut unpublished = Following::default();
+        unpublished.ended();
+        assert!(!unpublished.may_open(), "nothing published: nothing to watch");
+    }
+
+    #[test]
+    fn a_peer_that_does_not_grant_or_serve_watch_is_polled() {
+        assert!(refused_watch(403) && refused_watch(404) && refused_watch(405));
+        assert!(!refused_watch(401), "a revocation is not a missing verb");
+        assert!(!refused_watch(500) && !refused_watch(429));
+    }
+}
