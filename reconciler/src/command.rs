@@ -23,7 +23,7 @@ use crate::metrics::Metrics;
 use crate::peer::Network;
 use crate::published;
 use crate::singleton::keep;
-use crate::slim_store::{self, reflect_slim};
+use crate::slim_store;
 use crate::stores::{reflect, reflect_lean};
 use crate::{foreign_cluster, incoming};
 use anyhow::Context;
@@ -275,10 +275,12 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     // The peering controllers, on watch-fed stores.
     let ns = args.namespace.clone();
     let managed = format!("{}={}", foreign_cluster::MANAGED_BY.0, foreign_cluster::MANAGED_BY.1);
-    let secrets = reflect_slim(
+    // One watch of our Secrets: their data, and which hold an identity due for renewal.
+    let (secrets, identities_due) = slim_store::reflect_slim_touching(
         Api::<Secret>::namespaced(client.clone(), &ns),
         watcher::Config::default().labels(&managed).any_semantic(),
         slim_store::secret_data,
+        foreign_cluster::due_identity_of,
     );
     // One watch of the Advertisements: which exist, and whose changed (the controller's trigger).
     let (advertisements, adverts_touched) = slim_store::reflect_slim_touching(
@@ -449,7 +451,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         leader_gauge.leader.set(1);
         tracing::info!("controllers starting");
         tokio::join!(
-            foreign_cluster::run(fc_ctx, foreign_followed.follow(), adverts_touched, m1, shutdown_signal()),
+            foreign_cluster::run(fc_ctx, foreign_followed.follow(), adverts_touched, identities_due, m1, shutdown_signal()),
             incoming::run::<PeeringRequest, _>(in_ctx.clone(), m2, shutdown_signal()),
             incoming::run::<FederationRequest, _>(in_ctx, m3, shutdown_signal()),
             search_domain::run(sd_ctx, m4, shutdown_signal()),

@@ -598,15 +598,36 @@ fn error_policy<P: Peers>(fc: Arc<ForeignCluster>, e: &crate::Error, ctx: Arc<Ct
     Action::requeue(ctx.timing.retry.min(ctx.timing.health))
 }
 
+/// The ForeignCluster whose identity Secret `secret` is, when the identity it holds is due for
+/// renewal now; `""` for any other Secret (pure but for the clock). Keys the watch of our
+/// Secrets tells [`run`]: an identity made due while its ForeignCluster waits for its next
+/// health period (a clock set forward, a Secret restored from a backup) is renewed at once.
+/// What we write ourselves, a fresh identity, wakes nothing.
+pub fn due_identity_of(secret: &Secret) -> String {
+    let name = secret.metadata.name.as_deref().unwrap_or_default();
+    let Some(fc) = name.strip_suffix(liqo_api::names::IDENTITY_SECRET_SUFFIX) else { return String::new() };
+    let kubeconfig = secret.data.as_ref().and_then(|d| d.get(KUBECONFIG_KEY)).and_then(|b| std::str::from_utf8(&b.0).ok());
+    let times = kubeconfig.and_then(crate::peer::token_of).and_then(|t| crate::tenancy::binding::token_times(&t));
+    match times {
+        Some((issued, expires)) if crate::tenancy::binding::renew_due(issued, expires, k8s_openapi::jiff::Timestamp::now()) => {
+            fc.to_owned()
+        }
+        _ => String::new(),
+    }
+}
+
 /// Runs the controller until shutdown, reconciling each ForeignCluster `changes` names (from
 /// the shared store's watch: [`crate::stores::Reflected::follow`]; the controller reads the
 /// objects from that store, `ctx.shared.foreign`). Also reconciles the ForeignClusters of the
 /// peers whose Advertisement here was touched (`adverts`: their cluster IDs, told by the watch
-/// that keeps the Advertisements' store), so a deleted one shows at once on its ForeignCluster.
+/// that keeps the Advertisements' store), so a deleted one shows at once on its ForeignCluster,
+/// and those whose identity Secret shows an identity due for renewal (`identities`: their
+/// names, see [`due_identity_of`]).
 pub async fn run<P: Peers>(
     ctx: Arc<Ctx<P>>,
     changes: impl futures::Stream<Item = crate::stores::Change<ForeignCluster>> + Send + 'static,
     adverts: crate::slim_store::Touched,
+    identities: crate::slim_store::Touched,
     metrics: Arc<crate::metrics::Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
@@ -643,6 +664,7 @@ pub async fn run<P: Peers>(
                 .collect();
             futures::stream::iter(senders)
         }))
+        .reconcile_on(identities.stream().filter_map(|fc| std::future::ready((!fc.is_empty()).then(|| ObjectRef::new(&fc)))))
         .trigger_backoff(liqo_api::watch_backoff::WatchBackoff::default())
         .graceful_shutdown_on(shutdown)
         .run(
@@ -670,4 +692,37 @@ pub async fn run<P: Peers>(
         )
         .for_each(|_| async {})
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Secret `name` holding a kubeconfig whose token was issued `issued` and expires `expires`
+    /// (Unix seconds).
+    fn identity(name: &str, issued: i64, expires: i64) -> Secret {
+        use base64::Engine;
+        let enc = |v: serde_json::Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+        let token = format!("{}.{}.sig", enc(serde_json::json!({"alg": "RS256"})), enc(serde_json::json!({"iat": issued, "exp": expires})));
+        let kubeconfig = format!(
+            "apiVersion: v1\nkind: Config\nclusters: []\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: t, user: u}}\ncurrent-context: c\n"
+        );
+        Secret {
+            metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+            data: Some(BTreeMap::from([(KUBECONFIG_KEY.to_owned(), ByteString(kubeconfig.into_bytes()))])),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_identity_secret_made_due_wakes_its_foreign_cluster_a_fresh_one_or_another_secret_nothing() {
+        let now = k8s_openapi::jiff::Timestamp::now().as_second();
+        let week = 7 * 24 * 3600;
+        assert_eq!(due_identity_of(&identity("to-b-identity", now - week * 9 / 10, now + week / 10)), "to-b", "90 % through its life");
+        assert_eq!(due_identity_of(&identity("to-b-identity", now - 60, now + week)), "", "fresh: what we write ourselves");
+        assert_eq!(due_identity_of(&identity("to-b-ca-data", now - week, now)), "", "not an identity Secret");
+        let mut empty = identity("to-b-identity", 0, 0);
+        empty.data = None;
+        assert_eq!(due_identity_of(&empty), "", "no kubeconfig: nothing to renew");
+    }
 }
