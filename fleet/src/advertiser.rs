@@ -37,6 +37,9 @@ pub struct HubAccess {
     pub ca_pem: String,
     /// How often each broadcaster looks at its Advertisement (our default: 30 s).
     pub period: Duration,
+    /// Whether the broadcasters watch it between their rounds (ours do), or read it every period
+    /// (an earlier release's did).
+    pub watch: bool,
 }
 
 /// Every running broadcaster, by peer and requester.
@@ -147,7 +150,7 @@ impl Advertiser {
             previous = Some(round);
             failures = if round == Round::Created { 0 } else { failures.saturating_add(1) };
             let watchable = unwatchable_until.is_none_or(|t| tokio::time::Instant::now() >= t);
-            if round == Round::Created && watchable {
+            if round == Round::Created && watchable && self.hub.watch {
                 match self.follow(&peer, &requester, spread).await {
                     Followed::Changed | Followed::Off => continue,
                     Followed::Refused => {

@@ -40,6 +40,10 @@ struct Args {
     /// down one way: the hub cannot reach them while they still reach it.
     #[arg(long)]
     outage_wholly: bool,
+    /// The peers' broadcasters read their Advertisement every period instead of watching it
+    /// (as an earlier release's do): a row of its own, to set beside the default.
+    #[arg(long)]
+    broadcasters_poll: bool,
     /// More flags for the reconciler (e.g. --reconciler-flag=--kube-api-qps=50).
     #[arg(long = "reconciler-flag")]
     reconciler_flags: Vec<String>,
@@ -94,8 +98,12 @@ async fn run(args: &Args) -> anyhow::Result<Vec<Row>> {
     let mut flags = vec![format!("--health-period-seconds={}", args.health_period_seconds)];
     flags.extend(args.reconciler_flags.iter().cloned());
     let hub = Hub::start(&bin, &flags).await?;
-    let access =
-        HubAccess { url: hub.cp.url.clone(), ca_pem: hub.cp.ca_pem.clone(), period: Duration::from_secs(args.advertise_period_seconds) };
+    let access = HubAccess {
+        url: hub.cp.url.clone(),
+        ca_pem: hub.cp.ca_pem.clone(),
+        period: Duration::from_secs(args.advertise_period_seconds),
+        watch: !args.broadcasters_poll,
+    };
     let made = std::time::Instant::now();
     let fleet = Fleet::start(args.peers, endpoints, access).await?;
     eprintln!("liqo-fleet: {} peers with their CAs made in {:.1} s", args.peers, made.elapsed().as_secs_f64());

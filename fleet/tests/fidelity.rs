@@ -68,7 +68,7 @@ fn object_shape(object: &Value, peer_id: &str, hub_id: &str) -> Value {
 async fn a_simulated_peer_is_joined_and_unjoined_as_a_real_one() {
     let Some(hub) = common::hub().await else { return };
     let Some(real) = common::hub().await else { return };
-    let access = HubAccess { url: hub.cp.url.clone(), ca_pem: hub.cp.ca_pem.clone(), period: common::HEALTH };
+    let access = HubAccess { url: hub.cp.url.clone(), ca_pem: hub.cp.ca_pem.clone(), period: common::HEALTH, watch: true };
     let fleet = Fleet::start(1, Endpoints::Ports, access).await.unwrap();
     let sim = fleet.peers[0].clone();
     let hub_id = cluster_id(&hub.admin).await;

@@ -49,7 +49,7 @@ pub async fn hub_and_fleet(n: usize) -> Option<(Hub, Arc<Fleet>, Duration)> {
 /// [`hub_and_fleet`], the reconciler given `more` flags.
 pub async fn hub_and_fleet_with(n: usize, more: &[&str]) -> Option<(Hub, Arc<Fleet>, Duration)> {
     let hub = hub_with(more).await?;
-    let access = HubAccess { url: hub.cp.url.clone(), ca_pem: hub.cp.ca_pem.clone(), period: HEALTH };
+    let access = HubAccess { url: hub.cp.url.clone(), ca_pem: hub.cp.ca_pem.clone(), period: HEALTH, watch: true };
     let fleet = Fleet::start(n, Endpoints::Ports, access).await.expect("the fleet");
     Some((hub, fleet, HEALTH))
 }
