@@ -21,11 +21,15 @@
 //! - the logs stay bounded (lines per minute).
 //!
 //! Every identity lasts `CHAOS_TOKEN_HOURS` (default 0.2: 12 minutes, near the least an API
-//! server issues), so in a soak of 10 minutes or more each is renewed amid the faults, and the
-//! kubeconfig each cluster keeps on its peers is written again; the summary counts the renewals.
+//! server issues): one that no fault issues again for 9.6 minutes is renewed amid the faults,
+//! and the kubeconfig each cluster keeps on its peers written again; the summary counts both.
+//! With a fault every few seconds, most identities are issued again sooner (the soaks of 15
+//! minutes renewed none): renewal itself is tested in `renewal.rs` and the fleet's row r.
 //!
 //! The deadline is `CHAOS_PERIODS` health periods, plus Kubernetes' fixed 5 s before a deleted
-//! namespace is emptied when a join meets a tenant namespace still going ([`NAMESPACE_GRACE`]).
+//! namespace is emptied when a join meets a tenant namespace still going ([`NAMESPACE_GRACE`]),
+//! and the remote's look at a fresh identity when a ForeignCluster is re-created
+//! ([`FRESH_GRACE`]).
 //!
 //! It prints the seed first and a one-line summary last; it fails when an invariant did not
 //! hold within the deadline. The same seed replays the same faults.
@@ -433,6 +437,13 @@ static STRANGERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::n
 /// health period (30 s by default; 2 s here, which the 5 s would otherwise outgrow).
 const NAMESPACE_GRACE: Duration = Duration::from_secs(5);
 
+/// A ForeignCluster re-created right after its identity was issued (by a re-creation just
+/// before, say) gets a new identity only once the remote looked again at the old one, the peer
+/// having had `USE_WITHIN` to write its request with it (an identity that fresh may be for a
+/// join under way: revoked at once, it broke that join on the node tier). A re-creation's
+/// deadline has that much more (seed 2 saw one 0.4 s past the 2 periods).
+const FRESH_GRACE: Duration = liqo_reconciler::tenancy::retirement::USE_WITHIN;
+
 /// How many checks met a tenant namespace still going (their deadline had [`NAMESPACE_GRACE`]).
 static MET_GOING: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
@@ -809,7 +820,8 @@ async fn chaos_soak() {
         faults += 1;
         *counts.entry(fault).or_default() += 1;
         checks += 1;
-        let outcome = converge(&cs, &wanted, deadline).await;
+        let allowed = if fault == Fault::RecreateForeignCluster { deadline + FRESH_GRACE } else { deadline };
+        let outcome = converge(&cs, &wanted, allowed).await;
         let mut health: Vec<String> = cs.iter_mut().filter_map(health_of).collect();
         match outcome {
             Ok(took) => {
@@ -821,7 +833,7 @@ async fn chaos_soak() {
                 let again = converge(&cs, &wanted, Duration::from_secs(60)).await;
                 let (verdict, stuck) = match again {
                     Ok(t) => {
-                        slowest = slowest.max(deadline + t);
+                        slowest = slowest.max(allowed + t);
                         (format!("converged {:.1} s late", t.as_secs_f64()), false)
                     }
                     Err(v2) => (format!("still not after 60 s: {v2}"), true),
