@@ -229,8 +229,8 @@ impl Advertiser {
         let client = self.watcher.clone();
         futures::stream::once(async move { client.request_events::<liqo_api::Advertisement>(request).await }).flat_map(
             |opened| match opened {
-                Ok(events) => events.map(|e| e.map_err(failure)).left_stream(),
-                Err(e) => futures::stream::iter([Err(failure(e))]).right_stream(),
+                Ok(events) => events.map(|e| e.map_err(follow::failure)).left_stream(),
+                Err(e) => futures::stream::iter([Err(follow::failure(e))]).right_stream(),
             },
         )
     }
@@ -307,13 +307,6 @@ enum Followed {
     Off,
     /// The hub does not let the peer watch: it asks every period.
     Refused,
-}
-
-fn failure(e: kube::Error) -> follow::Failure {
-    match &e {
-        kube::Error::Api(status) => (Some(status.code), e.to_string()),
-        _ => (None, e.to_string()),
-    }
 }
 
 /// The token of the kubeconfig `requester` handed `peer` with its PeeringRequest (the Secret

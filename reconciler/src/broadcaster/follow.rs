@@ -197,7 +197,8 @@ impl Following {
     }
 }
 
-fn failure(e: kube::Error) -> Failure {
+/// Why a watch failed, from kube's error: the status code when the API server answered one.
+pub fn failure(e: kube::Error) -> Failure {
     match &e {
         kube::Error::Api(status) => (Some(status.code), e.to_string()),
         _ => (None, e.to_string()),
