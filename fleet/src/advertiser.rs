@@ -1,9 +1,9 @@
 //! The peers' broadcasters: a peer that accepted a hub's PeeringRequest keeps its
 //! Advertisement in the hub with the kubeconfig the request's Secret carries, as our
 //! broadcaster does (`liqo_reconciler::broadcaster::follow`): a GET, a create when it is
-//! missing, then a watch of it by name, opened again from its last version when it ends (every
-//! 10 to 15 periods), after a spread wait when it breaks, and a round when it shows the
-//! Advertisement deleted. It says how that goes in the request's status
+//! missing, then a watch of it by name after a LIST of it (what the hub has now, and the
+//! version to watch from), opened again when it ends (every 20 to 30 periods), after a spread
+//! wait when it breaks, and a round when it shows the Advertisement missing or deleted. It says how that goes in the request's status
 //! (`advertisementStatus`, condition `Advertised`).
 //!
 //! One HTTP client to the hub serves every peer's rounds (each request carries its peer's
@@ -213,26 +213,48 @@ impl Advertiser {
         }
     }
 
-    /// A watch of `own`'s Advertisement in `namespace` of the hub, from what the hub has now,
-    /// lasting `seconds`: its events, or why it failed.
+    /// A watch of `own`'s Advertisement in `namespace` of the hub, lasting `seconds`, after a
+    /// LIST of it that tells what the hub has now (as our broadcaster's: ours, or none told as
+    /// a deletion) and the version to watch from: its events, or why it failed.
     fn watch(&self, own: &str, token: &str, namespace: &str, seconds: u32) -> impl futures::Stream<Item = follow::Told> + use<> {
         use futures::StreamExt;
         let name = advertisement_name(own);
-        let path = format!(
-            "/apis/sharing.liqo.io/v1alpha1/namespaces/{namespace}/advertisements?watch=true&allowWatchBookmarks=true&fieldSelector=metadata.name%3D{name}&resourceVersion=0&timeoutSeconds={seconds}"
-        );
-        let request = http::Request::builder()
-            .uri(path)
-            .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
-            .body(Vec::new())
-            .expect("a valid request");
-        let client = self.watcher.clone();
-        futures::stream::once(async move { client.request_events::<liqo_api::Advertisement>(request).await }).flat_map(
-            |opened| match opened {
-                Ok(events) => events.map(|e| e.map_err(follow::failure)).left_stream(),
-                Err(e) => futures::stream::iter([Err(follow::failure(e))]).right_stream(),
-            },
-        )
+        let collection =
+            format!("/apis/sharing.liqo.io/v1alpha1/namespaces/{namespace}/advertisements?fieldSelector=metadata.name%3D{name}");
+        let bearer = format!("Bearer {token}");
+        let request = move |path: String| {
+            http::Request::builder()
+                .uri(path)
+                .header(http::header::AUTHORIZATION, bearer.clone())
+                .body(Vec::new())
+                .expect("a valid request")
+        };
+        let list = request(collection.clone());
+        let watch = move |version: &str| {
+            request(format!("{collection}&watch=true&allowWatchBookmarks=true&resourceVersion={version}&timeoutSeconds={seconds}"))
+        };
+        let (client, counts) = (self.watcher.clone(), self.counts.clone());
+        futures::stream::once(async move {
+            counts.hub_lists.fetch_add(1, Ordering::Relaxed);
+            let listed = match client.request::<kube::core::ObjectList<liqo_api::Advertisement>>(list).await {
+                Ok(listed) => listed,
+                Err(e) => return futures::stream::iter([Err(follow::failure(e))]).boxed(),
+            };
+            let now = match listed.items.into_iter().next() {
+                Some(adv) => kube::core::WatchEvent::Added(adv),
+                None => kube::core::WatchEvent::Deleted(liqo_api::Advertisement::new(&name, Default::default())),
+            };
+            let request = watch(listed.metadata.resource_version.as_deref().unwrap_or_default());
+            let watched =
+                futures::stream::once(async move { client.request_events::<liqo_api::Advertisement>(request).await }).flat_map(|opened| {
+                    match opened {
+                        Ok(events) => events.map(|e| e.map_err(follow::failure)).left_stream(),
+                        Err(e) => futures::stream::iter([Err(follow::failure(e))]).right_stream(),
+                    }
+                });
+            futures::stream::iter([Ok(now)]).chain(watched).boxed()
+        })
+        .flatten()
     }
 
     /// One round: the Advertisement exists in the hub.

@@ -180,7 +180,9 @@ impl Run {
             identity_requests: fleet.identities,
             log_lines: to.logs - from.logs,
             broadcaster_requests_per_peer_period: round(
-                (fleet.hub_reads + fleet.hub_writes + fleet.hub_watches) as f64 / self.n().max(1) as f64 / periods.max(1e-9),
+                (fleet.hub_reads + fleet.hub_writes + fleet.hub_lists + fleet.hub_watches) as f64
+                    / self.n().max(1) as f64
+                    / periods.max(1e-9),
             ),
             broadcaster_gets: fleet.hub_reads,
             broadcaster_watches_held: self.fleet.advertiser.watching(),
@@ -344,11 +346,12 @@ impl Run {
         row.scenario = "c. the peers' broadcasters at the hub, steady".into();
         row.ok = row.ok && row.broadcaster_requests_per_peer_period <= 0.1;
         row.note = format!(
-            "{} requests per peer per period to the hub ({} GETs, {} watches opened, {} writes in {periods:.1} periods); \
+            "{} requests per peer per period to the hub ({} GETs, {} watches opened with {} LISTs, {} writes in {periods:.1} periods); \
              {} watches held; the hub's API server RSS {:.0} MiB (peak {:.0})",
             row.broadcaster_requests_per_peer_period,
             fleet.hub_reads,
             fleet.hub_watches,
+            fleet.hub_lists,
             fleet.hub_writes,
             row.broadcaster_watches_held,
             row.api_rss_mib,

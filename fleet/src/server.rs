@@ -38,9 +38,11 @@ pub struct Counts {
     pub reads: AtomicU64,
     pub writes: AtomicU64,
     pub watches: AtomicU64,
-    /// Requests of the peers' broadcasters to the hub: reads, writes and watches opened.
+    /// Requests of the peers' broadcasters to the hub: reads, writes, and the LIST and watch
+    /// that open each of their watches.
     pub hub_reads: AtomicU64,
     pub hub_writes: AtomicU64,
+    pub hub_lists: AtomicU64,
     pub hub_watches: AtomicU64,
 }
 
@@ -57,6 +59,7 @@ pub struct Snapshot {
     pub watches: u64,
     pub hub_reads: u64,
     pub hub_writes: u64,
+    pub hub_lists: u64,
     pub hub_watches: u64,
 }
 
@@ -74,6 +77,7 @@ impl Counts {
             watches: r(&self.watches),
             hub_reads: r(&self.hub_reads),
             hub_writes: r(&self.hub_writes),
+            hub_lists: r(&self.hub_lists),
             hub_watches: r(&self.hub_watches),
         }
     }
@@ -93,6 +97,7 @@ impl std::ops::Sub for Snapshot {
             watches: self.watches - o.watches,
             hub_reads: self.hub_reads - o.hub_reads,
             hub_writes: self.hub_writes - o.hub_writes,
+            hub_lists: self.hub_lists - o.hub_lists,
             hub_watches: self.hub_watches - o.hub_watches,
         }
     }

@@ -2,21 +2,24 @@
 //! rounds, without asking every period: one watch by name (`fieldSelector=metadata.name=`) in
 //! our tenant namespace there.
 //!
-//! - A watch starts at `resourceVersion=0`: it first shows the Advertisement as the API server
-//!   has it now, whatever the version our last round saw (that of an object unchanged for
-//!   long, or of an API server restarted since, is too old to watch from: 410 each time).
-//! - A watch lasts [`watch_seconds`] (10 to 15 periods, each broadcaster at its own place) and
-//!   is opened again when it ends: in steady state that is its only request, at most one per
-//!   peer per 10 periods.
+//! - Each watch starts with a LIST by the same name: what the API server has now (our
+//!   Advertisement, or none: a round at once), and the version to watch from, so that nothing
+//!   done between the two is missed. (A watch from the version our last round read fails with
+//!   410 once that version is old, as after an API server's restart; one from
+//!   `resourceVersion=0` shows nothing for an Advertisement deleted just before it: the chaos
+//!   soak, seed 4, found one never made again.)
+//! - A watch lasts [`watch_seconds`] (20 to 30 periods, each broadcaster at its own place): in
+//!   steady state its LIST and itself are its only requests, at most one per peer per 10
+//!   periods.
 //! - An event showing our Advertisement deleted, or edited away from what we publish, runs a
 //!   round at once (repaired within the period, as when every period asked).
 //! - A watch that breaks (an error, or an end well before its time: a restarted API server) is
 //!   opened again after a wait that spreads the peer's broadcasters over one period
 //!   ([`reopen_after`]), then with the rounds' backoff: a restarted hub is not met by all of them
 //!   at once.
-//! - A peer that does not let us watch (403/404/405: an earlier release granted `get` only) is
-//!   asked every period instead, as before, and watching is tried again [`UNWATCHABLE_PERIODS`]
-//!   later.
+//! - A peer that does not let us list and watch (403/404/405: an earlier release granted `get`
+//!   only) is asked every period instead, as before, and watching is tried again
+//!   [`UNWATCHABLE_PERIODS`] later.
 //!
 //! The judging is pure ([`judge`]); [`Following`] holds a broadcaster's watch and when to
 //! open it again.
@@ -25,7 +28,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use kube::api::{Api, WatchParams};
+use kube::api::{Api, ListParams, WatchParams};
 use kube::core::WatchEvent;
 use liqo_api::names::advertisement_name;
 use liqo_api::{Advertisement, ResourceSummary};
@@ -55,10 +58,10 @@ pub enum Next {
     Unwatchable(String),
 }
 
-/// How long a broadcaster's watch lasts, in seconds (pure): 10 to 15 periods, `spread` (0..1)
+/// How long a broadcaster's watch lasts, in seconds (pure): 20 to 30 periods, `spread` (0..1)
 /// of the way in, so that watches opened together do not all end together.
 pub fn watch_seconds(period: Duration, spread: f64) -> u32 {
-    let lasts = period.mul_f64(10.0 + 5.0 * spread.clamp(0.0, 1.0));
+    let lasts = period.mul_f64(20.0 + 10.0 * spread.clamp(0.0, 1.0));
     lasts.as_secs().clamp(1, 3600) as u32
 }
 
@@ -140,17 +143,33 @@ impl Following {
     }
 
     /// Opens a watch of `own`'s Advertisement with `client` (made `generation`), lasting
-    /// [`watch_seconds`]. Lazy: nothing is sent until it is read.
+    /// [`watch_seconds`], after a LIST of it (see the module). Lazy: nothing is sent until it is
+    /// read.
     pub fn open(&mut self, client: &kube::Client, generation: u64, own: &str, period: Duration, spread: f64) {
         let seconds = watch_seconds(period, spread);
         let api: Api<Advertisement> = Api::default_namespaced(client.clone());
-        let params = WatchParams::default().fields(&format!("metadata.name={}", advertisement_name(own))).timeout(seconds);
-        let events = futures::stream::once(async move { api.watch(&params, "0").await })
-            .flat_map(|opened| match opened {
+        let name = advertisement_name(own);
+        let fields = format!("metadata.name={name}");
+        let (list, params) = (ListParams::default().fields(&fields), WatchParams::default().fields(&fields).timeout(seconds));
+        let events = futures::stream::once(async move {
+            let listed = match api.list(&list).await {
+                Ok(listed) => listed,
+                Err(e) => return futures::stream::iter([Err(failure(e))]).boxed(),
+            };
+            // As the API server has it now: ours, or none (told as a deletion).
+            let now = match listed.items.into_iter().next() {
+                Some(adv) => WatchEvent::Added(adv),
+                None => WatchEvent::Deleted(Advertisement::new(&name, Default::default())),
+            };
+            let version = listed.metadata.resource_version.unwrap_or_default();
+            let watched = futures::stream::once(async move { api.watch(&params, &version).await }).flat_map(|opened| match opened {
                 Ok(events) => events.map(|e| e.map_err(failure)).left_stream(),
                 Err(e) => futures::stream::iter([Err(failure(e))]).right_stream(),
-            })
-            .boxed();
+            });
+            futures::stream::iter([Ok(now)]).chain(watched).boxed()
+        })
+        .flatten()
+        .boxed();
         self.watch = Some(Watch { events, opened: Instant::now(), lasts: Duration::from_secs(seconds.into()), generation });
     }
 
@@ -259,19 +278,19 @@ mod tests {
     }
 
     #[test]
-    fn watches_last_10_to_15_periods_and_reopen_spread_over_one() {
+    fn watches_last_20_to_30_periods_and_reopen_spread_over_one() {
         let period = Duration::from_secs(30);
-        assert_eq!(watch_seconds(period, 0.0), 300);
-        assert_eq!(watch_seconds(period, 1.0), 450);
-        assert_eq!(watch_seconds(period, 0.5), 375);
-        assert_eq!(watch_seconds(Duration::from_millis(50), 0.0), 1, "never zero: 0 means no timeout");
+        assert_eq!(watch_seconds(period, 0.0), 600);
+        assert_eq!(watch_seconds(period, 1.0), 900);
+        assert_eq!(watch_seconds(period, 0.5), 750);
+        assert_eq!(watch_seconds(Duration::from_millis(40), 0.0), 1, "never zero: 0 means no timeout");
         assert_eq!(watch_seconds(Duration::from_secs(3600), 1.0), 3600, "capped");
-        assert_eq!(longest_watch(period), Duration::from_secs(450));
+        assert_eq!(longest_watch(period), Duration::from_secs(900));
         assert_eq!(reopen_after(period, 0.0), Duration::ZERO);
         assert_eq!(reopen_after(period, 0.5), Duration::from_secs(15));
         assert_eq!(reopen_after(period, 7.0), period, "within the period");
-        // At most one request per peer per 10 periods in steady state.
-        assert!(f64::from(watch_seconds(period, 0.0)) / period.as_secs_f64() >= 10.0);
+        // A LIST and a watch per watch: at most one request per peer per 10 periods.
+        assert!(2.0 * period.as_secs_f64() / f64::from(watch_seconds(period, 0.0)) <= 0.1);
     }
 
     #[test]

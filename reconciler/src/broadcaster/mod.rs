@@ -505,9 +505,13 @@ impl<P: Peers> Broadcasters<P> {
         // This broadcaster's place in the retry window.
         let spread = spread_of(&peer);
         let (mut due, mut last): (bool, Result<()>) = (true, Ok(()));
+        // When the last round ran: while no watch is open, the next is due `retry_after` it,
+        // whether or not a watch is being opened again meanwhile.
+        let mut round_at = tokio::time::Instant::now();
         loop {
             let advertising = self.advertising();
             if due {
+                round_at = tokio::time::Instant::now();
                 let round = self.round(&peer, &source, &versions, &mut r, advertising).await;
                 self.settle(&peer, &mut r, &round, advertising).await;
                 if round.is_ok() && advertising {
@@ -525,10 +529,11 @@ impl<P: Peers> Broadcasters<P> {
                 follow.open(client, r.generation, &own, self.period, spread);
             }
             let watching = follow.watching(r.generation);
+            let next_round = retry_after(&last, self.period, r.failures, spread).saturating_sub(round_at.elapsed());
             let wait = match follow.until_open() {
                 _ if watching => self.period,
-                Some(open) => open.min(retry_after(&last, self.period, r.failures, spread)),
-                None => retry_after(&last, self.period, r.failures, spread),
+                Some(open) => open.min(next_round),
+                None => next_round,
             };
             let woke = tokio::select! {
                 _ = tokio::time::sleep(wait) => Woke::Time,
@@ -540,8 +545,9 @@ impl<P: Peers> Broadcasters<P> {
             due = match woke {
                 // Watching, a period costs no request: a round only when what we publish changed.
                 Woke::Time if watching => Some(self.resources()) != r.resources,
-                // A watch to open again now, rather than a round.
-                Woke::Time => !(advertising && last.is_ok() && follow.may_open()),
+                // Not watching: a round once it is due (a watch that keeps failing to open
+                // never holds the rounds back); a watch to open again is opened above.
+                Woke::Time => round_at.elapsed() >= retry_after(&last, self.period, r.failures, spread),
                 Woke::Watch(told, lasted, lasts) => self.told(&peer, &r, &mut follow, *told, lasted, lasts, spread),
                 Woke::Config | Woke::Signal(Signal::Run) => true,
                 Woke::Signal(Signal::Refresh) => {
