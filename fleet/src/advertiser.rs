@@ -240,11 +240,8 @@ impl Advertiser {
                 Ok(listed) => listed,
                 Err(e) => return futures::stream::iter([Err(follow::failure(e))]).boxed(),
             };
-            let now = match listed.items.into_iter().next() {
-                Some(adv) => kube::core::WatchEvent::Added(adv),
-                None => kube::core::WatchEvent::Deleted(liqo_api::Advertisement::new(&name, Default::default())),
-            };
-            let request = watch(listed.metadata.resource_version.as_deref().unwrap_or_default());
+            let (now, version) = follow::listed_now(listed, &name);
+            let request = watch(&version);
             let watched =
                 futures::stream::once(async move { client.request_events::<liqo_api::Advertisement>(request).await }).flat_map(|opened| {
                     match opened {

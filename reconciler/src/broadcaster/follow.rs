@@ -156,12 +156,7 @@ impl Following {
                 Ok(listed) => listed,
                 Err(e) => return futures::stream::iter([Err(failure(e))]).boxed(),
             };
-            // As the API server has it now: ours, or none (told as a deletion).
-            let now = match listed.items.into_iter().next() {
-                Some(adv) => WatchEvent::Added(adv),
-                None => WatchEvent::Deleted(Advertisement::new(&name, Default::default())),
-            };
-            let version = listed.metadata.resource_version.unwrap_or_default();
+            let (now, version) = listed_now(listed, &name);
             let watched = futures::stream::once(async move { api.watch(&params, &version).await }).flat_map(|opened| match opened {
                 Ok(events) => events.map(|e| e.map_err(failure)).left_stream(),
                 Err(e) => futures::stream::iter([Err(failure(e))]).right_stream(),
@@ -214,6 +209,16 @@ impl Following {
     pub fn refused(&mut self, period: Duration) {
         (self.watch, self.not_before) = (None, Some(Instant::now() + period * UNWATCHABLE_PERIODS));
     }
+}
+
+/// What a LIST by `name` before a watch tells (pure): our Advertisement as the API server has
+/// it now, or none (told as a deletion), and the version to watch from.
+pub fn listed_now(listed: kube::core::ObjectList<Advertisement>, name: &str) -> (WatchEvent<Advertisement>, String) {
+    let now = match listed.items.into_iter().next() {
+        Some(adv) => WatchEvent::Added(adv),
+        None => WatchEvent::Deleted(Advertisement::new(name, Default::default())),
+    };
+    (now, listed.metadata.resource_version.unwrap_or_default())
 }
 
 /// Why a watch failed, from kube's error: the status code when the API server answered one.
