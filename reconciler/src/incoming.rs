@@ -66,13 +66,9 @@ impl<P: Peers> Ctx<P> {
 /// The ForeignCluster standing for `cluster_id`, if we have one: one a person or discovery
 /// made before an incoming stand-in (which gives way to it).
 pub(crate) fn find_foreign(store: &Store<ForeignCluster>, cluster_id: &str) -> Option<Arc<ForeignCluster>> {
-    let mut matching: Vec<Arc<ForeignCluster>> = store
-        .state()
-        .into_iter()
-        .filter(|fc| {
-            fc.spec.remote_cluster_id() == Some(cluster_id) || fc.labels().get(LABEL_CLUSTER_ID).map(String::as_str) == Some(cluster_id)
-        })
-        .collect();
+    let mut matching: Vec<Arc<ForeignCluster>> = store.state_filter(|fc| {
+        fc.spec.remote_cluster_id() == Some(cluster_id) || fc.labels().get(LABEL_CLUSTER_ID).map(String::as_str) == Some(cluster_id)
+    });
     matching.sort_by_key(|fc| crate::foreign_cluster::stands_in(fc));
     matching.into_iter().next()
 }

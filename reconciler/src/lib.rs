@@ -43,6 +43,7 @@ pub mod slim_store;
 pub mod stores;
 pub mod tenancy;
 pub mod throttle;
+pub mod work_queue;
 pub mod writes;
 
 pub use error::{Error, Result};

@@ -11,7 +11,6 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::client::Body;
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use liqo_api::{Advertisement, AdvertisementSpec, ClusterConfigSpec, ForeignCluster, TrustMode};
@@ -24,6 +23,7 @@ use liqo_reconciler::error::Step;
 use liqo_reconciler::foreign_cluster::{self, Ctx, MANAGED_BY, Timing, reconcile, reconcile_through};
 use liqo_reconciler::peer::{Peers, RemoteAccess, Trust};
 use liqo_reconciler::slim_store::{SecretData, SlimStore, SlimWriter, exists, secret_data, slim_store, slim_store_by_namespace};
+use liqo_reconciler::work_queue::Action;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 

@@ -12,7 +12,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::runtime::controller::Action;
 use liqo_api::names::{advertisement_name, ca_data_secret, tenant_namespace};
 use liqo_api::reasons::{ConditionType as Phase, Reason, Status};
 use liqo_api::{AuthStatus, ClusterConfigSpec, ForeignCluster, OutgoingStatus, PeeringRequest, SecretRef, TenantNamespaces, TrustMode};
@@ -26,6 +25,7 @@ use crate::connect_first::{Gate, Silent};
 use crate::error::{Error, Result};
 use crate::peer::{ANONYMOUS_KUBECONFIG, Peers, RemoteAccess, Trust};
 use crate::tenancy::binding;
+use crate::work_queue::Action;
 
 /// Why the join stopped before finishing.
 pub(super) enum Stop {
@@ -64,9 +64,8 @@ fn refuse_claim<P: Peers>(j: Join<'_, P>, claimed: &str, r: &mut Report) -> Step
         r.set(Phase::Joined, Status::False, Reason::SelfPeering, format!("{url}/ids answers this cluster's own ID {claimed}"));
         return Err(Stop::Report(Action::await_change()));
     }
-    let me = j.fc.name_any();
-    let holder =
-        j.ctx.shared.foreign.state().into_iter().find(|other| other.name_any() != me && other.spec.remote_cluster_id() == Some(claimed));
+    let me = j.fc.metadata.name.as_deref();
+    let holder = j.ctx.shared.foreign.find(|other| other.spec.remote_cluster_id() == Some(claimed) && other.metadata.name.as_deref() != me);
     if let Some(other) = holder.filter(|o| !stands_in(o)) {
         let message =
             format!("{url}/ids answers cluster ID {claimed}, which ForeignCluster {} already stands for: refused", other.name_any());
@@ -80,8 +79,9 @@ fn refuse_claim<P: Peers>(j: Join<'_, P>, claimed: &str, r: &mut Report) -> Step
 /// now identified, stands for it.
 async fn give_way<P: Peers>(j: Join<'_, P>, cluster_id: &str) -> Step<()> {
     let me = j.fc.name_any();
-    let stand_ins = j.ctx.shared.foreign.state().into_iter().filter(|o| {
-        o.name_any() != me && o.spec.remote_cluster_id() == Some(cluster_id) && stands_in(o) && o.metadata.deletion_timestamp.is_none()
+    // Filtered in the store, the cluster ID first: this runs at every round of every peer.
+    let stand_ins = j.ctx.shared.foreign.state_filter(|o| {
+        o.spec.remote_cluster_id() == Some(cluster_id) && o.name_any() != me && stands_in(o) && o.metadata.deletion_timestamp.is_none()
     });
     for other in stand_ins {
         tracing::info!(fc = %me, stand_in = %other.name_any(), cluster_id, "an incoming stand-in gives way to this ForeignCluster");

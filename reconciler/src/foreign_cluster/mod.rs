@@ -25,7 +25,6 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -41,6 +40,7 @@ use crate::peer::Peers;
 use crate::slim_store::{SecretData, SlimStore, namespaced_key};
 use crate::tenancy::access::advertisement_access;
 use crate::tenancy::grant;
+use crate::work_queue::Action;
 use crate::writes;
 
 /// Field manager of the objects this controller applies (its status: [`report::STATUS_MANAGER`]).
@@ -631,17 +631,15 @@ pub async fn run<P: Peers>(
     metrics: Arc<crate::metrics::Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    // Each watch retries on its own: one failing does not hold up the other. The controller
-    // itself starts every reconcile when it is due; each then waits its turn
-    // (`Ctx::turns`, first asked first served). Bounded by kube's own
-    // `Config::concurrency`, a controller kept busy starved some ForeignClusters for as long
-    // as the load lasted: what is due while every slot is taken waits in a hash set and is
-    // taken from it in hash order, not in turn (the fleet saw peers not reconciled once in
-    // 14 minutes while 10,000 joined).
-    let controller = Controller::for_stream(futures::stream::pending(), ctx.shared.foreign.clone());
-    let store = controller.store();
+    // Every reconcile starts when it is due (`crate::work_queue`), then waits its turn
+    // (`Ctx::turns`, first asked first served). Bounded by kube's own `Config::concurrency`, a
+    // controller kept busy starved some ForeignClusters for as long as the load lasted: what
+    // was due while every slot was taken waited in a hash set and was taken from it in hash
+    // order, not in turn (the fleet saw peers not reconciled once in 14 minutes while 10,000
+    // joined). Unbounded, kube's controller polled every waiting reconcile at each wake-up.
+    let store = ctx.shared.foreign.clone();
     // Reconciles our own watches ask for (see `Ctx::wake_when_gone`).
-    let (wakes, mut woken) = tokio::sync::mpsc::unbounded_channel();
+    let (wakes, woken) = tokio::sync::mpsc::unbounded_channel();
     let _ = ctx.wakes.set(wakes);
     // The echo of a settled status write of ours is not a change (`crate::own_writes`).
     let heard = ctx.clone();
@@ -650,48 +648,40 @@ pub async fn run<P: Peers>(
         if what != crate::own_writes::Heard::Change {
             tracing::debug!(fc = %change.object.name, version = ?change.version, ?what, "our status write told back: not reconciled");
         }
-        std::future::ready((what == crate::own_writes::Heard::Change).then_some(change.object))
+        std::future::ready((what == crate::own_writes::Heard::Change).then_some(change.object.name))
     });
-    controller
-        .reconcile_on(changes)
-        .reconcile_on(futures::stream::poll_fn(move |cx| woken.poll_recv(cx)))
-        .reconcile_on(adverts.stream().flat_map(move |sender| {
-            let senders: Vec<_> = store
-                .state()
-                .into_iter()
-                .filter(|fc| fc.spec.remote_cluster_id() == Some(sender.as_str()))
-                .map(|fc| ObjectRef::from_obj(&*fc))
-                .collect();
-            futures::stream::iter(senders)
-        }))
-        .reconcile_on(identities.stream().filter_map(|fc| std::future::ready((!fc.is_empty()).then(|| ObjectRef::new(&fc)))))
-        .trigger_backoff(liqo_api::watch_backoff::WatchBackoff::default())
-        .graceful_shutdown_on(shutdown)
-        .run(
-            move |fc, ctx| {
-                let metrics = metrics.clone();
-                async move {
-                    // Connected first, many at a time: a peer that does not answer holds no
-                    // turn while it is waited for (`crate::connect_first`).
-                    let (gate, connecting) = ctx.connect_first(&fc).await;
-                    let _turn = match &ctx.turns {
-                        Some(turns) => Some(turns.clone().acquire_owned().await.expect("never closed")),
-                        None => None,
-                    };
-                    drop(connecting);
-                    let started = std::time::Instant::now();
-                    // Boxed: a reconcile waiting its turn holds a few bytes, not the whole
-                    // pipeline's state.
-                    let result = Box::pin(reconcile_through(fc, ctx, gate)).await;
-                    metrics.observe("foreign_cluster", &result, started);
-                    result
-                }
-            },
-            error_policy,
-            ctx,
-        )
-        .for_each(|_| async {})
-        .await;
+    let woken =
+        futures::stream::unfold(woken, |mut woken| async move { woken.recv().await.map(|o: ObjectRef<ForeignCluster>| (o.name, woken)) });
+    let senders = store.clone();
+    let adverts = adverts.stream().flat_map(move |sender| {
+        let of_sender = senders.state_filter(|fc| fc.spec.remote_cluster_id() == Some(sender.as_str()));
+        futures::stream::iter(of_sender.into_iter().map(|fc| fc.name_any()))
+    });
+    let identities = identities.stream().filter(|fc| std::future::ready(!fc.is_empty()));
+    let triggers = futures::stream::select_all([changes.boxed(), woken.boxed(), adverts.boxed(), identities.boxed()]);
+    let reconcile = move |fc: Arc<ForeignCluster>| {
+        let (ctx, metrics) = (ctx.clone(), metrics.clone());
+        async move {
+            // Connected first, many at a time: a peer that does not answer holds no turn
+            // while it is waited for (`crate::connect_first`).
+            let (gate, connecting) = ctx.connect_first(&fc).await;
+            let _turn = match &ctx.turns {
+                Some(turns) => Some(turns.clone().acquire_owned().await.expect("never closed")),
+                None => None,
+            };
+            drop(connecting);
+            let started = std::time::Instant::now();
+            // Boxed: a reconcile waiting its turn holds a few bytes, not the whole pipeline's
+            // state.
+            let result = Box::pin(reconcile_through(fc.clone(), ctx.clone(), gate)).await;
+            metrics.observe("foreign_cluster", &result, started);
+            match result {
+                Ok(action) => action,
+                Err(e) => error_policy(fc, &e, ctx),
+            }
+        }
+    };
+    crate::work_queue::run("foreigncluster", store, triggers, reconcile, shutdown).await;
 }
 
 #[cfg(test)]

@@ -22,7 +22,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::runtime::controller::Action;
 use liqo_api::names::{advertisement_name, ca_data_secret, peering_kubeconfig_secret, tenant_namespace};
 use liqo_api::reasons::{ConditionType as Phase, Reason, Status};
 use liqo_api::{Advertisement, ForeignCluster, OutgoingStatus, PeeringRequest, SecretRef};
@@ -35,6 +34,7 @@ use crate::error::{Error, Result, Step};
 use crate::peer::{Peers, RemoteAccess, Trust};
 use crate::tenancy::access::advertisement_access;
 use crate::tenancy::grant;
+use crate::work_queue::Action;
 use crate::writes;
 
 /// Unjoins `fc` (see the module documentation).
