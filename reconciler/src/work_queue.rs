@@ -136,11 +136,27 @@ impl Queue {
     }
 }
 
+/// The window around a requeue in which each object keeps its place ([`jittered`]): a
+/// tenth of the time asked for, centred on it.
+pub const JITTER: f64 = 0.1;
+
+/// `after`, moved within [`JITTER`] of itself by `name`'s place (pure, the same each time):
+/// objects that finished together (a whole fleet back at once) come back spread over a tenth
+/// of the period, the next round over two tenths, and so on, instead of in one burst every
+/// period; on average, exactly `after`.
+pub fn jittered(after: Duration, name: &str) -> Duration {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut h);
+    let place = (h.finish() % 10_000) as f64 / 10_000.0;
+    after.mul_f64(1.0 - JITTER / 2.0 + JITTER * place)
+}
+
 /// How long a reconcile that panicked waits before it is tried again (the panic is logged).
 pub const AFTER_PANIC: Duration = Duration::from_secs(30);
 
 /// Reconciles the (cluster-scoped) objects of `store` that `triggers` names (and again as each reconcile's
-/// [`Action`] says) until `shutdown`, then waits for the running reconciles. `what` names the
+/// [`Action`] says, [`jittered`]) until `shutdown`, then waits for the running reconciles. `what` names the
 /// controller in the reconcile's span, as `object.ref` names the object.
 pub async fn run<K, F, Fut>(
     what: &'static str,
@@ -195,6 +211,7 @@ pub async fn run<K, F, Fut>(
             () = &mut shutdown, if !stopping => stopping = true,
             Some((name, requeue)) = finished.recv() => {
                 running -= 1;
+                let requeue = requeue.map(|after| jittered(after, &name));
                 if queue.finish(&name, requeue, Instant::now()) && !stopping {
                     start(name, &mut queue, &mut running);
                 }
@@ -272,6 +289,18 @@ mod tests {
         q.forget("a");
         assert!(q.is_empty());
         assert!(q.take_due(now + secs(5)).is_empty());
+    }
+
+    #[test]
+    fn a_requeue_is_moved_within_a_tenth_of_itself_each_object_keeping_its_place() {
+        let period = secs(30);
+        let times: Vec<Duration> = (0..1000).map(|i| jittered(period, &format!("fc-{i}"))).collect();
+        assert!(times.iter().all(|t| *t >= secs(30).mul_f64(0.95) && *t <= secs(30).mul_f64(1.05)), "within 28.5 to 31.5 s");
+        assert_eq!(jittered(period, "fc-7"), times[7], "the same place each time");
+        let mean = times.iter().sum::<Duration>() / 1000;
+        assert!(mean > Duration::from_millis(29_800) && mean < Duration::from_millis(30_200), "on average the period: {mean:?}");
+        let early = times.iter().filter(|t| **t < period).count();
+        assert!((400..600).contains(&early), "spread around it, not to one side: {early} of 1000 early");
     }
 
     #[test]
@@ -356,12 +385,13 @@ mod tests {
         assert_eq!(starts(&seen), ["a", "b"], "one a at a time; an object not in the store is not reconciled");
         tokio::time::sleep(secs(2)).await;
         assert_eq!(starts(&seen), ["a", "b", "a"], "a was asked for while running: once more right after");
-        // The second a ends at 4 s and asks for 10 s more: due at 14 s, not before.
-        tokio::time::sleep(secs(11)).await;
+        // The second a ends at 4 s and asks for 10 s more (jittered: 9.5 to 10.5): due at
+        // 13.5 to 14.5 s, not before.
+        tokio::time::sleep(secs(10)).await;
         assert_eq!(starts(&seen).len(), 3, "b awaits a change; a is not due yet");
-        tokio::time::sleep(secs(1)).await;
+        tokio::time::sleep(secs(2)).await;
         assert_eq!(starts(&seen), ["a", "b", "a", "a"], "a came back as its Action asked");
-        // Shut down while a runs: it finishes, and nothing more starts.
+        // Shut down while a runs (from 13.5–14.5 s for 2 s): it finishes, and nothing more starts.
         tx.send("b".to_owned()).unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         stop.send(()).unwrap();
