@@ -296,7 +296,7 @@ fn wave(o: &serde_json::Value) -> i64 {
 /// configurations before the liqo-certs Job that injects their CA, the Job (a hook re-created
 /// on each sync, so never an immutable field) before the Deployments that mount its Secrets;
 /// the Flux example re-creates the Job (`force`) and orders the ClusterConfig after the install
-/// (`dependsOn`); the README shows both examples as they are in manifests/gitops/.
+/// (`dependsOn`); docs/gitops.md shows both examples as they are in manifests/gitops/.
 #[test]
 fn argo_cd_and_flux_sync_the_manifests_in_order() {
     let Some(kubectl) = tool("kubectl") else {
@@ -335,11 +335,11 @@ fn argo_cd_and_flux_sync_the_manifests_in_order() {
     }
 
     let gitops = Path::new(ROOT).join("manifests/gitops");
-    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(Path::new(ROOT).join("docs/gitops.md")).unwrap();
     let version = env!("CARGO_PKG_VERSION");
     for file in ["argocd-application.yaml", "flux.yaml"] {
         let text = std::fs::read_to_string(gitops.join(file)).unwrap();
-        assert!(readme.contains(&text), "README.md does not show manifests/gitops/{file} as it is");
+        assert!(readme.contains(&text), "docs/gitops.md does not show manifests/gitops/{file} as it is");
         assert!(text.contains(&format!("v{version}")), "{file}: not this version's tag");
     }
     let argo: serde_json::Value = serde_yaml::from_str(&std::fs::read_to_string(gitops.join("argocd-application.yaml")).unwrap()).unwrap();

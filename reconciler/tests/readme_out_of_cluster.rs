@@ -1,4 +1,5 @@
-//! The README's "Run the reconciler against an API server from your machine", run as written
+//! "Run the reconciler against an API server from your machine" (docs/development.md, linked
+//! from the README), run as written
 //! against a real API server (KUBEBUILDER_ASSETS, and kubectl from `$LIQO_MANIFEST_TOOLS`,
 //! /opt/manifest-tools/bin or the PATH; skips loudly without them). Only what cannot hold on a
 //! shared test machine is changed: the placeholders get this API server's address, the fixed
@@ -26,8 +27,8 @@ fn kubectl() -> Option<PathBuf> {
 
 /// The section's first code block, one command per line (continuations joined).
 fn section_commands() -> Vec<String> {
-    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
-    let start = readme.find("### Run the reconciler against an API server from your machine").expect("the section");
+    let readme = std::fs::read_to_string(Path::new(ROOT).join("docs/development.md")).unwrap();
+    let start = readme.find("## Run the reconciler against an API server from your machine").expect("the section");
     let mut commands = Vec::new();
     let mut current = String::new();
     let mut in_block = false;

@@ -1,0 +1,121 @@
+//! Every relative link of the README and of docs/ resolves: the file exists, and a `#anchor`
+//! names a heading of it (GitHub's rule: lowercase, punctuation dropped, spaces to hyphens).
+//! Links inside code (indented blocks, fences, backticks) are not links and are not read.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+/// The Markdown files read: the README, and every file of docs/.
+fn pages() -> Vec<PathBuf> {
+    let mut pages = vec![Path::new(ROOT).join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(Path::new(ROOT).join("docs"))
+        .expect("docs/")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    pages.extend(docs);
+    pages
+}
+
+/// The lines of `text` that are prose: not in a fenced block, not an indented code line.
+fn prose(text: &str) -> Vec<(usize, &str)> {
+    let mut fenced = false;
+    let mut lines = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if !fenced && !line.starts_with("    ") && !line.starts_with('\t') {
+            lines.push((i + 1, line));
+        }
+    }
+    lines
+}
+
+/// GitHub's anchor for a heading's text.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+fn anchors(text: &str) -> BTreeSet<String> {
+    prose(text)
+        .into_iter()
+        .filter_map(|(_, l)| l.strip_prefix('#').map(|h| h.trim_start_matches('#')))
+        .map(|h| slug(&h.replace('`', "")))
+        .collect()
+}
+
+/// The targets of `[text](target)` links on a line, outside backticks.
+fn targets(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let unquoted: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+    let mut rest = unquoted.as_str();
+    while let Some(at) = rest.find("](") {
+        let after = &rest[at + 2..];
+        let Some(end) = after.find(')') else { break };
+        out.push(after[..end].to_owned());
+        rest = &after[end..];
+    }
+    out
+}
+
+#[test]
+fn every_relative_link_of_the_readme_and_docs_resolves_to_a_file_and_heading() {
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let dir = page.parent().unwrap();
+        for (n, line) in prose(&text) {
+            for target in targets(line) {
+                if target.contains("://") || target.starts_with("mailto:") {
+                    continue;
+                }
+                checked += 1;
+                let (file, anchor) = target.split_once('#').map_or((target.as_str(), None), |(f, a)| (f, Some(a)));
+                let path = if file.is_empty() { page.clone() } else { dir.join(file) };
+                let name = page.strip_prefix(ROOT).unwrap_or(&page).display().to_string();
+                if !path.exists() {
+                    broken.push(format!("{name}:{n}: {target}: no such file"));
+                    continue;
+                }
+                if let Some(anchor) = anchor.filter(|_| path.extension().is_some_and(|e| e == "md")) {
+                    let there = std::fs::read_to_string(&path).unwrap();
+                    if !anchors(&there).contains(anchor) {
+                        broken.push(format!("{name}:{n}: {target}: no heading of that anchor"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} links read: the reader is wrong");
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn the_readme_reads_in_five_minutes_and_links_each_page_of_docs() {
+    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(lines <= 300, "README.md has {lines} lines: the rest belongs in docs/");
+    for page in pages().into_iter().skip(1) {
+        let name = page.file_name().unwrap().to_string_lossy().to_string();
+        assert!(readme.contains(&format!("](docs/{name})")), "README.md does not link docs/{name}");
+    }
+}
+
+#[test]
+fn the_anchor_rule_is_githubs() {
+    assert_eq!(slug("First peering (the seeds' commands)"), "first-peering-the-seeds-commands");
+    assert_eq!(slug("GitOps: Argo CD and Flux"), "gitops-argo-cd-and-flux");
+    assert_eq!(targets("see [a](docs/a.md#x) and `[b](c.md)` [d](e.md)"), ["docs/a.md#x", "e.md"]);
+}
