@@ -24,12 +24,14 @@ generate:
 # Benchmarks (release build): webhook throughput and latency (needs `wrk`), reconciler
 # memory and requests per peer in steady state, DNS-SD of 1,000 clusters (BIND 9 when
 # installed) and mDNS announcement-to-decision time (in a network namespace of its own), the
-# dashboard and `kubectl liqo status` at N peers (BENCH_PEERS, default 1,000).
+# dashboard and `kubectl liqo status` at N peers (BENCH_PEERS, default 1,000), and one join
+# on two real API servers (KUBEBUILDER_ASSETS; median of JOINS, default 20).
 bench:
     cargo bench -p liqo-webhook --bench admission
     cargo bench -p liqo-reconciler --bench steady_state
     cargo bench -p liqo-reconciler --bench discovery
     cargo bench -p liqo-reconciler --bench auth_abuse
+    cargo bench -p liqo-reconciler --bench join
     cargo bench -p liqo-dashboard --bench dashboard
     cargo bench -p liqo-dashboard --bench users
     cargo bench -p liqo-cli --bench status

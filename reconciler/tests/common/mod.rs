@@ -25,10 +25,14 @@ impl Drop for Reconciler {
     }
 }
 
-/// The `liqo-reconciler` binary: Cargo's own for this crate's tests; for another crate's (the
+/// The `liqo-reconciler` binary: `LIQO_RECONCILER_BIN` when set; Cargo's own for this crate's tests; for another crate's (the
 /// plugin's), the one built beside the running test (`cargo test --workspace` builds every
 /// binary before it runs a test).
 pub fn reconciler_binary() -> Option<std::path::PathBuf> {
+    // Another build of it (the join bench against a debug build, say).
+    if let Some(path) = std::env::var_os("LIQO_RECONCILER_BIN") {
+        return Some(path.into());
+    }
     if let Some(path) = option_env!("CARGO_BIN_EXE_liqo-reconciler") {
         return Some(path.into());
     }
