@@ -39,6 +39,17 @@ pub fn chosen(fc: &ForeignCluster) -> bool {
     fc.spec.join == Some(true) && join_setter(fc).is_some_and(|m| m.manager.as_deref() != Some(DISCOVERY_FIELD_MANAGER))
 }
 
+/// Whether `fc` only stands in for a cluster that asked to peer with us (pure): made by the
+/// incoming side, chosen by no one, not joined by us. The outgoing side gives way to a
+/// ForeignCluster made for that cluster by a person or discovery; the incoming side records a
+/// request on such a one first.
+pub fn stands_in(fc: &ForeignCluster) -> bool {
+    fc.spec.discovery_type() == DiscoveryType::IncomingPeering
+        && !chosen(fc)
+        && !fc.spec.join()
+        && fc.metadata.finalizers.as_ref().is_none_or(|f| f.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

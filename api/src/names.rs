@@ -50,6 +50,11 @@ pub fn advertisement_name(sender_cluster_id: &str) -> String {
 pub const CA_DATA_SECRET_SUFFIX: &str = "-ca-data";
 /// Suffix of the Secret holding the identity a remote issued us: `<fc>-identity`.
 pub const IDENTITY_SECRET_SUFFIX: &str = "-identity";
+/// Key of the remote API server CA in `<fc>-ca-data` (the outgoing side stores it, the
+/// broadcaster reads it).
+pub const CA_DATA_KEY: &str = "ca.crt";
+/// Field manager of the incoming side's part of a ForeignCluster's status (`status.incoming`).
+pub const INCOMING_STATUS_MANAGER: &str = "liqo-incoming";
 /// Prefix of the Secret holding the token we present to a remote: `remote-token-<clusterID>`.
 pub const TOKEN_SECRET_PREFIX: &str = "remote-token-";
 /// Prefix of the Secret a requester hands over with its PeeringRequest.

@@ -12,6 +12,7 @@
 pub mod access;
 pub mod actions;
 pub mod command;
+pub mod dashboard;
 pub mod html;
 pub mod model;
 pub mod server;

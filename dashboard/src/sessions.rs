@@ -16,7 +16,7 @@ use kube::config::AuthInfo;
 use kube::{Client, Config};
 use sha2::{Digest, Sha256};
 
-use crate::server::Dashboard;
+use crate::dashboard::Dashboard;
 use crate::stores::Stores;
 
 /// The cookie that holds the user's token.

@@ -25,8 +25,8 @@ use tokio::task::JoinHandle;
 
 use liqo_reconciler::broadcaster::follow;
 
+use crate::counts::Counts;
 use crate::peer::{Mode, NAMESPACE, Peer};
-use crate::server::Counts;
 
 /// The hub as the peers reach it.
 #[derive(Clone, Debug)]

@@ -19,6 +19,7 @@
 pub mod advertiser;
 pub mod answer;
 pub mod black_hole;
+pub mod counts;
 pub mod dashboard;
 pub mod hub;
 pub mod peer;

@@ -4,7 +4,8 @@
 //! own client makes it. The stack is kube's ([`kube::client::ClientBuilder`] from a
 //! [`kube::Config`]): TLS from the config (the pinned CA), the connect, read and write
 //! timeouts, the base URI, the credentials and kube's retry of 429/503/504; answers capped
-//! at [`crate::peer::MAX_API_ANSWER`] as every client to a peer.
+//! at [`MAX_API_ANSWER`] as every client to a peer ([`capped`], which `crate::peer`'s clients
+//! use too).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -44,6 +45,15 @@ impl tower::Service<http::Uri> for FirstConnection {
     }
 }
 
+/// Largest answer read from a peer's API server: every call there reads or writes one small
+/// object. A hostile server streaming without end fails the call instead of filling our memory.
+pub const MAX_API_ANSWER: usize = 4 << 20;
+
+/// `response` with its body read up to [`MAX_API_ANSWER`] at most.
+pub fn capped<B>(response: http::Response<B>) -> http::Response<http_body_util::Limited<B>> {
+    response.map(|body| http_body_util::Limited::new(body, MAX_API_ANSWER))
+}
+
 /// A client for the API server `config` names, its first connection `stream`.
 pub fn client_over(config: kube::Config, stream: TcpStream) -> Result<kube::Client> {
     let tls_error = |e: kube::Error| Error::Tls(format!("a client for the remote API server: {e}"));
@@ -58,7 +68,7 @@ pub fn client_over(config: kube::Config, stream: TcpStream) -> Result<kube::Clie
     let http: hyper_util::client::legacy::Client<_, Body> = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(timed);
     let retry = config.default_retry.then(|| tower::retry::RetryLayer::new(kube::client::retry::RetryPolicy::server_retry()));
     let service = ServiceBuilder::new()
-        .layer(tower::util::MapResponseLayer::new(crate::peer::capped))
+        .layer(tower::util::MapResponseLayer::new(capped))
         .layer(config.base_uri_layer())
         .option_layer(retry)
         .option_layer(config.auth_layer().map_err(tls_error)?)

@@ -69,7 +69,7 @@ pub(crate) fn find_foreign(store: &Store<ForeignCluster>, cluster_id: &str) -> O
     let mut matching: Vec<Arc<ForeignCluster>> = store.state_filter(|fc| {
         fc.spec.remote_cluster_id() == Some(cluster_id) || fc.labels().get(LABEL_CLUSTER_ID).map(String::as_str) == Some(cluster_id)
     });
-    matching.sort_by_key(|fc| crate::foreign_cluster::stands_in(fc));
+    matching.sort_by_key(|fc| liqo_api::chosen::stands_in(fc));
     matching.into_iter().next()
 }
 
@@ -101,7 +101,7 @@ pub fn incoming_foreign_cluster(cluster_id: &str, spec: &PeeringRequestSpec) -> 
 
 /// Field manager of `status.incoming` of ForeignClusters, the part of their status this
 /// controller owns.
-pub const STATUS_MANAGER: &str = "liqo-incoming";
+pub const STATUS_MANAGER: &str = liqo_api::names::INCOMING_STATUS_MANAGER;
 
 /// Writes `status.incoming` whole (server-side apply), when it differs from the stored one.
 async fn set_incoming(client: &Client, fc: &ForeignCluster, incoming: IncomingStatus) -> Result<()> {

@@ -16,8 +16,16 @@ use prometheus_client::registry::Registry;
 use liqo_api::reasons::{ConditionType, Reason};
 use liqo_api::summary::Peer;
 
-use crate::auth::service::IdentityLabels;
 use crate::error::Error;
+
+/// The label of a `POST /identity` answer (`liqo_reconciler_auth_identity_requests_total`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct IdentityLabels {
+    /// `issued`, `renewed`, `bound` (409: the ID is another's), `capped` (503: too many unused
+    /// identities), `wrong_token`, `empty_token`, `rate_limited`, `bad_request`, `unavailable`,
+    /// `error`.
+    pub result: &'static str,
+}
 
 /// Where a peer asked to join stands: `state` is `joined`, `failing` (a phase that is False and
 /// in the way: `phase` and its `reason`) or `joining` (the first phase not passed yet, if any).

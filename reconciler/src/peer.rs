@@ -174,13 +174,7 @@ pub fn api_url_of(access: &RemoteAccess) -> Option<String> {
     cluster?.cluster.as_ref()?.server.clone()
 }
 
-/// Largest answer read from a peer's API server: every call there reads or writes one small
-/// object. A hostile server streaming without end fails the call instead of filling our memory.
-pub const MAX_API_ANSWER: usize = 4 << 20;
-
-pub(crate) fn capped<B>(response: http::Response<B>) -> http::Response<http_body_util::Limited<B>> {
-    response.map(|body| http_body_util::Limited::new(body, MAX_API_ANSWER))
-}
+use crate::client_over::capped;
 
 /// A kubeconfig without credentials: requests are anonymous. Its server is a placeholder;
 /// [`RemoteAccess::api_url`] gives the real one.

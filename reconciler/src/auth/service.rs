@@ -38,7 +38,6 @@ use liqo_api::names::{
 };
 use liqo_api::{ClusterConfigSpec, ForeignCluster};
 use liqo_serve::{BodyBounds, bounded_body};
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use sha2::{Digest, Sha256};
@@ -140,14 +139,7 @@ pub const MAX_IDENTITY_BODY: usize = 16 * 1024;
 /// Time a client has to send the whole `POST /identity` body.
 pub const IDENTITY_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The label of a `POST /identity` answer.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct IdentityLabels {
-    /// `issued`, `renewed`, `bound` (409: the ID is another's), `capped` (503: too many unused
-    /// identities), `wrong_token`, `empty_token`, `rate_limited`, `bad_request`, `unavailable`,
-    /// `error`.
-    pub result: &'static str,
-}
+pub use crate::metrics::IdentityLabels;
 
 /// Why a token was refused.
 #[derive(Debug, PartialEq, Eq)]

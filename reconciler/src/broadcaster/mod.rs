@@ -42,9 +42,9 @@ use tokio::task::JoinHandle;
 pub mod follow;
 
 use crate::error::{Error, Result, Step, is_not_found};
-use crate::foreign_cluster::CA_KEY as CA_DATA_KEY;
 use crate::peer::{Peers, RemoteAccess};
 use crate::resources::summarize;
+use liqo_api::names::CA_DATA_KEY;
 use liqo_api::reasons::Reason;
 
 /// Why `source` is a Secret this cluster keeps, which `peer` may not hand us as its kubeconfig.

@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::peer::{ANONYMOUS_KUBECONFIG, Peers, RemoteAccess, Trust};
 use crate::tenancy::binding;
 use crate::work_queue::Action;
+use liqo_api::chosen::stands_in;
 
 /// Why the join stopped before finishing.
 pub(super) enum Stop {
@@ -88,15 +89,6 @@ async fn give_way<P: Peers>(j: Join<'_, P>, cluster_id: &str) -> Step<()> {
         crate::writes::delete(&Api::<ForeignCluster>::all(j.ctx.shared.client.clone()), &other.name_any()).await?;
     }
     Ok(())
-}
-
-/// Whether `fc` only stands in for a cluster that asked to peer with us (pure): made by the
-/// incoming side, chosen by no one, not joined by us.
-pub fn stands_in(fc: &ForeignCluster) -> bool {
-    fc.spec.discovery_type() == liqo_api::DiscoveryType::IncomingPeering
-        && !liqo_api::chosen::chosen(fc)
-        && !fc.spec.join()
-        && fc.finalizers().is_empty()
 }
 
 /// The remote as identified.

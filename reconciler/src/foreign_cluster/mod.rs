@@ -48,13 +48,13 @@ pub const FIELD_MANAGER: &str = "liqo-peering";
 /// Label on the Secrets this controller keeps (CA data, identities), which it watches.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "liqo-reconciler");
 /// Key of the remote API server CA in `<fc>-ca-data`.
-pub const CA_KEY: &str = "ca.crt";
+pub use liqo_api::names::CA_DATA_KEY as CA_KEY;
 /// Key of a kubeconfig in the Secrets that hold one.
 pub const KUBECONFIG_KEY: &str = "kubeconfig";
 /// Key of the token used with a peer's `/identity`, in Secret `remote-token-<clusterID>`.
 pub const TOKEN_KEY: &str = "token";
 
-pub use join::stands_in;
+pub use liqo_api::chosen::stands_in;
 pub use liqo_api::names::{identity_secret, token_secret};
 
 /// Default `--max-concurrent-reconciles`: a cold start or the end of an outage with
@@ -589,7 +589,7 @@ pub async fn reconcile_through<P: Peers>(fc: Arc<ForeignCluster>, ctx: Arc<Ctx<P
 /// Which field manager owns a top-level field of a ForeignCluster's status (`f:incoming`: the
 /// incoming controller; the rest: this one).
 fn status_owner(key: &str) -> &'static str {
-    if key == "f:incoming" { crate::incoming::STATUS_MANAGER } else { report::STATUS_MANAGER }
+    if key == "f:incoming" { liqo_api::names::INCOMING_STATUS_MANAGER } else { report::STATUS_MANAGER }
 }
 
 fn error_policy<P: Peers>(fc: Arc<ForeignCluster>, e: &crate::Error, ctx: Arc<Ctx<P>>) -> Action {

@@ -1,0 +1,138 @@
+//! What one dashboard is: its stores, what RBAC lets its user see, its CSRF token, and the
+//! pages it renders from them (the home view, a peer's view). The server ([`crate::server`])
+//! serves one for the user of `kubectl liqo dashboard`, the sessions ([`crate::sessions`]) one per
+//! logged-in user in the cluster.
+
+use std::sync::Arc;
+
+use kube::Client;
+use kube::runtime::reflector::ObjectRef;
+
+use crate::access::Visible;
+use crate::html::{self, FormError};
+use crate::model;
+use crate::stores::Stores;
+
+/// What the handlers share.
+pub struct Dashboard {
+    pub client: Client,
+    pub namespace: String,
+    pub stores: Stores,
+    /// The token every form carries (random per process).
+    pub csrf: String,
+    /// What RBAC allows the user (asked every minute).
+    pub permissions: crate::access::Permissions,
+    /// The scheme pages are served with (`Origin` checks): `http` on loopback, `https` in a cluster.
+    pub scheme: &'static str,
+    /// One of the in-cluster form's per-user dashboards (the page offers Log out).
+    pub per_user: bool,
+    /// This user's own tasks (the permission checks), stopped with the dashboard.
+    tasks: crate::stores::Tasks,
+}
+
+impl Dashboard {
+    /// The dashboard `kubectl liqo dashboard` serves on loopback with the user's kubeconfig.
+    pub fn new(client: Client, namespace: &str, stores: Stores) -> Arc<Self> {
+        Arc::new(Self::with(client, namespace, stores, "http", false))
+    }
+
+    /// A dashboard of the in-cluster form, for the user whose token `client` carries.
+    pub fn for_user(client: Client, namespace: &str, stores: Stores) -> Arc<Self> {
+        Arc::new(Self::with(client, namespace, stores, "https", true))
+    }
+
+    fn with(client: Client, namespace: &str, stores: Stores, scheme: &'static str, per_user: bool) -> Self {
+        let csrf = uuid::Uuid::new_v4().simple().to_string();
+        let tasks = Default::default();
+        Self { client, namespace: namespace.to_owned(), stores, csrf, permissions: Default::default(), scheme, per_user, tasks }
+    }
+
+    /// Runs `task` for as long as this dashboard lives.
+    pub fn keep(&self, task: tokio::task::AbortHandle) {
+        self.tasks.add(task);
+    }
+
+    fn this_cluster(&self, seen: &Visible) -> model::ThisCluster {
+        let id = shown(&self.stores.cluster_id, seen.cluster_id).first().and_then(|c| c.data.as_ref()?.get("cluster-id").cloned());
+        let config = shown(&self.stores.configs, seen.config).first().cloned();
+        let spec = config.as_ref().map(|c| c.spec.clone()).unwrap_or_default();
+        model::ThisCluster::of(id, &self.namespace, &spec, config.as_ref().and_then(|c| c.status.as_ref()))
+    }
+
+    /// Every peer the user may see (read off the stores as they are, nothing copied but the
+    /// summaries).
+    fn peers(&self, seen: &Visible) -> model::Peers {
+        let fcs = if seen.foreign { self.stores.foreign.state() } else { Vec::new() };
+        let adverts = if seen.advertisements { self.stores.advertisements.state() } else { Vec::new() };
+        model::peers(&fcs, &adverts)
+    }
+
+    /// The home view as `view` asks (a search, a state, a page of each table), with `error`
+    /// at its form.
+    pub fn home(&self, view: model::View, error: Option<&FormError>) -> String {
+        // Asked once: one page shows one answer.
+        let allowed = self.permissions.now();
+        let seen = &allowed.visible;
+        let domains = shown(&self.stores.domains, seen.domains);
+        let listing = model::Listing::of(self.peers(seen), view);
+        let page = html::home(&self.this_cluster(seen), &listing, &model::domains(&domains), &self.csrf, error, &allowed);
+        self.framed(page)
+    }
+
+    /// `page`, with Log out where the user logged in.
+    fn framed(&self, page: String) -> String {
+        if self.per_user { html::signed_in(&page, &self.csrf) } else { page }
+    }
+
+    /// The view of peer `name` (its ForeignCluster's name, the name a user gave it with `kubectl
+    /// liqo peer --name`, or its cluster ID), if there is one.
+    pub fn peer(&self, name: &str) -> Option<String> {
+        let allowed = self.permissions.now();
+        let seen = &allowed.visible;
+        let fc = self
+            .stores
+            .foreign
+            .get(&ObjectRef::new(name))
+            .or_else(|| {
+                self.stores.foreign.find(|f| {
+                    kube::ResourceExt::labels(f).get(liqo_api::names::LABEL_PEER_NAME).map(String::as_str) == Some(name)
+                        || f.spec.remote_cluster_id() == Some(name)
+                })
+            })
+            .filter(|_| seen.foreign)?;
+        let name = fc.metadata.name.clone().unwrap_or_default();
+        let name = name.as_str();
+        let adverts = if seen.advertisements { self.stores.advertisements.state() } else { Vec::new() };
+        let peers = model::peers(std::slice::from_ref(&fc), &adverts);
+        let card = peers.connected.into_iter().chain(peers.available).next()?;
+        let mut events = if seen.events { self.stores.events.collect(|e| (&*e.regarding == name).then(|| e.clone())) } else { Vec::new() };
+        // The latest 20, latest first.
+        events.sort_by_key(|e| std::cmp::Reverse(e.at));
+        events.truncate(20);
+        let events: Vec<_> = events
+            .into_iter()
+            .map(|e| ((if e.warning { "Warning" } else { "Normal" }).to_owned(), e.reason.into(), e.note.into()))
+            .collect();
+        let mut raw = (*fc).clone();
+        raw.metadata.managed_fields = None;
+        // The request the peer sent us (named after its cluster ID) says how our Advertisement fares.
+        let incoming = self.stores.requests.get(&ObjectRef::new(&card.peer.cluster_id)).filter(|_| seen.requests).map(|pr| {
+            let state = pr.status.as_ref().and_then(|s| s.advertisement_status);
+            format!(
+                "{}: our Advertisement {}",
+                pr.metadata.name.clone().unwrap_or_default(),
+                state.map_or("not reported yet".into(), |s| format!("{s:?}"))
+            )
+        });
+        let yaml = serde_yaml::to_string(&raw).unwrap_or_default();
+        Some(self.framed(html::peer(&card, incoming.as_deref(), &events, &yaml, &self.csrf, &allowed)))
+    }
+}
+
+/// What `store` holds, if the user may see that kind (else nothing).
+fn shown<K: Clone + kube::Resource + 'static>(store: &kube::runtime::reflector::Store<K>, visible: bool) -> Vec<K>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    if visible { store.state().iter().map(|o| (**o).clone()).collect() } else { Vec::new() }
+}
