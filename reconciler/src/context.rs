@@ -84,12 +84,6 @@ impl<P: Peers> Shared<P> {
         self
     }
 
-    /// Whether a newly discovered `cluster_id` is joined: the user's remembered choice, else
-    /// the autojoin rule's `autojoin`.
-    pub fn join_found(&self, cluster_id: &str, autojoin: bool) -> bool {
-        crate::discovery::memory::recall(&self.memory, &self.namespace, cluster_id).unwrap_or(autojoin)
-    }
-
     pub fn with_recorder(mut self, recorder: Recorder) -> Self {
         self.recorder = Some(recorder);
         self

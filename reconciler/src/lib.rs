@@ -13,6 +13,22 @@
 //!   standalone `discover` command;
 //! - [`stores`]: the watch-fed caches everything reads, and [`slim_store`]: those that keep
 //!   only a name and the little read of each object.
+//!
+//! ## Layers
+//!
+//! Each module uses modules of its own layer or of a layer below, never above, and no two
+//! modules use each other around a circle. `tests/layers.rs` reads every `crate::` path and
+//! holds the code to this table:
+//!
+//! | layer (top first) | modules |
+//! |---|---|
+//! | the binary and its wiring | `command`, `main` |
+//! | the protocol's controllers | `foreign_cluster` (outgoing), `incoming`, `broadcaster`, `discovery` |
+//! | what the controllers share | `context` |
+//! | talking to other clusters | `auth` (the service and its client), `peer`, `client_over`, `published` |
+//! | tenancy | `tenancy` (tenant namespaces, grants, identities, their binding and retirement) |
+//! | this cluster | `identity`, `config`, `addresses` |
+//! | Kubernetes machinery | `error`, `conditions`, `events`, `event_budget`, `metrics`, `stores`, `slim_store`, `own_writes`, `writes`, `finalizer`, `singleton`, `managers`, `leader`, `throttle`, `work_queue`, `connect_first`, `resources` |
 
 pub mod addresses;
 pub mod auth;

@@ -241,7 +241,7 @@ impl State {
                     self.present.insert(fullname, cluster.cluster_id.clone());
                 }
                 self.strikes.seen(&cluster.cluster_id, Instant::now());
-                let join = ctx.shared.join_found(&cluster.cluster_id, config.discovery_config.autojoin);
+                let join = super::memory::join_found(&ctx.shared, &cluster.cluster_id, config.discovery_config.autojoin);
                 let change = merge::merge(existing, &cluster, &Finder::Lan, join);
                 apply(&ctx.shared.client, change, ctx.shared.recorder.as_ref(), "on the LAN (mDNS)").await
             }

@@ -43,6 +43,12 @@ pub fn recall(store: &Store<ConfigMap>, namespace: &str, cluster_id: &str) -> Op
     remembered(cm.data.as_ref(), cluster_id)
 }
 
+/// Whether a newly discovered `cluster_id` is joined: the user's remembered choice (in the
+/// memory `shared` keeps), else the autojoin rule's `autojoin`.
+pub fn join_found<P: crate::peer::Peers>(shared: &crate::context::Shared<P>, cluster_id: &str, autojoin: bool) -> bool {
+    recall(&shared.memory, &shared.namespace, cluster_id).unwrap_or(autojoin)
+}
+
 /// A user's choice on a discovered ForeignCluster (pure): its cluster ID and `join`, when
 /// someone other than discovery last set `spec.join`.
 pub fn users_choice(fc: &ForeignCluster) -> Option<(String, bool)> {

@@ -100,7 +100,7 @@ pub async fn reconcile<P: Peers>(sd: Arc<SearchDomain>, ctx: Arc<Ctx<P>>) -> Res
         discovered += usize::from(existing.is_none());
         let fc_name = existing.map(|f| f.name_any()).unwrap_or_else(|| cluster.cluster_id.clone());
         let how = format!("in DNS domain {} (SearchDomain {name})", sd.spec.domain);
-        let join = ctx.shared.join_found(&cluster.cluster_id, join);
+        let join = super::memory::join_found(&ctx.shared, &cluster.cluster_id, join);
         apply(&ctx.shared.client, merge::merge(existing, cluster, &finder, join), ctx.shared.recorder.as_ref(), &how).await?;
         listed_ids.push(cluster.cluster_id.clone());
         result.push(FoundCluster { foreign_cluster: fc_name, cluster_id: cluster.cluster_id.clone(), instance: Some(instance.clone()) });
