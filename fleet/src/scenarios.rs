@@ -52,6 +52,9 @@ pub struct Row {
     /// The hub's API server: CPU milliseconds per request it counted in the window, from
     /// every client (ours, the fleet's broadcasters, its own controllers).
     pub api_cpu_ms_per_request: f64,
+    /// The hub's API server: CPU seconds per health period in the window, all of it (its
+    /// background work too: with few requests, the figure per request says little).
+    pub api_cpu_seconds_per_period: f64,
     /// Reads of the hub's API server in the window (the fleet's Advertisement GETs taken out).
     pub hub_gets: f64,
     pub hub_lists: f64,
@@ -163,6 +166,7 @@ impl Run {
             // that CPU stretched over a period it did not last.
             cpu_seconds_per_period: round((to.cpu - from.cpu) / periods.max(1.0)),
             api_cpu_ms_per_request: round(1000.0 * (to.api_cpu - from.api_cpu) / api.sum(|_, _, _| true).max(1.0)),
+            api_cpu_seconds_per_period: round((to.api_cpu - from.api_cpu) / periods.max(1.0)),
             hub_gets: api.sum(|v, r, _| v == "GET" && r != "advertisements"),
             hub_lists: api.sum(|v, _, _| v == "LIST"),
             hub_watches: api.sum(|v, _, _| v == "WATCH"),
@@ -674,12 +678,12 @@ fn join_deadline(n: usize, health: Duration) -> f64 {
 /// or more, totals in the window (per affected peer for requests) otherwise.
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "scenario                   | peers | ok | conv. s | periods | RSS MiB | peak | CPU s/period | API ms/req | hub GET | LIST | writes | status w | events | peer req/peer | TLS | peer writes | auth calls | identities | log lines\n",
+        "scenario                   | peers | ok | conv. s | periods | RSS MiB | peak | CPU s/period | API ms/req | API s/period | hub GET | LIST | writes | status w | events | peer req/peer | TLS | peer writes | auth calls | identities | log lines\n",
     );
     for r in rows {
         let opt = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v}"));
         out += &format!(
-            "{:<26} | {:>5} | {:<2} | {:>7} | {:>7} | {:>7} | {:>4} | {:>12} | {:>10} | {:>7} | {:>4} | {:>6} | {:>8} | {:>6} | {:>13} | {:>5} | {:>11} | {:>10} | {:>10} | {:>9}\n",
+            "{:<26} | {:>5} | {:<2} | {:>7} | {:>7} | {:>7} | {:>4} | {:>12} | {:>10} | {:>12} | {:>7} | {:>4} | {:>6} | {:>8} | {:>6} | {:>13} | {:>5} | {:>11} | {:>10} | {:>10} | {:>9}\n",
             r.scenario,
             r.affected,
             if r.ok { "ok" } else { "NO" },
@@ -689,6 +693,7 @@ pub fn table(rows: &[Row]) -> String {
             r.peak_rss_mib,
             r.cpu_seconds_per_period,
             r.api_cpu_ms_per_request,
+            r.api_cpu_seconds_per_period,
             r.hub_gets,
             r.hub_lists,
             r.hub_writes,
