@@ -8,6 +8,12 @@
 //!   others are disabled, with the reason); [`server`]: routes, CSRF, CSP, live updates;
 //! - [`sessions`]: the in-cluster form (`liqo-dashboard`), where each user logs in with a
 //!   bearer token and every request is made with it.
+//!
+//! Layers, top first (`reconciler/tests/layers.rs` holds the code to them: a module uses its
+//! own layer or one below, never a circle): the binary (`command`); the HTTP server (`server`);
+//! the logged-in users (`sessions`); one user's dashboard (`dashboard`); the pages and the
+//! actions (`html`, `actions`); what the pages show and who may see it (`model`, `access`,
+//! `stores`).
 
 pub mod access;
 pub mod actions;

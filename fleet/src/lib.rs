@@ -15,6 +15,12 @@
 //! - [`hub`]: the hub (a real API server, our webhook and reconciler as binaries) and its readings;
 //! - [`dashboard`]: the dashboard binary on the hub, fetched as a logged-in user;
 //! - [`scenarios`]: (a)–(g), each a row of the table `just fleet N` prints.
+//!
+//! Layers, top first (`reconciler/tests/layers.rs` holds the code to them: a module uses its
+//! own layer or one below, never a circle): the binary; the scenarios (`scenarios`); the
+//! fleet's server (`server`); what a peer answers and writes (`answer`, `advertiser`,
+//! `dashboard`); a simulated peer, the counts and the hub (`peer`, `counts`, `black_hole`,
+//! `hub`).
 
 pub mod advertiser;
 pub mod answer;

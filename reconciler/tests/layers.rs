@@ -1,17 +1,39 @@
-//! The reconciler's rooms import only downward (the table in `src/lib.rs`, [`LAYERS`] here):
-//! a module may use a module of its own layer or of one below, never one above, and two modules
-//! never use each other (directly or around a circle). Read from the source: each `crate::…`
-//! path outside comments and outside the `#[cfg(test)]` part of a file. A failure names the
-//! file, the line and the rule.
+//! The rooms of the reconciler, the dashboard and the fleet import only downward (each crate's
+//! table in its `src/lib.rs`, [`CRATES`] here): a module may use a module of its own layer or of
+//! one below, never one above, and two modules never use each other (directly or around a
+//! circle). Read from the source: each `crate::…` path outside comments, strings and the
+//! `#[cfg(test)]` part of a file. A failure names the file, the line and the rule.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
-/// The layers, lowest first: each the top modules of `src/` it holds (a folder is one module).
-/// The same table is in `src/lib.rs`.
-const LAYERS: &[(&str, &[&str])] = &[
+/// A crate's layers, lowest first: each the top modules of its `src/` it holds (a folder is one
+/// module).
+type Layers = &'static [(&'static str, &'static [&'static str])];
+
+/// Each crate held to its layers (the same tables are in their `src/lib.rs`).
+const CRATES: &[(&str, Layers)] = &[("reconciler", RECONCILER), ("dashboard", DASHBOARD), ("fleet", FLEET)];
+
+const DASHBOARD: Layers = &[
+    ("what the pages show, and who may see it", &["model", "access", "stores"]),
+    ("the pages and the actions", &["html", "actions"]),
+    ("one user's dashboard", &["dashboard"]),
+    ("the logged-in users", &["sessions"]),
+    ("the HTTP server", &["server"]),
+    ("the binary", &["command", "main", "lib"]),
+];
+
+const FLEET: Layers = &[
+    ("a simulated peer, the counts, the hub", &["peer", "counts", "black_hole", "hub"]),
+    ("what a peer answers and writes", &["answer", "advertiser", "dashboard"]),
+    ("the fleet's server", &["server"]),
+    ("the scenarios", &["scenarios"]),
+    ("the binary", &["main", "lib"]),
+];
+
+const RECONCILER: Layers = &[
     (
         "Kubernetes machinery",
         &[
@@ -57,9 +79,13 @@ fn sources(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// The top module a file of `src/` belongs to: `foreign_cluster` for `src/foreign_cluster/join.rs`.
-fn module_of(file: &Path) -> String {
-    let rel = file.strip_prefix(SRC).unwrap();
+fn src(krate: &str) -> PathBuf {
+    Path::new(ROOT).join(krate).join("src")
+}
+
+/// The top module a file of `src` belongs to: `foreign_cluster` for `src/foreign_cluster/join.rs`.
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap();
     let first = rel.components().next().unwrap().as_os_str().to_string_lossy().to_string();
     first.trim_end_matches(".rs").to_owned()
 }
@@ -92,11 +118,11 @@ fn used(line: &str) -> Vec<String> {
     out
 }
 
-/// Each use of another top module: (from, to, file, line number).
-fn edges() -> Vec<(String, String, PathBuf, usize)> {
+/// Each use of another top module in the crate of `src`: (from, to, file, line number).
+fn edges(src: &Path) -> Vec<(String, String, PathBuf, usize)> {
     let mut edges = Vec::new();
-    for file in sources(Path::new(SRC)) {
-        let from = module_of(&file);
+    for file in sources(src) {
+        let from = module_of(src, &file);
         let text = std::fs::read_to_string(&file).unwrap();
         for (i, line) in text.lines().enumerate() {
             if line.trim_start().starts_with("#[cfg(test)]") {
@@ -112,44 +138,60 @@ fn edges() -> Vec<(String, String, PathBuf, usize)> {
     edges
 }
 
-fn layer_of(module: &str) -> Option<usize> {
-    LAYERS.iter().position(|(_, modules)| modules.contains(&module))
+fn layer_of(layers: Layers, module: &str) -> Option<usize> {
+    layers.iter().position(|(_, modules)| modules.contains(&module))
+}
+
+/// Where a file is, from the project's root.
+fn shown(file: &Path) -> String {
+    file.strip_prefix(ROOT).unwrap_or(file).display().to_string()
 }
 
 #[test]
-fn every_module_of_the_reconciler_is_in_one_layer() {
-    let modules: BTreeSet<String> = sources(Path::new(SRC)).iter().map(|f| module_of(f)).collect();
-    let unplaced: Vec<&String> = modules.iter().filter(|m| layer_of(m).is_none()).collect();
-    assert!(unplaced.is_empty(), "modules in no layer of the table (src/lib.rs, tests/layers.rs): {unplaced:?}");
-    let mut seen = BTreeSet::new();
-    for (_, ms) in LAYERS {
-        for m in *ms {
-            assert!(seen.insert(*m), "{m} is in two layers");
+fn every_module_is_in_one_layer() {
+    for (krate, layers) in CRATES {
+        let src = src(krate);
+        let modules: BTreeSet<String> = sources(&src).iter().map(|f| module_of(&src, f)).collect();
+        let unplaced: Vec<&String> = modules.iter().filter(|m| layer_of(layers, m).is_none()).collect();
+        assert!(unplaced.is_empty(), "{krate}: modules in no layer of the table ({krate}/src/lib.rs, tests/layers.rs): {unplaced:?}");
+        let mut seen = BTreeSet::new();
+        for (_, ms) in *layers {
+            for m in *ms {
+                assert!(seen.insert(*m), "{krate}: {m} is in two layers");
+            }
         }
     }
 }
 
 #[test]
-fn the_reconciler_imports_only_downward() {
+fn imports_run_only_downward() {
     let mut broken = Vec::new();
-    for (from, to, file, line) in edges() {
-        let (Some(a), Some(b)) = (layer_of(&from), layer_of(&to)) else { continue };
-        if b > a {
-            broken.push(format!(
-                "{}:{line}: {from} ({}) uses {to} ({}): a layer above its own",
-                file.strip_prefix(SRC).unwrap().display(),
-                LAYERS[a].0,
-                LAYERS[b].0
-            ));
+    for (krate, layers) in CRATES {
+        for (from, to, file, line) in edges(&src(krate)) {
+            let (Some(a), Some(b)) = (layer_of(layers, &from), layer_of(layers, &to)) else { continue };
+            if b > a {
+                broken.push(format!(
+                    "{}:{line}: {from} ({}) uses {to} ({}): a layer above its own",
+                    shown(&file),
+                    layers[a].0,
+                    layers[b].0
+                ));
+            }
         }
     }
-    assert!(broken.is_empty(), "imports that run up (src/lib.rs has the layers):\n{}", broken.join("\n"));
+    assert!(broken.is_empty(), "imports that run up (each crate's src/lib.rs has its layers):\n{}", broken.join("\n"));
 }
 
 #[test]
-fn no_modules_of_the_reconciler_import_each_other_around_a_circle() {
+fn no_modules_import_each_other_around_a_circle() {
+    for (krate, _) in CRATES {
+        no_circle_in(&src(krate));
+    }
+}
+
+fn no_circle_in(src: &Path) {
     let mut graph: BTreeMap<String, BTreeMap<String, (PathBuf, usize)>> = BTreeMap::new();
-    for (from, to, file, line) in edges() {
+    for (from, to, file, line) in edges(src) {
         graph.entry(from).or_default().entry(to).or_insert((file, line));
     }
     // Depth-first: a module met again on the path is a circle.
@@ -184,7 +226,7 @@ fn no_modules_of_the_reconciler_import_each_other_around_a_circle() {
                 .windows(2)
                 .map(|w| {
                     let (file, line) = &graph[&w[0]][&w[1]];
-                    format!("{} -> {} ({}:{line})", w[0], w[1], file.strip_prefix(SRC).unwrap().display())
+                    format!("{} -> {} ({}:{line})", w[0], w[1], shown(file))
                 })
                 .collect();
             panic!("modules that import each other around a circle:\n{}", steps.join("\n"));
