@@ -145,11 +145,16 @@ pub const JITTER: f64 = 0.1;
 /// of the period, the next round over two tenths, and so on, instead of in one burst every
 /// period; on average, exactly `after`.
 pub fn jittered(after: Duration, name: &str) -> Duration {
+    after.mul_f64(1.0 - JITTER / 2.0 + JITTER * spread_of(name))
+}
+
+/// A key's place (0..1) in a window, from the key alone (pure, the same each time): keys spread
+/// evenly, each keeping its place. The queue's requeues and the broadcasters' retries use it.
+pub fn spread_of(key: &str) -> f64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    name.hash(&mut h);
-    let place = (h.finish() % 10_000) as f64 / 10_000.0;
-    after.mul_f64(1.0 - JITTER / 2.0 + JITTER * place)
+    key.hash(&mut h);
+    (h.finish() % 10_000) as f64 / 10_000.0
 }
 
 /// How long a reconcile that panicked waits before it is tried again (the panic is logged).
@@ -332,7 +337,7 @@ mod tests {
     /// awaits a change and takes 1 s; triggers from `rx`, shutdown when `stop` is told.
     async fn started(
         seen: Arc<Seen>,
-        rx: tokio::sync::mpsc::UnboundedReceiver<String>,
+        mut rx: tokio::sync::mpsc::UnboundedReceiver<String>,
         stop: tokio::sync::oneshot::Receiver<()>,
     ) -> tokio::task::JoinHandle<()> {
         let (store, mut writer) = reflector::store::<Namespace>();
@@ -341,7 +346,7 @@ mod tests {
             writer.apply_watcher_event(&watcher::Event::InitApply(namespace(name)));
         }
         writer.apply_watcher_event(&watcher::Event::InitDone);
-        let triggers = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|n| (n, rx)) });
+        let triggers = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
         let reconcile = move |ns: Arc<Namespace>| {
             let seen = seen.clone();
             async move {

@@ -41,6 +41,9 @@ use tokio::task::JoinHandle;
 
 pub mod follow;
 
+/// A broadcaster's place (0..1) in its retry window, from what it is about.
+pub use crate::work_queue::spread_of;
+
 use crate::error::{Error, Result, Step, is_not_found};
 use crate::peer::{Peers, RemoteAccess};
 use crate::resources::summarize;
@@ -728,15 +731,6 @@ pub fn backoff(period: Duration, failures: u32, spread: f64) -> Duration {
     let doubled = crate::context::RETRY.saturating_mul(1 << failures.saturating_sub(1).min(16));
     let wait = period.min(doubled);
     wait.mul_f64(0.5 + 0.5 * spread.clamp(0.0, 1.0))
-}
-
-/// A broadcaster's place (0..1) in its retry window, from what it is about (pure, the same
-/// each time): peers spread evenly, each keeping its place.
-pub fn spread_of(key: &str) -> f64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    key.hash(&mut h);
-    (h.finish() % 10_000) as f64 / 10_000.0
 }
 
 #[cfg(test)]

@@ -25,7 +25,6 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Client, Resource, ResourceExt};
 use liqo_api::names::{FINALIZER_PEERED, LABEL_CLUSTER_ID, advertisement_name, peering_kubeconfig_secret, tenant_namespace};
@@ -137,7 +136,7 @@ pub struct Ctx<P: Peers> {
     withdrawing: Mutex<HashSet<String>>,
     /// Where a watch of ours asks for a ForeignCluster to be reconciled (our request on the
     /// remote gone): set by [`run`]; without it (a reconcile called directly) nothing is watched.
-    wakes: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<ObjectRef<ForeignCluster>>>,
+    wakes: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<String>>,
     /// ForeignClusters with such a watch running.
     awaiting_gone: Arc<Mutex<std::collections::HashSet<String>>>,
     /// Our settled status writes whose watch events [`run`] does not reconcile again.
@@ -292,7 +291,7 @@ impl<P: Peers> Ctx<P> {
     /// directly has none).
     fn wake(&self, fc: &ForeignCluster) {
         if let Some(wakes) = self.wakes.get() {
-            let _ = wakes.send(ObjectRef::from_obj(fc));
+            let _ = wakes.send(fc.name_any());
         }
     }
 
@@ -400,7 +399,7 @@ impl<P: Peers> Ctx<P> {
         // Bounded so that a request that never goes holds no watch for ever; the next round
         // (the fallback requeue) starts another.
         let limit = self.timing.refused.max(self.timing.unjoin_grace);
-        let (awaiting, me) = (self.awaiting_gone.clone(), ObjectRef::from_obj(fc));
+        let awaiting = self.awaiting_gone.clone();
         let (pr_name, uid) = (pr.name_any(), pr.uid());
         tokio::spawn(async move {
             use kube::runtime::WatchStreamExt;
@@ -423,7 +422,7 @@ impl<P: Peers> Ctx<P> {
             .await;
             awaiting.lock().expect("not poisoned").remove(&name);
             if followed == Ok(true) {
-                let _ = wakes.send(me);
+                let _ = wakes.send(name);
             }
         });
     }
@@ -639,7 +638,7 @@ pub async fn run<P: Peers>(
     // joined). Unbounded, kube's controller polled every waiting reconcile at each wake-up.
     let store = ctx.shared.foreign.clone();
     // Reconciles our own watches ask for (see `Ctx::wake_when_gone`).
-    let (wakes, woken) = tokio::sync::mpsc::unbounded_channel();
+    let (wakes, mut woken) = tokio::sync::mpsc::unbounded_channel();
     let _ = ctx.wakes.set(wakes);
     // The echo of a settled status write of ours is not a change (`crate::own_writes`).
     let heard = ctx.clone();
@@ -650,8 +649,7 @@ pub async fn run<P: Peers>(
         }
         std::future::ready((what == crate::own_writes::Heard::Change).then_some(change.object.name))
     });
-    let woken =
-        futures::stream::unfold(woken, |mut woken| async move { woken.recv().await.map(|o: ObjectRef<ForeignCluster>| (o.name, woken)) });
+    let woken = futures::stream::poll_fn(move |cx| woken.poll_recv(cx));
     let senders = store.clone();
     let adverts = adverts.stream().flat_map(move |sender| {
         let of_sender = senders.state_filter(|fc| fc.spec.remote_cluster_id() == Some(sender.as_str()));
