@@ -28,7 +28,7 @@ fn rss_kib() -> u64 {
 
 /// Watches of ForeignClusters open on the API server now (its own gauge).
 async fn fc_watches(admin: &Client) -> f64 {
-    liqo_testenv::watches_open(admin, "foreignclusters").await
+    liqo_testenv::watches_open(admin, "foreignclusters", liqo_testenv::WatchScope::Cluster).await
 }
 
 /// A user `name` bound to `liqo-peering-operator` and the cluster-ID reader; their token.

@@ -90,7 +90,7 @@ subjects: [{kind: ServiceAccount, name: alice, namespace: liqo}]
 
 /// Watches of ForeignClusters open on the API server now (its own gauge).
 async fn fc_watches(admin: &Client) -> f64 {
-    liqo_testenv::watches_open(admin, "foreignclusters").await
+    liqo_testenv::watches_open(admin, "foreignclusters", liqo_testenv::WatchScope::Cluster).await
 }
 
 async fn a_peer(admin: &Client, name: &str) {

@@ -136,6 +136,12 @@ fn published() -> liqo_api::ResourceSummary {
     liqo_reconciler::resources::summarize(std::iter::empty())
 }
 
+/// Broadcasters' watches of Advertisements open now: each of its own by name (the controller
+/// manager's watch of them all, over the cluster, is not counted).
+async fn watches_held(admin: &Client) -> f64 {
+    liqo_testenv::watches_open(admin, "advertisements", liqo_testenv::WatchScope::ByName).await
+}
+
 /// Waits until the Advertisement in `p`'s namespace is ours as we publish it, and says how
 /// long it took.
 async fn repaired(admin: &Client, p: &str, what: &str) -> Duration {
@@ -157,10 +163,7 @@ async fn a_broadcaster_watches_its_advertisement_asks_nothing_in_steady_state_an
     let p = peer(1);
     b.ensure(&p, "PeeringRequest", "liqo", granted(&cp, &admin, &p, false).await);
     liqo_testenv::eventually("our Advertisement published", || advertisement(&admin, &p)).await;
-    liqo_testenv::eventually("its watch open", || async {
-        (liqo_testenv::watches_open(&admin, "advertisements").await >= 1.0).then_some(())
-    })
-    .await;
+    liqo_testenv::eventually("its watch open", || async { (watches_held(&admin).await >= 1.0).then_some(()) }).await;
 
     // Ten periods of steady state: nothing asked (a watch lasts 20 to 30 periods).
     let before = advertisement_requests(&admin).await;
@@ -185,10 +188,7 @@ async fn a_broadcaster_watches_its_advertisement_asks_nothing_in_steady_state_an
     // Released: withdrawn, and its watch closed.
     b.release(&p, "PeeringRequest", None).await.unwrap();
     assert!(advertisement(&admin, &p).await.is_none(), "withdrawn");
-    liqo_testenv::eventually("no watch left", || async {
-        (liqo_testenv::watches_open(&admin, "advertisements").await == 0.0).then_some(())
-    })
-    .await;
+    liqo_testenv::eventually("no watch left", || async { (watches_held(&admin).await == 0.0).then_some(()) }).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -208,7 +208,7 @@ async fn a_peer_that_grants_no_watch_is_asked_every_period_and_still_repaired() 
         (now.get("GET").copied().unwrap_or(0.0) - before.get("GET").copied().unwrap_or(0.0) >= 3.0).then_some(())
     })
     .await;
-    assert_eq!(liqo_testenv::watches_open(&admin, "advertisements").await, 0.0, "no watch held");
+    assert_eq!(watches_held(&admin).await, 0.0, "no watch held");
     Api::<Advertisement>::namespaced(admin.clone(), &tenant_namespace(&p))
         .delete(&advertisement_name(OWN), &DeleteParams::default())
         .await
@@ -228,10 +228,7 @@ async fn an_api_server_restarted_under_100_watching_broadcasters_gets_them_back_
         let p = peer(100 + n);
         b.ensure(&p, "PeeringRequest", "liqo", granted(&cp, &admin, &p, false).await);
     }
-    liqo_testenv::eventually("every broadcaster watching", || async {
-        (liqo_testenv::watches_open(&admin, "advertisements").await == N as f64).then_some(())
-    })
-    .await;
+    liqo_testenv::eventually("every broadcaster watching", || async { (watches_held(&admin).await == N as f64).then_some(()) }).await;
 
     let killed = Instant::now();
     cp.restart_apiserver().await;
@@ -241,7 +238,7 @@ async fn an_api_server_restarted_under_100_watching_broadcasters_gets_them_back_
     // The API server's counters start again with it: all it served since.
     tokio::time::sleep(Duration::from_secs(10)).await;
     let first = advertisement_requests(&admin).await;
-    let watching = liqo_testenv::watches_open(&admin, "advertisements").await;
+    let watching = watches_held(&admin).await;
     eprintln!("first 10 s after the restart: {first:?}, {watching} watching");
     // The counters count a watch once it ends: those open now are added. All at once, each
     // would list and watch again: 200 requests or more. Spread over the 60 s period, about a
@@ -250,7 +247,7 @@ async fn an_api_server_restarted_under_100_watching_broadcasters_gets_them_back_
     assert!(sent <= N as f64, "{sent} requests in the first 10 s: {first:?} and {watching} watches open");
     let deadline = period + Duration::from_secs(5);
     loop {
-        let watching = liqo_testenv::watches_open(&admin, "advertisements").await;
+        let watching = watches_held(&admin).await;
         if watching == N as f64 {
             break;
         }

@@ -364,15 +364,37 @@ pub fn skip(reason: &str) {
     let _ = writeln!(std::io::stderr(), "SKIPPED: {reason}");
 }
 
-/// Watches of `resource` the API server holds open now (its gauge
+/// What a watch looks at, as the API server's `scope` label says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchScope {
+    /// One object by name (`fieldSelector=metadata.name=…` counts as naming it).
+    ByName,
+    /// All of a resource over the whole cluster.
+    Cluster,
+}
+
+impl WatchScope {
+    fn label(self) -> &'static str {
+        match self {
+            WatchScope::ByName => "scope=\"resource\"",
+            WatchScope::Cluster => "scope=\"cluster\"",
+        }
+    }
+}
+
+/// Watches of `resource` within `scope` the API server holds open now (its gauge
 /// `apiserver_longrunning_requests`), read with a client allowed `GET /metrics` (the admin).
-pub async fn watches_open(admin: &Client, resource: &str) -> f64 {
+///
+/// The scope tells ours from kube-controller-manager's: its resourcequota controller watches
+/// every namespaced resource over the whole cluster, Advertisements included, from about 30 s
+/// after their CRD is made.
+pub async fn watches_open(admin: &Client, resource: &str, scope: WatchScope) -> f64 {
     let request = http::Request::get("/metrics").body(Vec::new()).expect("a GET");
     let text = admin.request_text(request).await.unwrap_or_default();
     let wanted = format!("resource=\"{resource}\"");
     text.lines()
         .filter(|l| l.starts_with("apiserver_longrunning_requests{"))
-        .filter(|l| l.contains(&wanted) && l.contains("verb=\"WATCH\""))
+        .filter(|l| l.contains(&wanted) && l.contains("verb=\"WATCH\"") && l.contains(scope.label()))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }

@@ -19,7 +19,10 @@
 //!   at once.
 //! - A peer that does not let us list and watch (403/404/405: an earlier release granted `get`
 //!   only) is asked every period instead, as before, and watching is tried again
-//!   [`UNWATCHABLE_PERIODS`] later.
+//!   [`UNWATCHABLE_PERIODS`] later. Only once it refused twice in a row: the first refusal is
+//!   tried again as a break is, since a peer's API server may not have read the binding made for
+//!   us yet (one broadcaster of 100, set up together, was refused so and then polled for ten
+//!   periods).
 //!
 //! The judging is pure ([`judge`]); [`Following`] holds a broadcaster's watch and when to
 //! open it again.
@@ -115,6 +118,8 @@ pub struct Following {
     not_before: Option<Instant>,
     /// Breaks in a row, 410s included (reset by a watch that ends at its time).
     breaks: u32,
+    /// Refusals in a row (reset by anything a watch tells).
+    refusals: u32,
 }
 
 struct Watch {
@@ -171,10 +176,12 @@ impl Following {
     /// The next thing the watch tells, with how long it had lasted and was meant to; pending
     /// for ever while none is open.
     pub async fn next(&mut self) -> (Option<Told>, Duration, Duration) {
-        match &mut self.watch {
-            Some(w) => (w.events.next().await, w.opened.elapsed(), w.lasts),
-            None => std::future::pending().await,
+        let Some(w) = &mut self.watch else { return std::future::pending().await };
+        let told = w.events.next().await;
+        if matches!(told, Some(Ok(_))) {
+            self.refusals = 0;
         }
+        (told, w.opened.elapsed(), w.lasts)
     }
 
     /// Drops the watch (a round follows, and opens one again).
@@ -205,8 +212,13 @@ impl Following {
         (self.watch, self.not_before) = (None, Some(Instant::now() + wait));
     }
 
-    /// The peer does not let us watch: asked again [`UNWATCHABLE_PERIODS`] later.
-    pub fn refused(&mut self, period: Duration) {
+    /// The peer does not let us watch: asked again [`UNWATCHABLE_PERIODS`] later, once it
+    /// refused twice in a row; the first time as after a break (see the module).
+    pub fn refused(&mut self, period: Duration, spread: f64) {
+        self.refusals = self.refusals.saturating_add(1);
+        if self.refusals == 1 {
+            return self.broke(period, spread);
+        }
         (self.watch, self.not_before) = (None, Some(Instant::now() + period * UNWATCHABLE_PERIODS));
     }
 }
@@ -316,6 +328,20 @@ mod tests {
         let mut unpublished = Following::default();
         unpublished.ended();
         assert!(!unpublished.may_open(), "nothing published: nothing to watch");
+    }
+
+    #[test]
+    fn a_first_refusal_is_tried_again_within_the_period_a_second_waits_ten() {
+        let period = Duration::from_secs(30);
+        let mut f = Following { published: true, ..Following::default() };
+        f.refused(period, 0.5);
+        assert!(f.until_open().is_some_and(|d| d > Duration::ZERO && d <= period / 2), "as a break: {:?}", f.until_open());
+        f.refused(period, 0.5);
+        let wait = f.until_open().unwrap();
+        assert!(wait > period * (UNWATCHABLE_PERIODS - 1) && wait <= period * UNWATCHABLE_PERIODS, "{wait:?}");
+        f.refusals = 0; // (what a watch that told anything does)
+        f.refused(period, 0.0);
+        assert!(f.until_open().is_some_and(|d| d <= period), "refused once again: a first refusal, {:?}", f.until_open());
     }
 
     #[test]

@@ -596,8 +596,8 @@ impl<P: Peers> Broadcasters<P> {
                 false
             }
             follow::Next::Unwatchable(why) => {
-                tracing::info!(peer, why, "the peer does not let us watch our Advertisement: asking every period");
-                follow.refused(self.period);
+                tracing::info!(peer, why, "the peer does not let us watch our Advertisement: asking every period meanwhile");
+                follow.refused(self.period, spread);
                 true
             }
         }
