@@ -71,8 +71,12 @@ pub fn leaf_not_after_unix<C: AsRef<[u8]>>(chain: &[C]) -> i64 {
 
 /// Lowercase hex SHA-256 of the DER of the first certificate in `cert_pem`.
 pub fn fingerprint_sha256(cert_pem: &str) -> Result<String> {
-    let pem = first_pem(cert_pem)?;
-    Ok(Sha256::digest(&pem.contents).iter().map(|b| format!("{b:02x}")).collect())
+    Ok(der_fingerprint(&first_pem(cert_pem)?.contents))
+}
+
+/// Lowercase hex SHA-256 of a DER certificate: its fingerprint.
+pub fn der_fingerprint(der: &[u8]) -> String {
+    Sha256::digest(der).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Whether `cert_pem` was signed by the CA `ca_pem`.

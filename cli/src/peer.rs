@@ -112,7 +112,7 @@ pub struct Presented {
 /// chain, all three at once, trusting nothing yet; a part that does not answer in 5 s is left
 /// unknown.
 pub async fn presented(url: &str) -> Presented {
-    use liqo_reconciler::auth::client::{self, Verify};
+    use liqo_reconciler::remote::auth::client::{self, Verify};
     let within = Duration::from_secs(5);
     let (ids, ca, auth) = tokio::join!(
         tokio::time::timeout(within, client::ids(url, &Verify::Nothing)),

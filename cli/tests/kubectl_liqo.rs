@@ -227,7 +227,7 @@ async fn pairing_by_fingerprint_as_a_user_does_it() {
     assert!(!joined.spec.allow_untrusted_ca(), "no allowUntrustedCA needed");
 
     // The remote's leaf is renewed (same CA), as every year: the pairing holds.
-    use liqo_reconciler::auth::client::presented_fingerprints;
+    use liqo_reconciler::remote::auth::client::presented_fingerprints;
     let before = presented_fingerprints(&t.remote_rec.auth_url).await.unwrap();
     std::fs::remove_file(certs.join("tls.crt")).unwrap();
     let sans = ["localhost".to_owned(), "127.0.0.1".to_owned()];

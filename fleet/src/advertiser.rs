@@ -1,6 +1,6 @@
 //! The peers' broadcasters: a peer that accepted a hub's PeeringRequest keeps its
 //! Advertisement in the hub with the kubeconfig the request's Secret carries, as our
-//! broadcaster does (`liqo_reconciler::broadcaster::follow`): a GET, a create when it is
+//! broadcaster does (`liqo_reconciler::incoming::broadcaster::follow`): a GET, a create when it is
 //! missing, then a watch of it by name after a LIST of it (what the hub has now, and the
 //! version to watch from), opened again when it ends (every 20 to 30 periods), after a spread
 //! wait when it breaks, and a round when it shows the Advertisement missing or deleted. It says how that goes in the request's status
@@ -23,7 +23,7 @@ use liqo_api::names::{LABEL_CLUSTER_ID, advertisement_name};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
-use liqo_reconciler::broadcaster::follow;
+use liqo_reconciler::incoming::broadcaster::follow;
 
 use crate::counts::Counts;
 use crate::peer::{Mode, NAMESPACE, Peer};
@@ -76,7 +76,9 @@ impl Round {
     fn next_after(self, period: Duration, failures: u32, spread: f64) -> Duration {
         match self {
             Round::Created | Round::Refused => period,
-            Round::Forbidden | Round::Failed | Round::KubeconfigMissing => liqo_reconciler::broadcaster::backoff(period, failures, spread),
+            Round::Forbidden | Round::Failed | Round::KubeconfigMissing => {
+                liqo_reconciler::incoming::broadcaster::backoff(period, failures, spread)
+            }
         }
     }
 }
@@ -87,7 +89,7 @@ impl Advertiser {
         config.root_cert = Some(vec![pem_der(&hub.ca_pem)?]);
         config.read_timeout = Some(Duration::from_secs(30));
         let client = Client::try_from(config.clone())?;
-        config.read_timeout = Some(follow::longest_watch(hub.period) + liqo_reconciler::broadcaster::QUIET_MARGIN);
+        config.read_timeout = Some(follow::longest_watch(hub.period) + liqo_reconciler::incoming::broadcaster::QUIET_MARGIN);
         let watcher = Client::try_from(config)?;
         Ok(Self { hub, client, watcher, watching: Arc::default(), counts, running: Mutex::default() })
     }
@@ -131,7 +133,7 @@ impl Advertiser {
 
     async fn broadcast(self: Arc<Self>, peer: Arc<Peer>, requester: String) {
         let (mut last, mut previous) = (None, None);
-        let (mut failures, spread) = (0u32, liqo_reconciler::broadcaster::spread_of(&format!("{}/{requester}", peer.name)));
+        let (mut failures, spread) = (0u32, liqo_reconciler::incoming::broadcaster::spread_of(&format!("{}/{requester}", peer.name)));
         // A peer whose hub refused its watch is not asked again before then.
         let mut unwatchable_until: Option<tokio::time::Instant> = None;
         loop {
@@ -167,7 +169,7 @@ impl Advertiser {
     async fn follow(&self, peer: &Peer, requester: &str, spread: f64) -> Followed {
         use futures::StreamExt;
         let (period, own) = (self.hub.period, peer.id.clone());
-        let resources = liqo_reconciler::resources::summarize(std::iter::empty());
+        let resources = liqo_reconciler::cluster::resources::summarize(std::iter::empty());
         let mut breaks = 0u32;
         loop {
             let Some((token, namespace)) = kubeconfig_token(peer, requester) else { return Followed::Changed };
@@ -202,7 +204,7 @@ impl Advertiser {
                     if breaks == 1 {
                         follow::reopen_after(period, spread)
                     } else {
-                        liqo_reconciler::broadcaster::backoff(period, breaks - 1, spread)
+                        liqo_reconciler::incoming::broadcaster::backoff(period, breaks - 1, spread)
                     }
                 }
             };
@@ -265,7 +267,7 @@ impl Advertiser {
                 let spec = AdvertisementSpec {
                     cluster_id: peer.id.clone(),
                     kube_config_ref: None,
-                    resources: liqo_reconciler::resources::summarize(std::iter::empty()),
+                    resources: liqo_reconciler::cluster::resources::summarize(std::iter::empty()),
                     timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now())),
                 };
                 let body = json!({"apiVersion": "sharing.liqo.io/v1alpha1", "kind": "Advertisement",
@@ -349,7 +351,7 @@ fn kubeconfig_token(peer: &Peer, requester: &str) -> Option<(String, String)> {
 /// Writes how the last round went into `requester`'s PeeringRequest status.
 fn report(peer: &Peer, requester: &str, round: Round) {
     use liqo_api::reasons::Reason;
-    // The states and reasons of our broadcaster's report (liqo_reconciler::broadcaster::report).
+    // The states and reasons of our broadcaster's report (liqo_reconciler::incoming::broadcaster::report).
     let (state, status, reason, message) = match round {
         Round::Created => ("Created", "True", Reason::Published, "our Advertisement is in the peer's cluster"),
         Round::KubeconfigMissing => {

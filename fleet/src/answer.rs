@@ -4,8 +4,8 @@
 
 use http::Method;
 use liqo_api::names::{DISCOVERY_GROUP, LABEL_CLUSTER_ID, VERSION, peering_kubeconfig_secret, tenant_namespace};
-use liqo_reconciler::auth::service::{ApiServer, kubeconfig, random_token};
-use liqo_reconciler::auth::wire::{ErrorBody, IdentityRequest, IdentityResponse, Ids};
+use liqo_reconciler::remote::auth::service::{ApiServer, kubeconfig, random_token};
+use liqo_reconciler::remote::auth::wire::{ErrorBody, IdentityRequest, IdentityResponse, Ids};
 use serde_json::{Value, json};
 
 use crate::peer::{Mode, NAMESPACE, Objects, Peer};

@@ -370,7 +370,7 @@ impl Run {
     /// not taken for a write in steady state. Gives up after three such intervals; the window
     /// then shows what kept writing.
     async fn quiet(&self) {
-        let every = liqo_reconciler::event_budget::SUMMARY_EVERY + Duration::from_secs(1);
+        let every = liqo_reconciler::reporting::event_budget::SUMMARY_EVERY + Duration::from_secs(1);
         let started = Instant::now();
         let written = |api: &Requests| api.sum(|v, r, s| is_write(v) && (r == "events" || (r == "foreignclusters" && s == "status")));
         let mut last = (written(&self.hub.api_requests().await.unwrap_or_default()), Instant::now());

@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use liqo_reconciler::auth::service::check_token;
-use liqo_reconciler::auth::wire::IdentityRequest;
+use liqo_reconciler::remote::auth::service::check_token;
+use liqo_reconciler::remote::auth::wire::IdentityRequest;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(req) = serde_json::from_slice::<IdentityRequest>(data) {

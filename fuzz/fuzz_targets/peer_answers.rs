@@ -4,9 +4,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use liqo_reconciler::auth::client::{Verify, ca_from_cluster_info};
-use liqo_reconciler::auth::wire::{IdentityResponse, Ids};
-use liqo_reconciler::peer::{RemoteAccess, pinned_kubeconfig};
+use liqo_reconciler::remote::auth::client::{Verify, ca_from_cluster_info};
+use liqo_reconciler::remote::auth::wire::{IdentityResponse, Ids};
+use liqo_reconciler::remote::peer::{RemoteAccess, pinned_kubeconfig};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(ids) = serde_json::from_slice::<Ids>(data) {

@@ -31,11 +31,11 @@ fn dashboard() -> serde_json::Value {
 fn exposition() -> String {
     use liqo_api::reasons::{ConditionType, Reason};
     use std::time::{Duration, Instant, SystemTime};
-    let r = liqo_reconciler::metrics::Metrics::default();
+    let r = liqo_reconciler::reporting::metrics::Metrics::default();
     r.observe::<()>("foreign_cluster", &Ok(()), Instant::now());
     r.observe_health_check::<()>(&Ok(()), Duration::from_millis(5));
     r.join_failed(ConditionType::Joined, Reason::PeerRefused);
-    r.auth_identity.get_or_create(&liqo_reconciler::auth::service::IdentityLabels { result: "issued" }).inc();
+    r.auth_identity.get_or_create(&liqo_reconciler::remote::auth::service::IdentityLabels { result: "issued" }).inc();
     r.auth_connections_refused.inc();
     let peer: liqo_api::ForeignCluster = serde_json::from_value(serde_json::json!({
         "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "p"},

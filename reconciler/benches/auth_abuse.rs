@@ -17,8 +17,8 @@ use http::{Request, Response};
 use kube::Client;
 use kube::client::Body;
 use liqo_api::ClusterConfigSpec;
-use liqo_reconciler::auth::rate::{Limiter, Rate};
-use liqo_reconciler::auth::service::{ApiServer, AuthService, IdentityLabels};
+use liqo_reconciler::remote::auth::rate::{Limiter, Rate};
+use liqo_reconciler::remote::auth::service::{ApiServer, AuthService, IdentityLabels};
 use liqo_serve::{CertFiles, Limits, Refused, ReloadingCert, serve_https_limited, server_config};
 use liqo_testenv::https::{connect, request, send};
 use prometheus_client::metrics::counter::Counter;
@@ -98,7 +98,7 @@ async fn main() {
         token_lifetime: Duration::from_secs(3600),
         limiter: Limiter::new(Rate::default()),
         outcomes: outcomes.clone(),
-        guard: liqo_reconciler::auth::service::IdentityGuard::new(
+        guard: liqo_reconciler::remote::auth::service::IdentityGuard::new(
             kube::runtime::reflector::store::<liqo_api::ForeignCluster>().0,
             100,
             std::time::Duration::from_secs(10),

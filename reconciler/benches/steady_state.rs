@@ -17,12 +17,12 @@ use kube::runtime::reflector;
 use kube::runtime::watcher;
 use liqo_api::{Advertisement, AdvertisementSpec, ClusterConfigSpec, ForeignCluster, TrustMode};
 use liqo_reconciler::Error;
-use liqo_reconciler::auth::service::{ApiServer, kubeconfig};
-use liqo_reconciler::auth::wire::{IdentityRequest, IdentityResponse, Ids};
 use liqo_reconciler::context::Shared;
 use liqo_reconciler::foreign_cluster::{Ctx, MANAGED_BY, reconcile};
-use liqo_reconciler::peer::{Peers, RemoteAccess, Trust};
-use liqo_reconciler::slim_store::{exists, secret_data, slim_store};
+use liqo_reconciler::machinery::slim_store::{exists, secret_data, slim_store};
+use liqo_reconciler::remote::auth::service::{ApiServer, kubeconfig};
+use liqo_reconciler::remote::auth::wire::{IdentityRequest, IdentityResponse, Ids};
+use liqo_reconciler::remote::peer::{Peers, RemoteAccess, Trust};
 use serde_json::json;
 use tokio::sync::watch;
 
@@ -267,7 +267,7 @@ fn settle(fc: Arc<ForeignCluster>, fp: &str) -> Arc<ForeignCluster> {
     });
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
     use liqo_api::reasons::{ConditionType as T, Reason as R, Status as S};
-    let c = liqo_reconciler::conditions::Wanted::new;
+    let c = liqo_reconciler::reporting::conditions::Wanted::new;
     for w in [
         c(T::Trusted, S::False, R::UntrustedAllowed, "unknown certificate authority, allowed by spec.allowUntrustedCA".to_owned()),
         c(T::Authenticated, S::True, R::IdentityIssued, format!("identity stored in Secret {name}-identity")),
@@ -275,7 +275,7 @@ fn settle(fc: Arc<ForeignCluster>, fp: &str) -> Arc<ForeignCluster> {
         c(T::CaVerified, S::True, R::Pinned, format!("the remote API server certificate verified against CA {fp}")),
         c(T::Joined, S::True, R::Joined, "the remote accepted our PeeringRequest and advertises to us".to_owned()),
     ] {
-        liqo_reconciler::conditions::set(&mut status.conditions, w, fc.metadata.generation, now.clone());
+        liqo_reconciler::reporting::conditions::set(&mut status.conditions, w, fc.metadata.generation, now.clone());
     }
     Arc::new(fc)
 }

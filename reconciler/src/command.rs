@@ -7,24 +7,24 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::addresses;
-use crate::auth::client::Verify;
-use crate::auth::rate::{Limiter, Rate};
-use crate::auth::service::{ApiServer, AuthService, IdentityGuard, ensure_token_secret};
-use crate::broadcaster::Broadcasters;
-use crate::config::ClusterConfigKeeper;
+use crate::cluster::addresses;
+use crate::cluster::config::ClusterConfigKeeper;
+use crate::cluster::identity::ClusterIdentity;
+use crate::cluster::published;
 use crate::context::Shared;
 use crate::discovery::dnssd::DnsSd;
 use crate::discovery::mdns::{Interfaces, MDNS_PORT};
 use crate::discovery::{lan, memory, search_domain};
-use crate::events::{Recorder, Reporter};
-use crate::identity::ClusterIdentity;
-use crate::metrics::Metrics;
-use crate::peer::Network;
-use crate::published;
-use crate::singleton::keep;
-use crate::slim_store;
-use crate::stores::{reflect, reflect_lean};
+use crate::incoming::broadcaster::Broadcasters;
+use crate::machinery::singleton::keep;
+use crate::machinery::slim_store;
+use crate::machinery::stores::{reflect, reflect_lean};
+use crate::remote::auth::client::Verify;
+use crate::remote::auth::rate::{Limiter, Rate};
+use crate::remote::auth::service::{ApiServer, AuthService, IdentityGuard, ensure_token_secret};
+use crate::remote::peer::Network;
+use crate::reporting::events::{Recorder, Reporter};
+use crate::reporting::metrics::Metrics;
 use crate::{foreign_cluster, incoming};
 use anyhow::Context;
 use axum::Router;
@@ -118,12 +118,12 @@ struct Args {
     /// Joined peers' API servers connected to at once before their reconcile's turn (0: the
     /// check connects in its turn): a peer that drops packets is told within seconds, holding
     /// no turn while it is waited for (each waits `--connect-wait-seconds` at most).
-    #[arg(long, env = "LIQO_CONNECTS_IN_FLIGHT", default_value_t = crate::connect_first::DEFAULT_CONNECTS_IN_FLIGHT)]
+    #[arg(long, env = "LIQO_CONNECTS_IN_FLIGHT", default_value_t = crate::machinery::connect_first::DEFAULT_CONNECTS_IN_FLIGHT)]
     connects_in_flight: usize,
     /// How long a joined peer's API server has to take a TCP connection, when connected to
     /// first, before its status says it does not answer (5: three SYNs; raise it for peers
     /// behind slow or lossy links).
-    #[arg(long, env = "LIQO_CONNECT_WAIT_SECONDS", default_value_t = crate::connect_first::CONNECT_WAIT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=60))]
+    #[arg(long, env = "LIQO_CONNECT_WAIT_SECONDS", default_value_t = crate::machinery::connect_first::CONNECT_WAIT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=60))]
     connect_wait_seconds: u64,
     /// POST /identity requests one client address (an IPv6 /64) may make at once…
     #[arg(long, default_value_t = 5)]
@@ -155,17 +155,17 @@ struct Args {
     /// Requests a second to our API server, after a burst (client-go's token bucket; 0: no
     /// limit). The default lets a status write per peer of 10,000 through in 25 s, and 10,000
     /// peers join at once within 600 s.
-    #[arg(long, env = "LIQO_KUBE_API_QPS", default_value_t = crate::throttle::DEFAULT_QPS)]
+    #[arg(long, env = "LIQO_KUBE_API_QPS", default_value_t = crate::machinery::throttle::DEFAULT_QPS)]
     kube_api_qps: f64,
     /// Requests to our API server at once before `--kube-api-qps` paces them.
-    #[arg(long, env = "LIQO_KUBE_API_BURST", default_value_t = crate::throttle::DEFAULT_BURST)]
+    #[arg(long, env = "LIQO_KUBE_API_BURST", default_value_t = crate::machinery::throttle::DEFAULT_BURST)]
     kube_api_burst: u32,
     /// Events of one kind (reason and object kind) a second after a burst; those over it are
     /// counted and told every 10 s in one Event about the Lease (0: no limit).
-    #[arg(long, env = "LIQO_EVENTS_PER_SECOND", default_value_t = crate::event_budget::DEFAULT_PER_SECOND)]
+    #[arg(long, env = "LIQO_EVENTS_PER_SECOND", default_value_t = crate::reporting::event_budget::DEFAULT_PER_SECOND)]
     events_per_second: f64,
     /// Events of one kind at once before `--events-per-second` paces them.
-    #[arg(long, env = "LIQO_EVENTS_BURST", default_value_t = crate::event_budget::DEFAULT_BURST)]
+    #[arg(long, env = "LIQO_EVENTS_BURST", default_value_t = crate::reporting::event_budget::DEFAULT_BURST)]
     events_burst: u32,
     /// Seconds between lookups of a SearchDomain.
     #[arg(long, default_value_t = 30)]
@@ -225,7 +225,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         None => ApiServer::pem_of(kube_config.root_cert.as_deref().unwrap_or_default()),
     };
     let metrics = Arc::new(Metrics::default());
-    let throttle = crate::throttle::ThrottleLayer::new(args.kube_api_qps, args.kube_api_burst, metrics.throttled.clone());
+    let throttle = crate::machinery::throttle::ThrottleLayer::new(args.kube_api_qps, args.kube_api_burst, metrics.throttled.clone());
     let client = kube::client::ClientBuilder::try_from(kube_config).context("building the API client")?.with_layer(&throttle).build();
 
     // The URLs peers use, found in the cluster (and kept current), before anything hands
@@ -291,10 +291,10 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     );
     // One copy of each ForeignCluster, for the controller and everyone else, with only the
     // managed fields someone reads.
-    let foreign_followed = crate::stores::Reflected::start(
+    let foreign_followed = crate::machinery::stores::Reflected::start(
         Api::<ForeignCluster>::all(client.clone()),
         watcher::Config::default().any_semantic(),
-        |fc: &mut ForeignCluster| crate::managers::trim(&mut fc.metadata.managed_fields),
+        |fc: &mut ForeignCluster| crate::machinery::managers::trim(&mut fc.metadata.managed_fields),
     );
     let foreign = foreign_followed.store.clone();
     // Identities nobody uses are swept every third of a health period, and retired after
@@ -332,7 +332,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     let lease = ObjectReference {
         api_version: Some("coordination.k8s.io/v1".into()),
         kind: Some("Lease".into()),
-        name: Some(crate::leader::LEASE_NAME.into()),
+        name: Some(crate::machinery::leader::LEASE_NAME.into()),
         namespace: Some(ns.clone()),
         ..Default::default()
     };
@@ -426,9 +426,9 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     let scraped_fcs = foreign_for_metrics;
     let mut leadership = match args.leader_election {
         true => {
-            let identity = crate::leader::identity();
-            let claim = crate::leader::compete(client.clone(), &ns, &identity).await.context("competing for the Lease")?;
-            tracing::info!(identity, lease = crate::leader::LEASE_NAME, "competing for the Lease");
+            let identity = crate::machinery::leader::identity();
+            let claim = crate::machinery::leader::compete(client.clone(), &ns, &identity).await.context("competing for the Lease")?;
+            tracing::info!(identity, lease = crate::machinery::leader::LEASE_NAME, "competing for the Lease");
             Some(claim)
         }
         false => None,

@@ -5,13 +5,13 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::events::Recorder;
+use crate::reporting::events::Recorder;
 use kube::Client;
 use kube::runtime::reflector::Store;
 use liqo_api::{ClusterConfigSpec, ForeignCluster};
 use tokio::sync::watch;
 
-use crate::peer::Peers;
+use crate::remote::peer::Peers;
 
 /// Default time before a failed reconcile is tried again.
 pub const RETRY: Duration = Duration::from_secs(10);
@@ -24,9 +24,9 @@ pub struct Shared<P> {
     pub client: Client,
     /// The Liqo namespace.
     pub namespace: String,
-    /// Our cluster ID, once known (kept by [`crate::identity`]).
+    /// Our cluster ID, once known (kept by [`crate::cluster::identity`]).
     pub cluster_id: watch::Receiver<Option<String>>,
-    /// The ClusterConfig's spec, once known (kept by [`crate::config`]).
+    /// The ClusterConfig's spec, once known (kept by [`crate::cluster::config`]).
     pub config: watch::Receiver<Option<ClusterConfigSpec>>,
     /// Calls to other clusters.
     pub peers: Arc<P>,
@@ -99,8 +99,8 @@ impl<P: Peers> Shared<P> {
         self.config.borrow().clone().unwrap_or_default()
     }
 
-    /// Publishes an Event about `object` (best effort; see [`crate::events`]).
+    /// Publishes an Event about `object` (best effort; see [`crate::reporting::events`]).
     pub async fn event<K: kube::Resource<DynamicType = ()>>(&self, object: &K, warning: bool, action: &str, reason: &str, note: String) {
-        crate::events::publish(self.recorder.as_ref(), object, warning, action, reason, note).await;
+        crate::reporting::events::publish(self.recorder.as_ref(), object, warning, action, reason, note).await;
     }
 }

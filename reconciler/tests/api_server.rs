@@ -9,11 +9,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use liqo_api::{ClusterConfig, ClusterIdentity as Identity, PeeringPolicy, PeeringRequest, PeeringRequestSpec};
-use liqo_reconciler::auth::service::{ApiServer, AuthService, ensure_token_secret};
-use liqo_reconciler::auth::wire::IdentityResponse;
-use liqo_reconciler::config::ClusterConfigKeeper;
-use liqo_reconciler::identity::ClusterIdentity;
-use liqo_reconciler::singleton::keep;
+use liqo_reconciler::cluster::config::ClusterConfigKeeper;
+use liqo_reconciler::cluster::identity::ClusterIdentity;
+use liqo_reconciler::machinery::singleton::keep;
+use liqo_reconciler::remote::auth::service::{ApiServer, AuthService, ensure_token_secret};
+use liqo_reconciler::remote::auth::wire::IdentityResponse;
 use liqo_serve::{CertFiles, ReloadingCert, serve_https, server_config};
 use liqo_testenv::{ControlPlane, eventually, install_liqo};
 use serde_json::json;
@@ -110,7 +110,7 @@ async fn cluster_config_gets_the_defaults_and_changes_apply_at_runtime() {
 /// manager; again when it changes (a new CA) and when the ClusterConfig is re-created.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_peers_are_told_is_published_in_the_cluster_config_status() {
-    use liqo_reconciler::published::{self, Told};
+    use liqo_reconciler::cluster::published::{self, Told};
     let Some(cp) = ControlPlane::start_or_skip().await else { return };
     let admin = cp.admin();
     install_liqo(&admin, "liqo").await;
@@ -190,9 +190,9 @@ async fn an_issued_identity_manages_only_its_own_peering_request() {
         config: cfg_rx,
         api_server: ApiServer { url: cp.url.clone().into(), ca_pem: cp.ca_pem.clone() },
         token_lifetime: Duration::from_secs(3600),
-        limiter: liqo_reconciler::auth::rate::Limiter::new(Default::default()),
+        limiter: liqo_reconciler::remote::auth::rate::Limiter::new(Default::default()),
         outcomes: Default::default(),
-        guard: liqo_reconciler::auth::service::IdentityGuard::new(
+        guard: liqo_reconciler::remote::auth::service::IdentityGuard::new(
             kube::runtime::reflector::store::<liqo_api::ForeignCluster>().0,
             100,
             std::time::Duration::from_secs(10),
@@ -216,7 +216,7 @@ async fn an_issued_identity_manages_only_its_own_peering_request() {
     // same identity.
     let again = ask(json!({"clusterID": PEER, "token": token})).await;
     assert_eq!(again.status, 409, "{}", again.text());
-    let current = liqo_reconciler::peer::token_of(&first.kubeconfig).unwrap();
+    let current = liqo_reconciler::remote::peer::token_of(&first.kubeconfig).unwrap();
     let renewed = ask(json!({"clusterID": PEER, "token": token, "currentToken": current})).await;
     assert_eq!(renewed.status, 201, "{}", renewed.text());
     let answer: IdentityResponse = serde_json::from_slice(&renewed.body).unwrap();
@@ -276,10 +276,11 @@ async fn a_followed_store_names_each_object_once_it_holds_it() {
     let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), "liqo");
     let cm = |name: &str| ConfigMap { metadata: ObjectMeta { name: Some(name.into()), ..Default::default() }, ..Default::default() };
     cms.create(&PostParams::default(), &cm("before")).await.unwrap();
-    let reflected =
-        liqo_reconciler::stores::Reflected::start(cms.clone(), kube::runtime::watcher::Config::default(), |o: &mut ConfigMap| {
-            o.metadata.managed_fields = None
-        });
+    let reflected = liqo_reconciler::machinery::stores::Reflected::start(
+        cms.clone(),
+        kube::runtime::watcher::Config::default(),
+        |o: &mut ConfigMap| o.metadata.managed_fields = None,
+    );
     reflected.store.wait_until_ready().await.unwrap();
     let mut follow = Box::pin(reflected.follow());
     let in_time = Duration::from_secs(30);

@@ -9,8 +9,8 @@ use http::{Request, Response};
 use kube::Client;
 use kube::client::Body;
 use liqo_api::ClusterConfigSpec;
-use liqo_reconciler::auth::service::{ApiServer, AuthService, IdentityLabels, MAX_IDENTITY_BODY};
-use liqo_reconciler::auth::wire::{IdentityResponse, Ids};
+use liqo_reconciler::remote::auth::service::{ApiServer, AuthService, IdentityLabels, MAX_IDENTITY_BODY};
+use liqo_reconciler::remote::auth::wire::{IdentityResponse, Ids};
 use liqo_serve::{CertFiles, ReloadingCert, serve_https, server_config};
 use liqo_testenv::https::{Answer, request};
 use prometheus_client::metrics::counter::Counter;
@@ -91,9 +91,9 @@ async fn start(cluster_id: Option<&str>) -> Running {
         config: cfg_rx,
         api_server: ApiServer { url: "https://api.home.example:6443".into(), ca_pem: api_ca.clone() },
         token_lifetime: Duration::from_secs(3600),
-        limiter: liqo_reconciler::auth::rate::Limiter::new(Default::default()),
+        limiter: liqo_reconciler::remote::auth::rate::Limiter::new(Default::default()),
         outcomes: outcomes.clone(),
-        guard: liqo_reconciler::auth::service::IdentityGuard::new(
+        guard: liqo_reconciler::remote::auth::service::IdentityGuard::new(
             kube::runtime::reflector::store::<liqo_api::ForeignCluster>().0,
             100,
             std::time::Duration::from_secs(10),
@@ -251,8 +251,8 @@ mod client {
     //! Our client against our service, over real TLS: trust probing, pinning, the calls.
     use super::*;
     use liqo_api::TrustMode;
-    use liqo_reconciler::auth::client::{self, Verify};
-    use liqo_reconciler::auth::wire::IdentityRequest;
+    use liqo_reconciler::remote::auth::client::{self, Verify};
+    use liqo_reconciler::remote::auth::wire::IdentityRequest;
 
     fn base(r: &Running) -> String {
         format!("https://localhost:{}", r.addr.port())
@@ -315,7 +315,7 @@ mod client {
 /// after the client's timeout. (The clock is paused: tokio moves it on while the call waits.)
 #[tokio::test(start_paused = true)]
 async fn a_peer_that_never_answers_is_unreachable_not_a_hang() {
-    use liqo_reconciler::auth::client::{self, Verify};
+    use liqo_reconciler::remote::auth::client::{self, Verify};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("https://127.0.0.1:{}", listener.local_addr().unwrap().port());
     // Accepts, keeps the connection open, says nothing.
@@ -393,7 +393,7 @@ async fn oversized_bodies_always_read_413() {
 /// never read whole.
 #[tokio::test]
 async fn a_peer_answering_ten_megabytes_is_refused() {
-    use liqo_reconciler::auth::client::{self, Verify};
+    use liqo_reconciler::remote::auth::client::{self, Verify};
     let certs = certificate_dir();
     let huge = format!("{{\"clusterId\":\"{}\"}}", "x".repeat(10 << 20));
     let router = axum::Router::new().route("/ids", axum::routing::get(move || std::future::ready(huge.clone())));
@@ -408,7 +408,7 @@ async fn a_peer_answering_ten_megabytes_is_refused() {
 async fn a_peer_api_server_answering_without_end_is_cut_off() {
     use base64::Engine;
     use kube::api::Api;
-    use liqo_reconciler::peer::{Network, Peers, RemoteAccess};
+    use liqo_reconciler::remote::peer::{Network, Peers, RemoteAccess};
     let certs = certificate_dir();
     let endless = || async {
         let chunks = futures::stream::iter((0..1024).map(|_| Ok::<_, std::io::Error>(axum::body::Bytes::from(vec![b' '; 64 << 10]))));
@@ -423,7 +423,7 @@ async fn a_peer_api_server_answering_without_end_is_cut_off() {
     let kubeconfig = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: p\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: p\n  context:\n    cluster: p\n    user: u\ncurrent-context: p\n"
     );
-    let network = Network { roots: liqo_reconciler::auth::client::Verify::system(), api_timeout: Duration::from_secs(10) };
+    let network = Network { roots: liqo_reconciler::remote::auth::client::Verify::system(), api_timeout: Duration::from_secs(10) };
     let client = network.api_client(&RemoteAccess { kubeconfig, api_url: None, ca_pem: None }).await.unwrap();
     let err = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client, "liqo").get("x").await.unwrap_err();
     assert!(err.to_string().contains("length limit"), "{err}");
@@ -434,7 +434,7 @@ async fn a_peer_api_server_answering_without_end_is_cut_off() {
 /// refused at the handshake.
 #[tokio::test]
 async fn calls_are_verified_by_an_approved_fingerprint() {
-    use liqo_reconciler::auth::client::{self, Verify};
+    use liqo_reconciler::remote::auth::client::{self, Verify};
     let r = start(Some(OWN)).await;
     let url = format!("https://127.0.0.1:{}", r.addr.port());
     let fp = |file: &str| {
@@ -454,7 +454,7 @@ async fn calls_are_verified_by_an_approved_fingerprint() {
 #[tokio::test]
 async fn an_ids_answer_with_control_characters_is_invalid() {
     use liqo_certs::issue::{issue_serving, new_ca};
-    use liqo_reconciler::auth::client::{self, Verify};
+    use liqo_reconciler::remote::auth::client::{self, Verify};
     let now = time::OffsetDateTime::now_utc();
     let ca = new_ca("liqo-ca", now, time::Duration::days(1)).unwrap();
     let leaf = issue_serving(&ca, &["127.0.0.1".to_owned()], now, time::Duration::days(1)).unwrap();
@@ -521,7 +521,7 @@ async fn serve(router: axum::Router, certs: &std::path::Path) -> String {
 #[tokio::test]
 async fn an_approved_ca_survives_a_leaf_renewal_and_a_copied_certificate_proves_nothing() {
     use liqo_certs::issue::{issue_serving, new_ca};
-    use liqo_reconciler::auth::client::{self, Verify};
+    use liqo_reconciler::remote::auth::client::{self, Verify};
     let now = time::OffsetDateTime::now_utc();
     let (year, sans) = (time::Duration::days(365), ["127.0.0.1".to_owned()]);
     let fp = |pem: &str| liqo_certs::inspect::fingerprint_sha256(pem).unwrap();

@@ -13,9 +13,9 @@ use kube::runtime::reflector;
 use kube::runtime::watcher;
 use liqo_api::TrustMode;
 use liqo_reconciler::Error;
-use liqo_reconciler::auth::wire::{IdentityRequest, IdentityResponse, Ids};
-use liqo_reconciler::broadcaster::Broadcasters;
-use liqo_reconciler::peer::{Peers, RemoteAccess, Trust};
+use liqo_reconciler::incoming::broadcaster::Broadcasters;
+use liqo_reconciler::remote::auth::wire::{IdentityRequest, IdentityResponse, Ids};
+use liqo_reconciler::remote::peer::{Peers, RemoteAccess, Trust};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 

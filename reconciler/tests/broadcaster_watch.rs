@@ -17,8 +17,8 @@ use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::reflector;
 use liqo_api::Advertisement;
 use liqo_api::names::{BROADCASTER_CLUSTER_ROLE, advertisement_name, tenant_namespace};
-use liqo_reconciler::broadcaster::Broadcasters;
-use liqo_reconciler::peer::Network;
+use liqo_reconciler::incoming::broadcaster::Broadcasters;
+use liqo_reconciler::remote::peer::Network;
 use liqo_reconciler::tenancy::access::advertisement_access;
 use liqo_testenv::{ControlPlane, install_liqo, service_account_token};
 use serde_json::json;
@@ -36,7 +36,7 @@ fn peer(n: usize) -> String {
 fn broadcasters(admin: &Client, period: Duration) -> Arc<Broadcasters<Network>> {
     let (_, id) = watch::channel(Some(OWN.to_owned()));
     let (_, config) = watch::channel(Some(liqo_api::ClusterConfigSpec::default()));
-    let network = Network { roots: liqo_reconciler::auth::client::Verify::Nothing, api_timeout: Duration::from_secs(10) };
+    let network = Network { roots: liqo_reconciler::remote::auth::client::Verify::Nothing, api_timeout: Duration::from_secs(10) };
     Broadcasters::new(admin.clone(), id, config, reflector::store::<Node>().0, Arc::new(network), period, "liqo")
 }
 
@@ -133,7 +133,7 @@ async fn advertisement(admin: &Client, p: &str) -> Option<Advertisement> {
 
 /// What our broadcasters publish: the summary of no nodes.
 fn published() -> liqo_api::ResourceSummary {
-    liqo_reconciler::resources::summarize(std::iter::empty())
+    liqo_reconciler::cluster::resources::summarize(std::iter::empty())
 }
 
 /// Broadcasters' watches of Advertisements open now: each of its own by name (the controller
@@ -268,7 +268,7 @@ async fn an_api_server_restarted_under_100_watching_broadcasters_gets_them_back_
 /// broadcaster opened its watch never made again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_opened_after_our_advertisement_went_tells_so_first() {
-    use liqo_reconciler::broadcaster::follow::{Following, Next, judge};
+    use liqo_reconciler::incoming::broadcaster::follow::{Following, Next, judge};
     let Some(cp) = ControlPlane::start_or_skip().await else { return };
     let admin = cp.admin();
     install_liqo(&admin, "liqo").await;

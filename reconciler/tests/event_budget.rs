@@ -5,8 +5,8 @@
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use kube::api::{Api, ListParams};
-use liqo_reconciler::events::{Event, EventType, Recorder, Reporter};
-use liqo_reconciler::metrics::{EventsLeftOut, ReasonLabels};
+use liqo_reconciler::reporting::events::{Event, EventType, Recorder, Reporter};
+use liqo_reconciler::reporting::metrics::{EventsLeftOut, ReasonLabels};
 use liqo_testenv::{ControlPlane, eventually, install_liqo};
 
 fn foreign_cluster(i: usize) -> ObjectReference {

@@ -89,7 +89,7 @@ impl Hub {
 
 fn token_of(answer: &Answer) -> String {
     let kubeconfig = answer.json()["kubeconfig"].as_str().unwrap().to_owned();
-    liqo_reconciler::peer::token_of(&kubeconfig).expect("a token in the kubeconfig")
+    liqo_reconciler::remote::peer::token_of(&kubeconfig).expect("a token in the kubeconfig")
 }
 
 #[tokio::test]

@@ -1,16 +1,18 @@
 //! The rooms of the reconciler, the dashboard and the fleet import only downward (each crate's
-//! table in its `src/lib.rs`, [`CRATES`] here): a module may use a module of its own layer or of
-//! one below, never one above, and two modules never use each other (directly or around a
-//! circle). Read from the source: each `crate::…` path outside comments, strings and the
-//! `#[cfg(test)]` part of a file. A failure names the file, the line and the rule.
+//! table in its `src/lib.rs`, [`CRATES`] here): a room (a top module of `src/`, a folder or a
+//! file) may use a room of its own layer or of one below, never one above; and no two modules
+//! use each other, directly or around a circle, across rooms or within one (a module of a room
+//! is a file or a folder directly in it; its `mod.rs` is the room itself). Read from the source:
+//! each `crate::`, `super::` and `self::` path, and each path through a child module, outside
+//! comments, strings and the `#[cfg(test)]` part of a file. A failure names the file, the line
+//! and the rule.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
-/// A crate's layers, lowest first: each the top modules of its `src/` it holds (a folder is one
-/// module).
+/// A crate's layers, lowest first: each the rooms (top modules of its `src/`) it holds.
 type Layers = &'static [(&'static str, &'static [&'static str])];
 
 /// Each crate held to its layers (the same tables are in their `src/lib.rs`).
@@ -34,33 +36,13 @@ const FLEET: Layers = &[
 ];
 
 const RECONCILER: Layers = &[
-    (
-        "Kubernetes machinery",
-        &[
-            "error",
-            "conditions",
-            "resources",
-            "event_budget",
-            "events",
-            "metrics",
-            "throttle",
-            "connect_first",
-            "slim_store",
-            "own_writes",
-            "stores",
-            "managers",
-            "leader",
-            "work_queue",
-            "writes",
-            "finalizer",
-            "singleton",
-        ],
-    ),
-    ("this cluster", &["identity", "config", "addresses"]),
+    ("Kubernetes machinery", &["machinery"]),
+    ("reporting", &["reporting"]),
+    ("this cluster", &["cluster"]),
     ("tenancy", &["tenancy"]),
-    ("talking to other clusters", &["auth", "client_over", "peer", "published"]),
+    ("talking to other clusters", &["remote"]),
     ("what the controllers share", &["context"]),
-    ("the protocol's controllers", &["broadcaster", "discovery", "incoming", "foreign_cluster"]),
+    ("the protocol's controllers", &["discovery", "incoming", "foreign_cluster"]),
     ("the binary and its wiring", &["command", "main", "lib"]),
 ];
 
@@ -83,55 +65,147 @@ fn src(krate: &str) -> PathBuf {
     Path::new(ROOT).join(krate).join("src")
 }
 
-/// The top module a file of `src` belongs to: `foreign_cluster` for `src/foreign_cluster/join.rs`.
-fn module_of(src: &Path, file: &Path) -> String {
-    let rel = file.strip_prefix(src).unwrap();
-    let first = rel.components().next().unwrap().as_os_str().to_string_lossy().to_string();
-    first.trim_end_matches(".rs").to_owned()
+/// A module's path in its crate: `["tenancy", "grant"]` for `src/tenancy/grant.rs`,
+/// `["tenancy"]` for `src/tenancy/mod.rs`, `["lib"]` for `src/lib.rs`.
+type ModPath = Vec<String>;
+
+fn path_of(src: &Path, file: &Path) -> ModPath {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let mut path: ModPath = rel.components().map(|c| c.as_os_str().to_string_lossy().to_string()).collect();
+    if path.len() > 1 && path.last().is_some_and(|l| l == "mod") {
+        path.pop();
+    }
+    path
 }
 
-/// The top modules a line's code names as `crate::name` (comments and strings left out).
-fn used(line: &str) -> Vec<String> {
-    let code = line.split("//").next().unwrap_or_default();
-    let code: String = code.split('"').step_by(2).collect::<Vec<_>>().join(" ");
+/// The unit a module is held to: its room and, within a room, the module there
+/// (`["foreign_cluster", "join"]` for `src/foreign_cluster/join.rs`).
+fn unit_of(path: &[String]) -> ModPath {
+    path.iter().take(2).cloned().collect()
+}
+
+/// A file's code with comments and string literals blanked (lines kept), up to its
+/// `#[cfg(test)]` part.
+fn code_of(text: &str) -> String {
     let mut out = Vec::new();
-    let mut rest = code.as_str();
-    while let Some(at) = rest.find("crate::") {
-        let before = rest[..at].chars().last();
-        let after = &rest[at + "crate::".len()..];
-        let name: String = after.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-        // `liqo_reconciler::crate::` never appears; `$crate::` (macros) and `super::crate` are not ours.
-        if before.is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_' || c == '$')) && !name.is_empty() {
-            out.push(name.clone());
+    for line in text.lines() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            break;
         }
-        rest = &after[name.len()..];
+        let code = line.split("//").next().unwrap_or_default();
+        out.push(code.split('"').step_by(2).collect::<Vec<_>>().join(" "));
     }
-    // `use crate::{a, b::c}`: each name in the braces.
-    if let Some(group) = code.split("crate::{").nth(1) {
-        for part in group.split(',') {
-            let name: String = part.trim().chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-            if !name.is_empty() {
-                out.push(name);
+    out.join("\n")
+}
+
+fn ident(s: &str) -> &str {
+    let end = s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(s.len());
+    &s[..end]
+}
+
+/// The paths a `use` tree or a path expression names, from just after its first `::`: `a::b`,
+/// `{a, b::{c, d}}` (each one, prefixed by `base`).
+fn tree(s: &str, base: &[String], out: &mut Vec<ModPath>) {
+    let s = s.trim_start();
+    if let Some(group) = s.strip_prefix('{') {
+        // Split the group's items at depth one.
+        let (mut depth, mut from) = (0, 0);
+        for (i, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    tree(&group[from..i], base, out);
+                    return;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    tree(&group[from..i], base, out);
+                    from = i + 1;
+                }
+                _ => {}
             }
         }
+        return;
+    }
+    let name = ident(s);
+    if name == "self" || s.starts_with('*') {
+        out.push(base.to_vec());
+        return;
+    }
+    if name.is_empty() {
+        return;
+    }
+    let mut path = base.to_vec();
+    path.push(name.to_owned());
+    match s[name.len()..].strip_prefix("::") {
+        Some(rest) => tree(rest, &path, out),
+        None => out.push(path),
+    }
+}
+
+/// The module paths `code` (of the module at `here`) names through `crate::`, `super::`,
+/// `self::` and its child modules (`children`), each with its line.
+fn named(code: &str, here: &[String], children: &BTreeSet<String>) -> Vec<(ModPath, usize)> {
+    let mut out = Vec::new();
+    let bytes = code.as_bytes();
+    let mut at = 0;
+    while at < code.len() {
+        let rest = &code[at..];
+        let word = ident(rest);
+        let starts =
+            at == 0 || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_' || bytes[at - 1] == b'$' || bytes[at - 1] == b':');
+        if word.is_empty() || !starts {
+            at += rest.chars().next().map_or(1, char::len_utf8);
+            continue;
+        }
+        if rest[word.len()..].starts_with("::") {
+            // A module file's own path, and its parent's (`lib` stands for the crate root).
+            let own: ModPath = if here == ["lib"] || here == ["main"] { Vec::new() } else { here.to_vec() };
+            let mut base = match word {
+                "crate" => Some(Vec::new()),
+                "self" => Some(own.clone()),
+                "super" => Some(own[..own.len().saturating_sub(1)].to_vec()),
+                w if children.contains(w) => Some(own.clone()),
+                _ => None,
+            };
+            let mut after = &rest[word.len() + 2..];
+            if word != "crate" && word != "self" && word != "super" {
+                after = rest;
+            }
+            while let (Some(b), Some(more)) = (base.as_mut(), after.strip_prefix("super::")) {
+                b.pop();
+                after = more;
+            }
+            if let Some(base) = base {
+                let line = code[..at].matches('\n').count() + 1;
+                let mut paths = Vec::new();
+                tree(after, &base, &mut paths);
+                out.extend(paths.into_iter().map(|p| (p, line)));
+            }
+        }
+        at += word.len();
     }
     out
 }
 
-/// Each use of another top module in the crate of `src`: (from, to, file, line number).
-fn edges(src: &Path) -> Vec<(String, String, PathBuf, usize)> {
+/// Each use of another unit (see [`unit_of`]) in the crate of `src`: (from, to, file, line).
+fn edges(src: &Path) -> Vec<(ModPath, ModPath, PathBuf, usize)> {
+    let files = sources(src);
+    let units: BTreeSet<ModPath> = files.iter().map(|f| unit_of(&path_of(src, f))).collect();
+    let modules: BTreeSet<ModPath> = files.iter().map(|f| path_of(src, f)).collect();
     let mut edges = Vec::new();
-    for file in sources(src) {
-        let from = module_of(src, &file);
-        let text = std::fs::read_to_string(&file).unwrap();
-        for (i, line) in text.lines().enumerate() {
-            if line.trim_start().starts_with("#[cfg(test)]") {
-                break;
-            }
-            for to in used(line) {
-                if to != from {
-                    edges.push((from.clone(), to, file.clone(), i + 1));
-                }
+    for file in files {
+        let here = path_of(src, &file);
+        let from = unit_of(&here);
+        let own: ModPath = if here == ["lib"] { Vec::new() } else { here.clone() };
+        let children: BTreeSet<String> =
+            modules.iter().filter(|m| m.len() == own.len() + 1 && m.starts_with(&own)).map(|m| m[own.len()].clone()).collect();
+        let code = code_of(&std::fs::read_to_string(&file).unwrap());
+        for (path, line) in named(&code, &here, &children) {
+            // The longest unit the path lies in (`crate::Error`, a re-export at the root, in none).
+            let Some(to) = (1..=path.len().min(2)).rev().map(|n| path[..n].to_vec()).find(|u| units.contains(u)) else { continue };
+            if to != from {
+                edges.push((from.clone(), to, file.clone(), line));
             }
         }
     }
@@ -151,7 +225,7 @@ fn shown(file: &Path) -> String {
 fn every_module_is_in_one_layer() {
     for (krate, layers) in CRATES {
         let src = src(krate);
-        let modules: BTreeSet<String> = sources(&src).iter().map(|f| module_of(&src, f)).collect();
+        let modules: BTreeSet<String> = sources(&src).iter().map(|f| path_of(&src, f)[0].clone()).collect();
         let unplaced: Vec<&String> = modules.iter().filter(|m| layer_of(layers, m).is_none()).collect();
         assert!(unplaced.is_empty(), "{krate}: modules in no layer of the table ({krate}/src/lib.rs, tests/layers.rs): {unplaced:?}");
         let mut seen = BTreeSet::new();
@@ -168,7 +242,8 @@ fn imports_run_only_downward() {
     let mut broken = Vec::new();
     for (krate, layers) in CRATES {
         for (from, to, file, line) in edges(&src(krate)) {
-            let (Some(a), Some(b)) = (layer_of(layers, &from), layer_of(layers, &to)) else { continue };
+            let (from, to) = (&from[0], &to[0]);
+            let (Some(a), Some(b)) = (layer_of(layers, from), layer_of(layers, to)) else { continue };
             if b > a {
                 broken.push(format!(
                     "{}:{line}: {from} ({}) uses {to} ({}): a layer above its own",
@@ -192,7 +267,7 @@ fn no_modules_import_each_other_around_a_circle() {
 fn no_circle_in(src: &Path) {
     let mut graph: BTreeMap<String, BTreeMap<String, (PathBuf, usize)>> = BTreeMap::new();
     for (from, to, file, line) in edges(src) {
-        graph.entry(from).or_default().entry(to).or_insert((file, line));
+        graph.entry(from.join("::")).or_default().entry(to.join("::")).or_insert((file, line));
     }
     // Depth-first: a module met again on the path is a circle.
     fn visit(
@@ -229,17 +304,34 @@ fn no_circle_in(src: &Path) {
                     format!("{} -> {} ({}:{line})", w[0], w[1], shown(file))
                 })
                 .collect();
-            panic!("modules that import each other around a circle:\n{}", steps.join("\n"));
+            panic!("{}: modules that import each other around a circle:\n{}", shown(src), steps.join("\n"));
         }
     }
 }
 
+fn names(code: &str, here: &[&str], children: &[&str]) -> Vec<String> {
+    let here: Vec<String> = here.iter().map(|s| s.to_string()).collect();
+    let children = children.iter().map(|s| s.to_string()).collect();
+    named(&code_of(code), &here, &children).into_iter().map(|(p, line)| format!("{}@{line}", p.join("::"))).collect()
+}
+
 #[test]
-fn the_reader_sees_uses_and_leaves_comments_and_strings_out() {
-    assert_eq!(used("use crate::peer::{Peers, Trust};"), ["peer"]);
-    assert_eq!(used("use crate::{error::Result, tenancy::grant};"), ["error", "tenancy"]);
-    assert_eq!(used("    let x = crate::stores::reflect(api); // crate::context"), ["stores"]);
-    assert!(used("/// see [`crate::context`]").is_empty());
-    assert!(used(r#"let s = "crate::peer";"#).is_empty());
-    assert!(used("$crate::foo!()").is_empty());
+fn the_reader_resolves_each_path_and_leaves_comments_and_strings_out() {
+    let grant = ["tenancy", "grant"];
+    assert_eq!(names("use crate::remote::peer::{Peers, Trust};", &grant, &[]), ["remote::peer::Peers@1", "remote::peer::Trust@1"]);
+    assert_eq!(
+        names("use crate::{\n    machinery::error::Result,\n    tenancy::{access, tenant::grant},\n};", &grant, &[]),
+        ["machinery::error::Result@1", "tenancy::access@1", "tenancy::tenant::grant@1"]
+    );
+    assert_eq!(names("let x = super::access::of(p); // crate::context", &grant, &[]), ["tenancy::access::of@1"]);
+    assert_eq!(names("use super::super::Ctx;", &["incoming", "broadcaster", "follow"], &[]), ["incoming::Ctx@1"]);
+    assert_eq!(
+        names("pub use self::grant::grant_in;\nuse grant::revoke;", &["tenancy"], &["grant"]),
+        ["tenancy::grant::grant_in@1", "tenancy::grant::revoke@2"]
+    );
+    assert_eq!(names("use crate::Error;", &["lib"], &[]), ["Error@1"]);
+    assert!(names("/// see [`crate::context`]", &grant, &[]).is_empty());
+    assert!(names(r#"let s = "crate::remote::peer";"#, &grant, &[]).is_empty());
+    assert!(names("$crate::foo!(); x.super_y::z; a::crate::b", &grant, &[]).is_empty());
+    assert!(names("use std::fmt;\n#[cfg(test)]\nmod tests { use crate::context; }", &grant, &[]).is_empty(), "tests left out");
 }

@@ -8,7 +8,7 @@ mod common;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use liqo_reconciler::leader::field_manager;
+use liqo_reconciler::machinery::leader::field_manager;
 use liqo_testenv::{ControlPlane, eventually, install_liqo};
 
 use common::{Reconciler, exited, ops_get, ready, reconciler_token, start_reconciler, terminate};

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use kube::ResourceExt;
 use liqo_reconciler::discovery::discover::{Options, discover};
 use liqo_reconciler::discovery::mdns::{Advertised, Interfaces, Mdns};
-use liqo_reconciler::peer::Network;
+use liqo_reconciler::remote::peer::Network;
 
 const ID_A: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
 const ID_B: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
@@ -37,7 +37,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn peers() -> Network {
-    Network { roots: liqo_reconciler::auth::client::Verify::Nothing, api_timeout: Duration::from_secs(2) }
+    Network { roots: liqo_reconciler::remote::auth::client::Verify::Nothing, api_timeout: Duration::from_secs(2) }
 }
 
 fn on(interface: &str) -> Interfaces {
@@ -375,11 +375,11 @@ fn lan_discovery_keeps_foreign_clusters_of_the_peers_it_sees() {
         let mut config = ClusterConfigSpec::default();
         config.discovery_config.ttl = 3; // a strike a second
         let (cfg_tx, cfg_rx) = tokio::sync::watch::channel(Some(config.clone()));
-        let recorder = liqo_reconciler::events::Recorder::new(
+        let recorder = liqo_reconciler::reporting::events::Recorder::new(
             admin.clone(),
-            liqo_reconciler::events::Reporter { controller: "liqo-reconciler".into(), instance: None },
+            liqo_reconciler::reporting::events::Reporter { controller: "liqo-reconciler".into(), instance: None },
         );
-        let foreign = liqo_reconciler::stores::reflect(fcs.clone(), Default::default());
+        let foreign = liqo_reconciler::machinery::stores::reflect(fcs.clone(), Default::default());
         let shared = liqo_reconciler::context::Shared::new(admin.clone(), "liqo", id_rx, cfg_rx, std::sync::Arc::new(peers()), foreign)
             .with_recorder(recorder);
         let settings = lan_settings();
@@ -535,7 +535,7 @@ fn a_flood_of_mdns_services_is_bounded() {
             .with_max_discovered(2);
         let settings = lan_settings();
         assert_eq!(lan::cache_cap(2), 272);
-        let metrics = std::sync::Arc::new(liqo_reconciler::metrics::Metrics::default());
+        let metrics = std::sync::Arc::new(liqo_reconciler::reporting::metrics::Metrics::default());
         let ctx = std::sync::Arc::new(lan::Ctx::new(shared, settings).with_metrics(metrics.clone()));
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let lan_task = tokio::spawn(lan::run(ctx, async move {
@@ -598,7 +598,7 @@ fn a_cluster_seen_while_the_api_server_refuses_is_recorded_once_it_accepts() {
 
         let (_id, id_rx) = tokio::sync::watch::channel(Some(OWN.to_owned()));
         let (_cfg, cfg_rx) = tokio::sync::watch::channel(Some(ClusterConfigSpec::default()));
-        let foreign = liqo_reconciler::stores::reflect(fcs.clone(), Default::default());
+        let foreign = liqo_reconciler::machinery::stores::reflect(fcs.clone(), Default::default());
         let shared = liqo_reconciler::context::Shared::new(admin.clone(), "liqo", id_rx, cfg_rx, std::sync::Arc::new(peers()), foreign);
         let ctx = std::sync::Arc::new(lan::Ctx::new(shared, lan_settings()));
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

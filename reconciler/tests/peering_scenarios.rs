@@ -15,15 +15,15 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use liqo_api::{Advertisement, AdvertisementSpec, ClusterConfigSpec, ForeignCluster, TrustMode};
 use liqo_reconciler::Error;
-use liqo_reconciler::auth::service::ApiServer;
-use liqo_reconciler::auth::wire::{IdentityRequest, IdentityResponse, Ids};
-use liqo_reconciler::connect_first::{Gate, Silent};
 use liqo_reconciler::context::Shared;
-use liqo_reconciler::error::Step;
 use liqo_reconciler::foreign_cluster::{self, Ctx, MANAGED_BY, Timing, reconcile, reconcile_through};
-use liqo_reconciler::peer::{Peers, RemoteAccess, Trust};
-use liqo_reconciler::slim_store::{SecretData, SlimStore, SlimWriter, exists, secret_data, slim_store, slim_store_by_namespace};
-use liqo_reconciler::work_queue::Action;
+use liqo_reconciler::machinery::connect_first::{Gate, Silent};
+use liqo_reconciler::machinery::error::Step;
+use liqo_reconciler::machinery::slim_store::{SecretData, SlimStore, SlimWriter, exists, secret_data, slim_store, slim_store_by_namespace};
+use liqo_reconciler::machinery::work_queue::Action;
+use liqo_reconciler::remote::auth::service::ApiServer;
+use liqo_reconciler::remote::auth::wire::{IdentityRequest, IdentityResponse, Ids};
+use liqo_reconciler::remote::peer::{Peers, RemoteAccess, Trust};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -1108,7 +1108,7 @@ async fn anonymous_join_takes_the_ca_from_cluster_info_and_offers_without_creden
 
     let asked = w.peer.asked.lock().unwrap().clone();
     assert_eq!(asked[0], "cluster-info", "the CA comes from kube-public/cluster-info, not an auth service");
-    assert_eq!(asked[1], format!("api_client:{}", liqo_reconciler::peer::ANONYMOUS_KUBECONFIG), "no credentials");
+    assert_eq!(asked[1], format!("api_client:{}", liqo_reconciler::remote::peer::ANONYMOUS_KUBECONFIG), "no credentials");
     assert_eq!(*w.peer.api_urls.lock().unwrap(), [Some(API.to_owned())]);
     let home_seen = w.home.lock().unwrap().clone();
     let ca = body_of(&home_seen, "POST", SECRETS);

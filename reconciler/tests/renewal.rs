@@ -57,7 +57,7 @@ async fn the_kubeconfig_we_keep_on_a_peer_follows_our_api_server_address() {
 
 /// How long the token in a kubeconfig lasts, from its own `iat` and `exp`.
 fn token_life(kubeconfig: &[u8]) -> Option<std::time::Duration> {
-    let token = liqo_reconciler::peer::token_of(std::str::from_utf8(kubeconfig).ok()?)?;
+    let token = liqo_reconciler::remote::peer::token_of(std::str::from_utf8(kubeconfig).ok()?)?;
     let (issued, expires) = liqo_reconciler::tenancy::binding::token_times(&token)?;
     Some(expires.duration_since(issued).unsigned_abs())
 }

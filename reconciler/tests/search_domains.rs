@@ -10,15 +10,15 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use liqo_api::names::{LABEL_CLUSTER_ID, LABEL_DISCOVERY_TYPE, LABEL_SEARCHDOMAIN};
 use liqo_api::{ClusterConfigSpec, DiscoveryType, ForeignCluster, SearchDomain, SearchDomainSpec};
-use liqo_reconciler::auth::client::Verify;
-use liqo_reconciler::auth::service::{ApiServer, AuthService};
 use liqo_reconciler::context::Shared;
 use liqo_reconciler::discovery::dnssd::DnsSd;
 use liqo_reconciler::discovery::search_domain::{self, Ctx};
-use liqo_reconciler::events::{Recorder, Reporter};
-use liqo_reconciler::metrics::Metrics;
-use liqo_reconciler::peer::Network;
-use liqo_reconciler::stores::reflect;
+use liqo_reconciler::machinery::stores::reflect;
+use liqo_reconciler::remote::auth::client::Verify;
+use liqo_reconciler::remote::auth::service::{ApiServer, AuthService};
+use liqo_reconciler::remote::peer::Network;
+use liqo_reconciler::reporting::events::{Recorder, Reporter};
+use liqo_reconciler::reporting::metrics::Metrics;
 use liqo_serve::{CertFiles, ReloadingCert, serve_https, server_config};
 use liqo_testenv::dns::{ZoneServer, zone_file};
 use liqo_testenv::{ControlPlane, event, eventually, install_liqo};
@@ -203,9 +203,9 @@ async fn seed_002_zones_are_identified_through_the_auth_service() {
         config: cfg_rx,
         api_server: ApiServer { url: cp.url.clone().into(), ca_pem: cp.ca_pem.clone() },
         token_lifetime: Duration::from_secs(3600),
-        limiter: liqo_reconciler::auth::rate::Limiter::new(Default::default()),
+        limiter: liqo_reconciler::remote::auth::rate::Limiter::new(Default::default()),
         outcomes: Default::default(),
-        guard: liqo_reconciler::auth::service::IdentityGuard::new(
+        guard: liqo_reconciler::remote::auth::service::IdentityGuard::new(
             kube::runtime::reflector::store::<liqo_api::ForeignCluster>().0,
             100,
             std::time::Duration::from_secs(10),

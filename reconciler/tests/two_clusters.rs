@@ -41,7 +41,7 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     assert_eq!(stored_ca, remote_cp.ca_pem, "the remote API server CA, as /ca served it");
     assert_eq!(status.ca_fingerprint.as_deref(), Some(&*liqo_certs::inspect::fingerprint_sha256(&remote_cp.ca_pem).unwrap()));
     assert_eq!(status.auth_status, Some(liqo_api::AuthStatus::Accepted));
-    assert!(liqo_reconciler::conditions::is_true(&status.conditions, "Joined"));
+    assert!(liqo_reconciler::reporting::conditions::is_true(&status.conditions, "Joined"));
 
     // SPEC §9: each side's tenant namespace for the other, as the status tells them.
     let tenants = status.tenant_namespace.clone().expect("status.tenantNamespace");
@@ -106,7 +106,7 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
         !outgoing_joined(f) && !f.finalizers().iter().any(|x| x == "discovery.liqo.io/peered")
     })
     .await;
-    assert!(!liqo_reconciler::conditions::is_true(&unjoined.status.unwrap().conditions, "Joined"));
+    assert!(!liqo_reconciler::reporting::conditions::is_true(&unjoined.status.unwrap().conditions, "Joined"));
     fc_where(&remote, &home_id, "the remote's incoming.joined cleared", |f| {
         f.status.as_ref().and_then(|s| s.incoming.as_ref()).is_some_and(|i| !i.joined)
     })
@@ -180,11 +180,11 @@ async fn seed_003_manual_form_peers_anonymously_where_the_remote_allows_it() {
     let refused = fc_where(&home, "foreign-cluster", "the anonymous offer refused", |f| {
         f.status
             .as_ref()
-            .and_then(|s| liqo_reconciler::conditions::get(&s.conditions, "Joined"))
+            .and_then(|s| liqo_reconciler::reporting::conditions::get(&s.conditions, "Joined"))
             .is_some_and(|c| c.reason == "AnonymousPeeringRefused")
     })
     .await;
-    let message = liqo_reconciler::conditions::get(&refused.status.unwrap().conditions, "Joined").unwrap().message.clone();
+    let message = liqo_reconciler::reporting::conditions::get(&refused.status.unwrap().conditions, "Joined").unwrap().message.clone();
     assert!(message.contains("manifests/anonymous-peering"), "{message}");
 
     // With the opt-in RBAC on the remote, the next health round peers.
@@ -201,7 +201,7 @@ async fn seed_003_manual_form_peers_anonymously_where_the_remote_allows_it() {
     );
     assert_eq!(status.ca_fingerprint.as_deref(), Some(&*liqo_certs::inspect::fingerprint_sha256(&remote_cp.ca_pem).unwrap()));
     assert_eq!(joined.spec.trust_mode, Some(liqo_api::TrustMode::Untrusted));
-    let authenticated = liqo_reconciler::conditions::get(&status.conditions, "Authenticated").unwrap();
+    let authenticated = liqo_reconciler::reporting::conditions::get(&status.conditions, "Authenticated").unwrap();
     assert_eq!(authenticated.reason, "Anonymous");
     // Anonymously: in the remote's Liqo namespace (the one place it may write without identity).
     let remote_prs: Api<PeeringRequest> = Api::namespaced(remote.clone(), "liqo");
@@ -220,7 +220,8 @@ async fn seed_003_manual_form_peers_anonymously_where_the_remote_allows_it() {
     gone(&common::identities_of(&home, &remote_id), &remote_id, "the peer's access removed here").await;
     let unjoined =
         fc_where(&home, "foreign-cluster", "outgoing.joined cleared", |f| !outgoing_joined(f) && f.finalizers().is_empty()).await;
-    let joined_condition = liqo_reconciler::conditions::get(&unjoined.status.as_ref().unwrap().conditions, "Joined").unwrap().clone();
+    let joined_condition =
+        liqo_reconciler::reporting::conditions::get(&unjoined.status.as_ref().unwrap().conditions, "Joined").unwrap().clone();
     assert_eq!(joined_condition.reason, "Unjoined");
     assert!(joined_condition.message.contains("stays on the remote"), "{}", joined_condition.message);
     assert!(remote_prs.get_opt(&home_id).await.unwrap().is_some(), "an anonymous requester cannot delete it");

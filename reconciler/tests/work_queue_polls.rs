@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::controller::{Action as KubeAction, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
-use liqo_reconciler::work_queue::{self, Action};
+use liqo_reconciler::machinery::work_queue::{self, Action};
 
 const OBJECTS: usize = 200;
 

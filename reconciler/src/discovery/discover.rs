@@ -11,10 +11,10 @@ use super::dnssd::DnsSd;
 use super::identify::identify;
 use super::mdns::{Advertised, Interfaces, MDNS_PORT, Mdns, Sighting, sighting_of};
 use super::records::DiscoveredCluster;
-use crate::auth::client::Verify;
-use crate::error::Result;
-use crate::peer::Network;
-use crate::peer::Peers;
+use crate::machinery::error::Result;
+use crate::remote::auth::client::Verify;
+use crate::remote::peer::Network;
+use crate::remote::peer::Peers;
 
 /// What to browse and for how long.
 #[derive(Clone, Debug)]
@@ -108,7 +108,8 @@ pub async fn discover<P: Peers>(opts: &Options, peers: &P) -> Result<Report> {
         };
         match dns.browse(domain).await {
             Ok(listed) => {
-                let ids = identify(listed, &own_id, &[], |url| async move { peers.ids(&url, crate::peer::Trust::Anything).await }).await;
+                let ids =
+                    identify(listed, &own_id, &[], |url| async move { peers.ids(&url, crate::remote::peer::Trust::Anything).await }).await;
                 report.found.extend(ids.clusters.into_iter().map(|(_, c)| Found::new(c, format!("WAN {domain}"))));
                 report.problems.extend(ids.skipped.into_iter().map(|s| format!("{domain}: {s}")));
             }

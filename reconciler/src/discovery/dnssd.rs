@@ -17,7 +17,7 @@ use hickory_resolver::proto::rr::{RData, RecordType};
 use hickory_resolver::{Resolver, TokioResolver};
 
 use super::records::{self, WanTarget};
-use crate::error::{Error, Result};
+use crate::machinery::error::{Error, Result};
 
 /// One target listed by a domain and what its records say.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use liqo_api::{FoundCluster, validate_cluster_id};
 
 use super::dnssd::{Listed, TargetError};
 use super::records::{DiscoveredCluster, WanTarget};
-use crate::error::Result;
+use crate::machinery::error::Result;
 
 /// The clusters one lookup yields, and what it had to skip.
 #[derive(Debug, Default, PartialEq)]
@@ -21,7 +21,7 @@ pub struct Identified {
 pub async fn identify<F, Fut>(listed: Vec<Listed>, own_id: &str, previous: &[FoundCluster], ids: F) -> Identified
 where
     F: Fn(String) -> Fut,
-    Fut: std::future::Future<Output = Result<crate::auth::wire::Ids>>,
+    Fut: std::future::Future<Output = Result<crate::remote::auth::wire::Ids>>,
 {
     let mut out = Identified::default();
     for Listed { instance, target } in listed {
@@ -60,8 +60,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::wire::Ids;
-    use crate::error::Error;
+    use crate::machinery::error::Error;
+    use crate::remote::auth::wire::Ids;
 
     const ID: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
 
@@ -102,7 +102,9 @@ mod tests {
     async fn an_auth_service_that_does_not_answer_keeps_what_it_was_before() {
         let prev = vec![FoundCluster { foreign_cluster: ID.into(), cluster_id: ID.into(), instance: Some("b.example.".into()) }];
         let l = vec![listed("b.example.", Ok(WanTarget::Auth { auth_url: "https://b:443".into() }))];
-        let out = identify(l, "own", &prev, |_| async { Err(Error::unreachable(crate::error::Step::Ids, "connection refused")) }).await;
+        let out =
+            identify(l, "own", &prev, |_| async { Err(Error::unreachable(crate::machinery::error::Step::Ids, "connection refused")) })
+                .await;
         assert!(out.clusters.is_empty());
         assert_eq!(out.kept, prev);
         assert_eq!(out.skipped.len(), 1);

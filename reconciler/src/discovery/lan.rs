@@ -20,18 +20,18 @@ use super::mdns::{Advertised, Interfaces, Mdns, Sighting, sighting_of};
 use super::merge::{self, Finder};
 use super::writer::{apply, delete_foreign};
 use crate::context::Shared;
-use crate::error::Result;
-use crate::peer::Peers;
+use crate::machinery::error::Result;
+use crate::remote::peer::Peers;
 
 /// What LAN discovery needs.
 pub struct Ctx<P: Peers> {
     pub shared: Shared<P>,
     pub settings: Settings,
     /// The mDNS cache's size and flushes are counted here.
-    pub metrics: Arc<crate::metrics::Metrics>,
+    pub metrics: Arc<crate::reporting::metrics::Metrics>,
     /// The addresses found in the cluster: when set, they are advertised instead of
     /// `settings`' (those no peer can reach are left out), and a change is advertised anew.
-    pub addresses: Option<tokio::sync::watch::Receiver<crate::addresses::Found>>,
+    pub addresses: Option<tokio::sync::watch::Receiver<crate::cluster::addresses::Found>>,
 }
 
 /// How this cluster is seen and sought on the LAN.
@@ -52,7 +52,7 @@ impl<P: Peers> Ctx<P> {
         Self { shared, settings, metrics: Arc::default(), addresses: None }
     }
 
-    pub fn with_addresses(mut self, found: tokio::sync::watch::Receiver<crate::addresses::Found>) -> Self {
+    pub fn with_addresses(mut self, found: tokio::sync::watch::Receiver<crate::cluster::addresses::Found>) -> Self {
         self.addresses = Some(found);
         self
     }
@@ -63,13 +63,13 @@ impl<P: Peers> Ctx<P> {
         let Some(found) = &self.addresses else { return (s.auth_url.clone(), s.api_url.clone(), s.auth_port) };
         let found = found.borrow();
         let reachable = |which, url: &str| !found.problems.iter().any(|p| p.which == which && p.url == url);
-        let auth = found.auth.as_ref().map(|a| a.url.clone()).filter(|u| reachable(crate::addresses::choose::Which::Auth, u));
-        let api = Some(found.api.url.clone()).filter(|u| reachable(crate::addresses::choose::Which::Api, u));
+        let auth = found.auth.as_ref().map(|a| a.url.clone()).filter(|u| reachable(crate::cluster::addresses::choose::Which::Auth, u));
+        let api = Some(found.api.url.clone()).filter(|u| reachable(crate::cluster::addresses::choose::Which::Api, u));
         let port = auth.as_deref().and_then(|u| url::Url::parse(u).ok()).and_then(|u| u.port_or_known_default()).unwrap_or(s.auth_port);
         (auth, api, port)
     }
 
-    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+    pub fn with_metrics(mut self, metrics: Arc<crate::reporting::metrics::Metrics>) -> Self {
         self.metrics = metrics;
         self
     }
@@ -122,7 +122,7 @@ const REQUERY_AFTER_GOODBYE: Duration = Duration::from_millis(1500);
 /// Whether the auth service at `url` still answers as cluster `id`.
 async fn answers<P: Peers>(peers: &P, url: Option<&str>, id: &str) -> bool {
     let Some(url) = url else { return false };
-    matches!(tokio::time::timeout(Duration::from_secs(5), peers.ids(url, crate::peer::Trust::Anything)).await, Ok(Ok(ids)) if ids.cluster_id == id)
+    matches!(tokio::time::timeout(Duration::from_secs(5), peers.ids(url, crate::remote::peer::Trust::Anything)).await, Ok(Ok(ids)) if ids.cluster_id == id)
 }
 
 impl State {

@@ -8,7 +8,7 @@ use std::path::Path;
 use mdns_sd::{IfKind, IfPredicate, ServiceDaemon, ServiceEvent, ServiceInfo};
 
 use super::records::{self, DiscoveredCluster, LiqoTxt, RecordError};
-use crate::error::{Error, Result};
+use crate::machinery::error::{Error, Result};
 
 /// The mDNS port (RFC 6762).
 pub const MDNS_PORT: u16 = 5353;

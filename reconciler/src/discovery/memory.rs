@@ -19,7 +19,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use liqo_api::{DiscoveryType, ForeignCluster};
 
 use super::writer::FIELD_MANAGER as DISCOVERY;
-use crate::error::{Result, is_not_found};
+use crate::machinery::error::{Result, is_not_found};
 
 /// The ConfigMap of remembered choices, in the Liqo namespace.
 pub const KNOWN_PEERS: &str = "liqo-known-peers";
@@ -45,7 +45,7 @@ pub fn recall(store: &Store<ConfigMap>, namespace: &str, cluster_id: &str) -> Op
 
 /// Whether a newly discovered `cluster_id` is joined: the user's remembered choice (in the
 /// memory `shared` keeps), else the autojoin rule's `autojoin`.
-pub fn join_found<P: crate::peer::Peers>(shared: &crate::context::Shared<P>, cluster_id: &str, autojoin: bool) -> bool {
+pub fn join_found<P: crate::remote::peer::Peers>(shared: &crate::context::Shared<P>, cluster_id: &str, autojoin: bool) -> bool {
     recall(&shared.memory, &shared.namespace, cluster_id).unwrap_or(autojoin)
 }
 
@@ -56,7 +56,7 @@ pub fn users_choice(fc: &ForeignCluster) -> Option<(String, bool)> {
         return None;
     }
     let join = fc.spec.join?;
-    let setter = fc.metadata.managed_fields.iter().flatten().find(|m| crate::managers::sets_join(m))?;
+    let setter = fc.metadata.managed_fields.iter().flatten().find(|m| crate::machinery::managers::sets_join(m))?;
     let id = fc.spec.remote_cluster_id()?;
     (setter.manager.as_deref() != Some(DISCOVERY)).then(|| (id.to_owned(), join))
 }
@@ -158,7 +158,7 @@ mod tests {
         // As the store keeps it: the same choices read the same.
         for (kind, join, by) in [("LAN", false, "kubectl-edit"), ("LAN", true, DISCOVERY)] {
             let mut kept = discovered(kind, join, by);
-            crate::managers::trim(&mut kept.metadata.managed_fields);
+            crate::machinery::managers::trim(&mut kept.metadata.managed_fields);
             assert_eq!(users_choice(&kept), users_choice(&discovered(kind, join, by)), "{kind} {join} {by}");
         }
     }

@@ -7,6 +7,8 @@
 //!   ForeignClusters;
 //! - [`lan`]: LAN discovery and advertisement in a cluster; [`search_domain`]: the
 //!   SearchDomain controller; [`discover`]: the standalone `discover` command.
+//!
+//! It may use [`context`](crate::context) and every room below it; no other controller.
 
 pub mod discover;
 pub mod dnssd;

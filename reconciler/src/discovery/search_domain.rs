@@ -20,10 +20,10 @@ use super::dnssd::DnsSd;
 use super::identify::identify;
 use super::merge::{self, Finder};
 use super::writer::{FIELD_MANAGER, apply, delete_foreign};
-use crate::conditions::{self, Wanted};
 use crate::context::Shared;
-use crate::error::{Error, Result};
-use crate::peer::Peers;
+use crate::machinery::error::{Error, Result};
+use crate::remote::peer::Peers;
+use crate::reporting::conditions::{self, Wanted};
 use liqo_api::reasons::{ConditionType, Reason, Status};
 
 /// What reconciles share.
@@ -60,8 +60,8 @@ pub async fn reconcile<P: Peers>(sd: Arc<SearchDomain>, ctx: Arc<Ctx<P>>) -> Res
     let generation = sd.metadata.generation;
     let Some(own_id) = ctx.shared.own_id() else { return Err(Error::NotReady("cluster ID")) };
     // Status fields an earlier release merge-patched become ours, so this round's apply drops
-    // the ones no longer set (see crate::managers).
-    crate::managers::take_over_status(&Api::<SearchDomain>::all(ctx.shared.client.clone()), &*sd, |_| FIELD_MANAGER).await?;
+    // the ones no longer set (see crate::machinery::managers).
+    crate::machinery::managers::take_over_status(&Api::<SearchDomain>::all(ctx.shared.client.clone()), &*sd, |_| FIELD_MANAGER).await?;
     let config = ctx.shared.settings();
 
     let mut status = sd.status.clone().unwrap_or_default();
@@ -73,7 +73,15 @@ pub async fn reconcile<P: Peers>(sd: Arc<SearchDomain>, ctx: Arc<Ctx<P>>) -> Res
             let message = format!("{}: {e} (nothing deleted)", sd.spec.domain);
             let wanted = Wanted::new(ConditionType::Ready, Status::False, Reason::DnsLookupFailed, message.clone());
             if conditions::set(&mut status.conditions, wanted, generation, now) {
-                crate::events::publish(ctx.shared.recorder.as_ref(), &*sd, true, "Lookup", Reason::DnsLookupFailed.as_str(), message).await;
+                crate::reporting::events::publish(
+                    ctx.shared.recorder.as_ref(),
+                    &*sd,
+                    true,
+                    "Lookup",
+                    Reason::DnsLookupFailed.as_str(),
+                    message,
+                )
+                .await;
             }
             write_status(&ctx.shared.client, &sd, status).await?;
             return Ok(Action::requeue(ctx.period));
@@ -81,7 +89,13 @@ pub async fn reconcile<P: Peers>(sd: Arc<SearchDomain>, ctx: Arc<Ctx<P>>) -> Res
     };
     let peers = &ctx.shared.peers;
     let found =
-        identify(listed, &own_id, &status.foreign_clusters, |url| async move { peers.ids(&url, crate::peer::Trust::Anything).await }).await;
+        identify(
+            listed,
+            &own_id,
+            &status.foreign_clusters,
+            |url| async move { peers.ids(&url, crate::remote::peer::Trust::Anything).await },
+        )
+        .await;
 
     let finder = Finder::Wan { search_domain: name.clone(), uid: sd.metadata.uid.clone().unwrap_or_default() };
     let join = sd.spec.autojoin.unwrap_or(config.discovery_config.autojoin);
@@ -132,7 +146,7 @@ fn error_policy<P: Peers>(sd: Arc<SearchDomain>, e: &Error, ctx: Arc<Ctx<P>>) ->
 /// and the period wake it: its own status writes do not.
 pub async fn run<P: Peers>(
     ctx: Arc<Ctx<P>>,
-    metrics: Arc<crate::metrics::Metrics>,
+    metrics: Arc<crate::reporting::metrics::Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let api: Api<SearchDomain> = Api::all(ctx.shared.client.clone());
@@ -143,7 +157,7 @@ pub async fn run<P: Peers>(
         .predicate_filter(predicates::generation, Default::default());
     // Errors retried here and dropped: the controller's own backoff (kube's default, up to
     // 30 s) never sees one.
-    Controller::for_stream(crate::stores::retried_alone(changes, "SearchDomains"), reader)
+    Controller::for_stream(crate::machinery::stores::retried_alone(changes, "SearchDomains"), reader)
         .graceful_shutdown_on(shutdown)
         .run(
             move |sd, ctx| {

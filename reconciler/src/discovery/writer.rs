@@ -3,13 +3,13 @@
 //!
 //! [`merge`]: super::merge
 
-use crate::events::Recorder;
+use crate::reporting::events::Recorder;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use liqo_api::ForeignCluster;
 
 use super::merge::Change;
-use crate::error::{Result, is_conflict, is_not_found};
+use crate::machinery::error::{Result, is_conflict, is_not_found};
 
 /// Field manager of what discovery writes.
 pub const FIELD_MANAGER: &str = liqo_api::chosen::DISCOVERY_FIELD_MANAGER;
@@ -23,7 +23,15 @@ pub async fn apply(client: &Client, change: Change, recorder: Option<&Recorder>,
             match api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &fc).await {
                 Ok(created) => {
                     let id = created.spec.cluster_identity.as_ref().map(|c| c.cluster_id.clone()).unwrap_or_default();
-                    crate::events::publish(recorder, &created, false, "Discovery", "Discovered", format!("cluster {id} found {how}")).await;
+                    crate::reporting::events::publish(
+                        recorder,
+                        &created,
+                        false,
+                        "Discovery",
+                        "Discovered",
+                        format!("cluster {id} found {how}"),
+                    )
+                    .await;
                     Ok(())
                 }
                 Err(e) if is_conflict(&e) => Ok(()), // our store had not seen it yet; next round merges
@@ -43,7 +51,7 @@ pub async fn apply(client: &Client, change: Change, recorder: Option<&Recorder>,
 pub async fn delete_foreign(client: &Client, fc: &ForeignCluster, recorder: Option<&Recorder>, reason: &str, note: String) -> Result<()> {
     match Api::<ForeignCluster>::all(client.clone()).delete(&fc.name_any(), &DeleteParams::default()).await {
         Ok(_) => {
-            crate::events::publish(recorder, fc, false, "Discovery", reason, note).await;
+            crate::reporting::events::publish(recorder, fc, false, "Discovery", reason, note).await;
             Ok(())
         }
         Err(e) if is_not_found(&e) => Ok(()),

@@ -16,16 +16,17 @@ use liqo_api::names::{advertisement_name, ca_data_secret, tenant_namespace};
 use liqo_api::reasons::{ConditionType as Phase, Reason, Status};
 use liqo_api::{AuthStatus, ClusterConfigSpec, ForeignCluster, OutgoingStatus, PeeringRequest, SecretRef, TenantNamespaces, TrustMode};
 
+use super::ctx::{self, Ctx, add_finalizer, patch_spec, read_token};
 use super::decide::{self, Advertised, Offer, OnRemote, OurRequest, TrustVerdict};
+use super::names::{CA_KEY, FIELD_MANAGER, KUBECONFIG_KEY, TOKEN_KEY, identity_secret, token_secret};
 use super::report::Report;
 use super::way::Way;
-use super::{CA_KEY, Ctx, KUBECONFIG_KEY, TOKEN_KEY, add_finalizer, identity_secret, patch_spec, read_token, token_secret};
-use crate::auth::wire::IdentityRequest;
-use crate::connect_first::{Gate, Silent};
-use crate::error::{Error, Result};
-use crate::peer::{ANONYMOUS_KUBECONFIG, Peers, RemoteAccess, Trust};
+use crate::machinery::connect_first::{Gate, Silent};
+use crate::machinery::error::{Error, Result};
+use crate::machinery::work_queue::Action;
+use crate::remote::auth::wire::IdentityRequest;
+use crate::remote::peer::{ANONYMOUS_KUBECONFIG, Peers, RemoteAccess, Trust};
 use crate::tenancy::binding;
-use crate::work_queue::Action;
 use liqo_api::chosen::stands_in;
 
 /// Why the join stopped before finishing.
@@ -86,7 +87,7 @@ async fn give_way<P: Peers>(j: Join<'_, P>, cluster_id: &str) -> Step<()> {
     });
     for other in stand_ins {
         tracing::info!(fc = %me, stand_in = %other.name_any(), cluster_id, "an incoming stand-in gives way to this ForeignCluster");
-        crate::writes::delete(&Api::<ForeignCluster>::all(j.ctx.shared.client.clone()), &other.name_any()).await?;
+        crate::machinery::writes::delete(&Api::<ForeignCluster>::all(j.ctx.shared.client.clone()), &other.name_any()).await?;
     }
     Ok(())
 }
@@ -130,7 +131,7 @@ pub(super) async fn join<P: Peers>(
 
 /// What every step knows: the ForeignCluster, the context, the way to the remote, our cluster
 /// ID, the ClusterConfig, and whether the remote API server took no connection when connected
-/// to first (then nothing calls the remote this round: [`crate::connect_first`]).
+/// to first (then nothing calls the remote this round: [`crate::machinery::connect_first`]).
 struct Join<'a, P: Peers> {
     fc: &'a ForeignCluster,
     ctx: &'a Ctx<P>,
@@ -199,7 +200,7 @@ async fn pipeline<P: Peers>(
 /// for a few seconds (see [`crate::tenancy::retirement`]): asked for first, ours was taken back while
 /// we waited here (the chaos soak, seed 7), and the join started over.
 async fn our_tenant<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> Step<()> {
-    match crate::tenancy::tenant::ensure(&j.ctx.shared.client, &remote.id, super::FIELD_MANAGER).await {
+    match crate::tenancy::tenant::ensure(&j.ctx.shared.client, &remote.id, FIELD_MANAGER).await {
         Ok(_) => Ok(()),
         Err(e @ Error::TenantTerminating(_)) => Err(tenant_terminating(j, r, e)),
         Err(e) => Err(e.into()),
@@ -415,7 +416,7 @@ async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report)
 /// (it is still valid) and is tried again next round.
 async fn renew_if_due<P: Peers>(j: Join<'_, P>, auth_url: &str, remote: &Remote, kubeconfig: String) -> String {
     let Join { fc, ctx, own_id, .. } = j;
-    let Some(current) = crate::peer::token_of(&kubeconfig) else { return kubeconfig };
+    let Some(current) = crate::remote::peer::token_of(&kubeconfig) else { return kubeconfig };
     let Some((issued, expires)) = binding::token_times(&current) else { return kubeconfig };
     let now = Timestamp::now();
     if !binding::renew_due(issued, expires, now) && !outlives_remote(j, auth_url, remote, (issued, expires), now).await {
@@ -443,7 +444,7 @@ async fn renew_if_due<P: Peers>(j: Join<'_, P>, auth_url: &str, remote: &Remote,
             tracing::info!(peer = %remote.id, expired = %expires, "renewed our identity on the remote");
             // A remote whose API server grants longer than the lifetime it tells (one that
             // extends tokens) is not asked again for an hour: no renewal each round.
-            let renewed_times = crate::peer::token_of(&new).and_then(|t| binding::token_times(&t));
+            let renewed_times = crate::remote::peer::token_of(&new).and_then(|t| binding::token_times(&t));
             if let (Some((issued, expires)), Some(Some(told))) = (renewed_times, ctx.remote_lifetime(&remote.id))
                 && binding::outlives(issued, expires, told, Timestamp::now())
             {
@@ -499,7 +500,7 @@ async fn outlives_remote<P: Peers>(j: Join<'_, P>, auth_url: &str, remote: &Remo
 async fn tenant_on_remote<P: Peers>(j: Join<'_, P>, remote: &Remote, credentials: &str, r: &mut Report) -> Step<String> {
     let Join { fc, ctx, way, .. } = j;
     let Way::AuthService { auth_url } = way else { return Ok(remote.namespace.clone()) };
-    if let Some(namespace) = crate::peer::tenant_of(credentials) {
+    if let Some(namespace) = crate::remote::peer::tenant_of(credentials) {
         return Ok(namespace);
     }
     let ids = ctx.shared.peers.ids(auth_url, remote.trust.clone()).await.map_err(|e| remote_failed(j, r, e))?;
@@ -606,7 +607,7 @@ async fn offer<P: Peers>(
         r.handed = ctx.handed_unrecorded(&name);
     }
     let waiting_since = joined_since(fc, Reason::WaitingForAdvertisement);
-    let overdue = || decide::anonymous_offer_overdue(waiting_since.as_ref(), &super::now(), ctx.refreshed_ago(&name), ctx.timing.refused);
+    let overdue = || decide::anonymous_offer_overdue(waiting_since.as_ref(), &ctx::now(), ctx.refreshed_ago(&name), ctx.timing.refused);
     let advertised = match (ctx.advertisement_present(&remote.id), previous.is_some_and(|o| o.advertisement.is_some())) {
         (true, _) => Advertised::Present,
         (false, true) => Advertised::Vanished,
@@ -620,7 +621,7 @@ async fn offer<P: Peers>(
     let (url, ca) = (ctx.api_server.url.get(), ctx.api_ca_fingerprint());
     let by_earlier_release = r.handed.is_none() && previous.is_some_and(|o| o.remote_peering_request_name.is_some());
     let rewrite = (r.handed.is_some() || by_earlier_release)
-        .then(|| decide::rewrite_kubeconfig(r.handed.as_ref(), &url, &ca, ctx.token_lifetime, &super::now()))
+        .then(|| decide::rewrite_kubeconfig(r.handed.as_ref(), &url, &ca, ctx.token_lifetime, &ctx::now()))
         .flatten();
     let plan = match decide::offer(on_remote, offered, advertised) {
         Offer::Keep if rewrite.is_some() => Offer::Rewrite,
@@ -685,7 +686,7 @@ async fn offer<P: Peers>(
             let since = joined_since(fc, reason);
             r.set(Phase::Joined, Status::False, reason, message);
             r.outgoing = Some(not_joined(ctx, &remote.id));
-            let after = decide::offer_again_after(since.as_ref(), &super::now(), ctx.timing.health, ctx.timing.refused);
+            let after = decide::offer_again_after(since.as_ref(), &ctx::now(), ctx.timing.health, ctx.timing.refused);
             Err(Stop::Report(Action::requeue(after)))
         }
         Err(e) => Err(remote_failed(j, r, e)),
@@ -726,14 +727,14 @@ fn finish<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> Action {
 
 /// Since when the stored `Joined` condition has said `reason` (`None`: it says something else).
 fn joined_since(fc: &ForeignCluster, reason: Reason) -> Option<Time> {
-    let joined = crate::conditions::get(&fc.status.as_ref()?.conditions, Phase::Joined.as_str())?;
+    let joined = crate::reporting::conditions::get(&fc.status.as_ref()?.conditions, Phase::Joined.as_str())?;
     (joined.reason == reason.as_str()).then(|| joined.last_transition_time.clone())
 }
 
 /// The remote API server took no connection when connected to first: unreachable, as a call
 /// that got no answer.
 fn silent_error(silent: &Silent) -> Error {
-    Error::unreachable(crate::error::Step::ApiServer, silent.message())
+    Error::unreachable(crate::machinery::error::Step::ApiServer, silent.message())
 }
 
 /// A failed call to the remote: recorded on the phase it concerns, retried (logged once per
@@ -754,11 +755,11 @@ fn remote_failed<P: Peers>(j: Join<'_, P>, r: &mut Report, e: Error) -> Stop {
     // Called again sooner the newer the failure, within a health period, so a peer that
     // answers again is repaired within one; one down for long is called once per period.
     let since = failing_since(fc, phase, reason);
-    Stop::Report(Action::requeue(decide::retry_after_failure(since.as_ref(), &super::now(), ctx.timing.retry, ctx.timing.health)))
+    Stop::Report(Action::requeue(decide::retry_after_failure(since.as_ref(), &ctx::now(), ctx.timing.retry, ctx.timing.health)))
 }
 
 /// Since when the stored `phase` condition has said False for `reason`, if it does.
 fn failing_since(fc: &ForeignCluster, phase: Phase, reason: Reason) -> Option<Time> {
-    let c = crate::conditions::get(&fc.status.as_ref()?.conditions, phase.as_str())?;
+    let c = crate::reporting::conditions::get(&fc.status.as_ref()?.conditions, phase.as_str())?;
     (c.status == "False" && c.reason == reason.as_str()).then(|| c.last_transition_time.clone())
 }

@@ -12,8 +12,8 @@ use kube::{Client, ResourceExt};
 use liqo_api::reasons::{ConditionType, Reason, Status};
 use liqo_api::{AuthStatus, ForeignCluster, ForeignClusterStatus, OutgoingStatus, SecretRef, TenantNamespaces};
 
-use crate::conditions::{self, Wanted};
-use crate::error::Result;
+use crate::machinery::error::Result;
+use crate::reporting::conditions::{self, Wanted};
 
 /// Field manager of the status this controller writes.
 pub const STATUS_MANAGER: &str = "liqo-peering";
@@ -32,7 +32,7 @@ pub struct Report {
     pub handed: Option<liqo_api::HandedKubeconfig>,
     /// The round reached a verdict that the next one, before its requeue, could only find
     /// again: the peer answered its check, or did not. Its status write's echo starts no
-    /// reconcile (`crate::own_writes`).
+    /// reconcile (`crate::machinery::own_writes`).
     settled: bool,
 }
 

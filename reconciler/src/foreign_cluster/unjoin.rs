@@ -26,16 +26,18 @@ use liqo_api::names::{advertisement_name, ca_data_secret, peering_kubeconfig_sec
 use liqo_api::reasons::{ConditionType as Phase, Reason, Status};
 use liqo_api::{Advertisement, ForeignCluster, OutgoingStatus, PeeringRequest, SecretRef};
 
+use super::ctx::{self, Ctx, read_token, remove_finalizer};
+use super::decide;
+use super::names::{CA_KEY, KUBECONFIG_KEY, identity_secret};
 use super::report::Report;
 use super::way::Way;
-use super::{CA_KEY, Ctx, KUBECONFIG_KEY, decide, identity_secret, remove_finalizer};
-use crate::auth::wire::IdentityRequest;
-use crate::error::{Error, Result, Step};
-use crate::peer::{Peers, RemoteAccess, Trust};
+use crate::machinery::error::{Error, Result, Step};
+use crate::machinery::work_queue::Action;
+use crate::machinery::writes;
+use crate::remote::auth::wire::IdentityRequest;
+use crate::remote::peer::{Peers, RemoteAccess, Trust};
 use crate::tenancy::access::advertisement_access;
 use crate::tenancy::grant;
-use crate::work_queue::Action;
-use crate::writes;
 
 /// Unjoins `fc` (see the module documentation).
 pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str) -> Result<Action> {
@@ -152,7 +154,7 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
 /// `again`: `None` once a deleted ForeignCluster has waited the grace period (it then completes
 /// locally).
 async fn pending<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, deleting: bool, why: String, again: Duration) -> Result<Option<Action>> {
-    if decide::give_up_on_remote(fc.metadata.deletion_timestamp.as_ref(), &super::now(), ctx.timing.unjoin_grace) {
+    if decide::give_up_on_remote(fc.metadata.deletion_timestamp.as_ref(), &ctx::now(), ctx.timing.unjoin_grace) {
         return Ok(None);
     }
     if !deleting {
@@ -212,7 +214,7 @@ async fn withdraw_offer<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &st
     // Our request is in the tenant namespace our identity names. One naming none came from a
     // remote of the cluster-scoped protocol: nothing of ours there is in a namespace we could
     // name (it goes when that remote is upgraded, with its cluster-scoped kinds).
-    let Some(there) = crate::peer::tenant_of(&kubeconfig) else { return Ok(Withdrawal::Gone) };
+    let Some(there) = crate::remote::peer::tenant_of(&kubeconfig) else { return Ok(Withdrawal::Gone) };
     let access = RemoteAccess { kubeconfig, api_url: fc.spec.api_url.clone(), ca_pem: Some(ca_pem) };
     let remote = ctx.shared.peers.api_client(&access).await?;
     let remote_err = |e| Error::remote_api(Step::ApiServer, e);
@@ -247,7 +249,7 @@ async fn withdraw_offer<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &st
 async fn reissue<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str) -> Result<Option<String>> {
     let Some(Way::AuthService { auth_url }) = Way::of(fc) else { return Ok(None) };
     let remote_id = fc.spec.remote_cluster_id().unwrap_or_default();
-    let token = super::read_token(&ctx.shared.client, &ctx.shared.namespace, remote_id).await?;
+    let token = read_token(&ctx.shared.client, &ctx.shared.namespace, remote_id).await?;
     let trust = fc.spec.approved_fingerprint().map_or_else(|| Trust::from(fc.spec.trust_mode()), Trust::Fingerprint);
     let request = IdentityRequest { cluster_id: own_id.to_owned(), token, current_token: None };
     let answer = ctx.shared.peers.identity(auth_url, trust, &request).await?;

@@ -18,10 +18,10 @@ use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use liqo_api::{ForeignCluster, PeeringRequest};
 
-use super::FIELD_MANAGER;
-use crate::error::{Error, Result, Step, is_conflict};
-use crate::peer::{Peers, Trust};
-use crate::writes;
+use super::names::FIELD_MANAGER;
+use crate::machinery::error::{Error, Result, Step, is_conflict};
+use crate::machinery::writes;
+use crate::remote::peer::{Peers, Trust};
 
 /// How a ForeignCluster reaches its remote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

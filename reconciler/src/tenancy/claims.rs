@@ -16,7 +16,7 @@ use kube::runtime::reflector::Store;
 use liqo_api::names::CLUSTER_CONFIG_NAME;
 use liqo_api::{ClusterConfig, ForeignCluster, MAX_REFUSED_REQUESTS, RefusedRequest, merge_refusals};
 
-use crate::events::Recorder;
+use crate::reporting::events::Recorder;
 
 /// Field manager of the claims written into `status.refusedRequests`.
 pub const FIELD_MANAGER: &str = "liqo-auth";
@@ -113,7 +113,7 @@ async fn tell_its_foreign_cluster(recorder: &Recorder, foreign: &Store<ForeignCl
         "{} ({}× since {}); if that is this peer and it lost its identity, free it: kubectl liqo free {}",
         claim.message, claim.count, claim.first_time.0, claim.cluster_id
     );
-    crate::events::publish(Some(recorder), &*fc, true, "Authenticate", "IdentityClaimed", note).await;
+    crate::reporting::events::publish(Some(recorder), &*fc, true, "Authenticate", "IdentityClaimed", note).await;
 }
 
 #[cfg(test)]

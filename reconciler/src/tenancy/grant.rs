@@ -11,8 +11,8 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 
 use super::access::Access;
-use crate::error::{Error, Result};
-use crate::writes::{apply, delete};
+use crate::machinery::error::{Error, Result};
+use crate::machinery::writes::{apply, delete};
 
 /// Creates (or leaves as they are) the objects of `access`, in a tenant namespace the caller
 /// has made sure of ([`super::tenant::grant`] makes sure of it first).

@@ -14,7 +14,7 @@ use kube::{Api, Client};
 use liqo_api::names::{BROADCASTER_CLUSTER_ROLE, REQUESTER_CLUSTER_ROLE};
 use serde::de::DeserializeOwned;
 
-use crate::error::is_not_found;
+use crate::machinery::error::is_not_found;
 
 /// One object of the install.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

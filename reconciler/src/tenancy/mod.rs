@@ -9,9 +9,10 @@
 //!   leader's sweep; [`claims`]: refused claims, shown where refused requests are;
 //! - [`install`]: whether what identities stand on is installed.
 //!
-//! It may use the Kubernetes machinery (`crate::error`, `crate::writes`, `crate::events`,
-//! `crate::metrics`) and the API types; nothing in it imports a controller, the auth service or
-//! the context they share. Within it, `tenant` uses `grant`, which uses `access`; never back.
+//! It may use [`cluster`](crate::cluster), [`reporting`](crate::reporting) (Events,
+//! metrics), the [`machinery`](crate::machinery) (errors, writes) and the API types; nothing
+//! in it imports a controller, the auth service or the context they share. Within it,
+//! `tenant` uses `grant`, which uses `access`; never back.
 
 pub mod access;
 pub mod binding;

@@ -15,7 +15,7 @@ use liqo_api::ForeignCluster;
 use kube::Client;
 
 use super::tenant::Retirement;
-use crate::error::Result;
+use crate::machinery::error::Result;
 
 /// How long a peer has to write its request with an identity we just issued it before an
 /// unused tenant namespace is retired anyway. It writes it at once (milliseconds); a peer

@@ -20,8 +20,8 @@ use liqo_api::{FederationRequest, ForeignCluster, PeeringRequest};
 
 use super::tenant::Retirement;
 use super::waiting::Waiting;
-use crate::error::Result;
-use crate::metrics::{Metrics, StateLabels};
+use crate::machinery::error::Result;
+use crate::reporting::metrics::{Metrics, StateLabels};
 
 /// The sweep's settings and what it shares.
 #[derive(Clone)]
@@ -233,10 +233,10 @@ impl Sweep {
                 continue;
             }
             for name in prs {
-                crate::writes::delete(&requests, &name).await?;
+                crate::machinery::writes::delete(&requests, &name).await?;
             }
             for name in frs {
-                crate::writes::delete(&federation, &name).await?;
+                crate::machinery::writes::delete(&federation, &name).await?;
             }
             tracing::info!(%peer, expired = ?holder.expires(), "every identity of the peer expired: its requests ended, its ID is free once they are gone");
             ended += 1;

@@ -17,7 +17,7 @@ use liqo_api::names::{ANNOTATION_ISSUED_AT, LABEL_CLUSTER_ID, LABEL_TENANT_NAMES
 use liqo_api::{Advertisement, FederationRequest, PeeringRequest};
 
 use super::access::Access;
-use crate::error::{Error, Result, is_conflict, is_not_found};
+use crate::machinery::error::{Error, Result, is_conflict, is_not_found};
 
 /// The most objects of each kind a peer may have in its tenant namespace. One request and one
 /// Advertisement are all a peer needs (they are named after its ID), and its kubeconfig Secret.
@@ -178,7 +178,7 @@ pub enum Retirement {
     InUse,
     /// Nothing of the peer is there, but an identity was issued to it at this time, after
     /// `since`: the peer may be about to write its request with it. To be looked at again
-    /// once it had time to (see [`crate::retirement`]).
+    /// once it had time to (see [`super::retirement`]).
     IssuedAt(k8s_openapi::jiff::Timestamp),
 }
 

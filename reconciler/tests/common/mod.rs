@@ -291,7 +291,7 @@ pub fn outgoing_joined(f: &ForeignCluster) -> bool {
 
 /// The condition `type_` of a ForeignCluster: (status, reason, message).
 pub fn phase(f: &ForeignCluster, type_: &str) -> Option<(String, String, String)> {
-    let c = liqo_reconciler::conditions::get(&f.status.as_ref()?.conditions, type_)?;
+    let c = liqo_reconciler::reporting::conditions::get(&f.status.as_ref()?.conditions, type_)?;
     Some((c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 

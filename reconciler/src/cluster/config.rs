@@ -6,8 +6,8 @@ use kube::api::{ObjectMeta, PostParams};
 use liqo_api::names::CLUSTER_CONFIG_NAME;
 use liqo_api::{ClusterConfig, ClusterConfigSpec};
 
-use crate::error::{Result, is_conflict};
-use crate::singleton::Singleton;
+use crate::machinery::error::{Result, is_conflict};
+use crate::machinery::singleton::Singleton;
 
 /// The ClusterConfig this cluster starts with: the SPEC defaults.
 pub fn default_cluster_config() -> ClusterConfig {

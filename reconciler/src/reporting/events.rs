@@ -8,7 +8,7 @@
 //! seen: about 100 bytes) under a 64-bit key, drops a series six minutes after its last Event
 //! as kube's does, and gives the memory back.
 //!
-//! Each kind of Event has a budget ([`crate::event_budget`]): a mass transition's Events over
+//! Each kind of Event has a budget ([`crate::reporting::event_budget`]): a mass transition's Events over
 //! it are counted and told in one Event about the reconciler's Lease ([`Recorder::tell_left_out`]).
 
 use std::collections::HashMap;
@@ -23,7 +23,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 
-use crate::event_budget::{Budget, Kind};
+use crate::reporting::event_budget::{Budget, Kind};
 
 pub use kube::runtime::events::{Event, EventType, Reporter};
 
@@ -46,7 +46,7 @@ pub struct Recorder {
 impl Recorder {
     pub fn new(client: Client, reporter: Reporter) -> Self {
         let instance = reporter.instance.unwrap_or_else(|| reporter.controller.clone());
-        let budget = Budget::new(crate::event_budget::DEFAULT_PER_SECOND, crate::event_budget::DEFAULT_BURST);
+        let budget = Budget::new(crate::reporting::event_budget::DEFAULT_PER_SECOND, crate::reporting::event_budget::DEFAULT_BURST);
         Self { client, controller: reporter.controller, instance, series: Arc::default(), budget: Arc::new(Mutex::new(budget)) }
     }
 
@@ -76,7 +76,7 @@ impl Recorder {
                     return Ok(());
                 }
                 // Gone (its TTL in the API server, or deleted): a new series.
-                Err(e) if crate::error::is_not_found(&e) => {}
+                Err(e) if crate::machinery::error::is_not_found(&e) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -85,11 +85,11 @@ impl Recorder {
         Ok(())
     }
 
-    /// Every [`crate::event_budget::SUMMARY_EVERY`], tells each kind's Events left out since
+    /// Every [`crate::reporting::event_budget::SUMMARY_EVERY`], tells each kind's Events left out since
     /// the last time in one new Event of the same type, action and reason about `about` (the
     /// reconciler's Lease), and adds them to `counted`. Runs until dropped.
-    pub async fn tell_left_out(self, about: ObjectReference, counted: crate::metrics::EventsLeftOut) {
-        let mut tick = tokio::time::interval(crate::event_budget::SUMMARY_EVERY);
+    pub async fn tell_left_out(self, about: ObjectReference, counted: crate::reporting::metrics::EventsLeftOut) {
+        let mut tick = tokio::time::interval(crate::reporting::event_budget::SUMMARY_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let namespace = about.namespace.clone().unwrap_or_else(|| "default".into());
         let api = Api::<K8sEvent>::namespaced(self.client.clone(), &namespace);
@@ -100,7 +100,7 @@ impl Recorder {
                 budget.left_out(Instant::now()).into_iter().map(|(kind, count)| (budget.note(&kind, count), kind, count)).collect()
             };
             for (note, kind, count) in told {
-                counted.get_or_create(&crate::metrics::ReasonLabels { reason: kind.reason.clone() }).inc_by(count);
+                counted.get_or_create(&crate::reporting::metrics::ReasonLabels { reason: kind.reason.clone() }).inc_by(count);
                 tracing::info!(reason = kind.reason, count, "Events over their budget left out");
                 let ev = Event {
                     type_: if kind.warning { EventType::Warning } else { EventType::Normal },

@@ -1,10 +1,10 @@
 //! A Kubernetes client for a peer's API server whose first connection is one already made
-//! ([`crate::connect_first`]): the health check goes over the connection that showed the
+//! ([`crate::machinery::connect_first`]): the health check goes over the connection that showed the
 //! peer answers, instead of making a second one. Any further connection is made as kube's
 //! own client makes it. The stack is kube's ([`kube::client::ClientBuilder`] from a
 //! [`kube::Config`]): TLS from the config (the pinned CA), the connect, read and write
 //! timeouts, the base URI, the credentials and kube's retry of 429/503/504; answers capped
-//! at [`MAX_API_ANSWER`] as every client to a peer ([`capped`], which `crate::peer`'s clients
+//! at [`MAX_API_ANSWER`] as every client to a peer ([`capped`], which `crate::remote::peer`'s clients
 //! use too).
 
 use std::future::Future;
@@ -18,7 +18,7 @@ use kube::client::{Body, ConfigExt};
 use tokio::net::TcpStream;
 use tower::ServiceBuilder;
 
-use crate::error::{Error, Result};
+use crate::machinery::error::{Error, Result};
 
 /// Gives `first` to the first connection asked for, then connects as kube does.
 #[derive(Clone)]

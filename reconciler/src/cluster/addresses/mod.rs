@@ -2,7 +2,7 @@
 //! [`choose`] decides from what [`look`] reads, kept current by [`keep`] (a node replaced, the
 //! NodePort changed, ConfigMap `liqo-reconciler-env` edited: picked up within a period, no
 //! restart). Every replica keeps its own copy (each serves `/identity`); the leader publishes
-//! it in the ClusterConfig's status ([`crate::published`]).
+//! it in the ClusterConfig's status ([`crate::cluster::published`]).
 
 pub mod choose;
 

@@ -16,7 +16,7 @@ use kube::runtime::{WatchStreamExt, watcher as watch_objects};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use crate::error::Result;
+use crate::machinery::error::Result;
 
 /// How often a failed repair is retried while nothing else happens.
 const RETRY: Duration = Duration::from_secs(5);

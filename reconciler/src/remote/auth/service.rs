@@ -12,7 +12,7 @@
 //! [`crate::tenancy::access::peer_identity`] follows, then a token, in a kubeconfig for this
 //! cluster's API server whose context names that namespace. `/ids` tells the protocol spoken.
 
-use crate::addresses::Live;
+use crate::cluster::addresses::Live;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,7 +45,7 @@ use tokio::sync::watch;
 
 use super::rate::{Limiter, retry_after_seconds};
 use super::wire::{ErrorBody, IdentityRequest, IdentityResponse, Ids};
-use crate::error::{Error, is_conflict};
+use crate::machinery::error::{Error, is_conflict};
 use crate::tenancy::access::peer_identity;
 use crate::tenancy::binding::{self, Claim, Holder};
 use crate::tenancy::claims::Claims;
@@ -61,7 +61,7 @@ pub const FIELD_MANAGER: &str = "liqo-auth";
 #[derive(Clone, Debug)]
 pub struct ApiServer {
     /// URL a peer uses (not the in-cluster `kubernetes.default.svc`): fixed, or the one found
-    /// at each use ([`crate::addresses`]).
+    /// at each use ([`crate::cluster::addresses`]).
     pub url: Live<String>,
     /// PEM of the CA that signed the API server's certificate.
     pub ca_pem: String,
@@ -139,7 +139,7 @@ pub const MAX_IDENTITY_BODY: usize = 16 * 1024;
 /// Time a client has to send the whole `POST /identity` body.
 pub const IDENTITY_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub use crate::metrics::IdentityLabels;
+pub use crate::reporting::metrics::IdentityLabels;
 
 /// Why a token was refused.
 #[derive(Debug, PartialEq, Eq)]
@@ -279,11 +279,12 @@ impl AuthService {
         let lifetime = SignedDuration::try_from(self.token_lifetime).unwrap_or(SignedDuration::MAX);
         let sa = identity_account(&access, now, now + lifetime, renewal);
         if renewal {
-            crate::writes::apply(&sas, FIELD_MANAGER, &sa).await?;
+            crate::machinery::writes::apply(&sas, FIELD_MANAGER, &sa).await?;
         } else if let Some(until) = self.take(&sas, &namespace, &sa, now).await? {
             return Ok(Issued::Bound(until));
         }
-        crate::writes::apply(&Api::<RoleBinding>::namespaced(self.client.clone(), &namespace), FIELD_MANAGER, &access.binding).await?;
+        crate::machinery::writes::apply(&Api::<RoleBinding>::namespaced(self.client.clone(), &namespace), FIELD_MANAGER, &access.binding)
+            .await?;
         let sa_name = access.service_account_name();
         let (token, granted) = crate::tenancy::grant::token_until(&self.client, &namespace, sa_name, self.token_lifetime).await?;
         if let Some(granted) = granted.filter(|g| *g < now + lifetime - SignedDuration::from_secs(60)) {
@@ -325,7 +326,7 @@ impl AuthService {
             Claim::Bound { until } => Ok(Some(until)),
             // Expired and unused, or deleted meanwhile: the caller's now.
             _ => {
-                crate::writes::apply(sas, FIELD_MANAGER, sa).await?;
+                crate::machinery::writes::apply(sas, FIELD_MANAGER, sa).await?;
                 Ok(None)
             }
         }

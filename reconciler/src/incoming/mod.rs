@@ -2,6 +2,13 @@
 //! webhook) make a ForeignCluster of type `IncomingPeering` with `incoming.joined=true`, and
 //! hold the peer's broadcaster. Deleting the request stops the broadcaster, removes our
 //! Advertisement from the peer and clears `incoming.joined`.
+//!
+//! - this file: the controller of the requests;
+//! - [`broadcaster`]: one task per accepted request, keeping our Advertisement at its peer.
+//!
+//! It may use [`context`](crate::context) and every room below it; no other controller.
+
+pub mod broadcaster;
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -22,10 +29,10 @@ use liqo_api::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::broadcaster::Broadcasters;
 use crate::context::Shared;
-use crate::error::{Error, Result, is_conflict};
-use crate::peer::Peers;
+use crate::incoming::broadcaster::Broadcasters;
+use crate::machinery::error::{Error, Result, is_conflict};
+use crate::remote::peer::Peers;
 
 /// PeeringRequest or FederationRequest.
 pub trait Request:
@@ -144,22 +151,24 @@ pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> R
         if let Some(fc) = &fc {
             set_incoming(&ctx.shared.client, fc, IncomingStatus { joined: false, peering_request: None }).await?;
         }
-        crate::finalizer::remove(&Api::<K>::namespaced(ctx.shared.client.clone(), &namespace), &*req).await?;
+        crate::machinery::finalizer::remove(&Api::<K>::namespaced(ctx.shared.client.clone(), &namespace), &*req).await?;
         // Told on the ForeignCluster when there is one: an Event about the request is in its
         // tenant namespace, which goes with it once nothing of the peer is left.
         let note = format!("the {} of cluster {id} is gone: our Advertisement withdrawn from it", K::KIND);
         match &fc {
-            Some(fc) => crate::events::publish(ctx.shared.recorder.as_ref(), &**fc, false, "Peering", "PeeringEnded", note).await,
-            None => crate::events::publish(ctx.shared.recorder.as_ref(), &*req, false, "Peering", "PeeringEnded", note).await,
+            Some(fc) => {
+                crate::reporting::events::publish(ctx.shared.recorder.as_ref(), &**fc, false, "Peering", "PeeringEnded", note).await
+            }
+            None => crate::reporting::events::publish(ctx.shared.recorder.as_ref(), &*req, false, "Peering", "PeeringEnded", note).await,
         }
         crate::tenancy::retirement::retire(&ctx.shared.client, &ctx.shared.foreign, &id, deleted_at.0).await?;
         return Ok(Action::await_change());
     }
 
     if !held {
-        crate::finalizer::add(&Api::<K>::namespaced(ctx.shared.client.clone(), &namespace), &*req).await?;
+        crate::machinery::finalizer::add(&Api::<K>::namespaced(ctx.shared.client.clone(), &namespace), &*req).await?;
         let note = format!("accepted the {} of cluster {id}: it gets our Advertisement", K::KIND);
-        crate::events::publish(ctx.shared.recorder.as_ref(), &*req, false, "Peering", "PeeringAccepted", note).await;
+        crate::reporting::events::publish(ctx.shared.recorder.as_ref(), &*req, false, "Peering", "PeeringAccepted", note).await;
         return Ok(Action::await_change());
     }
 
@@ -190,7 +199,7 @@ fn error_policy<K: Request, P: Peers>(req: Arc<K>, e: &Error, ctx: Arc<Ctx<P>>) 
 /// Runs the controller of one request kind until shutdown.
 pub async fn run<K: Request, P: Peers>(
     ctx: Arc<Ctx<P>>,
-    metrics: Arc<crate::metrics::Metrics>,
+    metrics: Arc<crate::reporting::metrics::Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     Controller::new(Api::<K>::all(ctx.shared.client.clone()), watcher::Config::default().any_semantic())

@@ -9,7 +9,7 @@ use kube::{Resource, ResourceExt};
 use liqo_api::names::FINALIZER_PEERED;
 use serde::de::DeserializeOwned;
 
-use crate::error::{Result, is_not_found};
+use crate::machinery::error::{Result, is_not_found};
 
 /// The JSON patch that adds our finalizer to `finalizers`, `None` when it is there (pure).
 pub fn add_patch(finalizers: Option<&[String]>) -> Option<serde_json::Value> {

@@ -18,8 +18,8 @@ use rustls::pki_types::CertificateDer;
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::addresses::{Found, choose};
-use crate::conditions::Wanted;
+use crate::cluster::addresses::{Found, choose};
+use crate::reporting::conditions::Wanted;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use liqo_api::reasons::{ConditionType, Reason, Status};
 
@@ -32,7 +32,7 @@ pub struct Told {
     pub auth_url: Option<String>,
     pub api_url: Option<String>,
     pub auth_ca_fingerprint: Option<String>,
-    /// Where each URL came from (see [`crate::addresses::Source`]).
+    /// Where each URL came from (see [`crate::cluster::addresses::Source`]).
     pub auth_url_from: Option<String>,
     pub api_url_from: Option<String>,
     /// Why peers cannot reach a URL told, one sentence each.
@@ -102,7 +102,7 @@ impl Told {
 
     /// Our conditions as they should stand, keeping `previous`' transition times.
     fn conditions(&self, previous: &[Condition], generation: Option<i64>, now: &Time) -> Vec<Condition> {
-        crate::conditions::set_all(previous, vec![self.condition(), self.install_condition()], generation, now)
+        crate::reporting::conditions::set_all(previous, vec![self.condition(), self.install_condition()], generation, now)
     }
 
     /// Whether `stored` already says all of it, and nothing else of ours.
@@ -153,7 +153,7 @@ pub async fn follow_addresses(mut found: watch::Receiver<Found>, told: std::sync
 /// The fingerprint a peer approves for a served chain: its CA's (the last certificate), or
 /// the certificate's own when it is served alone.
 pub fn approved_fingerprint(chain: &[CertificateDer<'_>]) -> Option<String> {
-    chain.last().map(crate::auth::client::fingerprint)
+    chain.last().map(|c| liqo_certs::inspect::der_fingerprint(c.as_ref()))
 }
 
 /// Keeps the ClusterConfig's status saying what `told` holds, until the process ends: on every
@@ -260,8 +260,8 @@ mod tests {
         let ok = told().condition();
         assert_eq!((ok.status, ok.reason), (Status::True, Reason::AddressesFound));
         assert!(ok.message.contains("https://10.0.0.1:6443") && ok.message.contains("EndpointSlice default/kubernetes"), "{}", ok.message);
-        let mut found = crate::addresses::Found::initial(&Default::default(), "https://10.96.0.1:443");
-        found.problems.push(crate::addresses::Problem {
+        let mut found = crate::cluster::addresses::Found::initial(&Default::default(), "https://10.96.0.1:443");
+        found.problems.push(crate::cluster::addresses::Problem {
             which: choose::Which::Api,
             url: "https://10.96.0.1:443".into(),
             why: choose::Unreachable::ClusterIp,
@@ -283,7 +283,7 @@ mod tests {
     #[test]
     fn peers_approve_the_last_certificate_of_the_chain() {
         let (leaf, ca) = (CertificateDer::from(vec![1u8]), CertificateDer::from(vec![2u8]));
-        let fp = crate::auth::client::fingerprint;
+        let fp = |c: &CertificateDer<'_>| liqo_certs::inspect::der_fingerprint(c.as_ref());
         assert_eq!(approved_fingerprint(&[leaf.clone(), ca.clone()]), Some(fp(&ca)));
         assert_eq!(approved_fingerprint(std::slice::from_ref(&leaf)), Some(fp(&leaf)));
         assert_eq!(approved_fingerprint(&[]), None);

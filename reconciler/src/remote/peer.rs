@@ -10,9 +10,9 @@ use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use liqo_api::TrustMode;
 
-use crate::auth::client::{self, Verify};
-use crate::auth::wire::{IdentityRequest, IdentityResponse, Ids};
-use crate::error::{Error, Result};
+use crate::machinery::error::{Error, Result};
+use crate::remote::auth::client::{self, Verify};
+use crate::remote::auth::wire::{IdentityRequest, IdentityResponse, Ids};
 
 /// How to reach a peer's API server: the kubeconfig it issued us, the API URL to use instead
 /// of the kubeconfig's (a ForeignCluster's `spec.apiUrl`, so an address change keeps the
@@ -70,7 +70,7 @@ pub trait Peers: Send + Sync + 'static {
         self.api_client(access)
     }
     /// [`Peers::api_client`] whose first connection is `stream`, already made to the API
-    /// server ([`crate::connect_first`]). By default the stream is closed and the client makes
+    /// server ([`crate::machinery::connect_first`]). By default the stream is closed and the client makes
     /// its own.
     fn api_client_over(&self, access: &RemoteAccess, stream: tokio::net::TcpStream) -> impl Future<Output = Result<Client>> + Send {
         drop(stream);
@@ -140,7 +140,7 @@ impl Peers for Network {
         Ok(builder.with_layer(&tower::util::MapResponseLayer::new(capped)).build())
     }
     async fn api_client_over(&self, access: &RemoteAccess, stream: tokio::net::TcpStream) -> Result<Client> {
-        crate::client_over::client_over(self.api_config(access).await?, stream)
+        crate::remote::client_over::client_over(self.api_config(access).await?, stream)
     }
 }
 
@@ -174,7 +174,7 @@ pub fn api_url_of(access: &RemoteAccess) -> Option<String> {
     cluster?.cluster.as_ref()?.server.clone()
 }
 
-use crate::client_over::capped;
+use crate::remote::client_over::capped;
 
 /// A kubeconfig without credentials: requests are anonymous. Its server is a placeholder;
 /// [`RemoteAccess::api_url`] gives the real one.

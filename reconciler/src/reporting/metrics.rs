@@ -16,7 +16,7 @@ use prometheus_client::registry::Registry;
 use liqo_api::reasons::{ConditionType, Reason};
 use liqo_api::summary::Peer;
 
-use crate::error::Error;
+use crate::machinery::error::Error;
 
 /// The label of a `POST /identity` answer (`liqo_reconciler_auth_identity_requests_total`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -130,17 +130,17 @@ pub struct Metrics {
     /// Times the mDNS cache was emptied for holding more than its bound.
     pub mdns_cache_flushes: Counter,
     /// What the client's rate limit made requests to our API server wait.
-    pub throttled: std::sync::Arc<crate::throttle::Waited>,
+    pub throttled: std::sync::Arc<crate::machinery::throttle::Waited>,
     /// Events left out over their kind's budget (`--events-per-second`), by reason.
     pub events_left_out: EventsLeftOut,
     /// Offers put on peers (grant, token, kubeconfig and PeeringRequest), by plan and by what
     /// was on the remote before.
     pub offers: Family<OfferLabels, Counter>,
     /// Connections to joined peers' API servers made before their turn, by what was found
-    /// (`crate::connect_first`).
+    /// (`crate::machinery::connect_first`).
     pub connects_first: Family<OutcomeLabels, Counter>,
     /// Watch events of ForeignClusters that only told a settled status write of ours back, and
-    /// so were not reconciled again (`crate::own_writes`).
+    /// so were not reconciled again (`crate::machinery::own_writes`).
     pub status_echoes_skipped: Counter,
     /// Identities issued to peers, by state (`waiting`: not used yet; `in_use`), as the last
     /// sweep found them (SPEC §10).
@@ -208,7 +208,7 @@ impl Default for Metrics {
             "Times the mDNS cache was emptied for holding more records than its bound (a LAN flooding us)",
             mdns_cache_flushes.clone(),
         );
-        let throttled = std::sync::Arc::new(crate::throttle::Waited::default());
+        let throttled = std::sync::Arc::new(crate::machinery::throttle::Waited::default());
         registry.register(
             "api_client_throttled_requests",
             "Requests to our API server that waited for the client's rate limit (--kube-api-qps, --kube-api-burst)",
@@ -360,8 +360,8 @@ impl Metrics {
     }
 
     /// Counts what connecting first to a peer found.
-    pub fn connected_first(&self, gate: &crate::connect_first::Gate) {
-        use crate::connect_first::Gate;
+    pub fn connected_first(&self, gate: &crate::machinery::connect_first::Gate) {
+        use crate::machinery::connect_first::Gate;
         let outcome = match gate {
             Gate::Untried => return,
             Gate::Connected(..) => "connected",
@@ -427,7 +427,7 @@ mod tests {
     fn reconciles_are_counted_by_result_label() {
         let m = Metrics::default();
         m.observe::<()>("foreign_cluster", &Ok(()), Instant::now());
-        m.observe::<()>("foreign_cluster", &Err(Error::unreachable(crate::error::Step::Ids, "down")), Instant::now());
+        m.observe::<()>("foreign_cluster", &Err(Error::unreachable(crate::machinery::error::Step::Ids, "down")), Instant::now());
         m.broadcasters.set(3);
         let text = m.encode();
         assert!(text.contains(r#"liqo_reconciler_reconciles_total{controller="foreign_cluster",result="ok"} 1"#), "{text}");
@@ -506,13 +506,13 @@ mod tests {
     fn health_checks_join_failures_and_build_are_exported() {
         let m = Metrics::default();
         m.observe_health_check::<()>(&Ok(()), Duration::from_millis(3));
-        m.observe_health_check::<()>(&Err(Error::unreachable(crate::error::Step::ApiServer, "down")), Duration::from_secs(10));
+        m.observe_health_check::<()>(&Err(Error::unreachable(crate::machinery::error::Step::ApiServer, "down")), Duration::from_secs(10));
         m.join_failed(ConditionType::Joined, Reason::PeerRefused);
         m.join_failed(ConditionType::Joined, Reason::PeerRefused);
         m.offered("make", "missing");
-        let silent = crate::connect_first::Silent { address: "10.0.0.1:6443".into(), waited: Duration::from_secs(5) };
-        m.connected_first(&crate::connect_first::Gate::Silent(silent));
-        m.connected_first(&crate::connect_first::Gate::Untried);
+        let silent = crate::machinery::connect_first::Silent { address: "10.0.0.1:6443".into(), waited: Duration::from_secs(5) };
+        m.connected_first(&crate::machinery::connect_first::Gate::Silent(silent));
+        m.connected_first(&crate::machinery::connect_first::Gate::Untried);
         m.health_period.set(30);
         let text = m.encode();
         assert!(text.contains(r#"liqo_reconciler_peer_health_check_duration_seconds_count{result="ok"} 1"#), "{text}");

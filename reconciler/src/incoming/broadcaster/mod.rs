@@ -42,11 +42,11 @@ use tokio::task::JoinHandle;
 pub mod follow;
 
 /// A broadcaster's place (0..1) in its retry window, from what it is about.
-pub use crate::work_queue::spread_of;
+pub use crate::machinery::work_queue::spread_of;
 
-use crate::error::{Error, Result, Step, is_not_found};
-use crate::peer::{Peers, RemoteAccess};
-use crate::resources::summarize;
+use crate::cluster::resources::summarize;
+use crate::machinery::error::{Error, Result, Step, is_not_found};
+use crate::remote::peer::{Peers, RemoteAccess};
 use liqo_api::names::CA_DATA_KEY;
 use liqo_api::reasons::Reason;
 

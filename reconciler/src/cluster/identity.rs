@@ -9,8 +9,8 @@ use kube::Api;
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use liqo_api::names::{CLUSTER_ID_CONFIGMAP, CLUSTER_ID_KEY};
 
-use crate::error::{Result, is_conflict};
-use crate::singleton::Singleton;
+use crate::machinery::error::{Result, is_conflict};
+use crate::machinery::singleton::Singleton;
 
 /// Labels that mark a control-plane node (current and legacy).
 pub const CONTROL_PLANE_LABELS: [&str; 2] = ["node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"];

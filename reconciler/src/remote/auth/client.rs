@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use tokio_rustls::TlsConnector;
 
 use super::wire::{ErrorBody, IdentityRequest, IdentityResponse, Ids};
-use crate::error::{Error, Result, Step};
+use crate::machinery::error::{Error, Result, Step};
 
 /// Time allowed for one call, connection included.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
@@ -172,8 +172,7 @@ fn proven_fingerprints(certs: &[CertificateDer<'_>]) -> Vec<String> {
 
 /// The SHA-256 of a certificate, lowercase hex.
 pub fn fingerprint(cert: &CertificateDer<'_>) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(cert.as_ref()).iter().map(|b| format!("{b:02x}")).collect()
+    liqo_certs::inspect::der_fingerprint(cert.as_ref())
 }
 
 /// The fingerprints the auth service at `base` proves (see [`proven_fingerprints`]): its

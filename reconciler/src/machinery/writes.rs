@@ -5,7 +5,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::error::{Result, is_not_found};
+use crate::machinery::error::{Result, is_not_found};
 
 /// Server-side applies `object` (forcing ownership of the fields it sets).
 pub async fn apply<K>(api: &Api<K>, manager: &str, object: &K) -> Result<K>
