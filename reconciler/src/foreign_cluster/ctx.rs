@@ -241,8 +241,8 @@ impl<P: Peers> Ctx<P> {
             return Ok(());
         }
         // A settled round's write tells nothing new when the watch tells it back: the next
-        // round is its requeue (`crate::machinery::own_writes`). One that met someone else's change, or
-        // failed, is reconciled as any change.
+        // round is its requeue (`crate::machinery::own_writes`). One that met someone else's
+        // change, or failed, is reconciled as any change.
         let writing = self.own_writes.writing(&fc.name_any());
         let written = report::write(&self.shared.client, fc, &status).await;
         let echo = written.as_ref().ok().filter(|w| report.settled() && report::only_ours_changed(fc, w));

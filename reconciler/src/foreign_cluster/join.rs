@@ -2,7 +2,7 @@
 //! ([`Way`]): identify → trust → pin the CA → identity → reach → offer → finish.
 //!
 //! Each step records its phase in the [`Report`] and returns what the next needs, or a
-//! [`Stop`]: the phase that stopped the join (written, then retried), a spec change (its watch
+//! `Stop`: the phase that stopped the join (written, then retried), a spec change (its watch
 //! event brings the next reconcile), or a failure of our own API server. Every step is skipped
 //! when already done, so a joined peer costs one remote request per health period and no write.
 

@@ -44,7 +44,8 @@ pub async fn reconcile<P: Peers>(fc: Arc<ForeignCluster>, ctx: Arc<Ctx<P>>) -> R
     reconcile_through(fc, ctx, crate::machinery::connect_first::Gate::Untried).await
 }
 
-/// [`reconcile`], with what connecting first to the peer found ([`crate::machinery::connect_first`]).
+/// [`reconcile`], with what connecting first to the peer found
+/// ([`crate::machinery::connect_first`]).
 pub async fn reconcile_through<P: Peers>(
     fc: Arc<ForeignCluster>,
     ctx: Arc<Ctx<P>>,
@@ -102,12 +103,12 @@ pub fn due_identity_of(secret: &Secret) -> String {
 }
 
 /// Runs the controller until shutdown, reconciling each ForeignCluster `changes` names (from
-/// the shared store's watch: [`crate::machinery::stores::Reflected::follow`]; the controller reads the
-/// objects from that store, `ctx.shared.foreign`). Also reconciles the ForeignClusters of the
-/// peers whose Advertisement here was touched (`adverts`: their cluster IDs, told by the watch
-/// that keeps the Advertisements' store), so a deleted one shows at once on its ForeignCluster,
-/// and those whose identity Secret shows an identity due for renewal (`identities`: their
-/// names, see [`due_identity_of`]).
+/// the shared store's watch: [`crate::machinery::stores::Reflected::follow`]; the controller reads
+/// the objects from that store, `ctx.shared.foreign`). Also reconciles the ForeignClusters of the
+/// peers whose Advertisement here was touched (`adverts`: their cluster IDs, told by the watch that
+/// keeps the Advertisements' store), so a deleted one shows at once on its ForeignCluster, and
+/// those whose identity Secret shows an identity due for renewal (`identities`: their names, see
+/// [`due_identity_of`]).
 pub async fn run<P: Peers>(
     ctx: Arc<Ctx<P>>,
     changes: impl futures::Stream<Item = crate::machinery::stores::Change<ForeignCluster>> + Send + 'static,

@@ -1,7 +1,8 @@
 //! The names the ForeignCluster controller's objects use: its field manager, the label of the
 //! Secrets it keeps, and their keys.
 
-/// Field manager of the objects this controller applies (its status: [`report::STATUS_MANAGER`]).
+/// Field manager of the objects this controller applies (its status:
+/// [`super::report::STATUS_MANAGER`]).
 pub const FIELD_MANAGER: &str = "liqo-peering";
 /// Label on the Secrets this controller keeps (CA data, identities), which it watches.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "liqo-reconciler");

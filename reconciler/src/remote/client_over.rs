@@ -4,8 +4,8 @@
 //! own client makes it. The stack is kube's ([`kube::client::ClientBuilder`] from a
 //! [`kube::Config`]): TLS from the config (the pinned CA), the connect, read and write
 //! timeouts, the base URI, the credentials and kube's retry of 429/503/504; answers capped
-//! at [`MAX_API_ANSWER`] as every client to a peer ([`capped`], which `crate::remote::peer`'s clients
-//! use too).
+//! at [`MAX_API_ANSWER`] as every client to a peer ([`capped`], which `crate::remote::peer`'s
+//! clients use too).
 
 use std::future::Future;
 use std::pin::Pin;

@@ -70,8 +70,8 @@ pub trait Peers: Send + Sync + 'static {
         self.api_client(access)
     }
     /// [`Peers::api_client`] whose first connection is `stream`, already made to the API
-    /// server ([`crate::machinery::connect_first`]). By default the stream is closed and the client makes
-    /// its own.
+    /// server ([`crate::machinery::connect_first`]). By default the stream is closed and the client
+    /// makes its own.
     fn api_client_over(&self, access: &RemoteAccess, stream: tokio::net::TcpStream) -> impl Future<Output = Result<Client>> + Send {
         drop(stream);
         self.api_client(access)

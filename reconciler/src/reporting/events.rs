@@ -8,8 +8,9 @@
 //! seen: about 100 bytes) under a 64-bit key, drops a series six minutes after its last Event
 //! as kube's does, and gives the memory back.
 //!
-//! Each kind of Event has a budget ([`crate::reporting::event_budget`]): a mass transition's Events over
-//! it are counted and told in one Event about the reconciler's Lease ([`Recorder::tell_left_out`]).
+//! Each kind of Event has a budget ([`crate::reporting::event_budget`]): a mass transition's Events
+//! over it are counted and told in one Event about the reconciler's Lease
+//! ([`Recorder::tell_left_out`]).
 
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
@@ -85,8 +86,8 @@ impl Recorder {
         Ok(())
     }
 
-    /// Every [`crate::reporting::event_budget::SUMMARY_EVERY`], tells each kind's Events left out since
-    /// the last time in one new Event of the same type, action and reason about `about` (the
+    /// Every [`crate::reporting::event_budget::SUMMARY_EVERY`], tells each kind's Events left out
+    /// since the last time in one new Event of the same type, action and reason about `about` (the
     /// reconciler's Lease), and adds them to `counted`. Runs until dropped.
     pub async fn tell_left_out(self, about: ObjectReference, counted: crate::reporting::metrics::EventsLeftOut) {
         let mut tick = tokio::time::interval(crate::reporting::event_budget::SUMMARY_EVERY);

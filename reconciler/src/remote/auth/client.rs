@@ -175,7 +175,7 @@ pub fn fingerprint(cert: &CertificateDer<'_>) -> String {
     liqo_certs::inspect::der_fingerprint(cert.as_ref())
 }
 
-/// The fingerprints the auth service at `base` proves (see [`proven_fingerprints`]): its
+/// The fingerprints the auth service at `base` proves (see `proven_fingerprints`): its
 /// leaf's, then its CA's when it presents it.
 pub async fn presented_fingerprints(base: &str) -> Result<Vec<String>> {
     let step = Step::TrustProbe;
