@@ -37,6 +37,9 @@ pub struct Hub {
     pub reconciler_log: PathBuf,
     _webhook: Process,
     pub webhook_ops: u16,
+    /// The CPU limits of the run, when asked for: a reconciler started again goes into the
+    /// hub's group.
+    pub limits: Option<std::sync::Arc<crate::cpu_limit::CpuLimits>>,
 }
 
 impl Hub {
@@ -65,6 +68,7 @@ impl Hub {
             cp,
             _webhook: webhook,
             webhook_ops,
+            limits: None,
         };
         hub.start_reconciler().await?;
         Ok(hub)
@@ -92,6 +96,9 @@ impl Hub {
             .stderr(Stdio::from(log))
             .spawn()
             .context("starting liqo-reconciler")?;
+        if let Some(limits) = &self.limits {
+            limits.hub(child.id())?;
+        }
         self.reconciler = Some(Process(child));
         wait_ready(self.reconciler_ops, Duration::from_secs(120)).await.with_context(|| self.log_tail())
     }
@@ -320,6 +327,12 @@ async fn http_status(port: u16, path: &str) -> Option<u16> {
 
 async fn http_get(port: u16, path: &str) -> anyhow::Result<String> {
     Ok(liqo_testenv::plain_get(port, path).await.with_context(|| format!("GET 127.0.0.1:{port}{path}"))?.1)
+}
+
+/// CPU seconds this process (the fleet: the simulated peers, their broadcasters, the
+/// scenarios) used so far.
+pub fn fleet_cpu_seconds() -> f64 {
+    cpu_seconds_of(std::process::id())
 }
 
 /// CPU seconds process `pid` used so far (user + system), from `/proc/PID/stat`.

@@ -13,6 +13,8 @@
 //! - [`advertiser`]: the peers' broadcasters, writing to the hub;
 //! - [`black_hole`]: peers whose packets are dropped (iptables, in the fleet's own namespace);
 //! - [`hub`]: the hub (a real API server, our webhook and reconciler as binaries) and its readings;
+//! - [`cpu_limit`]: CPU limits of the hub's side and the peers' side (control groups);
+//! - [`counts`]: what the peers were asked, and how long they took to answer;
 //! - [`dashboard`]: the dashboard binary on the hub, fetched as a logged-in user;
 //! - [`scenarios`]: (a)–(g), each a row of the table `just fleet N` prints.
 //!
@@ -20,12 +22,13 @@
 //! own layer or one below, never a circle): the binary; the scenarios (`scenarios`); the
 //! fleet's server (`server`); what a peer answers and writes (`answer`, `advertiser`,
 //! `dashboard`); a simulated peer, the counts and the hub (`peer`, `counts`, `black_hole`,
-//! `hub`).
+//! `cpu_limit`, `hub`).
 
 pub mod advertiser;
 pub mod answer;
 pub mod black_hole;
 pub mod counts;
+pub mod cpu_limit;
 pub mod dashboard;
 pub mod hub;
 pub mod peer;

@@ -44,6 +44,14 @@ struct Args {
     /// (as an earlier release's do): a row of its own, to set beside the default.
     #[arg(long)]
     broadcasters_poll: bool,
+    /// CPUs the hub's side may use (etcd, the API server, the webhook, the reconciler), as a
+    /// control group's quota, e.g. 1.6: proves a row's margin on a hub given less.
+    #[arg(long, value_parser = liqo_fleet::cpu_limit::parse_cpus)]
+    hub_cpus: Option<f64>,
+    /// CPUs the peers' side may use (this process: the simulated peers, their broadcasters),
+    /// so that it cannot starve the hub on a shared machine.
+    #[arg(long, value_parser = liqo_fleet::cpu_limit::parse_cpus)]
+    peers_cpus: Option<f64>,
     /// More flags for the reconciler (e.g. --reconciler-flag=--kube-api-qps=50).
     #[arg(long = "reconciler-flag")]
     reconciler_flags: Vec<String>,
@@ -97,7 +105,21 @@ async fn run(args: &Args) -> anyhow::Result<Vec<Row>> {
     );
     let mut flags = vec![format!("--health-period-seconds={}", args.health_period_seconds)];
     flags.extend(args.reconciler_flags.iter().cloned());
-    let hub = Hub::start(&bin, &flags).await?;
+    // The hub's processes inherit the hub's group from this process; then it leaves for the
+    // peers' group.
+    let limits = match (args.hub_cpus, args.peers_cpus) {
+        (None, None) => None,
+        (hub, peers) => Some(std::sync::Arc::new(liqo_fleet::cpu_limit::CpuLimits::new(hub, peers)?)),
+    };
+    if let Some(limits) = &limits {
+        eprintln!("liqo-fleet: CPU limits: {}", limits.describe());
+        limits.enter_hub()?;
+    }
+    let mut hub = Hub::start(&bin, &flags).await?;
+    if let Some(limits) = &limits {
+        limits.enter_peers()?;
+        hub.limits = Some(limits.clone());
+    }
     let access = HubAccess {
         url: hub.cp.url.clone(),
         ca_pem: hub.cp.ca_pem.clone(),
@@ -125,7 +147,12 @@ async fn run(args: &Args) -> anyhow::Result<Vec<Row>> {
             'i' => vec![run.strangers().await],
             _ => vec![run.dashboard().await],
         };
-        for row in new {
+        for mut row in new {
+            row.judge();
+            if let Some(limits) = &limits {
+                let (hub, peers) = limits.throttled_seconds();
+                eprintln!("  held back by their CPU quotas so far: the hub {hub:.1} s, the peers {peers:.1} s");
+            }
             eprintln!("{}", table(std::slice::from_ref(&row)).lines().nth(1).unwrap_or_default());
             if !row.note.is_empty() {
                 eprintln!("  {}", row.note);

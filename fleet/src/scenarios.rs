@@ -87,11 +87,59 @@ pub struct Row {
     pub broadcaster_watches_held: usize,
     /// The hub's API server's resident memory at the end of the window, MiB.
     pub api_rss_mib: f64,
+    /// Whose time the row lost: the peers' answer times in the window (from a request's arrival
+    /// to its answer, and for a connection's first the wait from its accept to its task's
+    /// start), p50 and p99 in milliseconds…
+    pub peer_p50_ms: Option<f64>,
+    pub peer_p99_ms: Option<f64>,
+    /// …the fleet process's own CPU seconds per health period (the peers, their broadcasters,
+    /// the scenarios), beside the reconciler's and the hub API server's…
+    pub fleet_cpu_seconds_per_period: f64,
+    /// …the reconcilers waiting for a turn, the most seen and at the end of the window…
+    pub turns_waiting_max: Option<f64>,
+    pub turns_waiting_end: Option<f64>,
+    /// …and the oldest health check among the joined peers, in health periods: the most seen
+    /// and at the end of the window (the reconciler's `liqo_reconciler_oldest_check_seconds`,
+    /// read every second).
+    pub oldest_check_periods_max: Option<f64>,
+    pub oldest_check_periods_end: Option<f64>,
+    /// Readings in the window where no reconcile waited for a turn and yet a joined peer's
+    /// last check was older than two health periods and the connect wait: the reconciler idle
+    /// while peers went stale (the invariant every row holds).
+    pub stale_while_idle: usize,
     pub note: String,
     /// Our writes to the hub, by verb and resource.
     pub writes: String,
     /// LISTs the hub's API server served, by resource (anyone's: its counter names no client).
     pub lists: String,
+}
+
+impl Row {
+    /// Says whose time a row lost, and holds it to the invariant every row keeps (the
+    /// reconciler never idle while a joined peer's check is stale): a failed row whose peers'
+    /// p99 was over 1 s is marked "peers starved" (the run's machine, not the hub, is the
+    /// limit); one whose peers answered promptly is our defect, and says so.
+    pub fn judge(&mut self) {
+        let mut said = Vec::new();
+        if self.stale_while_idle > 0 {
+            self.ok = false;
+            said.push(format!(
+                "the reconciler idled while peers were stale: {} readings with no reconcile waiting and a check older than 2 periods and the connect wait",
+                self.stale_while_idle
+            ));
+        }
+        if !self.ok {
+            said.push(match self.peer_p99_ms {
+                Some(p99) if p99 > 1000.0 => format!("peers starved: their answers took {p99:.0} ms at p99"),
+                Some(p99) => format!("our defect: the peers answered within {p99:.0} ms at p99"),
+                None => "our defect: the peers were asked nothing in the window".to_owned(),
+            });
+        }
+        if !said.is_empty() {
+            said.push(std::mem::take(&mut self.note));
+            self.note = said.into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join("; ");
+        }
+    }
 }
 
 /// A reading at one instant.
@@ -103,6 +151,7 @@ struct Mark {
     logs: usize,
     cpu: f64,
     api_cpu: f64,
+    fleet_cpu: f64,
 }
 
 /// A hub and a fleet, and the ForeignClusters the hub holds (one watch).
@@ -116,6 +165,57 @@ pub struct Run {
     /// How long the strangers of (i) ask (2 minutes).
     pub flood: Duration,
     fcs: Store<ForeignCluster>,
+    /// The reconciler's turns and oldest check, read every second.
+    readings: Arc<std::sync::Mutex<Vec<Reading>>>,
+}
+
+/// The reconciler's gauges at one instant.
+#[derive(Clone, Copy, Debug)]
+struct Reading {
+    at: Instant,
+    turns_waiting: f64,
+    oldest_check: f64,
+}
+
+/// What the readings of a window tell (pure).
+#[derive(Debug, Default, PartialEq)]
+pub struct Readings {
+    pub waiting_max: Option<f64>,
+    pub waiting_end: Option<f64>,
+    pub oldest_max: Option<f64>,
+    pub oldest_end: Option<f64>,
+    /// Readings with no reconcile waiting and the oldest check over `stale_after`.
+    pub stale_while_idle: usize,
+}
+
+/// Reads `(turns waiting, oldest check seconds)` readings in order (pure).
+pub fn read_window(readings: &[(f64, f64)], stale_after: Duration) -> Readings {
+    let max = |f: fn(&(f64, f64)) -> f64| readings.iter().map(f).fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+    Readings {
+        waiting_max: max(|r| r.0),
+        waiting_end: readings.last().map(|r| r.0),
+        oldest_max: max(|r| r.1),
+        oldest_end: readings.last().map(|r| r.1),
+        stale_while_idle: readings.iter().filter(|(waiting, oldest)| *waiting == 0.0 && *oldest > stale_after.as_secs_f64()).count(),
+    }
+}
+
+/// How the reconciler's gauges are read every second (a reconciler not answering, as while
+/// it restarts, gives no reading).
+fn sample_reconciler(ops: u16, readings: Arc<std::sync::Mutex<Vec<Reading>>>) {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            every.tick().await;
+            let Some((_, text)) = liqo_testenv::plain_get(ops, "/metrics").await else { continue };
+            let (Some(turns_waiting), Some(oldest_check)) =
+                (metric(&text, "liqo_reconciler_turns_waiting"), metric(&text, "liqo_reconciler_oldest_check_seconds"))
+            else {
+                continue;
+            };
+            readings.lock().expect("not poisoned").push(Reading { at: Instant::now(), turns_waiting, oldest_check });
+        }
+    });
 }
 
 impl Run {
@@ -123,7 +223,9 @@ impl Run {
         let (fcs, writer) = reflector::store();
         let stream = watcher(Api::<ForeignCluster>::all(hub.admin.clone()), watcher::Config::default()).default_backoff().reflect(writer);
         tokio::spawn(stream.applied_objects().for_each(|_| async {}));
-        Self { hub, fleet, health, outage: Mode::Down, flood: Duration::from_secs(120), fcs }
+        let readings = Arc::default();
+        sample_reconciler(hub.reconciler_ops, Arc::clone(&readings));
+        Self { hub, fleet, health, outage: Mode::Down, flood: Duration::from_secs(120), fcs, readings }
     }
 
     fn n(&self) -> usize {
@@ -139,6 +241,7 @@ impl Run {
             logs: self.hub.log_lines(),
             cpu: self.hub.cpu_seconds(),
             api_cpu: self.hub.api_cpu_seconds(),
+            fleet_cpu: crate::hub::fleet_cpu_seconds(),
         }
     }
 
@@ -149,6 +252,14 @@ impl Run {
         let window = to.at - from.at;
         let periods = window.as_secs_f64() / self.health.as_secs_f64();
         let (rss, peak) = self.hub.rss();
+        let in_window: Vec<(f64, f64)> = {
+            let readings = self.readings.lock().expect("not poisoned");
+            readings.iter().filter(|r| r.at >= from.at && r.at <= to.at).map(|r| (r.turns_waiting, r.oldest_check)).collect()
+        };
+        let stale_after = self.health * 2 + liqo_reconciler::machinery::connect_first::CONNECT_WAIT;
+        let seen = read_window(&in_window, stale_after);
+        let in_periods = |s: Option<f64>| s.map(|s| round(s / self.health.as_secs_f64()));
+        let ms = |d: Option<Duration>| d.map(|d| round(d.as_secs_f64() * 1000.0));
         // The fleet writes Advertisements; the API server its own Endpoints.
         let ours = |r: &str| !matches!(r, "advertisements" | "leases" | "events" | "endpoints" | "endpointslices");
         let writes = api.sum(|v, r, _| is_write(v) && ours(r)) - own_writes;
@@ -191,6 +302,14 @@ impl Run {
             broadcaster_gets: fleet.hub_reads,
             broadcaster_watches_held: self.fleet.advertiser.watching(),
             api_rss_mib: round(self.hub.api_rss().0 as f64 / 1024.0),
+            peer_p50_ms: ms(crate::counts::quantile(&fleet.latencies, 0.5)),
+            peer_p99_ms: ms(crate::counts::quantile(&fleet.latencies, 0.99)),
+            fleet_cpu_seconds_per_period: round((to.fleet_cpu - from.fleet_cpu) / periods.max(1.0)),
+            turns_waiting_max: seen.waiting_max,
+            turns_waiting_end: seen.waiting_end,
+            oldest_check_periods_max: in_periods(seen.oldest_max),
+            oldest_check_periods_end: in_periods(seen.oldest_end),
+            stale_while_idle: seen.stale_while_idle,
             note: String::new(),
             writes: api.writes(ours),
             lists: api.lists(),
@@ -678,12 +797,12 @@ fn join_deadline(n: usize, health: Duration) -> f64 {
 /// or more, totals in the window (per affected peer for requests) otherwise.
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "scenario                   | peers | ok | conv. s | periods | RSS MiB | peak | CPU s/period | API ms/req | API s/period | hub GET | LIST | writes | status w | events | peer req/peer | TLS | peer writes | auth calls | identities | log lines\n",
+        "scenario                   | peers | ok | conv. s | periods | RSS MiB | peak | CPU s/period | API ms/req | API s/period | fleet s/period | peer p50/p99 ms | waiting max/end | oldest check max/end | hub GET | LIST | writes | status w | events | peer req/peer | TLS | peer writes | auth calls | identities | log lines\n",
     );
     for r in rows {
         let opt = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v}"));
         out += &format!(
-            "{:<26} | {:>5} | {:<2} | {:>7} | {:>7} | {:>7} | {:>4} | {:>12} | {:>10} | {:>12} | {:>7} | {:>4} | {:>6} | {:>8} | {:>6} | {:>13} | {:>5} | {:>11} | {:>10} | {:>10} | {:>9}\n",
+            "{:<26} | {:>5} | {:<2} | {:>7} | {:>7} | {:>7} | {:>4} | {:>12} | {:>10} | {:>12} | {:>14} | {:>15} | {:>15} | {:>20} | {:>7} | {:>4} | {:>6} | {:>8} | {:>6} | {:>13} | {:>5} | {:>11} | {:>10} | {:>10} | {:>9}\n",
             r.scenario,
             r.affected,
             if r.ok { "ok" } else { "NO" },
@@ -694,6 +813,10 @@ pub fn table(rows: &[Row]) -> String {
             r.cpu_seconds_per_period,
             r.api_cpu_ms_per_request,
             r.api_cpu_seconds_per_period,
+            r.fleet_cpu_seconds_per_period,
+            format!("{}/{}", opt(r.peer_p50_ms), opt(r.peer_p99_ms)),
+            format!("{}/{}", opt(r.turns_waiting_max), opt(r.turns_waiting_end)),
+            format!("{}/{}", opt(r.oldest_check_periods_max), opt(r.oldest_check_periods_end)),
             r.hub_gets,
             r.hub_lists,
             r.hub_writes,
@@ -718,6 +841,41 @@ pub async fn all_foreign_clusters(hub: &Hub) -> Vec<ForeignCluster> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_window_tells_the_most_waiting_the_oldest_check_and_idle_readings_over_the_bound() {
+        let bound = Duration::from_secs(65);
+        assert_eq!(read_window(&[], bound), Readings::default());
+        let seen = read_window(&[(10.0, 20.0), (0.0, 70.0), (64.0, 90.0), (0.0, 30.0)], bound);
+        assert_eq!(seen.waiting_max, Some(64.0));
+        assert_eq!(seen.waiting_end, Some(0.0));
+        assert_eq!(seen.oldest_max, Some(90.0));
+        assert_eq!(seen.oldest_end, Some(30.0));
+        assert_eq!(seen.stale_while_idle, 1, "90 s old with 64 waiting is a busy reconciler; 70 s with none waiting is not");
+    }
+
+    #[test]
+    fn a_failed_row_says_whose_time_it_lost() {
+        let row = |ok: bool, p99: Option<f64>, stale: usize| Row {
+            ok,
+            peer_p99_ms: p99,
+            stale_while_idle: stale,
+            note: "n".into(),
+            ..Default::default()
+        };
+        let mut starved = row(false, Some(1500.0), 0);
+        starved.judge();
+        assert!(starved.note.starts_with("peers starved: their answers took 1500 ms") && starved.note.ends_with("; n"), "{}", starved.note);
+        let mut ours = row(false, Some(12.0), 0);
+        ours.judge();
+        assert!(ours.note.starts_with("our defect: the peers answered within 12 ms"), "{}", ours.note);
+        let mut fine = row(true, Some(5000.0), 0);
+        fine.judge();
+        assert_eq!((fine.ok, fine.note.as_str()), (true, "n"), "a row that holds is not judged");
+        let mut idle = row(true, Some(3.0), 2);
+        idle.judge();
+        assert!(!idle.ok && idle.note.starts_with("the reconciler idled while peers were stale: 2 readings"), "{}", idle.note);
+    }
 
     #[test]
     fn the_join_window_is_twenty_periods_or_a_tenth_of_a_second_a_peer() {

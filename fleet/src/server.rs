@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -101,17 +101,26 @@ impl Fleet {
                 let _ = stream.set_linger(Some(Duration::ZERO));
                 continue;
             }
-            tokio::spawn(self.clone().serve(peer, stream));
+            tokio::spawn(self.clone().serve(peer, stream, Instant::now()));
         }
     }
 
-    async fn serve(self: Arc<Self>, peer: Arc<Peer>, stream: TcpStream) {
+    /// Serves one connection, accepted at `accepted`. An answer's time counts from its request's
+    /// arrival, and the first one's also the wait between the accept and this task's start: what
+    /// this process took, not what the client waited before it spoke (a hub connects first and
+    /// shakes hands only in its reconcile's turn, seconds later).
+    async fn serve(self: Arc<Self>, peer: Arc<Peer>, stream: TcpStream, accepted: Instant) {
         let mut cut = peer.cuts();
+        let first = Arc::new(std::sync::Mutex::new(Some(accepted.elapsed())));
         let acceptor = tokio_rustls::TlsAcceptor::from(peer.certs().tls.clone());
         let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await else { return };
         self.counts.handshakes.fetch_add(1, Ordering::Relaxed);
         let fleet = self.clone();
-        let service = hyper::service::service_fn(move |req| fleet.clone().handle(peer.clone(), req));
+        let service = hyper::service::service_fn(move |req| {
+            let waited = first.lock().expect("not poisoned").take().unwrap_or_default();
+            let since = Instant::now().checked_sub(waited).unwrap_or_else(Instant::now);
+            fleet.clone().handle(peer.clone(), req, since)
+        });
         let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service);
         tokio::select! {
             _ = conn => {}
@@ -119,7 +128,12 @@ impl Fleet {
         }
     }
 
-    async fn handle(self: Arc<Self>, peer: Arc<Peer>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, std::io::Error> {
+    async fn handle(
+        self: Arc<Self>,
+        peer: Arc<Peer>,
+        req: Request<Incoming>,
+        since: Instant,
+    ) -> Result<Response<Full<Bytes>>, std::io::Error> {
         if !peer.up() {
             return Err(std::io::Error::other("down"));
         }
@@ -153,6 +167,8 @@ impl Fleet {
         if matches!(answer.kind, Kind::Read) {
             peer.reads.fetch_add(1, Ordering::Relaxed);
         }
+        // A watch's time is until it starts; what it then waits is the watch.
+        self.counts.latencies.observe(since.elapsed());
         if let Kind::Watch(seconds) = answer.kind {
             tokio::time::sleep(Duration::from_secs(seconds)).await;
         }

@@ -28,7 +28,7 @@ const DASHBOARD: Layers = &[
 ];
 
 const FLEET: Layers = &[
-    ("a simulated peer, the counts, the hub", &["peer", "counts", "black_hole", "hub"]),
+    ("a simulated peer, the counts, the hub", &["peer", "counts", "black_hole", "cpu_limit", "hub"]),
     ("what a peer answers and writes", &["answer", "advertiser", "dashboard"]),
     ("the fleet's server", &["server"]),
     ("the scenarios", &["scenarios"]),

@@ -212,6 +212,14 @@ impl<P: Peers> Ctx<P> {
         crate::remote::peer::api_url_of(&crate::remote::peer::RemoteAccess { kubeconfig, api_url: fc.spec.api_url.clone(), ca_pem: None })
     }
 
+    /// How long a health check's own round trip (its TLS handshake and its call, over the
+    /// connection made first or one made in its turn) may take before the peer is reported as
+    /// not answering: `--connect-wait-seconds`, so that a turn never waits on a silent peer much
+    /// longer than a healthy one needs (a healthy peer answers within milliseconds).
+    pub(super) fn check_deadline(&self) -> Duration {
+        self.connector.as_ref().map_or(crate::machinery::connect_first::CONNECT_WAIT, |c| c.wait())
+    }
+
     /// What connecting first to `fc`'s API server finds, and the permit to hold until its turn.
     pub(super) async fn connect_first(
         &self,

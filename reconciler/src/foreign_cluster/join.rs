@@ -182,6 +182,7 @@ async fn pipeline<P: Peers>(
         // The health check's answer, known before it is made: no client, no call.
         let unanswered: Result<()> = Err(silent_error(silent));
         ctx.metrics.observe_health_check(&unanswered, silent.waited);
+        ctx.metrics.checks.checked(&fc.name_any(), std::time::Instant::now());
         return Err(remote_failed(j, r, silent_error(silent)));
     }
     let client = match stream {
@@ -534,8 +535,15 @@ async fn reach<P: Peers>(
     let Join { fc, ctx, way, own_id, .. } = j;
     let name = fc.name_any();
     let started = std::time::Instant::now();
-    let reached = way.reach(client, there, own_id).await;
+    // The check's own round trip has a deadline of its own: a peer that took the connection
+    // and then went silent holds this turn that long, not the client's timeouts twice over.
+    let deadline = ctx.check_deadline();
+    let (reached, timed_out) = match tokio::time::timeout(deadline, way.reach(client, there, own_id)).await {
+        Ok(reached) => (reached, false),
+        Err(_) => (Err(no_answer_within(deadline)), true),
+    };
     ctx.metrics.observe_health_check(&reached, started.elapsed());
+    ctx.metrics.checks.checked(&name, std::time::Instant::now());
     let e = match reached {
         Ok(existing) => {
             r.set(Phase::RemoteReachable, Status::True, Reason::Reachable, "the remote API server answered");
@@ -558,8 +566,11 @@ async fn reach<P: Peers>(
         r.set(Phase::Authenticated, Status::False, Reason::IdentityRevoked, message);
         return Err(Stop::Report(Action::requeue(ctx.timing.retry.min(ctx.timing.health))));
     }
+    // A peer that did not answer in time presents nothing to read (and reading it would wait
+    // as long again, in this turn): only a call that failed otherwise looks at its CA.
     if e.answered().is_none()
-        && let Some(presented) = way.presented_ca(&*ctx.shared.peers, remote.trust.clone()).await
+        && !timed_out
+        && let Ok(Some(presented)) = tokio::time::timeout(deadline, way.presented_ca(&*ctx.shared.peers, remote.trust.clone())).await
         && let Ok(presented) = liqo_certs::inspect::fingerprint_sha256(&presented)
         && presented != pinned.fingerprint
     {
@@ -570,6 +581,12 @@ async fn reach<P: Peers>(
         return Err(Stop::Report(Action::requeue(ctx.timing.health)));
     }
     Err(remote_failed(j, r, e))
+}
+
+/// The health check got no answer within `deadline`.
+fn no_answer_within(deadline: std::time::Duration) -> Error {
+    let message = format!("no answer within {} s (the TLS handshake and the call; --connect-wait-seconds)", deadline.as_secs());
+    Error::unreachable(crate::machinery::error::Step::ApiServer, message)
 }
 
 /// What [`reach`] learnt of our PeeringRequest (`None`: the way cannot read it).

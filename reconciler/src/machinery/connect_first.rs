@@ -30,6 +30,11 @@ pub const CONNECT_WAIT: Duration = Duration::from_secs(5);
 /// How long a connection made first may wait for its reconcile's turn and still be used.
 pub const FRESH_FOR: Duration = Duration::from_secs(5);
 
+/// How many times a reconcile whose connection went stale while it waited for its turn gives
+/// the turn back and connects first again, before it connects in its turn (within the check's
+/// deadline). A peer that went silent meanwhile is then told without a turn spent waiting on it.
+pub const STALE_RETRIES: u32 = 2;
+
 /// Default `--connects-in-flight`: connections being made, or made and waiting for a turn, at
 /// once. 10,000 silent peers are told in 10,000 / 1,024 × 5 s ≈ 49 s.
 pub const DEFAULT_CONNECTS_IN_FLIGHT: usize = 1024;
@@ -71,6 +76,12 @@ impl Gate {
         }
     }
 
+    /// Connected, but longer ago than [`FRESH_FOR`]: the reconcile connects first again rather
+    /// than connect in its turn ([`STALE_RETRIES`] times at most).
+    pub fn stale(&self) -> bool {
+        matches!(self, Gate::Connected(_, at) if at.elapsed() > FRESH_FOR)
+    }
+
     pub fn silent(&self) -> Option<&Silent> {
         match self {
             Gate::Silent(s) => Some(s),
@@ -89,6 +100,11 @@ pub struct Connector {
 impl Connector {
     pub fn new(in_flight: usize, wait: Duration) -> Self {
         Self { in_flight: Arc::new(Semaphore::new(in_flight.max(1))), wait }
+    }
+
+    /// How long a peer has to take a connection (`--connect-wait-seconds`).
+    pub fn wait(&self) -> Duration {
+        self.wait
     }
 
     /// Connects to the API server at `url`, returning what it found and the permit to hold
@@ -156,8 +172,20 @@ mod tests {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(async {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let fresh = Gate::Connected(TcpStream::connect(listener.local_addr().unwrap()).await.unwrap(), Instant::now());
+            assert!(!fresh.stale());
+            assert!(!Gate::Untried.stale() && !Gate::Failed.stale());
+        });
+        a_stale_connection_is_dropped();
+    }
+
+    fn a_stale_connection_is_dropped() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let stream = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
             let mut gate = Gate::Connected(stream, Instant::now() - FRESH_FOR - Duration::from_secs(1));
+            assert!(gate.stale(), "older than FRESH_FOR");
             assert!(gate.take_stream().is_none());
             assert!(matches!(gate, Gate::Untried), "taken");
         });

@@ -149,6 +149,11 @@ pub struct Metrics {
     pub waiting_identities_cap: Gauge,
     /// Identities retired with their tenant namespace because nobody used them in time.
     pub identities_retired: Counter,
+    /// ForeignCluster reconciles waiting for a turn (`--max-concurrent-reconciles`) now.
+    pub turns_waiting: Gauge,
+    /// When each joined peer was last checked; its oldest is exported when scraped.
+    pub checks: crate::reporting::checks::LastChecks,
+    oldest_check: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// Since when each peer asked to join has been seen not joined.
     unhealthy_since: Mutex<HashMap<PeerLabels, SystemTime>>,
 }
@@ -264,8 +269,23 @@ impl Default for Metrics {
             "Identities nobody used within three health periods, retired with their tenant namespace",
             identities_retired.clone(),
         );
+        let turns_waiting = Gauge::default();
+        registry.register(
+            "turns_waiting",
+            "ForeignCluster reconciles waiting for a turn (--max-concurrent-reconciles): above 0 for long, the reconciler is behind",
+            turns_waiting.clone(),
+        );
+        let oldest_check = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(
+            "oldest_check_seconds",
+            "Seconds since the least recently checked joined peer was checked (whatever the check found); above two health periods while no reconcile waits for a turn, checks are not being made",
+            oldest_check.clone(),
+        );
         Self {
             registry,
+            turns_waiting,
+            checks: Default::default(),
+            oldest_check,
             tenant_identities,
             waiting_identities_cap,
             identities_retired,
@@ -413,6 +433,7 @@ impl Metrics {
 
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
+        self.oldest_check.set(self.checks.oldest(Instant::now()).map_or(0.0, |d| d.as_secs_f64()));
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String never fails");
         out
