@@ -4,7 +4,7 @@
 //! use each other, directly or around a circle, across rooms or within one (a module of a room
 //! is a file or a folder directly in it; its `mod.rs` is the room itself). Read from the source:
 //! each `crate::`, `super::` and `self::` path, and each path through a child module, outside
-//! comments, strings and the `#[cfg(test)]` part of a file. A failure names the file, the line
+//! comments, strings and the items under `#[cfg(test)]` (wherever they stand in a file). A failure names the file, the line
 //! and the rule.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -84,18 +84,62 @@ fn unit_of(path: &[String]) -> ModPath {
     path.iter().take(2).cloned().collect()
 }
 
-/// A file's code with comments and string literals blanked (lines kept), up to its
-/// `#[cfg(test)]` part.
+/// A file's code with comments and string literals blanked (lines kept), and every item under
+/// `#[cfg(test)]` blanked too, wherever it stands: code after a test module is read.
 fn code_of(text: &str) -> String {
     let mut out = Vec::new();
+    // Inside a `#[cfg(test)]` item: the depth of its braces, and whether one opened.
+    let mut test_item: Option<(i32, bool)> = None;
     for line in text.lines() {
-        if line.trim_start().starts_with("#[cfg(test)]") {
-            break;
-        }
         let code = line.split("//").next().unwrap_or_default();
-        out.push(code.split('"').step_by(2).collect::<Vec<_>>().join(" "));
+        let mut rest = code.split('"').step_by(2).collect::<Vec<_>>().join(" ");
+        let mut kept = String::new();
+        loop {
+            if let Some(item) = test_item {
+                match skip_test_item(item, &rest) {
+                    Ok(inside) => {
+                        test_item = Some(inside);
+                        break;
+                    }
+                    Err(after) => {
+                        test_item = None;
+                        rest = rest[after..].to_owned();
+                    }
+                }
+            }
+            match rest.find("#[cfg(test)]") {
+                Some(at) => {
+                    kept.push_str(&rest[..at]);
+                    rest = rest[at + "#[cfg(test)]".len()..].to_owned();
+                    test_item = Some((0, false));
+                }
+                None => {
+                    kept.push_str(&rest);
+                    break;
+                }
+            }
+        }
+        out.push(kept);
     }
     out.join("\n")
+}
+
+/// Follows a `#[cfg(test)]` item through one more piece of code: `Err(at)` once it ended (its
+/// braces closed, or a `;` before any opened) at byte `at` (the code after is read), else its
+/// brace depth and whether one opened.
+fn skip_test_item((mut depth, mut opened): (i32, bool), code: &str) -> Result<(i32, bool), usize> {
+    for (at, c) in code.char_indices() {
+        match c {
+            '{' => (depth, opened) = (depth + 1, true),
+            '}' => depth -= 1,
+            ';' if depth == 0 && !opened => return Err(at + 1),
+            _ => {}
+        }
+        if opened && depth == 0 {
+            return Err(at + 1);
+        }
+    }
+    Ok((depth, opened))
 }
 
 fn ident(s: &str) -> &str {
@@ -334,4 +378,15 @@ fn the_reader_resolves_each_path_and_leaves_comments_and_strings_out() {
     assert!(names(r#"let s = "crate::remote::peer";"#, &grant, &[]).is_empty());
     assert!(names("$crate::foo!(); x.super_y::z; a::crate::b", &grant, &[]).is_empty());
     assert!(names("use std::fmt;\n#[cfg(test)]\nmod tests { use crate::context; }", &grant, &[]).is_empty(), "tests left out");
+    assert_eq!(
+        names("#[cfg(test)]\nmod tests {\n    fn f() { use crate::context; }\n}\nuse crate::context::Shared;", &grant, &[]),
+        ["context::Shared@5"],
+        "code after a test module is read"
+    );
+    assert_eq!(
+        names("#[cfg(test)]\nuse crate::context;\nuse crate::remote::peer;", &grant, &[]),
+        ["remote::peer@3"],
+        "a test-only import ends at its semicolon"
+    );
+    assert_eq!(names("#[cfg(test)] mod t { use crate::context; } use crate::remote;", &grant, &[]), ["remote@1"], "on one line");
 }
