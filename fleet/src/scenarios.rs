@@ -95,7 +95,8 @@ pub struct Row {
     /// …the fleet process's own CPU seconds per health period (the peers, their broadcasters,
     /// the scenarios), beside the reconciler's and the hub API server's…
     pub fleet_cpu_seconds_per_period: f64,
-    /// …the reconcilers waiting for a turn, the most seen and at the end of the window…
+    /// …the reconciles due and not yet in their turn (connecting first included), the most
+    /// seen and at the end of the window…
     pub turns_waiting_max: Option<f64>,
     pub turns_waiting_end: Option<f64>,
     /// …and the oldest health check among the joined peers, in health periods: the most seen

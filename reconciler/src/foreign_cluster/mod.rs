@@ -175,15 +175,14 @@ async fn connect_then_turn<P: Peers>(
     ctx: &Ctx<P>,
 ) -> (crate::machinery::connect_first::Gate, Option<tokio::sync::OwnedSemaphorePermit>) {
     let mut retries = 0;
+    // Counted as waiting from when it is due until its turn, connecting first included: a
+    // backlog of connections (1,024 at a time, each given the connect wait) is one too.
+    ctx.metrics.turns_waiting.inc();
+    let _waited = decrement_on_drop(&ctx.metrics.turns_waiting);
     loop {
         let (gate, connecting) = ctx.connect_first(fc).await;
         let turn = match &ctx.turns {
-            Some(turns) => {
-                ctx.metrics.turns_waiting.inc();
-                let turn = turns.clone().acquire_owned().await.expect("never closed");
-                ctx.metrics.turns_waiting.dec();
-                Some(turn)
-            }
+            Some(turns) => Some(turns.clone().acquire_owned().await.expect("never closed")),
             None => None,
         };
         drop(connecting);
@@ -194,6 +193,17 @@ async fn connect_then_turn<P: Peers>(
         }
         return (gate, turn);
     }
+}
+
+/// Takes one from `gauge` when dropped (a reconcile dropped while it waits included).
+fn decrement_on_drop(gauge: &prometheus_client::metrics::gauge::Gauge) -> impl Drop + '_ {
+    struct Dec<'a>(&'a prometheus_client::metrics::gauge::Gauge);
+    impl Drop for Dec<'_> {
+        fn drop(&mut self) {
+            self.0.dec();
+        }
+    }
+    Dec(gauge)
 }
 
 #[cfg(test)]

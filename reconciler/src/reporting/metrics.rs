@@ -149,7 +149,8 @@ pub struct Metrics {
     pub waiting_identities_cap: Gauge,
     /// Identities retired with their tenant namespace because nobody used them in time.
     pub identities_retired: Counter,
-    /// ForeignCluster reconciles waiting for a turn (`--max-concurrent-reconciles`) now.
+    /// ForeignCluster reconciles due and not yet in their turn (`--max-concurrent-reconciles`):
+    /// waiting to connect first, connecting, or waiting for the turn itself.
     pub turns_waiting: Gauge,
     /// When each joined peer was last checked; its oldest is exported when scraped.
     pub checks: crate::reporting::checks::LastChecks,
@@ -272,7 +273,7 @@ impl Default for Metrics {
         let turns_waiting = Gauge::default();
         registry.register(
             "turns_waiting",
-            "ForeignCluster reconciles waiting for a turn (--max-concurrent-reconciles): above 0 for long, the reconciler is behind",
+            "ForeignCluster reconciles due and not yet in their turn (--max-concurrent-reconciles), connecting first included: above 0 for long, the reconciler is behind",
             turns_waiting.clone(),
         );
         let oldest_check = Gauge::<f64, std::sync::atomic::AtomicU64>::default();

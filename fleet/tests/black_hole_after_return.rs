@@ -1,0 +1,62 @@
+//! Peers black-holed right after a whole fleet came back are told within three health periods,
+//! and the reconciler never idles while their checks go stale.
+//!
+//! What it reproduces at 200 peers: after the 100 % return, the reconciles that connected
+//! first waited for their turns longer than a connection stays fresh; each then connected
+//! again inside its turn, to a peer that by then dropped every SYN, and waited out the client's
+//! 10 s connect timeout, then as long again to read the CA the peer presents. A handful of
+//! turns so held told the black hole a few peers a second (at 10,000 peers, 229 in three
+//! periods). Turns are few here (`--max-concurrent-reconciles=4`) so that the return's backlog
+//! reaches into the black hole, as 64 turns do at 10,000.
+//!
+//! The whole fleet binary runs, in a network namespace of its own (the black hole is
+//! `iptables` there): it needs root, `unshare`, `iptables` and `KUBEBUILDER_ASSETS`, and skips
+//! loudly without them. `LIQO_FLEET_TEST_BIN` runs it against other builds of the hub's
+//! binaries (a folder with liqo-webhook, liqo-reconciler, liqo-dashboard).
+
+mod common;
+
+use std::process::Command;
+
+#[test]
+fn peers_black_holed_right_after_a_return_are_told_within_three_periods() {
+    if let Err(why) = liqo_testenv::assets() {
+        return liqo_testenv::skip(&why);
+    }
+    if !Command::new("iptables").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return liqo_testenv::skip("iptables is not installed (apt install iptables)");
+    }
+    if !Command::new("unshare").args(["-n", "true"]).status().is_ok_and(|s| s.success()) {
+        return liqo_testenv::skip("cannot make a network namespace (unshare -n needs root)");
+    }
+    let bin = match std::env::var_os("LIQO_FLEET_TEST_BIN") {
+        Some(dir) => std::path::PathBuf::from(dir),
+        None => common::binaries().expect("the hub's binaries"),
+    };
+    let json = std::env::temp_dir().join(format!("liqo-fleet-black-hole-{}.json", std::process::id()));
+    let fleet = env!("CARGO_BIN_EXE_liqo-fleet");
+    let command = format!(
+        "ip link set lo up && exec {fleet} --peers 200 --scenarios abeh --outage-wholly --health-period-seconds 5 \
+         --advertise-period-seconds 5 --reconciler-flag=--max-concurrent-reconciles=4 --bin {} --json {}",
+        bin.display(),
+        json.display()
+    );
+    let out = Command::new("unshare").args(["-n", "sh", "-c", &command]).output().expect("running liqo-fleet");
+    let log = String::from_utf8_lossy(&out.stderr);
+    let rows: Vec<serde_json::Value> = std::fs::read_to_string(&json)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a row"))
+        .collect();
+    let _ = std::fs::remove_file(&json);
+    let row = |prefix: &str| rows.iter().find(|r| r["scenario"].as_str().is_some_and(|s| s.starts_with(prefix))).cloned();
+    let back = row("e. 100 % back").unwrap_or_else(|| panic!("no row of the return: {log}"));
+    let hole = row("h. 100 % black-holed").unwrap_or_else(|| panic!("no row of the black hole: {log}"));
+    assert_eq!(back["affected"], 200, "{back}");
+    assert_eq!(hole["ok"], true, "every black-holed peer told within 3 periods: {hole}\n{log}");
+    assert!(hole["converged_periods"].as_f64().is_some_and(|p| p <= 3.0), "{hole}");
+    for r in &rows {
+        assert_eq!(r["stale_while_idle"], 0, "the reconciler never idles while a check is stale: {r}");
+    }
+    assert!(out.status.success(), "every row within its deadline: {log}");
+}
