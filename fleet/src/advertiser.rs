@@ -137,11 +137,14 @@ impl Advertiser {
         // A peer whose hub refused its watch is not asked again before then.
         let mut unwatchable_until: Option<tokio::time::Instant> = None;
         loop {
-            let round = match kubeconfig_token(&peer, &requester) {
+            let watchable = unwatchable_until.is_none_or(|t| tokio::time::Instant::now() >= t);
+            // As ours: a round after which a watch opens reads by the LIST that watch starts from.
+            let listing = watchable && self.hub.watch;
+            let (round, watch_from) = match kubeconfig_token(&peer, &requester) {
                 // A peer that is off reaches nothing: its round fails without a request.
-                _ if peer.mode() == Mode::Off => Round::Failed,
-                Some((token, namespace)) => self.publish(&peer, &token, &namespace).await,
-                None => Round::KubeconfigMissing,
+                _ if peer.mode() == Mode::Off => (Round::Failed, None),
+                Some((token, namespace)) => self.publish(&peer, &token, &namespace, listing).await,
+                None => (Round::KubeconfigMissing, None),
             };
             // A 403 is told once the next try is refused too, as our broadcaster does.
             let passing = round == Round::Forbidden && previous != Some(Round::Forbidden);
@@ -151,9 +154,8 @@ impl Advertiser {
             }
             previous = Some(round);
             failures = if round == Round::Created { 0 } else { failures.saturating_add(1) };
-            let watchable = unwatchable_until.is_none_or(|t| tokio::time::Instant::now() >= t);
-            if round == Round::Created && watchable && self.hub.watch {
-                match self.follow(&peer, &requester, spread).await {
+            if round == Round::Created && listing {
+                match self.follow(&peer, &requester, spread, watch_from).await {
                     Followed::Changed | Followed::Off => continue,
                     Followed::Refused => {
                         unwatchable_until = Some(tokio::time::Instant::now() + self.hub.period * follow::UNWATCHABLE_PERIODS)
@@ -166,7 +168,8 @@ impl Advertiser {
 
     /// Follows the peer's Advertisement in the hub until it needs a round (it changed, or the
     /// kubeconfig did), the peer goes off, or the hub refuses the watch.
-    async fn follow(&self, peer: &Peer, requester: &str, spread: f64) -> Followed {
+    /// The first watch starts from `first_version` when the round before read ours at it.
+    async fn follow(&self, peer: &Peer, requester: &str, spread: f64, mut first_version: Option<String>) -> Followed {
         use futures::StreamExt;
         let (period, own) = (self.hub.period, peer.id.clone());
         let resources = liqo_reconciler::cluster::resources::summarize(std::iter::empty());
@@ -177,7 +180,7 @@ impl Advertiser {
             let (opened, lasts) = (tokio::time::Instant::now(), Duration::from_secs(seconds.into()));
             self.counts.hub_watches.fetch_add(1, Ordering::Relaxed);
             let _open = Open::new(&self.watching);
-            let mut events = std::pin::pin!(self.watch(&own, &token, &namespace, seconds));
+            let mut events = std::pin::pin!(self.watch(&own, &token, &namespace, seconds, first_version.take()));
             let next = loop {
                 let told = tokio::select! {
                     told = events.next() => told,
@@ -218,7 +221,15 @@ impl Advertiser {
     /// A watch of `own`'s Advertisement in `namespace` of the hub, lasting `seconds`, after a
     /// LIST of it that tells what the hub has now (as our broadcaster's: ours, or none told as
     /// a deletion) and the version to watch from: its events, or why it failed.
-    fn watch(&self, own: &str, token: &str, namespace: &str, seconds: u32) -> impl futures::Stream<Item = follow::Told> + use<> {
+    /// From `from` instead when given (the round before read ours at it): no LIST.
+    fn watch(
+        &self,
+        own: &str,
+        token: &str,
+        namespace: &str,
+        seconds: u32,
+        from: Option<String>,
+    ) -> impl futures::Stream<Item = follow::Told> + use<> {
         use futures::StreamExt;
         let name = advertisement_name(own);
         let collection =
@@ -237,12 +248,18 @@ impl Advertiser {
         };
         let (client, counts) = (self.watcher.clone(), self.counts.clone());
         futures::stream::once(async move {
-            counts.hub_lists.fetch_add(1, Ordering::Relaxed);
-            let listed = match client.request::<kube::core::ObjectList<liqo_api::Advertisement>>(list).await {
-                Ok(listed) => listed,
-                Err(e) => return futures::stream::iter([Err(follow::failure(e))]).boxed(),
+            let (now, version) = match from {
+                Some(version) => (None, version),
+                None => {
+                    counts.hub_lists.fetch_add(1, Ordering::Relaxed);
+                    let listed = match client.request::<kube::core::ObjectList<liqo_api::Advertisement>>(list).await {
+                        Ok(listed) => listed,
+                        Err(e) => return futures::stream::iter([Err(follow::failure(e))]).boxed(),
+                    };
+                    let (now, version) = follow::listed_now(listed, &name);
+                    (Some(now), version)
+                }
             };
-            let (now, version) = follow::listed_now(listed, &name);
             let request = watch(&version);
             let watched =
                 futures::stream::once(async move { client.request_events::<liqo_api::Advertisement>(request).await }).flat_map(|opened| {
@@ -251,17 +268,42 @@ impl Advertiser {
                         Err(e) => futures::stream::iter([Err(follow::failure(e))]).right_stream(),
                     }
                 });
-            futures::stream::iter([Ok(now)]).chain(watched).boxed()
+            futures::stream::iter(now.map(Ok)).chain(watched).boxed()
         })
         .flatten()
     }
 
-    /// One round: the Advertisement exists in the hub.
-    async fn publish(&self, peer: &Peer, token: &str, namespace: &str) -> Round {
+    /// One round: the Advertisement exists in the hub. With `listing` (a watch follows) it is
+    /// read by a LIST by name, as ours does, and the version to watch from is returned.
+    async fn publish(&self, peer: &Peer, token: &str, namespace: &str, listing: bool) -> (Round, Option<String>) {
         let name = advertisement_name(&peer.id);
         let path = format!("/apis/sharing.liqo.io/v1alpha1/namespaces/{namespace}/advertisements/{name}");
-        self.counts.hub_reads.fetch_add(1, Ordering::Relaxed);
-        match self.call(http::Method::GET, &path, token, None).await {
+        let (read, version) = if listing {
+            self.counts.hub_lists.fetch_add(1, Ordering::Relaxed);
+            let list = format!("/apis/sharing.liqo.io/v1alpha1/namespaces/{namespace}/advertisements?fieldSelector=metadata.name%3D{name}");
+            match self.list(&list, token).await {
+                Some((200, listed)) => {
+                    let version = listed["metadata"]["resourceVersion"].as_str().map(str::to_owned);
+                    let found = listed["items"].as_array().is_some_and(|items| !items.is_empty());
+                    (Some(if found { 200 } else { 404 }), version)
+                }
+                Some((code, _)) => (Some(code), None),
+                None => (None, None),
+            }
+        } else {
+            self.counts.hub_reads.fetch_add(1, Ordering::Relaxed);
+            (self.call(http::Method::GET, &path, token, None).await, None)
+        };
+        let round = self.publish_read(peer, token, namespace, read).await;
+        // A create's version is fresh too, but the next LIST is cheap enough for the fleet:
+        // only a read one is handed on.
+        (round, version.filter(|_| round == Round::Created && read == Some(200)))
+    }
+
+    /// The rest of a round, after ours was read with status `read`.
+    async fn publish_read(&self, peer: &Peer, token: &str, namespace: &str, read: Option<u16>) -> Round {
+        let name = advertisement_name(&peer.id);
+        match read {
             Some(200) => Round::Created,
             Some(404) => {
                 let spec = AdvertisementSpec {
@@ -285,6 +327,16 @@ impl Advertiser {
             Some(403) => Round::Forbidden,
             _ => Round::Failed,
         }
+    }
+
+    /// A LIST of the hub with `token`: its status and body, `None` when it was not answered.
+    async fn list(&self, path: &str, token: &str) -> Option<(u16, Value)> {
+        let request =
+            http::Request::builder().uri(path).header(http::header::AUTHORIZATION, format!("Bearer {token}")).body(Body::empty()).ok()?;
+        let response = tokio::time::timeout(Duration::from_secs(30), self.client.send(request)).await.ok()?.ok()?;
+        let status = response.status().as_u16();
+        let body = response.into_body().collect_bytes().await.ok()?;
+        Some((status, serde_json::from_slice(&body).unwrap_or(Value::Null)))
     }
 
     /// The status code of one request to the hub with `token`, `None` when it was not answered.

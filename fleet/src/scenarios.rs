@@ -133,7 +133,7 @@ impl Row {
             said.push(match self.peer_p99_ms {
                 Some(p99) if p99 > 1000.0 => format!("peers starved: their answers took {p99:.0} ms at p99"),
                 Some(p99) => format!("our defect: the peers answered within {p99:.0} ms at p99"),
-                None => "our defect: the peers were asked nothing in the window".to_owned(),
+                None => "our defect: no peer answered in the window (down, or not asked)".to_owned(),
             });
         }
         if !said.is_empty() {

@@ -43,11 +43,8 @@ fn peers_black_holed_right_after_a_return_are_told_within_three_periods() {
     );
     let out = Command::new("unshare").args(["-n", "sh", "-c", &command]).output().expect("running liqo-fleet");
     let log = String::from_utf8_lossy(&out.stderr);
-    let rows: Vec<serde_json::Value> = std::fs::read_to_string(&json)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a row"))
-        .collect();
+    let rows: Vec<serde_json::Value> =
+        std::fs::read_to_string(&json).unwrap_or_default().lines().map(|l| serde_json::from_str(l).expect("a row")).collect();
     let _ = std::fs::remove_file(&json);
     let row = |prefix: &str| rows.iter().find(|r| r["scenario"].as_str().is_some_and(|s| s.starts_with(prefix))).cloned();
     let back = row("e. 100 % back").unwrap_or_else(|| panic!("no row of the return: {log}"));

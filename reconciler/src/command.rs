@@ -300,7 +300,8 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     // Identities nobody uses are swept every third of a health period, and retired after
     // three health periods (SPEC §10).
     let sweep_period = Duration::from_secs(args.health_period_seconds).div_f64(3.0).max(Duration::from_secs(1));
-    let install_check = Arc::new(crate::tenancy::install::InstallCheck::new(client.clone()));
+    let install_check =
+        Arc::new(crate::tenancy::install::InstallCheck::new(client.clone()).with_gauge(metrics.install_parts_watched.clone()));
     let auth = Arc::new(AuthService {
         client: client.clone(),
         namespace: args.namespace.clone(),
@@ -456,6 +457,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
             incoming::run::<FederationRequest, _>(in_ctx, m3, shutdown_signal()),
             search_domain::run(sd_ctx, m4, shutdown_signal()),
             sweep.run(shutdown_signal()),
+            install_check.clone().watch(shutdown_signal()),
             install_check.follow(
                 move |said| {
                     install_told.send_if_modified(|t| {

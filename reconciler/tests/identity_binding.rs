@@ -63,6 +63,13 @@ impl Hub {
     }
 
     /// `POST /identity` for `id`, with the current token of its identity when renewing.
+    /// Asks for an identity with a token that is not this cluster's: refused (403) after
+    /// every other check, so that it issues nothing whatever it finds.
+    async fn probe(&self, id: &str) -> Answer {
+        let body = json!({"clusterID": id, "token": "not-this-clusters-token"});
+        request(self.auth_addr(), &self.ca(), "POST", "/identity", Some(body)).await
+    }
+
     async fn claim(&self, id: &str, current: Option<&str>) -> Answer {
         let mut body = json!({"clusterID": id, "token": ""});
         if let Some(t) = current {
@@ -191,7 +198,19 @@ async fn a_missing_part_of_the_install_is_said_and_no_identity_is_issued_without
     let Some(h) = hub(&[]).await else { return };
     let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(h.admin.clone());
     let requester = roles.get("liqo-peer-requester").await.unwrap();
+    // The parts are watched: the auth service learns of the deletion as the API server tells
+    // it (a probe that would be refused anyway answers 503 from then on), not up to 30 s later.
+    eventually("every part of the install watched", || async {
+        (metric(&h.rec, "liqo_reconciler_install_parts_watched").await == 5.0).then_some(())
+    })
+    .await;
+    assert_eq!(h.probe(PEER).await.status, 403, "whole: a probe refused for its token only");
+    let deleted = std::time::Instant::now();
     roles.delete("liqo-peer-requester", &Default::default()).await.unwrap();
+    eventually("the deletion seen by the auth service", || async { (h.probe(PEER).await.status == 503).then_some(()) }).await;
+    let seen = deleted.elapsed();
+    eprintln!("the ClusterRole's deletion seen by the auth service {:.0} ms after it", seen.as_secs_f64() * 1000.0);
+    assert!(seen < std::time::Duration::from_secs(5), "seen by its watch, not a look every 30 s: {seen:?}");
     let configs: Api<ClusterConfig> = Api::all(h.admin.clone());
     let condition = |status: &'static str| {
         let configs = configs.clone();

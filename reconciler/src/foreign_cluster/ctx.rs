@@ -82,6 +82,8 @@ pub struct Ctx<P: Peers> {
     /// at once at most (`None`: no bound; [`Ctx::with_max_concurrent_reconciles`]): given in
     /// the order they were asked for, so every ForeignCluster waits its turn (see [`run`]).
     pub(super) turns: Option<Arc<tokio::sync::Semaphore>>,
+    /// How many turns there are.
+    max_turns: usize,
     /// Connects to a joined peer's API server before its reconcile takes a turn (`None`: the
     /// check connects in its turn, as a reconcile called directly does):
     /// [`crate::machinery::connect_first`].
@@ -147,6 +149,7 @@ impl<P: Peers> Ctx<P> {
             timing: Timing::default(),
             token_lifetime: TOKEN_LIFETIME,
             turns: Some(Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_CONCURRENT_RECONCILES.into()))),
+            max_turns: DEFAULT_MAX_CONCURRENT_RECONCILES.into(),
             connector: None,
             proven: Mutex::default(),
             refreshed: Mutex::default(),
@@ -185,7 +188,16 @@ impl<P: Peers> Ctx<P> {
 
     pub fn with_max_concurrent_reconciles(mut self, max: u16) -> Self {
         self.turns = (max > 0).then(|| Arc::new(tokio::sync::Semaphore::new(max.into())));
+        self.max_turns = max.into();
         self
+    }
+
+    /// How many reconciles may run at once (`None`: no bound, as when turns are not bounded):
+    /// each turn, and each connection made first before one. The others due wait as names in
+    /// the work queue (`crate::machinery::work_queue::Bound`), not as tasks.
+    pub fn running_bound(&self) -> Option<usize> {
+        let connects = self.connector.as_ref().map_or(0, |c| c.in_flight());
+        (self.turns.is_some()).then_some(self.max_turns + connects)
     }
 
     /// Connects to joined peers' API servers first, `in_flight` at once (0: not at all), each

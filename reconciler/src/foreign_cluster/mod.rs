@@ -125,6 +125,8 @@ pub async fn run<P: Peers>(
     // order, not in turn (the fleet saw peers not reconciled once in 14 minutes while 10,000
     // joined). Unbounded, kube's controller polled every waiting reconcile at each wake-up.
     let store = ctx.shared.foreign.clone();
+    // Reconciles due beyond those that may run wait as names (and count as waiting).
+    let bound = crate::machinery::work_queue::Bound { max: ctx.running_bound(), waiting: Some(ctx.metrics.turns_waiting.clone()) };
     // Reconciles our own watches ask for (see `Ctx::wake_when_gone`).
     let (wakes, mut woken) = tokio::sync::mpsc::unbounded_channel();
     let _ = ctx.wakes.set(wakes);
@@ -160,7 +162,7 @@ pub async fn run<P: Peers>(
             }
         }
     };
-    crate::machinery::work_queue::run("foreigncluster", store, triggers, reconcile, shutdown).await;
+    crate::machinery::work_queue::run_bounded("foreigncluster", store, triggers, reconcile, bound, shutdown).await;
 }
 
 /// Connects first to `fc`'s API server, many at a time (a peer that does not answer holds no

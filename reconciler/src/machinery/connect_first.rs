@@ -94,12 +94,18 @@ impl Gate {
 #[derive(Clone, Debug)]
 pub struct Connector {
     in_flight: Arc<Semaphore>,
+    most: usize,
     wait: Duration,
 }
 
 impl Connector {
     pub fn new(in_flight: usize, wait: Duration) -> Self {
-        Self { in_flight: Arc::new(Semaphore::new(in_flight.max(1))), wait }
+        Self { in_flight: Arc::new(Semaphore::new(in_flight.max(1))), most: in_flight.max(1), wait }
+    }
+
+    /// How many connections may be made (or wait for their turn) at once.
+    pub fn in_flight(&self) -> usize {
+        self.most
     }
 
     /// How long a peer has to take a connection (`--connect-wait-seconds`).

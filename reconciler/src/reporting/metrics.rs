@@ -149,6 +149,8 @@ pub struct Metrics {
     pub waiting_identities_cap: Gauge,
     /// Identities retired with their tenant namespace because nobody used them in time.
     pub identities_retired: Counter,
+    /// Parts of the install peers' identities stand on whose watch is in force.
+    pub install_parts_watched: Gauge,
     /// ForeignCluster reconciles due and not yet in their turn (`--max-concurrent-reconciles`):
     /// waiting to connect first, connecting, or waiting for the turn itself.
     pub turns_waiting: Gauge,
@@ -270,6 +272,12 @@ impl Default for Metrics {
             "Identities nobody used within three health periods, retired with their tenant namespace",
             identities_retired.clone(),
         );
+        let install_parts_watched = Gauge::default();
+        registry.register(
+            "install_parts_watched",
+            "Parts of the install peers' identities stand on (fixed ClusterRoles, the peer-Secret policy) followed by a watch; those not watched are looked at every 30 s",
+            install_parts_watched.clone(),
+        );
         let turns_waiting = Gauge::default();
         registry.register(
             "turns_waiting",
@@ -285,6 +293,7 @@ impl Default for Metrics {
         Self {
             registry,
             turns_waiting,
+            install_parts_watched,
             checks: Default::default(),
             oldest_check,
             tenant_identities,

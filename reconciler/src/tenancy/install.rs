@@ -4,6 +4,12 @@
 //! `/identity` answers 503 naming what is missing, and the ClusterConfig's condition
 //! `PeerAccessInstalled` says how to apply it. A part the reconciler may not read (an older
 //! install's RBAC) is not counted missing: nothing is refused for it.
+//!
+//! The parts are followed by a watch each (by name), so that no identity is issued once one is
+//! gone: `/identity` reads what the watches say, with no request of its own. Where a watch is
+//! not in force (not yet listed, or refused by an older install's RBAC, which granted `get`
+//! only), the part is looked at, at most every [`InstallCheck::FRESH`] while complete (a part
+//! deleted then was seen up to 30 s late, two identities issued against it).
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -83,6 +89,24 @@ pub async fn missing(client: &Client) -> Vec<Part> {
 pub struct InstallCheck {
     client: Client,
     last: Mutex<Option<(Instant, Vec<Part>)>>,
+    /// Whether each part of [`PARTS`] is there, as its watch says (`None`: its watch is not in
+    /// force).
+    watched: Mutex<[Option<bool>; PARTS.len()]>,
+    /// Set to the number of parts whose watch is in force.
+    in_force: Option<prometheus_client::metrics::gauge::Gauge>,
+}
+
+/// The parts missing, from what the watches say (pure): `None` unless every part is watched.
+pub fn missing_as_watched(watched: &[Option<bool>; PARTS.len()]) -> Option<Vec<Part>> {
+    let mut missing = Vec::new();
+    for (part, there) in PARTS.iter().zip(watched) {
+        match there {
+            Some(false) => missing.push(*part),
+            Some(true) => {}
+            None => return None,
+        }
+    }
+    Some(missing)
 }
 
 impl InstallCheck {
@@ -90,11 +114,21 @@ impl InstallCheck {
     pub const FRESH_MISSING: Duration = Duration::from_secs(2);
 
     pub fn new(client: Client) -> Self {
-        Self { client, last: Mutex::new(None) }
+        Self { client, last: Mutex::new(None), watched: Mutex::new([None; PARTS.len()]), in_force: None }
     }
 
-    /// The parts missing, as last looked at if that is fresh, else looked at now.
+    /// Counts the parts whose watch is in force in `gauge`.
+    pub fn with_gauge(mut self, gauge: prometheus_client::metrics::gauge::Gauge) -> Self {
+        self.in_force = Some(gauge);
+        self
+    }
+
+    /// The parts missing: as their watches say when every part is watched, else as last looked
+    /// at if that is fresh, else looked at now.
     pub async fn missing(&self) -> Vec<Part> {
+        if let Some(missing) = self.watched.lock().ok().and_then(|w| missing_as_watched(&w)) {
+            return missing;
+        }
         if let Ok(last) = self.last.lock()
             && let Some((at, parts)) = last.as_ref()
             && at.elapsed() < if parts.is_empty() { Self::FRESH } else { Self::FRESH_MISSING }
@@ -111,6 +145,63 @@ impl InstallCheck {
             *last = Some((Instant::now(), parts.clone()));
         }
         parts
+    }
+
+    /// Follows every part by a watch of it by name until `shutdown` (see the module).
+    pub async fn watch(self: std::sync::Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
+        let watches = futures::future::join_all(PARTS.iter().enumerate().map(|(i, part)| {
+            let this = self.clone();
+            async move {
+                match part.kind {
+                    "ClusterRole" => this.follow_part::<ClusterRole>(i, part.name).await,
+                    "ValidatingAdmissionPolicy" => this.follow_part::<ValidatingAdmissionPolicy>(i, part.name).await,
+                    _ => this.follow_part::<ValidatingAdmissionPolicyBinding>(i, part.name).await,
+                }
+            }
+        }));
+        tokio::select! {
+            _ = watches => {}
+            _ = shutdown => {}
+        }
+    }
+
+    /// Keeps `watched[i]` as the watch of the object `name` says; `None` while it is not in force.
+    async fn follow_part<K>(&self, i: usize, name: &str)
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + 'static,
+    {
+        use futures::StreamExt;
+        use kube::runtime::{WatchStreamExt, watcher};
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let api = Api::<kube::core::PartialObjectMeta<K>>::all(self.client.clone());
+        let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
+        let set = |there: Option<bool>| {
+            if let Ok(mut w) = self.watched.lock() {
+                w[i] = there;
+                if let Some(g) = &self.in_force {
+                    g.set(w.iter().filter(|p| p.is_some()).count() as i64);
+                }
+            }
+        };
+        let mut listed = false;
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(watcher::Event::Init) => listed = false,
+                Ok(watcher::Event::InitApply(_)) => listed = true,
+                Ok(watcher::Event::InitDone) => set(Some(listed)),
+                Ok(watcher::Event::Apply(_)) => set(Some(true)),
+                Ok(watcher::Event::Delete(_)) => set(Some(false)),
+                Err(e) => {
+                    tracing::debug!(name, error = %e, "watching a part of the install failed; looking at it instead");
+                    set(None);
+                }
+            }
+        }
     }
 
     /// Tells `say` what is missing ([`message`]; `None`: nothing), looking every `period` (and
@@ -149,6 +240,16 @@ mod tests {
         );
         let all = message(&PARTS);
         assert!(all.contains("-f manifests/reconciler/peer-roles.yaml -f manifests/reconciler/peer-secrets.yaml"), "{all}");
+    }
+
+    #[test]
+    fn what_the_watches_say_counts_only_once_every_part_is_watched() {
+        assert_eq!(missing_as_watched(&[Some(true); PARTS.len()]), Some(vec![]));
+        let mut w = [Some(true); PARTS.len()];
+        w[0] = Some(false);
+        assert_eq!(missing_as_watched(&w), Some(vec![PARTS[0]]));
+        w[3] = None;
+        assert_eq!(missing_as_watched(&w), None, "a part not watched: looked at instead");
     }
 
     #[test]

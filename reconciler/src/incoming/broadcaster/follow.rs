@@ -4,7 +4,9 @@
 //!
 //! - Each watch starts with a LIST by the same name: what the API server has now (our
 //!   Advertisement, or none: a round at once), and the version to watch from, so that nothing
-//!   done between the two is missed. (A watch from the version our last round read fails with
+//!   done between the two is missed. A watch opened right after a round starts from the
+//!   version that round read ours at: the round read it by that LIST (or wrote it), so a
+//!   broadcaster coming back sends two requests, not a GET, a LIST and a watch. (A watch from the version our last round read fails with
 //!   410 once that version is old, as after an API server's restart; one from
 //!   `resourceVersion=0` shows nothing for an Advertisement deleted just before it: the chaos
 //!   soak, seed 4, found one never made again.)
@@ -147,15 +149,32 @@ impl Following {
         (self.watch.is_none() && self.published).then(|| at.saturating_duration_since(Instant::now()))
     }
 
+    /// Whether a watch opens right after a round that succeeds (none open with client
+    /// `generation`, none waited for, none refused): that round reads by a LIST the watch starts
+    /// from.
+    pub fn will_open_after_a_round(&self, generation: u64) -> bool {
+        !self.watching(generation) && self.not_before.is_none_or(|t| Instant::now() >= t) && self.refusals == 0
+    }
+
     /// Opens a watch of `own`'s Advertisement with `client` (made `generation`), lasting
-    /// [`watch_seconds`], after a LIST of it (see the module). Lazy: nothing is sent until it is
-    /// read.
-    pub fn open(&mut self, client: &kube::Client, generation: u64, own: &str, period: Duration, spread: f64) {
+    /// [`watch_seconds`], after a LIST of it (see the module), or from `version` when the round
+    /// just before read ours at it. Lazy: nothing is sent until it is read.
+    pub fn open(&mut self, client: &kube::Client, generation: u64, own: &str, period: Duration, spread: f64, version: Option<String>) {
         let seconds = watch_seconds(period, spread);
         let api: Api<Advertisement> = Api::default_namespaced(client.clone());
         let name = advertisement_name(own);
         let fields = format!("metadata.name={name}");
         let (list, params) = (ListParams::default().fields(&fields), WatchParams::default().fields(&fields).timeout(seconds));
+        if let Some(version) = version {
+            let events = futures::stream::once(async move { api.watch(&params, &version).await })
+                .flat_map(|opened| match opened {
+                    Ok(events) => events.map(|e| e.map_err(failure)).left_stream(),
+                    Err(e) => futures::stream::iter([Err(failure(e))]).right_stream(),
+                })
+                .boxed();
+            self.watch = Some(Watch { events, opened: Instant::now(), lasts: Duration::from_secs(seconds.into()), generation });
+            return;
+        }
         let events = futures::stream::once(async move {
             let listed = match api.list(&list).await {
                 Ok(listed) => listed,

@@ -364,26 +364,49 @@ impl<P: Peers> Broadcasters<P> {
         summarize(self.nodes.state().iter().map(|n| &**n))
     }
 
-    /// One round: the Advertisement exists in the peer and carries the current summary.
-    async fn publish(&self, client: &Client) -> Result<()> {
+    /// One round: the Advertisement exists in the peer and carries the current summary. With
+    /// `listing` (a watch follows), it is read by a LIST by name, whose version the watch then
+    /// starts from without a LIST of its own (see [`follow`]): a broadcaster coming back to a
+    /// peer sends it two requests, not a GET, a LIST and a watch. A peer that does not let us
+    /// list (an earlier release) is read by a GET in the same round. Returns the version to
+    /// watch from, when the round learnt a fresh one.
+    async fn publish(&self, client: &Client, listing: bool) -> Result<Option<String>> {
         let own = self.own_id()?;
-        match tokio::time::timeout(ROUND_TIMEOUT, self.publish_as(client, own)).await {
+        match tokio::time::timeout(ROUND_TIMEOUT, self.publish_as(client, own, listing)).await {
             Ok(done) => done.map_err(|e| Error::remote_api(Step::ApiServer, e)),
             Err(_) => Err(Error::unreachable(Step::ApiServer, "timed out publishing our Advertisement")),
         }
     }
 
-    async fn publish_as(&self, client: &Client, own: String) -> kube::Result<()> {
+    /// Ours as the peer has it now, by a LIST by name (with the list's version) when `listing`
+    /// and the peer lets us, else by a GET.
+    async fn read_ours(api: &Api<Advertisement>, name: &str, listing: bool) -> kube::Result<(Option<Advertisement>, Option<String>)> {
+        if listing {
+            match api.list(&ListParams::default().fields(&format!("metadata.name={name}"))).await {
+                Ok(listed) => {
+                    let version = listed.metadata.resource_version.clone().filter(|v| !v.is_empty());
+                    return Ok((listed.items.into_iter().find(|a| a.metadata.name.as_deref() == Some(name)), version));
+                }
+                Err(kube::Error::Api(s)) if follow::refused_watch(s.code) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((api.get_opt(name).await?, None))
+    }
+
+    async fn publish_as(&self, client: &Client, own: String, listing: bool) -> kube::Result<Option<String>> {
         // Where the peer's kubeconfig says: our tenant namespace there.
         let api: Api<Advertisement> = Api::default_namespaced(client.clone());
         let name = advertisement_name(&own);
         let resources = self.resources();
-        match api.get_opt(&name).await? {
-            Some(adv) if adv.spec.cluster_id == own && adv.spec.resources == resources => Ok(()),
+        let (found, version) = Self::read_ours(&api, &name, listing).await?;
+        // A write's own version is as fresh as a list's: the watch starts from it.
+        let written = |adv: Advertisement| if listing { adv.metadata.resource_version } else { None };
+        match found {
+            Some(adv) if adv.spec.cluster_id == own && adv.spec.resources == resources => Ok(version),
             Some(_) => {
                 let patch = serde_json::json!({"spec": {"clusterId": own, "resources": resources, "timestamp": Time(k8s_openapi::jiff::Timestamp::now())}});
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await?;
-                Ok(())
+                Ok(written(api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await?))
             }
             None => {
                 let adv = Advertisement {
@@ -400,8 +423,7 @@ impl<P: Peers> Broadcasters<P> {
                     },
                     status: None,
                 };
-                api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &adv).await?;
-                Ok(())
+                Ok(written(api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &adv).await?))
             }
         }
     }
@@ -515,7 +537,10 @@ impl<P: Peers> Broadcasters<P> {
             let advertising = self.advertising();
             if due {
                 round_at = tokio::time::Instant::now();
-                let round = self.round(&peer, &source, &versions, &mut r, advertising).await;
+                // A round after which a watch opens at once reads by a LIST that watch starts
+                // from.
+                let listing = follow.will_open_after_a_round(r.generation);
+                let round = self.round(&peer, &source, &versions, &mut r, advertising, listing).await;
                 self.settle(&peer, &mut r, &round, advertising).await;
                 if round.is_ok() && advertising {
                     follow.published = true;
@@ -528,8 +553,9 @@ impl<P: Peers> Broadcasters<P> {
                 }
                 last = round;
             }
+            let watch_from = r.watch_from.take();
             if let (true, Some(client), Ok(own)) = (advertising && last.is_ok() && follow.may_open(), &r.client, self.own_id()) {
-                follow.open(client, r.generation, &own, self.period, spread);
+                follow.open(client, r.generation, &own, self.period, spread, watch_from);
             }
             let watching = follow.watching(r.generation);
             let next_round = retry_after(&last, self.period, r.failures, spread).saturating_sub(round_at.elapsed());
@@ -612,7 +638,9 @@ impl<P: Peers> Broadcasters<P> {
         versions: &Mutex<Versions>,
         r: &mut Rounds,
         advertising: bool,
+        listing: bool,
     ) -> Result<()> {
+        r.watch_from = None;
         if r.reread || r.missing.is_some() || versions.lock().expect("not poisoned").stale() {
             match self.peer_client(peer, source, versions).await {
                 Ok(c) => {
@@ -627,7 +655,7 @@ impl<P: Peers> Broadcasters<P> {
         let Some(c) = r.client.clone() else { return Err(Error::NotReady("the peer's kubeconfig")) };
         if advertising {
             let resources = self.resources();
-            self.publish(&c).await?;
+            r.watch_from = self.publish(&c, listing).await?;
             r.resources = Some(resources);
             Ok(())
         } else if r.published {
@@ -686,6 +714,9 @@ struct Rounds {
     forbidden: bool,
     /// Failed rounds in a row.
     failures: u32,
+    /// The version the last round read ours at (a LIST's, or a write's), for a watch opened
+    /// right after it.
+    watch_from: Option<String>,
 }
 
 /// What woke a broadcaster between rounds.
