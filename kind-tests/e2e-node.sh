@@ -70,6 +70,9 @@ podman image exists "$CURRENT" || image/build.sh "$CURRENT" >/dev/null
 # binding of IDs), the upgrade SPEC §10 asks to prove. LIQO_PREVIOUS_REF=f32e68a (the last
 # commit of the cluster-scoped protocol, 0.1) proves the upgrade of SPEC §9 instead.
 previous_ref=${LIQO_PREVIOUS_REF:-a65511d}
+# The release this commit is (CHANGELOG.md, Cargo.toml); the previous ones' commits never
+# raised the version they were built with, so they are named by their releases here.
+THIS_VERSION="$(image/version.sh)"
 previous_tree=""
 if git rev-parse --verify -q "$previous_ref^{commit}" >/dev/null && git cat-file -e "$previous_ref:image/build.sh" 2>/dev/null; then
   previous_tree="$(mktemp -d)/previous"
@@ -297,7 +300,7 @@ request_uid() { kb -n "$(tenant_of "$(cluster_id A)")" get peeringrequest "$(clu
 # same PeeringRequest), and the identities of a year 0.2 issued are renewed to the shipped
 # lifetime (7 days) both ways within 3 health periods of B's install.
 upgrade_from_tenant_namespaces() {
-  say "upgrade in place: kubectl liqo install of this commit over $previous_ref's (0.2), A first"
+  say "upgrade in place: kubectl liqo install of $THIS_VERSION over 0.2.0 ($previous_ref), A first"
   local uid days out upgraded
   uid="$(request_uid)"
   days="$(identity_days) / $(handed_days)"
@@ -315,13 +318,13 @@ upgrade_from_tenant_namespaces() {
   # The sweep labels what it finds in use, every third of a health period once it leads.
   in_use() { [ "$(kb -n "$(tenant_of "$(cluster_id A)")" get serviceaccount "remote-$(cluster_id A)" -o jsonpath='{.metadata.labels.discovery\.liqo\.io/identity}')" = in-use ]; }
   wait_for "$HEALTH" "B counting A's identity in use" in_use
-  took "upgrade in place from 0.2, peering kept, identities renewed"
+  took "upgrade in place from 0.2.0 to $THIS_VERSION, peering kept, identities renewed"
 }
 
 # 0.1 -> this commit (SPEC §9): A upgraded first names B as on the older protocol; after B's
 # upgrade the peering forms again by itself in the tenant namespaces.
 upgrade_from_cluster_scoped() {
-  say "upgrade in place: kubectl liqo install of this commit over $previous_ref's (0.1), A first"
+  say "upgrade in place: kubectl liqo install of $THIS_VERSION over 0.1.0 ($previous_ref), A first"
   local old_leader upgraded
   old_leader="$(holder A)"
   out_a="$(liqo A install --timeout 5m)" || fail "kubectl liqo install on A: $out_a"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets the version of everything that ships: [workspace.package] version in Cargo.toml (where
-# the binaries, the image and the archives read it), Cargo.lock, and the image tag in every
-# manifest under manifests/ (api/tests/manifests.rs fails when one disagrees).
+# the binaries, the image and the archives read it), Cargo.lock, the image tag in every
+# manifest under manifests/ (api/tests/manifests.rs fails when one disagrees), and the examples
+# of the README, docs/ and the plugin's help. CHANGELOG.md's newest entry is written by hand
+# (api/tests/changelog.rs fails until it names the new version).
 #
 #   release/set-version.sh 0.2.0
 set -euo pipefail
@@ -17,4 +19,8 @@ sed -i "/^\[workspace.package\]/,/^\[/s/^version = \"$old\"\$/version = \"$new\"
 cargo update --workspace --offline -q 2>/dev/null || cargo update --workspace -q
 grep -rl "image: liqo-discovery:$old\$" manifests | xargs -r sed -i "s#image: liqo-discovery:$old\$#image: liqo-discovery:$new#"
 sed -i -e "s#targetRevision: v$old\$#targetRevision: v$new#" -e "s#tag: v$old\$#tag: v$new#" manifests/gitops/*.yaml
+# The examples of the README, docs/ and the plugin's help name the version too.
+grep -rlE "liqo-discovery:$old|v$old|Liqo $old is installed|release $old|dist/$old|liqo-$old-" README.md docs cli/src | xargs -r sed -i -E \
+  -e "s#liqo-discovery:$old#liqo-discovery:$new#g" -e "s#v$old([^0-9]|\$)#v$new\1#g" -e "s#Liqo $old is installed#Liqo $new is installed#g" \
+  -e "s#release $old#release $new#g" -e "s#dist/$old#dist/$new#g" -e "s#liqo-$old-#liqo-$new-#g"
 echo "version $old → $(image/version.sh)"

@@ -70,6 +70,7 @@ pub fn answer(peer: &Peer, asked: &Asked<'_>) -> Answer {
                 guest_namespace: NAMESPACE.into(),
                 protocol_version: Some(liqo_api::names::PROTOCOL_VERSION),
                 token_lifetime_seconds: Some(peer.token_lifetime().as_secs()),
+                version: Some(env!("CARGO_PKG_VERSION").to_owned()),
             };
             auth(200, "application/json", to_vec(&ids))
         }

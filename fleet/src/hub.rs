@@ -329,6 +329,22 @@ async fn http_get(port: u16, path: &str) -> anyhow::Result<String> {
     Ok(liqo_testenv::plain_get(port, path).await.with_context(|| format!("GET 127.0.0.1:{port}{path}"))?.1)
 }
 
+/// Connections dropped so far because a listener's accept queue was full, in this process's
+/// network namespace (`ListenOverflows` of `/proc/net/netstat`): the peers' listener not
+/// keeping up looks, to the hub, like a peer that drops packets.
+pub fn listen_overflows() -> u64 {
+    listen_overflows_in(&std::fs::read_to_string("/proc/net/netstat").unwrap_or_default())
+}
+
+/// `ListenOverflows` of a `/proc/net/netstat` text (pure): its `TcpExt:` lines are a header of
+/// names and a line of values.
+pub fn listen_overflows_in(netstat: &str) -> u64 {
+    let lines: Vec<&str> = netstat.lines().filter(|l| l.starts_with("TcpExt:")).collect();
+    let [names, values] = lines[..] else { return 0 };
+    let at = names.split_whitespace().position(|n| n == "ListenOverflows");
+    at.and_then(|i| values.split_whitespace().nth(i)).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
 /// CPU seconds this process (the fleet: the simulated peers, their broadcasters, the
 /// scenarios) used so far.
 pub fn fleet_cpu_seconds() -> f64 {
@@ -348,6 +364,13 @@ fn cpu_seconds_of(pid: u32) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listen_overflows_are_read_from_the_tcpext_lines() {
+        let netstat = "TcpExt: SyncookiesSent ListenOverflows ListenDrops\nTcpExt: 0 17 17\nIpExt: InNoRoutes\nIpExt: 0\n";
+        assert_eq!(listen_overflows_in(netstat), 17);
+        assert_eq!(listen_overflows_in(""), 0);
+    }
 
     #[test]
     fn api_server_requests_are_summed_by_verb_resource_and_subresource() {

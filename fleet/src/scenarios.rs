@@ -104,6 +104,9 @@ pub struct Row {
     /// read every second).
     pub oldest_check_periods_max: Option<f64>,
     pub oldest_check_periods_end: Option<f64>,
+    /// Connections to the peers dropped because their listener's accept queue was full (the
+    /// fleet's process not keeping up): to the hub, a dropped connection is a silent peer.
+    pub listen_overflows: u64,
     /// Readings in the window where no reconcile waited for a turn and yet a joined peer's
     /// last check was older than two health periods and the connect wait: the reconciler idle
     /// while peers went stale (the invariant every row holds).
@@ -131,6 +134,9 @@ impl Row {
         }
         if !self.ok {
             said.push(match self.peer_p99_ms {
+                _ if self.listen_overflows > 0 => {
+                    format!("peers starved: {} connections to them dropped at their full accept queue", self.listen_overflows)
+                }
                 Some(p99) if p99 > 1000.0 => format!("peers starved: their answers took {p99:.0} ms at p99"),
                 Some(p99) => format!("our defect: the peers answered within {p99:.0} ms at p99"),
                 None => "our defect: no peer answered in the window (down, or not asked)".to_owned(),
@@ -153,6 +159,7 @@ struct Mark {
     cpu: f64,
     api_cpu: f64,
     fleet_cpu: f64,
+    overflows: u64,
 }
 
 /// A hub and a fleet, and the ForeignClusters the hub holds (one watch).
@@ -243,6 +250,7 @@ impl Run {
             cpu: self.hub.cpu_seconds(),
             api_cpu: self.hub.api_cpu_seconds(),
             fleet_cpu: crate::hub::fleet_cpu_seconds(),
+            overflows: crate::hub::listen_overflows(),
         }
     }
 
@@ -311,6 +319,7 @@ impl Run {
             oldest_check_periods_max: in_periods(seen.oldest_max),
             oldest_check_periods_end: in_periods(seen.oldest_end),
             stale_while_idle: seen.stale_while_idle,
+            listen_overflows: to.overflows.saturating_sub(from.overflows),
             note: String::new(),
             writes: api.writes(ours),
             lists: api.lists(),
@@ -798,12 +807,12 @@ fn join_deadline(n: usize, health: Duration) -> f64 {
 /// or more, totals in the window (per affected peer for requests) otherwise.
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "scenario                   | peers | ok | conv. s | periods | RSS MiB | peak | CPU s/period | API ms/req | API s/period | fleet s/period | peer p50/p99 ms | waiting max/end | oldest check max/end | hub GET | LIST | writes | status w | events | peer req/peer | TLS | peer writes | auth calls | identities | log lines\n",
+        "scenario                   | peers | ok | conv. s | periods | RSS MiB | peak | CPU s/period | API ms/req | API s/period | fleet s/period | peer p50/p99 ms | dropped | waiting max/end | oldest check max/end | hub GET | LIST | writes | status w | events | peer req/peer | TLS | peer writes | auth calls | identities | log lines\n",
     );
     for r in rows {
         let opt = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v}"));
         out += &format!(
-            "{:<26} | {:>5} | {:<2} | {:>7} | {:>7} | {:>7} | {:>4} | {:>12} | {:>10} | {:>12} | {:>14} | {:>15} | {:>15} | {:>20} | {:>7} | {:>4} | {:>6} | {:>8} | {:>6} | {:>13} | {:>5} | {:>11} | {:>10} | {:>10} | {:>9}\n",
+            "{:<26} | {:>5} | {:<2} | {:>7} | {:>7} | {:>7} | {:>4} | {:>12} | {:>10} | {:>12} | {:>14} | {:>15} | {:>7} | {:>15} | {:>20} | {:>7} | {:>4} | {:>6} | {:>8} | {:>6} | {:>13} | {:>5} | {:>11} | {:>10} | {:>10} | {:>9}\n",
             r.scenario,
             r.affected,
             if r.ok { "ok" } else { "NO" },
@@ -816,6 +825,7 @@ pub fn table(rows: &[Row]) -> String {
             r.api_cpu_seconds_per_period,
             r.fleet_cpu_seconds_per_period,
             format!("{}/{}", opt(r.peer_p50_ms), opt(r.peer_p99_ms)),
+            r.listen_overflows,
             format!("{}/{}", opt(r.turns_waiting_max), opt(r.turns_waiting_end)),
             format!("{}/{}", opt(r.oldest_check_periods_max), opt(r.oldest_check_periods_end)),
             r.hub_gets,
@@ -873,6 +883,9 @@ mod tests {
         let mut fine = row(true, Some(5000.0), 0);
         fine.judge();
         assert_eq!((fine.ok, fine.note.as_str()), (true, "n"), "a row that holds is not judged");
+        let mut dropped = Row { listen_overflows: 40, ..row(false, None, 0) };
+        dropped.judge();
+        assert!(dropped.note.starts_with("peers starved: 40 connections to them dropped"), "{}", dropped.note);
         let mut idle = row(true, Some(3.0), 2);
         idle.judge();
         assert!(!idle.ok && idle.note.starts_with("the reconciler idled while peers were stale: 2 readings"), "{}", idle.note);

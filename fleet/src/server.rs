@@ -69,7 +69,7 @@ impl Fleet {
                 }
             }
             Endpoints::Addresses { port } => {
-                let l = TcpListener::bind(("0.0.0.0", port)).await?;
+                let l = shared_listener(port)?;
                 tokio::spawn(fleet.clone().accept(l, None));
             }
         }
@@ -184,4 +184,20 @@ impl Fleet {
             .map_err(std::io::Error::other)?;
         Ok(response)
     }
+}
+
+/// Connections one listener may hold before the fleet accepts them, for all the peers.
+const SHARED_BACKLOG: u32 = 65_535;
+
+/// The one listener of every peer's address (in the fleet's own network namespace): its accept
+/// queue as long as the namespace allows, raised there first. Each real peer has an API server
+/// of its own with a queue of its own (Go's listens with the kernel's `somaxconn`, 4,096 here);
+/// 10,000 peers behind tokio's default of 1,024 dropped connections a real fleet would not,
+/// and a dropped connection is a silent peer to the hub.
+fn shared_listener(port: u16) -> anyhow::Result<TcpListener> {
+    let _ = std::fs::write("/proc/sys/net/core/somaxconn", SHARED_BACKLOG.to_string());
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(std::net::SocketAddr::from(([0, 0, 0, 0], port)))?;
+    Ok(socket.listen(SHARED_BACKLOG)?)
 }

@@ -124,10 +124,13 @@ async fn ids_answers_with_exactly_the_seed_keys() {
     // Byte-compatible with seed 002's `curl --insecure https://<ADDRESS>:<PORT>/ids`.
     // And the protocol spoken (SPEC §3: more keys are allowed), which tells a cluster of the
     // cluster-scoped protocol apart, and the lifetime of the identities it issues (SPEC §10:
-    // a holder of a longer one renews it to this).
+    // a holder of a longer one renews it to this), and the release it runs.
     assert_eq!(
         a.text(),
-        r#"{"clusterId":"0558de48-097b-4b7d-ba04-6bd2a0f9d24f","clusterName":"LiqoCluster0692","guestNamespace":"liqo","protocolVersion":2,"tokenLifetimeSeconds":3600}"#
+        format!(
+            r#"{{"clusterId":"0558de48-097b-4b7d-ba04-6bd2a0f9d24f","clusterName":"LiqoCluster0692","guestNamespace":"liqo","protocolVersion":2,"tokenLifetimeSeconds":3600,"version":"{}"}}"#,
+            env!("CARGO_PKG_VERSION")
+        )
     );
     let ids: Ids = serde_json::from_slice(&a.body).unwrap();
     assert_eq!(ids.cluster_id, OWN);
@@ -465,6 +468,7 @@ async fn an_ids_answer_with_control_characters_is_invalid() {
             guest_namespace: namespace.into(),
             protocol_version: Some(2),
             token_lifetime_seconds: Some(7 * 24 * 3600),
+            version: None,
         };
         let (url, _dir) = serve_ids(&leaf.cert_pem, &leaf.key_pem, ids).await;
         let err = client::ids(&url, &Verify::Nothing).await.unwrap_err();
@@ -481,6 +485,7 @@ async fn serve_chain(chain: &str, key: &str) -> (String, tempfile::TempDir) {
         guest_namespace: "liqo".into(),
         protocol_version: Some(2),
         token_lifetime_seconds: Some(7 * 24 * 3600),
+        version: None,
     };
     serve_ids(chain, key, ids).await
 }

@@ -169,6 +169,7 @@ impl Peers for Handle {
             guest_namespace: "liqo-remote".into(),
             protocol_version: *self.protocol.lock().unwrap(),
             token_lifetime_seconds: None,
+            version: None,
         })
     }
     async fn ca(&self, _: &str, _: Trust) -> Result<String, Error> {

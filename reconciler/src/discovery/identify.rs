@@ -85,6 +85,7 @@ mod tests {
                 guest_namespace: "liqo".into(),
                 protocol_version: Some(2),
                 token_lifetime_seconds: None,
+                version: None,
             })
         })
         .await;
@@ -118,6 +119,7 @@ mod tests {
                 guest_namespace: String::new(),
                 protocol_version: None,
                 token_lifetime_seconds: None,
+                version: None,
             })
         })
         .await;

@@ -246,6 +246,7 @@ impl AuthService {
             guest_namespace: self.namespace.clone(),
             protocol_version: Some(liqo_api::names::PROTOCOL_VERSION),
             token_lifetime_seconds: Some(self.token_lifetime.as_secs()),
+            version: Some(env!("CARGO_PKG_VERSION").to_owned()),
         })
     }
 

@@ -20,6 +20,10 @@ pub struct Ids {
     /// release) renews it to this lifetime.
     #[serde(rename = "tokenLifetimeSeconds", default, skip_serializing_if = "Option::is_none")]
     pub token_lifetime_seconds: Option<u64>,
+    /// The release the cluster runs (its `--version`, as CHANGELOG.md names it); absent from a
+    /// cluster of before 0.3.0. Told, never acted on: the protocol is `protocolVersion`'s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 impl Ids {
