@@ -52,6 +52,11 @@ struct Args {
     /// so that it cannot starve the hub on a shared machine.
     #[arg(long, value_parser = liqo_fleet::cpu_limit::parse_cpus)]
     peers_cpus: Option<f64>,
+    /// Peers back from an outage (e) take this long to answer each request (0: at once): checks
+    /// that fall behind, so that connections made first wait longer for their turns than they
+    /// stay fresh (as on a saturated hub) when the black hole (h) opens.
+    #[arg(long, default_value_t = 0)]
+    answer_delay_after_outage_ms: u64,
     /// More flags for the reconciler (e.g. --reconciler-flag=--kube-api-qps=50).
     #[arg(long = "reconciler-flag")]
     reconciler_flags: Vec<String>,
@@ -132,6 +137,9 @@ async fn run(args: &Args) -> anyhow::Result<Vec<Row>> {
     let mut run = Run::new(hub, fleet, Duration::from_secs(args.health_period_seconds));
     if args.outage_wholly {
         run.outage = liqo_fleet::peer::Mode::Off;
+    }
+    if args.answer_delay_after_outage_ms > 0 {
+        run.answering = liqo_fleet::peer::Mode::Slow(Duration::from_millis(args.answer_delay_after_outage_ms));
     }
     let mut rows = Vec::new();
     for s in args.scenarios.chars() {

@@ -172,6 +172,10 @@ pub struct Run {
     pub outage: Mode,
     /// How long the strangers of (i) ask (2 minutes).
     pub flood: Duration,
+    /// How a peer answers once back from an outage (e): [`Mode::Accepting`], or [`Mode::Slow`]
+    /// for peers whose every answer then takes that long (`liqo-fleet
+    /// --answer-delay-after-outage-ms`).
+    pub answering: Mode,
     fcs: Store<ForeignCluster>,
     /// The reconciler's turns and oldest check, read every second.
     readings: Arc<std::sync::Mutex<Vec<Reading>>>,
@@ -233,7 +237,7 @@ impl Run {
         tokio::spawn(stream.applied_objects().for_each(|_| async {}));
         let readings = Arc::default();
         sample_reconciler(hub.reconciler_ops, Arc::clone(&readings));
-        Self { hub, fleet, health, outage: Mode::Down, flood: Duration::from_secs(120), fcs, readings }
+        Self { hub, fleet, health, outage: Mode::Down, flood: Duration::from_secs(120), answering: Mode::Accepting, fcs, readings }
     }
 
     fn n(&self) -> usize {
@@ -558,7 +562,7 @@ impl Run {
         let mid = self.mark().await;
         let wholly = if self.outage == Mode::Off { ", wholly" } else { "" };
         let mut went = self.row(&format!("e. {percent} % down{wholly}"), count, (&before, &mid), seen, 0.0);
-        self.fleet.set_mode(0..count, Mode::Accepting);
+        self.fleet.set_mode(0..count, self.answering);
         let back = self.until(&down, 2.0, healthy).await;
         let after = self.mark().await;
         let mut came = self.row(&format!("e. {percent} % back{wholly}"), count, (&mid, &after), back, 0.0);

@@ -6,8 +6,12 @@
 //! again inside its turn, to a peer that by then dropped every SYN, and waited out the client's
 //! 10 s connect timeout, then as long again to read the CA the peer presents. A handful of
 //! turns so held told the black hole a few peers a second (at 10,000 peers, 229 in three
-//! periods). Turns are few here (`--max-concurrent-reconciles=4`) so that the return's backlog
-//! reaches into the black hole, as 64 turns do at 10,000.
+//! periods). Here one turn (`--max-concurrent-reconciles=1`) and peers that take 80 ms to
+//! answer each request once back from the outage make the checks fall behind for good (200 ×
+//! 80 ms and more, where a period is 10 s), so that connections made first wait for their turns
+//! longer than they stay fresh when the black hole opens, as 64 turns on a saturated hub did
+//! at 10,000. The return's
+//! own row is not held to its deadline here (its checks are behind by design).
 //!
 //! The whole fleet binary runs, in a network namespace of its own (the black hole is
 //! `iptables` there): it needs root, `unshare`, `iptables` and `KUBEBUILDER_ASSETS`, and skips
@@ -36,8 +40,8 @@ fn peers_black_holed_right_after_a_return_are_told_within_three_periods() {
     let json = std::env::temp_dir().join(format!("liqo-fleet-black-hole-{}.json", std::process::id()));
     let fleet = env!("CARGO_BIN_EXE_liqo-fleet");
     let command = format!(
-        "ip link set lo up && exec {fleet} --peers 200 --scenarios abeh --outage-wholly --health-period-seconds 5 \
-         --advertise-period-seconds 5 --reconciler-flag=--max-concurrent-reconciles=4 --bin {} --json {}",
+        "ip link set lo up && exec {fleet} --peers 200 --scenarios abeh --outage-wholly --health-period-seconds 10 \
+         --advertise-period-seconds 10 --answer-delay-after-outage-ms 80 --reconciler-flag=--max-concurrent-reconciles=1 --bin {} --json {}",
         bin.display(),
         json.display()
     );
@@ -51,9 +55,10 @@ fn peers_black_holed_right_after_a_return_are_told_within_three_periods() {
     let hole = row("h. 100 % black-holed").unwrap_or_else(|| panic!("no row of the black hole: {log}"));
     assert_eq!(back["affected"], 200, "{back}");
     assert_eq!(hole["ok"], true, "every black-holed peer told within 3 periods: {hole}\n{log}");
-    assert!(hole["converged_periods"].as_f64().is_some_and(|p| p <= 3.0), "{hole}");
+    assert!(hole["turns_waiting_max"].as_f64().is_some_and(|w| w > 0.0), "the checks were behind when the hole opened: {hole}");
     for r in &rows {
         assert_eq!(r["stale_while_idle"], 0, "the reconciler never idles while a check is stale: {r}");
     }
-    assert!(out.status.success(), "every row within its deadline: {log}");
+    let back_again = row("h. 100 % back").unwrap_or_else(|| panic!("no row of the return from the black hole: {log}"));
+    assert!(back_again["converged_seconds"].as_f64().is_some(), "all answering again in the end: {back_again}");
 }

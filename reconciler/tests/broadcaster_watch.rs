@@ -5,9 +5,7 @@
 //!   deleted or edited Advertisement is repaired at once;
 //! - a peer of an earlier release, which grants no `watch`, is asked every period instead;
 //! - an API server restarted under 100 watching broadcasters gets them all back within one
-//!   period, spread over it: no herd in its first seconds;
-//! - a broadcaster back from a peer it could not reach reads ours by the LIST its watch then
-//!   starts from: no GET.
+//!   period, spread over it: no herd in its first seconds.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -304,40 +302,4 @@ async fn a_watch_opened_after_our_advertisement_went_tells_so_first() {
     theirs.delete(&advertisement_name(OWN), &DeleteParams::default()).await.unwrap();
     let (told, lasted, lasts) = follow.next().await;
     assert_eq!(judge(told, OWN, &resources, lasted, lasts), Next::Round { rewatch: false });
-}
-
-/// A peer away long enough for rounds to fail: the round that finds it back reads ours by a
-/// LIST, and the watch that follows starts from that LIST's version. Two requests (a LIST and
-/// a watch), where a GET, a LIST and a watch were sent before: at 10,000 peers coming back at
-/// once, 10,000 GETs fewer for their hub.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_broadcaster_back_from_an_unreachable_peer_lists_once_and_watches_from_it() {
-    let Some(mut cp) = ControlPlane::start_or_skip().await else { return };
-    let admin = cp.admin();
-    install_liqo(&admin, "liqo").await;
-    let period = Duration::from_secs(1);
-    let b = broadcasters(&admin, period);
-    let p = peer(3);
-    b.ensure(&p, "PeeringRequest", "liqo", granted(&cp, &admin, &p, false).await);
-    liqo_testenv::eventually("our Advertisement published", || advertisement(&admin, &p)).await;
-    liqo_testenv::eventually("its watch open", || async { (watches_held(&admin).await >= 1.0).then_some(()) }).await;
-
-    cp.stop_apiserver();
-    // Away for five periods: its watch broke and its rounds failed (a round every period).
-    tokio::time::sleep(period * 5).await;
-    cp.restart_apiserver().await;
-    let admin = cp.admin();
-    liqo_testenv::eventually("watching again", || async { (watches_held(&admin).await >= 1.0).then_some(()) }).await;
-    // The restarted API server counts from its start: all the broadcaster sent since.
-    let sent = advertisement_requests(&admin).await;
-    assert_eq!(sent.get("GET"), None, "no GET: the round read ours by a LIST: {sent:?}");
-    let lists = sent.get("LIST").copied().unwrap_or(0.0);
-    assert!((1.0..=2.0).contains(&lists), "a LIST for the round and its watch (one more if the first came too early): {sent:?}");
-    assert!(advertisement(&admin, &p).await.is_some_and(|a| a.spec.cluster_id == OWN));
-    // Still told at once of a deletion: the watch started from the round's version.
-    Api::<Advertisement>::namespaced(admin.clone(), &tenant_namespace(&p))
-        .delete(&advertisement_name(OWN), &DeleteParams::default())
-        .await
-        .unwrap();
-    repaired(&admin, &p, "the deleted Advertisement made again, told by the watch").await;
 }

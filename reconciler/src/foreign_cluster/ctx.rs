@@ -38,6 +38,12 @@ use super::way;
 /// 1,000 of them in 2.6 minutes. docs/scaling.md.
 pub const DEFAULT_MAX_CONCURRENT_RECONCILES: u16 = 64;
 
+/// Turns apart for reconciles connected to again after their connection went stale (pure):
+/// an eighth of the turns, at least one.
+pub fn express_turns(turns: usize) -> usize {
+    (turns / 8).max(1)
+}
+
 /// How often things happen.
 #[derive(Clone, Debug)]
 pub struct Timing {
@@ -84,6 +90,9 @@ pub struct Ctx<P: Peers> {
     pub(super) turns: Option<Arc<tokio::sync::Semaphore>>,
     /// How many turns there are.
     max_turns: usize,
+    /// Turns apart for reconciles whose connection went stale waiting for a turn and was made
+    /// again: they do not queue behind the others twice (`None` with no bound on turns).
+    pub(super) express: Option<Arc<tokio::sync::Semaphore>>,
     /// Connects to a joined peer's API server before its reconcile takes a turn (`None`: the
     /// check connects in its turn, as a reconcile called directly does):
     /// [`crate::machinery::connect_first`].
@@ -150,6 +159,7 @@ impl<P: Peers> Ctx<P> {
             token_lifetime: TOKEN_LIFETIME,
             turns: Some(Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_CONCURRENT_RECONCILES.into()))),
             max_turns: DEFAULT_MAX_CONCURRENT_RECONCILES.into(),
+            express: Some(Arc::new(tokio::sync::Semaphore::new(express_turns(DEFAULT_MAX_CONCURRENT_RECONCILES.into())))),
             connector: None,
             proven: Mutex::default(),
             refreshed: Mutex::default(),
@@ -188,6 +198,7 @@ impl<P: Peers> Ctx<P> {
 
     pub fn with_max_concurrent_reconciles(mut self, max: u16) -> Self {
         self.turns = (max > 0).then(|| Arc::new(tokio::sync::Semaphore::new(max.into())));
+        self.express = (max > 0).then(|| Arc::new(tokio::sync::Semaphore::new(express_turns(max.into()))));
         self.max_turns = max.into();
         self
     }
@@ -197,7 +208,7 @@ impl<P: Peers> Ctx<P> {
     /// the work queue (`crate::machinery::work_queue::Bound`), not as tasks.
     pub fn running_bound(&self) -> Option<usize> {
         let connects = self.connector.as_ref().map_or(0, |c| c.in_flight());
-        (self.turns.is_some()).then_some(self.max_turns + connects)
+        (self.turns.is_some()).then_some(self.max_turns + express_turns(self.max_turns) + connects)
     }
 
     /// Connects to joined peers' API servers first, `in_flight` at once (0: not at all), each

@@ -169,7 +169,8 @@ pub async fn run<P: Peers>(
 /// turn while it is waited for: `crate::machinery::connect_first`), then waits for a turn. A
 /// connection that went stale while waiting is not used: the turn is given back and the peer
 /// connected to again, [`STALE_RETRIES`](crate::machinery::connect_first::STALE_RETRIES) times at
-/// most, rather than connected to in the turn (where a peer gone silent meanwhile would hold the
+/// most, then waits for one of the turns kept apart for such ([`ctx::express_turns`]), rather
+/// than connected to in the turn (where a peer gone silent meanwhile would hold the
 /// turn for as long as the connect waits; the fleet saw 64 turns so held tell 229 of 10,000
 /// black-holed peers in three periods).
 async fn connect_then_turn<P: Peers>(
@@ -183,7 +184,10 @@ async fn connect_then_turn<P: Peers>(
     let _waited = decrement_on_drop(&ctx.metrics.turns_waiting);
     loop {
         let (gate, connecting) = ctx.connect_first(fc).await;
-        let turn = match &ctx.turns {
+        // Connected again after a stale connection: a turn apart, not the back of the queue
+        // (where it went stale once already, and would again behind a backlog that lasts).
+        let lane = if retries > 0 { &ctx.express } else { &ctx.turns };
+        let turn = match lane {
             Some(turns) => Some(turns.clone().acquire_owned().await.expect("never closed")),
             None => None,
         };

@@ -149,11 +149,11 @@ impl Following {
         (self.watch.is_none() && self.published).then(|| at.saturating_duration_since(Instant::now()))
     }
 
-    /// Whether a watch opens right after a round that succeeds (none open with client
-    /// `generation`, none waited for, none refused): that round reads by a LIST the watch starts
-    /// from.
+    /// Whether a watch is to be opened after a round that succeeds (none open with client
+    /// `generation`, none refused: now, or at its place after a break): that round reads by a
+    /// LIST the watch starts from.
     pub fn will_open_after_a_round(&self, generation: u64) -> bool {
-        !self.watching(generation) && self.not_before.is_none_or(|t| Instant::now() >= t) && self.refusals == 0
+        !self.watching(generation) && self.refusals == 0
     }
 
     /// Opens a watch of `own`'s Advertisement with `client` (made `generation`), lasting

@@ -553,9 +553,10 @@ impl<P: Peers> Broadcasters<P> {
                 }
                 last = round;
             }
-            let watch_from = r.watch_from.take();
             if let (true, Some(client), Ok(own)) = (advertising && last.is_ok() && follow.may_open(), &r.client, self.own_id()) {
-                follow.open(client, r.generation, &own, self.period, spread, watch_from);
+                // From the version the last round read ours at (kept until the watch opens, at
+                // most until the next round; one compacted meanwhile is told as 410: a round).
+                follow.open(client, r.generation, &own, self.period, spread, r.watch_from.take());
             }
             let watching = follow.watching(r.generation);
             let next_round = retry_after(&last, self.period, r.failures, spread).saturating_sub(round_at.elapsed());
@@ -714,8 +715,8 @@ struct Rounds {
     forbidden: bool,
     /// Failed rounds in a row.
     failures: u32,
-    /// The version the last round read ours at (a LIST's, or a write's), for a watch opened
-    /// right after it.
+    /// The version the last round read ours at (a LIST's, or a write's), for the watch opened
+    /// after it.
     watch_from: Option<String>,
 }
 
