@@ -387,7 +387,10 @@ impl<P: Peers> Broadcasters<P> {
                     let version = listed.metadata.resource_version.clone().filter(|v| !v.is_empty());
                     return Ok((listed.items.into_iter().find(|a| a.metadata.name.as_deref() == Some(name)), version));
                 }
-                Err(kube::Error::Api(s)) if follow::refused_watch(s.code) => {}
+                // Not granted (403: an earlier release's role has `get` only) or not served as a
+                // list (405): read as before. A 404 is the resource not served at all (an API
+                // server still installing it after a restart): the round fails and is tried again.
+                Err(kube::Error::Api(s)) if matches!(s.code, 403 | 405) => {}
                 Err(e) => return Err(e),
             }
         }
