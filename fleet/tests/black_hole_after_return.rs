@@ -53,6 +53,7 @@ fn peers_black_holed_right_after_a_return_are_told_within_three_periods() {
     let row = |prefix: &str| rows.iter().find(|r| r["scenario"].as_str().is_some_and(|s| s.starts_with(prefix))).cloned();
     let back = row("e. 100 % back").unwrap_or_else(|| panic!("no row of the return: {log}"));
     let hole = row("h. 100 % black-holed").unwrap_or_else(|| panic!("no row of the black hole: {log}"));
+    eprintln!("the black hole: {hole}");
     assert_eq!(back["affected"], 200, "{back}");
     assert_eq!(hole["ok"], true, "every black-holed peer told within 3 periods: {hole}\n{log}");
     assert!(hole["turns_waiting_max"].as_f64().is_some_and(|w| w > 0.0), "the checks were behind when the hole opened: {hole}");
