@@ -204,8 +204,9 @@ impl InstallCheck {
         }
     }
 
-    /// Tells `say` what is missing ([`message`]; `None`: nothing), looking every `period` (and
-    /// so refreshing what the auth service reads), until `shutdown`.
+    /// Tells `say` what is missing ([`message`]; `None`: nothing) every `period`, until
+    /// `shutdown`: as the watches say when every part is watched (no request), else looked at
+    /// (and so refreshing what the auth service reads).
     pub async fn follow(
         self: std::sync::Arc<Self>,
         say: impl Fn(Option<String>),
@@ -216,7 +217,11 @@ impl InstallCheck {
             let mut tick = tokio::time::interval(period);
             loop {
                 tick.tick().await;
-                let missing = self.look().await;
+                let watched = self.watched.lock().ok().and_then(|w| missing_as_watched(&w));
+                let missing = match watched {
+                    Some(missing) => missing,
+                    None => self.look().await,
+                };
                 say((!missing.is_empty()).then(|| message(&missing)));
             }
         };
