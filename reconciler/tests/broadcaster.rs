@@ -39,8 +39,9 @@ fn api_knowing(log: Log, pinned: Option<&'static str>) -> Client {
         while let Some((req, send)) = handle.next_request().await {
             let method = req.method().to_string();
             let path = req.uri().path().to_owned();
+            let query = req.uri().query().unwrap_or_default().to_owned();
             let body: Value = serde_json::from_slice(&req.into_body().collect_bytes().await.unwrap()).unwrap_or(Value::Null);
-            log.lock().unwrap().push((method.clone(), path.clone()));
+            log.lock().unwrap().push((method.clone(), format!("{path}?{query}")));
             let not_found = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404});
             let (status, answer) = match (method.as_str(), path.as_str()) {
                 ("GET", "/apis/discovery.liqo.io/v1alpha1/foreignclusters") => {
@@ -66,6 +67,7 @@ fn api_knowing(log: Log, pinned: Option<&'static str>) -> Client {
                     json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pr-kubeconfig", "namespace": "liqo"},
                            "data": {"kubeconfig": "cGVlci1rdWJlY29uZmln"}}),
                 ),
+                ("GET", p) if p.ends_with("/advertisements") => listed(&query, adv.as_ref()),
                 ("GET", p) if p.contains("/advertisements/") => match &adv {
                     Some(a) => (200, a.clone()),
                     None => (404, not_found),
@@ -124,6 +126,18 @@ fn started(local: Client, peers: Arc<FakePeers>) -> (Arc<Broadcasters<FakePeers>
     (Broadcasters::new(local, id, config_rx, reflector::store::<Node>().0, peers, Duration::from_millis(50), "liqo"), config)
 }
 
+/// A LIST of Advertisements by name (`adv` the one there is, if any) answered as an API
+/// server does, with the list's version; a watch answered 405, as by a peer that serves no
+/// watch: its broadcaster reads ours every period.
+fn listed(query: &str, adv: Option<&Value>) -> (u16, Value) {
+    if query.split('&').any(|kv| kv == "watch=true") {
+        return (405, json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "MethodNotAllowed", "code": 405}));
+    }
+    let items: Vec<Value> = adv.cloned().into_iter().collect();
+    (200, json!({"apiVersion": "sharing.liqo.io/v1alpha1", "kind": "AdvertisementList", "metadata": {"resourceVersion": "7"}, "items": items}))
+}
+
+/// Requests of `method` whose path and query hold `needle`.
 fn count(log: &Log, method: &str, needle: &str) -> usize {
     log.lock().unwrap().iter().filter(|(m, p)| m == method && p.contains(needle)).count()
 }
@@ -155,8 +169,11 @@ async fn one_broadcaster_per_peer_even_under_concurrent_events() {
         t.await.unwrap();
     }
     assert_eq!(b.peers(), [PEER]);
-    // Let it run several periods.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Let it run several periods: ours read (by LIST or GET) in at least three.
+    liqo_testenv::eventually("ours read in three rounds", || async {
+        (count(&remote_log, "GET", &format!("advertisement-{OWN}")) >= 3).then_some(())
+    })
+    .await;
     assert_eq!(*peers.built.lock().unwrap(), ["peer-kubeconfig"], "one client, built once");
     assert_eq!(*peers.pinned.lock().unwrap(), [None], "a peer we never joined: the kubeconfig's own CA");
     assert_eq!(count(&remote_log, "POST", "/advertisements"), 1, "created once");
@@ -175,11 +192,12 @@ async fn one_broadcaster_per_peer_even_under_concurrent_events() {
 
     // Advertisement turned off in the ClusterConfig: withdrawn once; back on: published again.
     config.send_modify(|c| c.as_mut().unwrap().discovery_config.enable_advertisement = false);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(count(&remote_log, "DELETE", &format!("advertisement-{OWN}")), 1, "withdrawn once while disabled");
+    let withdrawn = || count(&remote_log, "DELETE", &format!("advertisement-{OWN}"));
+    liqo_testenv::eventually("withdrawn while disabled", || async { (withdrawn() >= 1).then_some(()) }).await;
     config.send_modify(|c| c.as_mut().unwrap().discovery_config.enable_advertisement = true);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(count(&remote_log, "POST", "/advertisements"), 2, "published again");
+    liqo_testenv::eventually("published again", || async { (count(&remote_log, "POST", "/advertisements") >= 2).then_some(()) }).await;
+    assert_eq!(withdrawn(), 1, "withdrawn once while disabled");
+    assert_eq!(count(&remote_log, "POST", "/advertisements"), 2, "published again, once");
 
     // The PeeringRequest goes: the FederationRequest still holds the broadcaster.
     b.release(PEER, "PeeringRequest", Some(source.clone())).await.unwrap();
@@ -195,7 +213,8 @@ async fn one_broadcaster_per_peer_even_under_concurrent_events() {
 
     // After a restart (no broadcaster in memory) the release still withdraws.
     b.ensure(PEER, "PeeringRequest", "liqo", source.clone());
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    liqo_testenv::eventually("published by the new broadcaster", || async { (count(&remote_log, "POST", "/advertisements") >= 3).then_some(()) })
+        .await;
     let fresh = Broadcasters::new(
         api(Default::default()),
         watch::channel(Some(OWN.to_owned())).1,
@@ -315,7 +334,8 @@ fn unjoined_peer(log: Log, gone: Arc<std::sync::atomic::AtomicBool>, remote: boo
     tokio::spawn(async move {
         while let Some((req, send)) = handle.next_request().await {
             let (method, path) = (req.method().to_string(), req.uri().path().to_owned());
-            log.lock().unwrap().push((method.clone(), path.clone()));
+            let query = req.uri().query().unwrap_or_default().to_owned();
+            log.lock().unwrap().push((method.clone(), format!("{path}?{query}")));
             let not_found = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404});
             let forbidden = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403});
             let (status, answer) = match (method.as_str(), path.as_str()) {
@@ -333,6 +353,7 @@ fn unjoined_peer(log: Log, gone: Arc<std::sync::atomic::AtomicBool>, remote: boo
                         )
                     }
                 }
+                ("GET", p) if remote && p.ends_with("/advertisements") => listed(&query, None),
                 ("GET", p) if remote && p.contains("/advertisements/") => (404, not_found),
                 ("POST", p) if remote && p.ends_with("/advertisements") => (201, advertisement()),
                 ("DELETE", p) if remote && p.contains("/advertisements/") => (403, forbidden),
