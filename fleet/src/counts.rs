@@ -69,8 +69,9 @@ pub struct Counts {
     pub connections: AtomicU64,
     /// Connections reset because their peer was down.
     pub reset: AtomicU64,
-    /// TLS handshakes completed.
+    /// TLS handshakes completed, and of those, resumed from a session ticket.
     pub handshakes: AtomicU64,
+    pub resumed: AtomicU64,
     /// Requests to auth services (`/identity` included).
     pub auth: AtomicU64,
     /// Of those, identities asked (`/identity`).
@@ -95,6 +96,7 @@ pub struct Snapshot {
     pub connections: u64,
     pub reset: u64,
     pub handshakes: u64,
+    pub resumed: u64,
     pub auth: u64,
     pub identities: u64,
     pub reads: u64,
@@ -113,6 +115,7 @@ impl Default for Snapshot {
             connections: 0,
             reset: 0,
             handshakes: 0,
+            resumed: 0,
             auth: 0,
             identities: 0,
             reads: 0,
@@ -134,6 +137,7 @@ impl Counts {
             connections: r(&self.connections),
             reset: r(&self.reset),
             handshakes: r(&self.handshakes),
+            resumed: r(&self.resumed),
             auth: r(&self.auth),
             identities: r(&self.identities),
             reads: r(&self.reads),
@@ -155,6 +159,7 @@ impl std::ops::Sub for Snapshot {
             connections: self.connections - o.connections,
             reset: self.reset - o.reset,
             handshakes: self.handshakes - o.handshakes,
+            resumed: self.resumed - o.resumed,
             auth: self.auth - o.auth,
             identities: self.identities - o.identities,
             reads: self.reads - o.reads,

@@ -53,10 +53,16 @@ impl Certs {
             .collect::<Result<_, _>>()?;
         let key = PrivateKeyDer::from_pem_slice(leaf.key_pem.as_bytes())?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ServerConfig::builder_with_provider(provider)
+        let mut tls = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
             .with_single_cert(chain, key)?;
+        // Sessions resumed as kube-apiserver (Go's crypto/tls) resumes them: stateless TLS 1.3
+        // tickets under keys of this server's own, one ticket after each handshake. A new
+        // certificate comes with new keys (an API server restarted with it): no session made
+        // before it resumes.
+        tls.ticketer = rustls::crypto::ring::Ticketer::new()?;
+        tls.send_tls13_tickets = 1;
         Ok(Self { ca, tls: Arc::new(tls) })
     }
 }

@@ -69,10 +69,11 @@ pub struct Row {
     /// the whole window.
     pub peer_requests_per_peer_period: f64,
     pub peer_requests_per_peer: f64,
-    /// TLS handshakes with peers per health period and in the whole window, and connections
-    /// reset by down peers.
+    /// TLS handshakes with peers per health period and in the whole window (of those, resumed
+    /// from a session ticket), and connections reset by down peers.
     pub handshakes_per_period: f64,
     pub handshakes: u64,
+    pub resumed: u64,
     pub resets: u64,
     /// Writes to peers, calls to their auth services (`/ids`, `/ca`, `/identity`) and, of
     /// those, identities asked (a re-join shows here).
@@ -302,6 +303,7 @@ impl Run {
             peer_requests_per_peer: round(fleet.requests() as f64 / affected.max(1) as f64),
             handshakes_per_period: round(fleet.handshakes as f64 / periods.max(1e-9)),
             handshakes: fleet.handshakes,
+            resumed: fleet.resumed,
             resets: fleet.reset,
             peer_writes: fleet.writes,
             auth_requests: fleet.auth,
@@ -466,9 +468,10 @@ impl Run {
         let converged = settled.and(still).map(|_| Duration::ZERO);
         let mut row = self.row("c. steady, 3 periods", self.n(), (&before, &after), converged, 0.0);
         row.note = format!(
-            "per health period: {} requests per peer, {} TLS handshakes; Events written in the window: {}",
+            "per health period: {} requests per peer, {} TLS handshakes ({:.1} % full); Events written in the window: {}",
             row.peer_requests_per_peer_period,
             row.handshakes_per_period,
+            100.0 * (row.handshakes - row.resumed) as f64 / row.handshakes.max(1) as f64,
             self.events_since(before.wall).await
         );
         [row.clone(), self.broadcasters_at_hub(row, (&before, &after))]
@@ -811,12 +814,12 @@ fn join_deadline(n: usize, health: Duration) -> f64 {
 /// or more, totals in the window (per affected peer for requests) otherwise.
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "scenario                   | peers | ok | conv. s | periods | RSS MiB | peak | CPU s/period | API ms/req | API s/period | fleet s/period | peer p50/p99 ms | dropped | waiting max/end | oldest check max/end | hub GET | LIST | writes | status w | events | peer req/peer | TLS | peer writes | auth calls | identities | log lines\n",
+        "scenario                   | peers | ok | conv. s | periods | RSS MiB | peak | CPU s/period | API ms/req | API s/period | fleet s/period | peer p50/p99 ms | dropped | waiting max/end | oldest check max/end | hub GET | LIST | writes | status w | events | peer req/peer | TLS all/resumed | peer writes | auth calls | identities | log lines\n",
     );
     for r in rows {
         let opt = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v}"));
         out += &format!(
-            "{:<26} | {:>5} | {:<2} | {:>7} | {:>7} | {:>7} | {:>4} | {:>12} | {:>10} | {:>12} | {:>14} | {:>15} | {:>7} | {:>15} | {:>20} | {:>7} | {:>4} | {:>6} | {:>8} | {:>6} | {:>13} | {:>5} | {:>11} | {:>10} | {:>10} | {:>9}\n",
+            "{:<26} | {:>5} | {:<2} | {:>7} | {:>7} | {:>7} | {:>4} | {:>12} | {:>10} | {:>12} | {:>14} | {:>15} | {:>7} | {:>15} | {:>20} | {:>7} | {:>4} | {:>6} | {:>8} | {:>6} | {:>13} | {:>15} | {:>11} | {:>10} | {:>10} | {:>9}\n",
             r.scenario,
             r.affected,
             if r.ok { "ok" } else { "NO" },
@@ -838,7 +841,7 @@ pub fn table(rows: &[Row]) -> String {
             r.status_writes,
             r.events,
             r.peer_requests_per_peer,
-            r.handshakes,
+            format!("{}/{}", r.handshakes, r.resumed),
             r.peer_writes,
             r.auth_requests,
             r.identity_requests,

@@ -115,6 +115,9 @@ impl Fleet {
         let acceptor = tokio_rustls::TlsAcceptor::from(peer.certs().tls.clone());
         let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await else { return };
         self.counts.handshakes.fetch_add(1, Ordering::Relaxed);
+        if tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+            self.counts.resumed.fetch_add(1, Ordering::Relaxed);
+        }
         let fleet = self.clone();
         let service = hyper::service::service_fn(move |req| {
             let waited = first.lock().expect("not poisoned").take().unwrap_or_default();

@@ -23,6 +23,7 @@ use crate::remote::auth::client::Verify;
 use crate::remote::auth::rate::{Limiter, Rate};
 use crate::remote::auth::service::{ApiServer, AuthService, IdentityGuard, ensure_token_secret};
 use crate::remote::peer::Network;
+use crate::remote::sessions::Sessions;
 use crate::reporting::events::{Recorder, Reporter};
 use crate::reporting::metrics::Metrics;
 use crate::{foreign_cluster, incoming};
@@ -326,7 +327,8 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
             roots.roots.extend(extra.roots.iter().cloned());
         }
     }
-    let peers = Arc::new(Network { roots: Verify::Roots(Arc::new(roots)), api_timeout: Duration::from_secs(10) });
+    let sessions = Arc::new(Sessions::counting(metrics.tls_handshakes.clone()));
+    let peers = Arc::new(Network { roots: Verify::Roots(Arc::new(roots)), api_timeout: Duration::from_secs(10), sessions });
     let recorder =
         Recorder::new(client.clone(), Reporter { controller: "liqo-reconciler".into(), instance: std::env::var("POD_NAME").ok() })
             .with_budget(args.events_per_second, args.events_burst);

@@ -426,7 +426,7 @@ async fn a_peer_api_server_answering_without_end_is_cut_off() {
     let kubeconfig = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: p\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: p\n  context:\n    cluster: p\n    user: u\ncurrent-context: p\n"
     );
-    let network = Network { roots: liqo_reconciler::remote::auth::client::Verify::system(), api_timeout: Duration::from_secs(10) };
+    let network = Network::new(liqo_reconciler::remote::auth::client::Verify::system(), Duration::from_secs(10));
     let client = network.api_client(&RemoteAccess { kubeconfig, api_url: None, ca_pem: None }).await.unwrap();
     let err = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client, "liqo").get("x").await.unwrap_err();
     assert!(err.to_string().contains("length limit"), "{err}");

@@ -134,7 +134,10 @@ fn listed(query: &str, adv: Option<&Value>) -> (u16, Value) {
         return (405, json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "MethodNotAllowed", "code": 405}));
     }
     let items: Vec<Value> = adv.cloned().into_iter().collect();
-    (200, json!({"apiVersion": "sharing.liqo.io/v1alpha1", "kind": "AdvertisementList", "metadata": {"resourceVersion": "7"}, "items": items}))
+    (
+        200,
+        json!({"apiVersion": "sharing.liqo.io/v1alpha1", "kind": "AdvertisementList", "metadata": {"resourceVersion": "7"}, "items": items}),
+    )
 }
 
 /// Requests of `method` whose path and query hold `needle`.
@@ -213,8 +216,10 @@ async fn one_broadcaster_per_peer_even_under_concurrent_events() {
 
     // After a restart (no broadcaster in memory) the release still withdraws.
     b.ensure(PEER, "PeeringRequest", "liqo", source.clone());
-    liqo_testenv::eventually("published by the new broadcaster", || async { (count(&remote_log, "POST", "/advertisements") >= 3).then_some(()) })
-        .await;
+    liqo_testenv::eventually("published by the new broadcaster", || async {
+        (count(&remote_log, "POST", "/advertisements") >= 3).then_some(())
+    })
+    .await;
     let fresh = Broadcasters::new(
         api(Default::default()),
         watch::channel(Some(OWN.to_owned())).1,

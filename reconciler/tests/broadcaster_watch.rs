@@ -36,7 +36,7 @@ fn peer(n: usize) -> String {
 fn broadcasters(admin: &Client, period: Duration) -> Arc<Broadcasters<Network>> {
     let (_, id) = watch::channel(Some(OWN.to_owned()));
     let (_, config) = watch::channel(Some(liqo_api::ClusterConfigSpec::default()));
-    let network = Network { roots: liqo_reconciler::remote::auth::client::Verify::Nothing, api_timeout: Duration::from_secs(10) };
+    let network = Network::new(liqo_reconciler::remote::auth::client::Verify::Nothing, Duration::from_secs(10));
     Broadcasters::new(admin.clone(), id, config, reflector::store::<Node>().0, Arc::new(network), period, "liqo")
 }
 

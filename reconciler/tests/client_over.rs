@@ -78,7 +78,7 @@ fn access(addr: std::net::SocketAddr, ca_pem: &str) -> RemoteAccess {
 }
 
 fn network() -> Network {
-    Network { roots: Verify::Nothing, api_timeout: Duration::from_secs(10) }
+    Network::new(Verify::Nothing, Duration::from_secs(10))
 }
 
 #[tokio::test]

@@ -37,7 +37,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn peers() -> Network {
-    Network { roots: liqo_reconciler::remote::auth::client::Verify::Nothing, api_timeout: Duration::from_secs(2) }
+    Network::new(liqo_reconciler::remote::auth::client::Verify::Nothing, Duration::from_secs(2))
 }
 
 fn on(interface: &str) -> Interfaces {

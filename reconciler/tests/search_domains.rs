@@ -57,7 +57,7 @@ fn start_controller_with(client: &Client, dns: DnsSd, config: ClusterConfigSpec,
     std::mem::forget(id_tx);
     let (cfg_tx, cfg_rx) = watch::channel(Some(config));
     let foreign = reflect(Api::<ForeignCluster>::all(client.clone()), Default::default());
-    let peers = Arc::new(Network { roots: Verify::Nothing, api_timeout: Duration::from_secs(5) });
+    let peers = Arc::new(Network::new(Verify::Nothing, Duration::from_secs(5)));
     let recorder = Recorder::new(client.clone(), Reporter { controller: "liqo-reconciler".into(), instance: None });
     let shared = Shared::new(client.clone(), "liqo", id_rx, cfg_rx, peers, foreign).with_recorder(recorder).with_max_discovered(max);
     let ctx = Arc::new(Ctx::new(shared, dns, Duration::from_secs(1)));
@@ -271,7 +271,7 @@ async fn a_users_choice_outlives_the_foreign_cluster() {
         Api::<ConfigMap>::namespaced(admin.clone(), "liqo"),
         kube::runtime::watcher::Config::default().fields(&format!("metadata.name={}", memory::KNOWN_PEERS)),
     );
-    let peers = Arc::new(Network { roots: Verify::Nothing, api_timeout: Duration::from_secs(5) });
+    let peers = Arc::new(Network::new(Verify::Nothing, Duration::from_secs(5)));
     let shared = Shared::new(admin.clone(), "liqo", id_rx, cfg_rx, peers, foreign.clone()).with_memory(known.clone());
     let ctx = Arc::new(Ctx::new(shared, DnsSd::with_nameserver(dns_server.addr).unwrap(), Duration::from_secs(1)));
     tokio::spawn(search_domain::run(ctx, Arc::new(Metrics::default()), std::future::pending()));

@@ -230,7 +230,7 @@ pub async fn run(a: Args) -> anyhow::Result<bool> {
     };
     let mut roots = rustls::RootCertStore::empty();
     roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-    let peers = Network { roots: Verify::Roots(std::sync::Arc::new(roots)), api_timeout: Duration::from_secs(5) };
+    let peers = Network::new(Verify::Roots(std::sync::Arc::new(roots)), Duration::from_secs(5));
     let report = discover(&opts, &peers).await?;
     for p in &report.problems {
         eprintln!("note: {p}");

@@ -1,11 +1,11 @@
-//! A Kubernetes client for a peer's API server whose first connection is one already made
+//! A Kubernetes client for a peer's API server, whose first connection may be one already made
 //! ([`crate::machinery::connect_first`]): the health check goes over the connection that showed the
 //! peer answers, instead of making a second one. Any further connection is made as kube's
 //! own client makes it. The stack is kube's ([`kube::client::ClientBuilder`] from a
-//! [`kube::Config`]): TLS from the config (the pinned CA), the connect, read and write
-//! timeouts, the base URI, the credentials and kube's retry of 429/503/504; answers capped
-//! at [`MAX_API_ANSWER`] as every client to a peer ([`capped`], which `crate::remote::peer`'s
-//! clients use too).
+//! [`kube::Config`]), over a TLS configuration kept per peer with its session ticket
+//! ([`crate::remote::sessions`]): the connect, read and write timeouts, the base URI, the
+//! credentials and kube's retry of 429/503/504; answers capped at [`MAX_API_ANSWER`] as every
+//! client to a peer ([`capped`], which `crate::remote::peer`'s clients use too).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -19,6 +19,7 @@ use tokio::net::TcpStream;
 use tower::ServiceBuilder;
 
 use crate::machinery::error::{Error, Result};
+use crate::remote::sessions::{Counted, Tally};
 
 /// Gives `first` to the first connection asked for, then connects as kube does.
 #[derive(Clone)]
@@ -54,13 +55,21 @@ pub fn capped<B>(response: http::Response<B>) -> http::Response<http_body_util::
     response.map(|body| http_body_util::Limited::new(body, MAX_API_ANSWER))
 }
 
-/// A client for the API server `config` names, its first connection `stream`.
-pub fn client_over(config: kube::Config, stream: TcpStream) -> Result<kube::Client> {
+/// A client for the API server `config` names, over `tls` (its session store included), its
+/// first connection `first` when one was made ([`crate::machinery::connect_first`]), its
+/// handshakes counted by `tally`.
+pub fn client_over(config: kube::Config, tls: rustls::ClientConfig, first: Option<TcpStream>, tally: Tally) -> Result<kube::Client> {
     let tls_error = |e: kube::Error| Error::Tls(format!("a client for the remote API server: {e}"));
     let mut then = HttpConnector::new();
     then.enforce_http(false);
-    let connector = FirstConnection { first: Arc::new(Mutex::new(Some(stream))), then };
-    let https = config.rustls_https_connector_with_connector(connector).map_err(tls_error)?;
+    let connector = FirstConnection { first: Arc::new(Mutex::new(first)), then };
+    let mut builder = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http();
+    if let Some(name) = &config.tls_server_name {
+        let name =
+            rustls::pki_types::ServerName::try_from(name.clone()).map_err(|e| Error::Tls(format!("tls-server-name {name:?}: {e}")))?;
+        builder = builder.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name));
+    }
+    let https = Counted { inner: builder.enable_http1().wrap_connector(connector), tally };
     let mut timed = hyper_timeout::TimeoutConnector::new(https);
     timed.set_connect_timeout(config.connect_timeout);
     timed.set_read_timeout(config.read_timeout);

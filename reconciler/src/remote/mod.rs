@@ -4,8 +4,10 @@
 //!
 //! - [`auth`]: the auth service (`/ids`, `/identity`, `/ca`) and its client;
 //! - [`peer`]: everything the controllers ask of another cluster, behind one trait;
-//! - [`client_over`]: a Kubernetes client over a connection already made.
+//! - [`client_over`]: a Kubernetes client over a connection already made;
+//! - [`sessions`]: what a call to a peer's API server keeps from the one before (its TLS session).
 
 pub mod auth;
 pub mod client_over;
 pub mod peer;
+pub mod sessions;

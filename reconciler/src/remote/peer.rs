@@ -3,10 +3,12 @@
 //! a Kubernetes client for its API server built from an issued kubeconfig.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
 use kube::Client;
+use kube::client::ConfigExt;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use liqo_api::TrustMode;
 
@@ -57,10 +59,10 @@ pub trait Peers: Send + Sync + 'static {
     /// `POST /identity`.
     fn identity(&self, auth_url: &str, trust: Trust, request: &IdentityRequest) -> impl Future<Output = Result<IdentityResponse>> + Send;
     /// A client for the peer's API server. Callers make one for each round and drop it after
-    /// it: a client kept per peer held 23-31 KiB (its TLS configuration, pool and buffer task),
-    /// 300 MiB at 10,000 peers, while making one costs about 0.2 ms and the connection is not
-    /// kept between health checks anyway (our 10 s read timeout closes it). Measured by the
-    /// fleet (docs/scaling.md).
+    /// it: a client kept per peer held 23-31 KiB (its pool and buffer task), 300 MiB at 10,000
+    /// peers, and the connection is not kept between health checks anyway (our 10 s read
+    /// timeout closes it). What is worth keeping is kept below it: the parsed configuration and
+    /// the TLS session ([`crate::remote::sessions`]). Measured by the fleet (docs/scaling.md).
     fn api_client(&self, access: &RemoteAccess) -> impl Future<Output = Result<Client>> + Send;
     /// [`Peers::api_client`] that waits up to `quiet` for the peer to say anything, so that it
     /// can hold a watch that long (a broadcaster's); its caller bounds its other calls itself.
@@ -95,9 +97,16 @@ pub struct Network {
     pub roots: Verify,
     /// Timeouts of calls to peers' API servers.
     pub api_timeout: Duration,
+    /// What calls to peers' API servers keep from one to the next (their TLS sessions).
+    pub sessions: Arc<Sessions>,
 }
 
 impl Network {
+    /// The network with `roots` and `api_timeout`, keeping sessions of its own.
+    pub fn new(roots: Verify, api_timeout: Duration) -> Self {
+        Self { roots, api_timeout, sessions: Arc::default() }
+    }
+
     fn verify(&self, trust: Trust) -> Verify {
         match trust {
             Trust::Anything => Verify::Nothing,
@@ -127,24 +136,33 @@ impl Peers for Network {
         client::presented_fingerprints(auth_url).await
     }
     async fn api_client(&self, access: &RemoteAccess) -> Result<Client> {
-        let config = self.api_config(access).await?;
-        let builder =
-            kube::client::ClientBuilder::try_from(config).map_err(|e| Error::Tls(format!("a client for the remote API server: {e}")))?;
-        Ok(builder.with_layer(&tower::util::MapResponseLayer::new(capped)).build())
+        let p = self.prepared(access).await?;
+        client_over(p.config, p.tls, None, p.tally)
     }
     async fn watching_client(&self, access: &RemoteAccess, quiet: Duration) -> Result<Client> {
-        let mut config = self.api_config(access).await?;
-        config.read_timeout = Some(quiet.max(self.api_timeout));
-        let builder =
-            kube::client::ClientBuilder::try_from(config).map_err(|e| Error::Tls(format!("a client for the remote API server: {e}")))?;
-        Ok(builder.with_layer(&tower::util::MapResponseLayer::new(capped)).build())
+        let mut p = self.prepared(access).await?;
+        p.config.read_timeout = Some(quiet.max(self.api_timeout));
+        client_over(p.config, p.tls, None, p.tally)
     }
     async fn api_client_over(&self, access: &RemoteAccess, stream: tokio::net::TcpStream) -> Result<Client> {
-        crate::remote::client_over::client_over(self.api_config(access).await?, stream)
+        let p = self.prepared(access).await?;
+        client_over(p.config, p.tls, Some(stream), p.tally)
     }
 }
 
 impl Network {
+    /// What a client for `access` is built from: kept from an earlier call with the same access,
+    /// or made now and kept ([`crate::remote::sessions`]).
+    async fn prepared(&self, access: &RemoteAccess) -> Result<Prepared> {
+        let key = key_of(access);
+        if let Some(prepared) = self.sessions.reuse(&key) {
+            return Ok(prepared);
+        }
+        let config = self.api_config(access).await?;
+        let tls = config.rustls_client_config().map_err(|e| Error::Tls(format!("a client for the remote API server: {e}")))?;
+        Ok(self.sessions.keep(key, config, tls))
+    }
+
     /// The client configuration for a peer's API server: its pinned kubeconfig, our timeouts.
     async fn api_config(&self, access: &RemoteAccess) -> Result<kube::Config> {
         let kubeconfig = pinned_kubeconfig(access)?;
@@ -174,7 +192,8 @@ pub fn api_url_of(access: &RemoteAccess) -> Option<String> {
     cluster?.cluster.as_ref()?.server.clone()
 }
 
-use crate::remote::client_over::capped;
+use crate::remote::client_over::client_over;
+use crate::remote::sessions::{Prepared, Sessions, key_of};
 
 /// A kubeconfig without credentials: requests are anonymous. Its server is a placeholder;
 /// [`RemoteAccess::api_url`] gives the real one.
@@ -335,7 +354,7 @@ mod tests {
             marker.display()
         );
         let kubeconfig = ISSUED.replace("  user:\n    token: t\n", &user);
-        let network = Network { roots: Verify::Nothing, api_timeout: Duration::from_secs(1) };
+        let network = Network::new(Verify::Nothing, Duration::from_secs(1));
         let Err(err) = network.api_client(&RemoteAccess { kubeconfig, api_url: None, ca_pem: None }).await else {
             panic!("a client was made from a kubeconfig with an exec plugin");
         };

@@ -139,6 +139,9 @@ pub struct Metrics {
     /// Connections to joined peers' API servers made before their turn, by what was found
     /// (`crate::machinery::connect_first`).
     pub connects_first: Family<OutcomeLabels, Counter>,
+    /// TLS handshakes with peers' API servers, by kind: `full`, or `resumed` from the session
+    /// ticket of the one before (`crate::remote::sessions`).
+    pub tls_handshakes: Family<crate::remote::sessions::HandshakeLabels, Counter>,
     /// Watch events of ForeignClusters that only told a settled status write of ours back, and
     /// so were not reconciled again (`crate::machinery::own_writes`).
     pub status_echoes_skipped: Counter,
@@ -245,6 +248,12 @@ impl Default for Metrics {
             "Connections to joined peers' API servers made before their reconcile's turn, by outcome: connected, silent (no answer within the wait: reported unreachable without a call), failed (the check says why)",
             connects_first.clone(),
         );
+        let tls_handshakes = Family::<crate::remote::sessions::HandshakeLabels, Counter>::default();
+        registry.register(
+            "tls_handshakes",
+            "TLS handshakes with peers' API servers, by kind: full, or resumed from the session ticket of the connection before (a full one at least every 16 connections to a peer)",
+            tls_handshakes.clone(),
+        );
         let status_echoes_skipped = Counter::default();
         registry.register(
             "status_echoes_skipped",
@@ -301,6 +310,7 @@ impl Default for Metrics {
             identities_retired,
             offers,
             connects_first,
+            tls_handshakes,
             status_echoes_skipped,
             throttled,
             events_left_out,
@@ -545,7 +555,9 @@ mod tests {
         m.connected_first(&crate::machinery::connect_first::Gate::Silent(silent));
         m.connected_first(&crate::machinery::connect_first::Gate::Untried);
         m.health_period.set(30);
+        m.tls_handshakes.get_or_create(&crate::remote::sessions::HandshakeLabels { kind: "resumed" }).inc();
         let text = m.encode();
+        assert!(text.contains(r#"liqo_reconciler_tls_handshakes_total{kind="resumed"} 1"#), "{text}");
         assert!(text.contains(r#"liqo_reconciler_peer_health_check_duration_seconds_count{result="ok"} 1"#), "{text}");
         assert!(text.contains(r#"liqo_reconciler_peer_health_check_duration_seconds_count{result="RemoteUnreachable"} 1"#), "{text}");
         assert!(text.contains(r#"liqo_reconciler_join_failures_total{phase="Joined",reason="PeerRefused"} 2"#), "{text}");

@@ -1,0 +1,339 @@
+//! What a call to a peer's API server keeps from the one before, so that a health check costs a
+//! resumed TLS handshake instead of a kubeconfig parse, a TLS configuration built anew and a full
+//! handshake:
+//!
+//! - per [`RemoteAccess`] (the identity's kubeconfig, the API URL and the pinned CA, by their
+//!   SHA-256): the parsed client configuration and the TLS configuration that verifies against
+//!   the pinned CA, built once;
+//! - with them, the peer's TLS 1.3 session ticket (one: the one its last handshake gave us). The
+//!   next connection offers it; an API server that knows it resumes the session without sending
+//!   its certificate again.
+//!
+//! What this never weakens:
+//! - A ticket belongs to one access: a new identity, a new API URL or a new pinned CA is another
+//!   key, with an empty store. A session made under one pinned CA is never resumed under another.
+//! - A resumed session proves the server holds the ticket key of a server that proved itself
+//!   under the pinned CA; it does not show the certificate the server holds now. So every
+//!   [`FULL_HANDSHAKE_EVERY`]-th connection to a peer is a full handshake (its ticket dropped
+//!   first; each access's first one at a place of its own, [`first_count`]), and a certificate
+//!   replaced in place (the same API server process, its ticket keys kept) is seen within that
+//!   many checks. An API server restarted with a new certificate has
+//!   new ticket keys: it refuses the ticket, the handshake is full, and the change is seen at once.
+//!
+//! Memory: an entry holds the client configuration (the identity's token), the TLS configuration
+//! (the pinned CA as a trust anchor) and one ticket with the certificate chain it was made under;
+//! entries unused for [`IDLE`] are dropped. docs/scaling.md gives the measured bytes per peer.
+//! No connection is kept between checks: each one costs the peer's API server a goroutine and
+//! buffers for as long as it is open.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use hyper_rustls::MaybeHttpsStream;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use rustls::NamedGroup;
+use rustls::client::{ClientSessionStore, Resumption, Tls12ClientSessionValue, Tls13ClientSessionValue};
+use rustls::pki_types::ServerName;
+use sha2::{Digest, Sha256};
+
+use crate::remote::peer::RemoteAccess;
+
+/// At least every this many connections to a peer, one is a full handshake.
+pub const FULL_HANDSHAKE_EVERY: u32 = 16;
+
+/// Entries unused this long are dropped (a peer no longer checked, an identity replaced).
+pub const IDLE: Duration = Duration::from_secs(15 * 60);
+
+/// How often unused entries are looked for.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// `liqo_reconciler_tls_handshakes_total` labels: `full` or `resumed`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HandshakeLabels {
+    pub kind: &'static str,
+}
+
+/// The key of an access (pure): the SHA-256 of its kubeconfig, API URL and pinned CA, each
+/// length-prefixed so that no two accesses share one.
+pub fn key_of(access: &RemoteAccess) -> [u8; 32] {
+    let mut hash = Sha256::new();
+    for part in [Some(access.kubeconfig.as_str()), access.api_url.as_deref(), access.ca_pem.as_deref()] {
+        match part {
+            Some(text) => {
+                hash.update([1]);
+                hash.update((text.len() as u64).to_be_bytes());
+                hash.update(text.as_bytes());
+            }
+            None => hash.update([0]),
+        }
+    }
+    hash.finalize().into()
+}
+
+/// Whether the next connection must be a full handshake (pure), after `resumed` resumed ones
+/// since the last that was made full on purpose.
+pub fn full_due(resumed: u32) -> bool {
+    resumed + 1 >= FULL_HANDSHAKE_EVERY
+}
+
+/// Where an access starts counting toward its first full handshake made on purpose (pure, from
+/// its key: `0..FULL_HANDSHAKE_EVERY`). Peers joined together are spread over
+/// [`FULL_HANDSHAKE_EVERY`] periods instead of all shaking hands in full in the same one.
+pub fn first_count(key: &[u8; 32]) -> u32 {
+    u32::from(key[0]) % FULL_HANDSHAKE_EVERY
+}
+
+/// The session store of one access: the server's last TLS 1.3 ticket and key-exchange group
+/// (TLS 1.2 sessions are not kept: kube-apiserver speaks 1.3). A few hundred bytes, where
+/// rustls's smallest memory cache takes a kilobyte before it holds anything.
+#[derive(Debug, Default)]
+struct OneTicket {
+    kx_hint: Mutex<Option<(ServerName<'static>, NamedGroup)>>,
+    ticket: Mutex<Option<(ServerName<'static>, Tls13ClientSessionValue)>>,
+}
+
+impl ClientSessionStore for OneTicket {
+    fn set_kx_hint(&self, server_name: ServerName<'static>, group: NamedGroup) {
+        *self.kx_hint.lock().expect("not poisoned") = Some((server_name, group));
+    }
+    fn kx_hint(&self, server_name: &ServerName<'_>) -> Option<NamedGroup> {
+        self.kx_hint.lock().expect("not poisoned").as_ref().filter(|(name, _)| name == server_name).map(|(_, group)| *group)
+    }
+    fn set_tls12_session(&self, _: ServerName<'static>, _: Tls12ClientSessionValue) {}
+    fn tls12_session(&self, _: &ServerName<'_>) -> Option<Tls12ClientSessionValue> {
+        None
+    }
+    fn remove_tls12_session(&self, _: &ServerName<'static>) {}
+    fn insert_tls13_ticket(&self, server_name: ServerName<'static>, value: Tls13ClientSessionValue) {
+        *self.ticket.lock().expect("not poisoned") = Some((server_name, value));
+    }
+    fn take_tls13_ticket(&self, server_name: &ServerName<'static>) -> Option<Tls13ClientSessionValue> {
+        let mut ticket = self.ticket.lock().expect("not poisoned");
+        if ticket.as_ref().is_some_and(|(name, _)| name == server_name) { ticket.take().map(|(_, value)| value) } else { None }
+    }
+}
+
+/// What one access keeps.
+struct Entry {
+    config: kube::Config,
+    tls: Arc<rustls::ClientConfig>,
+    store: Arc<OneTicket>,
+    resumed: Arc<AtomicU32>,
+    used: Instant,
+}
+
+#[derive(Default)]
+struct Entries {
+    map: HashMap<[u8; 32], Entry>,
+    swept: Option<Instant>,
+}
+
+/// What a call needs: the client configuration, the TLS configuration with the session store to
+/// resume from, and who counts its handshake.
+pub struct Prepared {
+    pub config: kube::Config,
+    pub tls: rustls::ClientConfig,
+    pub tally: Tally,
+}
+
+/// The entries of every access, and the handshake counts.
+#[derive(Default)]
+pub struct Sessions {
+    entries: Mutex<Entries>,
+    handshakes: Family<HandshakeLabels, Counter>,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions").field("accesses", &self.len()).finish()
+    }
+}
+
+impl Sessions {
+    /// Sessions counting handshakes in `handshakes` (the reconciler's metric).
+    pub fn counting(handshakes: Family<HandshakeLabels, Counter>) -> Self {
+        Self { entries: Mutex::default(), handshakes }
+    }
+
+    /// Accesses kept.
+    pub fn len(&self) -> usize {
+        self.entries.lock().expect("not poisoned").map.len()
+    }
+
+    /// Whether none is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Handshakes of `kind` (`full`, `resumed`) counted so far.
+    pub fn handshakes(&self, kind: &'static str) -> u64 {
+        self.handshakes.get_or_create(&HandshakeLabels { kind }).get()
+    }
+
+    /// What a call with the access of `key` reuses; `None` when nothing is kept for it yet.
+    pub fn reuse(&self, key: &[u8; 32]) -> Option<Prepared> {
+        let mut entries = self.entries.lock().expect("not poisoned");
+        let now = Instant::now();
+        entries.sweep(now);
+        let entry = entries.map.get_mut(key)?;
+        entry.used = now;
+        if full_due(entry.resumed.load(Ordering::Relaxed)) {
+            // Dropped, so this connection cannot resume: a full handshake, whose ticket the
+            // next ones resume.
+            entry.store = Arc::default();
+            entry.resumed.store(0, Ordering::Relaxed);
+        }
+        Some(self.prepared(entry))
+    }
+
+    /// Keeps `config` and `tls` (just built) for the access of `key`, and what a call with them
+    /// needs.
+    pub fn keep(&self, key: [u8; 32], mut config: kube::Config, mut tls: rustls::ClientConfig) -> Prepared {
+        // The TLS configuration holds the CA as a trust anchor: its DER is not kept twice. Its
+        // own session store (rustls's default, 16 KiB before it holds anything) is replaced by
+        // the entry's at each call.
+        config.root_cert = None;
+        tls.resumption = Resumption::disabled();
+        let entry = Entry {
+            config,
+            tls: Arc::new(tls),
+            store: Arc::default(),
+            resumed: Arc::new(AtomicU32::new(first_count(&key))),
+            used: Instant::now(),
+        };
+        let prepared = self.prepared(&entry);
+        self.entries.lock().expect("not poisoned").map.insert(key, entry);
+        prepared
+    }
+
+    fn prepared(&self, entry: &Entry) -> Prepared {
+        let mut tls = (*entry.tls).clone();
+        // TLS 1.2 sessions are not resumed (the store keeps none).
+        tls.resumption = Resumption::store(entry.store.clone()).tls12_resumption(rustls::client::Tls12Resumption::Disabled);
+        let tally = Tally { resumed: entry.resumed.clone(), handshakes: self.handshakes.clone() };
+        Prepared { config: entry.config.clone(), tls, tally }
+    }
+}
+
+impl Entries {
+    fn sweep(&mut self, now: Instant) {
+        if self.swept.is_some_and(|at| now.duration_since(at) < SWEEP_EVERY) {
+            return;
+        }
+        self.swept = Some(now);
+        self.map.retain(|_, e| now.duration_since(e.used) < IDLE);
+    }
+}
+
+/// Counts a connection's handshake, and its access's resumed ones since the last full handshake
+/// made on purpose (a full one the peer chose, refusing the ticket, does not restart the count:
+/// the one made on purpose still comes at its place).
+#[derive(Clone)]
+pub struct Tally {
+    resumed: Arc<AtomicU32>,
+    handshakes: Family<HandshakeLabels, Counter>,
+}
+
+impl Tally {
+    fn saw(&self, kind: Option<rustls::HandshakeKind>) {
+        let resumed = matches!(kind, Some(rustls::HandshakeKind::Resumed));
+        if resumed {
+            self.resumed.fetch_add(1, Ordering::Relaxed);
+        }
+        let kind = if resumed { "resumed" } else { "full" };
+        self.handshakes.get_or_create(&HandshakeLabels { kind }).inc();
+    }
+}
+
+/// An HTTPS connector whose TLS connections are counted by their handshake ([`Tally`]).
+#[derive(Clone)]
+pub struct Counted<C> {
+    pub inner: C,
+    pub tally: Tally,
+}
+
+type Connecting<T> = Pin<Box<dyn Future<Output = Result<MaybeHttpsStream<T>, tower::BoxError>> + Send>>;
+
+impl<C, T> tower::Service<http::Uri> for Counted<C>
+where
+    C: tower::Service<http::Uri, Response = MaybeHttpsStream<T>>,
+    C::Error: Into<tower::BoxError>,
+    C::Future: Send + 'static,
+    T: Send + 'static,
+{
+    type Response = MaybeHttpsStream<T>;
+    type Error = tower::BoxError;
+    type Future = Connecting<T>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let (connecting, tally) = (self.inner.call(uri), self.tally.clone());
+        Box::pin(async move {
+            let stream = connecting.await.map_err(Into::into)?;
+            if let MaybeHttpsStream::Https(tls) = &stream {
+                tally.saw(tls.inner().get_ref().1.handshake_kind());
+            }
+            Ok(stream)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn access(kubeconfig: &str, api_url: Option<&str>, ca: Option<&str>) -> RemoteAccess {
+        RemoteAccess { kubeconfig: kubeconfig.into(), api_url: api_url.map(Into::into), ca_pem: ca.map(Into::into) }
+    }
+
+    #[test]
+    fn each_part_of_an_access_makes_its_own_key() {
+        let base = key_of(&access("k", Some("https://a"), Some("CA")));
+        assert_eq!(base, key_of(&access("k", Some("https://a"), Some("CA"))));
+        for other in [
+            access("k2", Some("https://a"), Some("CA")),
+            access("k", Some("https://b"), Some("CA")),
+            access("k", Some("https://a"), Some("CA2")),
+            access("k", None, Some("CA")),
+            access("k", Some("https://a"), None),
+            // Where one part ends and the next starts is part of the key.
+            access("kh", Some("ttps://a"), Some("CA")),
+            access("k", Some(""), Some("CA")),
+        ] {
+            assert_ne!(base, key_of(&other), "{other:?}");
+        }
+    }
+
+    #[test]
+    fn a_full_handshake_comes_every_so_many_connections() {
+        let mut resumed = 0;
+        let mut full = 0;
+        for _ in 0..FULL_HANDSHAKE_EVERY * 10 {
+            if full_due(resumed) {
+                full += 1;
+                resumed = 0;
+            } else {
+                resumed += 1;
+            }
+        }
+        assert_eq!(full, 10, "one in {FULL_HANDSHAKE_EVERY}");
+        assert!(full_due(FULL_HANDSHAKE_EVERY - 1) && !full_due(FULL_HANDSHAKE_EVERY - 2));
+    }
+
+    #[test]
+    fn accesses_start_counting_at_places_spread_over_the_interval() {
+        let starts: std::collections::BTreeSet<u32> = (0..=255u8).map(|b| first_count(&[b; 32])).collect();
+        assert_eq!(starts, (0..FULL_HANDSHAKE_EVERY).collect(), "every place taken");
+        assert!((0..=255u8).all(|b| first_count(&[b; 32]) < FULL_HANDSHAKE_EVERY));
+    }
+}
