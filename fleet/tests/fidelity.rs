@@ -132,14 +132,15 @@ async fn a_simulated_peer_is_joined_and_unjoined_as_a_real_one() {
         sim.objects.lock().unwrap().secrets.get(&format!("{tenant}/{name}")).cloned().expect("our Secret on the simulated peer");
     assert_eq!(object_shape(&sim_secret, &sim.id, &hub_id), object_shape(&real_secret, &real_id, &hub_id), "the kubeconfig Secrets");
 
-    // Checks over three periods resume TLS sessions with the simulated peer as with the real
-    // API server: the hub's handshakes with both, less the simulated peer's (counted where it
-    // serves), are the real one's.
+    // Checks over about three periods resume TLS sessions with the simulated peer as with the
+    // real API server: the hub's handshakes with both, less the simulated peer's (counted where
+    // it serves), are the real one's.
     let (sim_full, sim_resumed, real_full, real_resumed) = three_periods_of_handshakes(&hub, &fleet).await;
-    println!("handshakes over 3 periods: simulated {sim_full} full, {sim_resumed} resumed; real {real_full} full, {real_resumed} resumed");
-    assert!(real_resumed >= 2, "the real API server resumes our sessions: {real_full} full, {real_resumed} resumed");
-    assert!(sim_resumed.abs_diff(real_resumed) <= 1, "resumed: simulated {sim_resumed}, real {real_resumed}");
-    assert!(sim_full.abs_diff(real_full) <= 1, "full: simulated {sim_full}, real {real_full}");
+    println!("handshakes over about 3 periods: simulated {sim_full} full, {sim_resumed} resumed; real {real_full} full, {real_resumed} resumed");
+    // Each resumes all but at most the one full handshake made on purpose in the window (one in
+    // 16 connections to a peer).
+    assert!(real_resumed >= 2 && real_full <= 1, "the real API server: {real_full} full, {real_resumed} resumed");
+    assert!(sim_resumed >= 2 && sim_full <= 1, "the simulated peer: {sim_full} full, {sim_resumed} resumed");
 
     // Unjoined: gone from both peers and the hub, the same status.
     for name in ["sim", "real"] {
@@ -172,18 +173,22 @@ async fn hub_handshakes(hub: &liqo_fleet::hub::Hub, kind: &str) -> u64 {
     text.lines().find_map(|l| l.strip_prefix(&series)).map_or(0, |v| v.trim().parse::<f64>().unwrap() as u64)
 }
 
-/// Handshakes over three health periods, full and resumed: the simulated peer's (as it
-/// counted them), then the real one's (the hub's less the simulated peer's).
+/// Handshakes from now until each peer has made at least three (about three health periods),
+/// full and resumed: the simulated peer's (as it counted them), then the real one's (the hub's
+/// less the simulated peer's).
 async fn three_periods_of_handshakes(hub: &liqo_fleet::hub::Hub, fleet: &liqo_fleet::server::Fleet) -> (u64, u64, u64, u64) {
     use std::sync::atomic::Ordering::Relaxed;
     let sim = || (fleet.counts.handshakes.load(Relaxed), fleet.counts.resumed.load(Relaxed));
     let hub_now = || async { (hub_handshakes(hub, "full").await, hub_handshakes(hub, "resumed").await) };
     let (sim_before, hub_before) = (sim(), hub_now().await);
-    tokio::time::sleep(common::HEALTH * 3).await;
-    let (sim_after, hub_after) = (sim(), hub_now().await);
-    let sim_all = sim_after.0 - sim_before.0;
-    let sim_resumed = sim_after.1 - sim_before.1;
-    let (hub_full, hub_resumed) = (hub_after.0 - hub_before.0, hub_after.1 - hub_before.1);
-    let sim_full = sim_all - sim_resumed;
-    (sim_full, sim_resumed, hub_full.saturating_sub(sim_full), hub_resumed.saturating_sub(sim_resumed))
+    eventually("three handshakes with each peer", || async {
+        let (sim_after, hub_after) = (sim(), hub_now().await);
+        let sim_all = sim_after.0 - sim_before.0;
+        let sim_resumed = sim_after.1 - sim_before.1;
+        let (hub_full, hub_resumed) = (hub_after.0 - hub_before.0, hub_after.1 - hub_before.1);
+        let sim_full = sim_all - sim_resumed;
+        let (real_full, real_resumed) = (hub_full.saturating_sub(sim_full), hub_resumed.saturating_sub(sim_resumed));
+        (sim_all >= 3 && real_full + real_resumed >= 3).then_some((sim_full, sim_resumed, real_full, real_resumed))
+    })
+    .await
 }
