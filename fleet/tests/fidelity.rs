@@ -136,7 +136,9 @@ async fn a_simulated_peer_is_joined_and_unjoined_as_a_real_one() {
     // real API server: the hub's handshakes with both, less the simulated peer's (counted where
     // it serves), are the real one's.
     let (sim_full, sim_resumed, real_full, real_resumed) = three_periods_of_handshakes(&hub, &fleet).await;
-    println!("handshakes over about 3 periods: simulated {sim_full} full, {sim_resumed} resumed; real {real_full} full, {real_resumed} resumed");
+    println!(
+        "handshakes over about 3 periods: simulated {sim_full} full, {sim_resumed} resumed; real {real_full} full, {real_resumed} resumed"
+    );
     // Each resumes all but at most the one full handshake made on purpose in the window (one in
     // 16 connections to a peer).
     assert!(real_resumed >= 2 && real_full <= 1, "the real API server: {real_full} full, {real_resumed} resumed");

@@ -89,7 +89,10 @@ fn access(addr: std::net::SocketAddr, token: &str, ca_pem: &str) -> RemoteAccess
 /// [`access`] with `identity` and a suffix making the access start counting at 0 toward its
 /// first full handshake made on purpose ([`first_count`]): the tests know when it comes.
 fn counted_from_zero(addr: std::net::SocketAddr, identity: &str, ca_pem: &str) -> RemoteAccess {
-    (0..).map(|n| access(addr, &format!("{identity}-{n}"), ca_pem)).find(|a| first_count(&key_of(a)) == 0).unwrap()
+    (0..)
+        .map(|n| access(addr, &format!("{identity}-{n}"), ca_pem))
+        .find(|a| first_count(&key_of(&a.kubeconfig, a.api_url.as_deref(), a.ca_pem.as_deref())) == 0)
+        .unwrap()
 }
 
 /// One health check: a client made for it, one call, the client dropped.

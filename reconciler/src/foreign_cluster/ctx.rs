@@ -106,6 +106,8 @@ pub struct Ctx<P: Peers> {
     /// The token lifetime each remote's `/ids` told (by remote cluster ID; `None`: it told none),
     /// and until when that answer stands (see [`Ctx::remote_lifetime`]).
     pub(super) remote_lifetimes: Mutex<HashMap<String, (std::time::Instant, Option<Duration>)>>,
+    /// What each peer's kubeconfig says, read once per kubeconfig (not parsed each round).
+    pub kubeconfigs: crate::remote::facts::Memo,
     /// ForeignClusters whose remote this process put our request on, until a status read
     /// records it (see [`Ctx::offered`]): a reconcile woken (by the peer's Advertisement, say)
     /// before the store shows the status written after the offer does not make it again
@@ -164,6 +166,7 @@ impl<P: Peers> Ctx<P> {
             proven: Mutex::default(),
             refreshed: Mutex::default(),
             remote_lifetimes: Mutex::default(),
+            kubeconfigs: Default::default(),
             offers: Mutex::default(),
             withdrawing: Mutex::default(),
             wakes: std::sync::OnceLock::new(),
@@ -232,7 +235,10 @@ impl<P: Peers> Ctx<P> {
             way::Way::AuthService { .. } => self.secret_value(&identity_secret(&name), KUBECONFIG_KEY)?,
             way::Way::Anonymous { .. } => crate::remote::peer::ANONYMOUS_KUBECONFIG.to_owned(),
         };
-        crate::remote::peer::api_url_of(&crate::remote::peer::RemoteAccess { kubeconfig, api_url: fc.spec.api_url.clone(), ca_pem: None })
+        match fc.spec.api_url.as_deref().filter(|u| !u.is_empty()) {
+            Some(url) => Some(url.to_owned()),
+            None => self.kubeconfigs.of(&kubeconfig).server.clone(),
+        }
     }
 
     /// How long a health check's own round trip (its TLS handshake and its call, over the

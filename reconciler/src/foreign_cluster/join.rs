@@ -417,12 +417,12 @@ async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report)
 /// (it is still valid) and is tried again next round.
 async fn renew_if_due<P: Peers>(j: Join<'_, P>, auth_url: &str, remote: &Remote, kubeconfig: String) -> String {
     let Join { fc, ctx, own_id, .. } = j;
-    let Some(current) = crate::remote::peer::token_of(&kubeconfig) else { return kubeconfig };
-    let Some((issued, expires)) = binding::token_times(&current) else { return kubeconfig };
+    let Some((issued, expires)) = ctx.kubeconfigs.of(&kubeconfig).token_times else { return kubeconfig };
     let now = Timestamp::now();
     if !binding::renew_due(issued, expires, now) && !outlives_remote(j, auth_url, remote, (issued, expires), now).await {
         return kubeconfig;
     }
+    let Some(current) = crate::remote::peer::token_of(&kubeconfig) else { return kubeconfig };
     // Our current identity is the proof: no cluster token is read for it (a GET per renewal).
     // Only when it proves nothing any more (the remote's operator freed our ID) is the renewal
     // a first claim, which needs the token where the remote asks one.
@@ -501,7 +501,7 @@ async fn outlives_remote<P: Peers>(j: Join<'_, P>, auth_url: &str, remote: &Remo
 async fn tenant_on_remote<P: Peers>(j: Join<'_, P>, remote: &Remote, credentials: &str, r: &mut Report) -> Step<String> {
     let Join { fc, ctx, way, .. } = j;
     let Way::AuthService { auth_url } = way else { return Ok(remote.namespace.clone()) };
-    if let Some(namespace) = crate::remote::peer::tenant_of(credentials) {
+    if let Some(namespace) = ctx.kubeconfigs.of(credentials).tenant.clone() {
         return Ok(namespace);
     }
     let ids = ctx.shared.peers.ids(auth_url, remote.trust.clone()).await.map_err(|e| remote_failed(j, r, e))?;

@@ -154,7 +154,7 @@ impl Network {
     /// What a client for `access` is built from: kept from an earlier call with the same access,
     /// or made now and kept ([`crate::remote::sessions`]).
     async fn prepared(&self, access: &RemoteAccess) -> Result<Prepared> {
-        let key = key_of(access);
+        let key = key_of(&access.kubeconfig, access.api_url.as_deref(), access.ca_pem.as_deref());
         if let Some(prepared) = self.sessions.reuse(&key) {
             return Ok(prepared);
         }
@@ -182,7 +182,11 @@ pub fn api_url_of(access: &RemoteAccess) -> Option<String> {
     if let Some(url) = access.api_url.as_deref().filter(|u| !u.is_empty()) {
         return Some(url.to_owned());
     }
-    let k = Kubeconfig::from_yaml(&access.kubeconfig).ok()?;
+    server_in(&Kubeconfig::from_yaml(&access.kubeconfig).ok()?)
+}
+
+/// The server of `k`'s current context, its first cluster when it names none (pure).
+pub fn server_in(k: &Kubeconfig) -> Option<String> {
     let current = k.current_context.as_deref().and_then(|c| k.contexts.iter().find(|n| n.name == c));
     let cluster_name = current.and_then(|c| c.context.as_ref()).map(|c| c.cluster.clone());
     let cluster = match cluster_name {
@@ -226,7 +230,11 @@ pub fn pinned_kubeconfig(access: &RemoteAccess) -> Result<Kubeconfig> {
 /// naming another namespace (the Liqo namespace of a remote of the cluster-scoped protocol),
 /// none, or that does not parse.
 pub fn tenant_of(kubeconfig: &str) -> Option<String> {
-    let k = Kubeconfig::from_yaml(kubeconfig).ok()?;
+    tenant_in(&Kubeconfig::from_yaml(kubeconfig).ok()?)
+}
+
+/// [`tenant_of`] a parsed kubeconfig (pure).
+pub fn tenant_in(k: &Kubeconfig) -> Option<String> {
     let current = k.current_context.as_deref()?;
     let context = k.contexts.iter().find(|c| c.name == current)?.context.as_ref()?;
     context.namespace.clone().filter(|ns| ns.starts_with(liqo_api::names::TENANT_NAMESPACE_PREFIX))
@@ -234,8 +242,12 @@ pub fn tenant_of(kubeconfig: &str) -> Option<String> {
 
 /// The bearer token of the current context's user of `kubeconfig` (pure), if it has one.
 pub fn token_of(kubeconfig: &str) -> Option<String> {
+    token_in(&Kubeconfig::from_yaml(kubeconfig).ok()?)
+}
+
+/// [`token_of`] a parsed kubeconfig (pure).
+pub fn token_in(k: &Kubeconfig) -> Option<String> {
     use secrecy::ExposeSecret;
-    let k = Kubeconfig::from_yaml(kubeconfig).ok()?;
     let current = k.current_context.as_deref()?;
     let user = k.contexts.iter().find(|c| c.name == current)?.context.as_ref()?.user.clone()?;
     let auth = k.auth_infos.iter().find(|a| a.name == user)?.auth_info.as_ref()?;

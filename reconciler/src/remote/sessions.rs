@@ -35,7 +35,6 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use hyper_rustls::MaybeHttpsStream;
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use rustls::NamedGroup;
@@ -43,7 +42,7 @@ use rustls::client::{ClientSessionStore, Resumption, Tls12ClientSessionValue, Tl
 use rustls::pki_types::ServerName;
 use sha2::{Digest, Sha256};
 
-use crate::remote::peer::RemoteAccess;
+use crate::reporting::metrics::HandshakeLabels;
 
 /// At least every this many connections to a peer, one is a full handshake.
 pub const FULL_HANDSHAKE_EVERY: u32 = 16;
@@ -54,17 +53,11 @@ pub const IDLE: Duration = Duration::from_secs(15 * 60);
 /// How often unused entries are looked for.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
-/// `liqo_reconciler_tls_handshakes_total` labels: `full` or `resumed`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct HandshakeLabels {
-    pub kind: &'static str,
-}
-
 /// The key of an access (pure): the SHA-256 of its kubeconfig, API URL and pinned CA, each
 /// length-prefixed so that no two accesses share one.
-pub fn key_of(access: &RemoteAccess) -> [u8; 32] {
+pub fn key_of(kubeconfig: &str, api_url: Option<&str>, ca_pem: Option<&str>) -> [u8; 32] {
     let mut hash = Sha256::new();
-    for part in [Some(access.kubeconfig.as_str()), access.api_url.as_deref(), access.ca_pem.as_deref()] {
+    for part in [Some(kubeconfig), api_url, ca_pem] {
         match part {
             Some(text) => {
                 hash.update([1]);
@@ -292,14 +285,18 @@ where
 mod tests {
     use super::*;
 
-    fn access(kubeconfig: &str, api_url: Option<&str>, ca: Option<&str>) -> RemoteAccess {
-        RemoteAccess { kubeconfig: kubeconfig.into(), api_url: api_url.map(Into::into), ca_pem: ca.map(Into::into) }
+    fn access<'a>(kubeconfig: &'a str, api_url: Option<&'a str>, ca: Option<&'a str>) -> (&'a str, Option<&'a str>, Option<&'a str>) {
+        (kubeconfig, api_url, ca)
+    }
+
+    fn key(parts: (&str, Option<&str>, Option<&str>)) -> [u8; 32] {
+        key_of(parts.0, parts.1, parts.2)
     }
 
     #[test]
     fn each_part_of_an_access_makes_its_own_key() {
-        let base = key_of(&access("k", Some("https://a"), Some("CA")));
-        assert_eq!(base, key_of(&access("k", Some("https://a"), Some("CA"))));
+        let base = key(access("k", Some("https://a"), Some("CA")));
+        assert_eq!(base, key(access("k", Some("https://a"), Some("CA"))));
         for other in [
             access("k2", Some("https://a"), Some("CA")),
             access("k", Some("https://b"), Some("CA")),
@@ -310,7 +307,7 @@ mod tests {
             access("kh", Some("ttps://a"), Some("CA")),
             access("k", Some(""), Some("CA")),
         ] {
-            assert_ne!(base, key_of(&other), "{other:?}");
+            assert_ne!(base, key(other), "{other:?}");
         }
     }
 

@@ -99,6 +99,12 @@ pub struct ForeignClusterLabels {
     pub outgoing_joined: &'static str,
 }
 
+/// `liqo_reconciler_tls_handshakes_total` labels: `full` or `resumed`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HandshakeLabels {
+    pub kind: &'static str,
+}
+
 pub struct Metrics {
     registry: Registry,
     /// ForeignClusters by how they were found and whether we joined them (set when scraped).
@@ -140,8 +146,8 @@ pub struct Metrics {
     /// (`crate::machinery::connect_first`).
     pub connects_first: Family<OutcomeLabels, Counter>,
     /// TLS handshakes with peers' API servers, by kind: `full`, or `resumed` from the session
-    /// ticket of the one before (`crate::remote::sessions`).
-    pub tls_handshakes: Family<crate::remote::sessions::HandshakeLabels, Counter>,
+    /// ticket of the one before (the sessions the remote layer keeps).
+    pub tls_handshakes: Family<HandshakeLabels, Counter>,
     /// Watch events of ForeignClusters that only told a settled status write of ours back, and
     /// so were not reconciled again (`crate::machinery::own_writes`).
     pub status_echoes_skipped: Counter,
@@ -248,7 +254,7 @@ impl Default for Metrics {
             "Connections to joined peers' API servers made before their reconcile's turn, by outcome: connected, silent (no answer within the wait: reported unreachable without a call), failed (the check says why)",
             connects_first.clone(),
         );
-        let tls_handshakes = Family::<crate::remote::sessions::HandshakeLabels, Counter>::default();
+        let tls_handshakes = Family::<HandshakeLabels, Counter>::default();
         registry.register(
             "tls_handshakes",
             "TLS handshakes with peers' API servers, by kind: full, or resumed from the session ticket of the connection before (a full one at least every 16 connections to a peer)",
@@ -555,7 +561,7 @@ mod tests {
         m.connected_first(&crate::machinery::connect_first::Gate::Silent(silent));
         m.connected_first(&crate::machinery::connect_first::Gate::Untried);
         m.health_period.set(30);
-        m.tls_handshakes.get_or_create(&crate::remote::sessions::HandshakeLabels { kind: "resumed" }).inc();
+        m.tls_handshakes.get_or_create(&HandshakeLabels { kind: "resumed" }).inc();
         let text = m.encode();
         assert!(text.contains(r#"liqo_reconciler_tls_handshakes_total{kind="resumed"} 1"#), "{text}");
         assert!(text.contains(r#"liqo_reconciler_peer_health_check_duration_seconds_count{result="ok"} 1"#), "{text}");
