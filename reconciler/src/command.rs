@@ -292,10 +292,12 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     );
     // One copy of each ForeignCluster, for the controller and everyone else, with only the
     // managed fields someone reads.
-    let foreign_followed = crate::machinery::stores::Reflected::start(
+    let foreign_ids = crate::context::foreign_cluster_ids();
+    let foreign_followed = crate::machinery::stores::Reflected::start_indexed(
         Api::<ForeignCluster>::all(client.clone()),
         watcher::Config::default().any_semantic(),
         |fc: &mut ForeignCluster| crate::machinery::managers::trim(&mut fc.metadata.managed_fields),
+        Some(foreign_ids.clone()),
     );
     let foreign = foreign_followed.store.clone();
     // Identities nobody uses are swept every third of a health period, and retired after
@@ -371,6 +373,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         watcher::Config::default().fields(&format!("metadata.name={}", memory::KNOWN_PEERS)).any_semantic(),
     );
     let shared = Shared::new(client.clone(), &ns, id_rx.clone(), cfg_rx.clone(), peers.clone(), foreign.clone())
+        .with_foreign_ids(foreign_ids)
         .with_recorder(recorder)
         .with_memory(memory.clone())
         .with_max_discovered(args.max_discovered_peers);

@@ -5,9 +5,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::machinery::index::Index;
 use crate::reporting::events::Recorder;
 use kube::Client;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use liqo_api::{ClusterConfigSpec, ForeignCluster};
 use tokio::sync::watch;
 
@@ -17,6 +18,11 @@ use crate::remote::peer::Peers;
 pub const RETRY: Duration = Duration::from_secs(10);
 /// Default cap on the ForeignClusters discovery makes (LAN and WAN together).
 pub const MAX_DISCOVERED: usize = 256;
+
+/// An index of ForeignClusters by the cluster ID each stands for (`spec.clusterIdentity`).
+pub fn foreign_cluster_ids() -> Index<ForeignCluster> {
+    Index::new(|fc| fc.spec.remote_cluster_id().map(str::to_owned))
+}
 
 /// The client, our identity and settings as they change, the peers, the ForeignClusters and
 /// the Event recorder.
@@ -32,6 +38,9 @@ pub struct Shared<P> {
     pub peers: Arc<P>,
     /// Every ForeignCluster, from one shared watch.
     pub foreign: Store<ForeignCluster>,
+    /// The ForeignClusters by the cluster ID they stand for, fed by the same watch (none where
+    /// the store was filled otherwise, as in tests: [`Shared::standing_for`] scans the store).
+    pub foreign_ids: Option<Index<ForeignCluster>>,
     /// The remembered choices about discovered peers (ConfigMap `liqo-known-peers`; empty
     /// unless [`Shared::with_memory`] gives its watch).
     pub memory: Store<ConfigMap>,
@@ -52,6 +61,7 @@ impl<P> Clone for Shared<P> {
             config: self.config.clone(),
             peers: self.peers.clone(),
             foreign: self.foreign.clone(),
+            foreign_ids: self.foreign_ids.clone(),
             memory: self.memory.clone(),
             recorder: self.recorder.clone(),
             retry: self.retry,
@@ -71,7 +81,41 @@ impl<P: Peers> Shared<P> {
     ) -> Self {
         let memory = kube::runtime::reflector::store().0;
         let namespace = namespace.to_owned();
-        Self { client, namespace, cluster_id, config, peers, foreign, memory, recorder: None, retry: RETRY, max_discovered: MAX_DISCOVERED }
+        Self {
+            client,
+            namespace,
+            cluster_id,
+            config,
+            peers,
+            foreign,
+            foreign_ids: None,
+            memory,
+            recorder: None,
+            retry: RETRY,
+            max_discovered: MAX_DISCOVERED,
+        }
+    }
+
+    /// With `index` of the ForeignClusters by cluster ID ([`foreign_cluster_ids`]), fed by the
+    /// store's own watch.
+    pub fn with_foreign_ids(mut self, index: Index<ForeignCluster>) -> Self {
+        self.foreign_ids = Some(index);
+        self
+    }
+
+    /// The ForeignClusters that stand for `cluster_id` now: by the index when there is one,
+    /// else by a scan of the store.
+    pub fn standing_for(&self, cluster_id: &str) -> Vec<Arc<ForeignCluster>> {
+        let stands = |fc: &ForeignCluster| fc.spec.remote_cluster_id() == Some(cluster_id);
+        match &self.foreign_ids {
+            Some(index) => index
+                .names(cluster_id)
+                .into_iter()
+                .filter_map(|name| self.foreign.get(&ObjectRef::new(&name)))
+                .filter(|fc| stands(fc))
+                .collect(),
+            None => self.foreign.state_filter(stands),
+        }
     }
 
     pub fn with_max_discovered(mut self, max: usize) -> Self {

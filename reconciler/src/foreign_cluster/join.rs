@@ -67,7 +67,7 @@ fn refuse_claim<P: Peers>(j: Join<'_, P>, claimed: &str, r: &mut Report) -> Step
         return Err(Stop::Report(Action::await_change()));
     }
     let me = j.fc.metadata.name.as_deref();
-    let holder = j.ctx.shared.foreign.find(|other| other.spec.remote_cluster_id() == Some(claimed) && other.metadata.name.as_deref() != me);
+    let holder = j.ctx.shared.standing_for(claimed).into_iter().find(|other| other.metadata.name.as_deref() != me);
     if let Some(other) = holder.filter(|o| !stands_in(o)) {
         let message =
             format!("{url}/ids answers cluster ID {claimed}, which ForeignCluster {} already stands for: refused", other.name_any());
@@ -81,10 +81,13 @@ fn refuse_claim<P: Peers>(j: Join<'_, P>, claimed: &str, r: &mut Report) -> Step
 /// now identified, stands for it.
 async fn give_way<P: Peers>(j: Join<'_, P>, cluster_id: &str) -> Step<()> {
     let me = j.fc.name_any();
-    // Filtered in the store, the cluster ID first: this runs at every round of every peer.
-    let stand_ins = j.ctx.shared.foreign.state_filter(|o| {
-        o.spec.remote_cluster_id() == Some(cluster_id) && o.name_any() != me && stands_in(o) && o.metadata.deletion_timestamp.is_none()
-    });
+    // By the index of cluster IDs: this runs at every round of every peer.
+    let stand_ins = j
+        .ctx
+        .shared
+        .standing_for(cluster_id)
+        .into_iter()
+        .filter(|o| o.name_any() != me && stands_in(o) && o.metadata.deletion_timestamp.is_none());
     for other in stand_ins {
         tracing::info!(fc = %me, stand_in = %other.name_any(), cluster_id, "an incoming stand-in gives way to this ForeignCluster");
         crate::machinery::writes::delete(&Api::<ForeignCluster>::all(j.ctx.shared.client.clone()), &other.name_any()).await?;

@@ -2,7 +2,8 @@
 //! protocol's objects' meaning and uses no other room of this crate.
 //!
 //! - [`error`]: the crate's one error type, with a stable label for each variant;
-//! - [`stores`] and [`slim_store`]: the watch-fed caches everything reads;
+//! - [`stores`] and [`slim_store`]: the watch-fed caches everything reads; [`index`]: their
+//!   objects by a key, without a scan;
 //! - [`own_writes`]: the versions our own status writes left, so their echoes are skipped;
 //! - [`writes`]: server-side apply and delete; [`finalizer`]: adding and removing ours;
 //!   [`managers`]: upgrades from releases that wrote status by merge patch;
@@ -14,6 +15,7 @@
 pub mod connect_first;
 pub mod error;
 pub mod finalizer;
+pub mod index;
 pub mod leader;
 pub mod managers;
 pub mod own_writes;

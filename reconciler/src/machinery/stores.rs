@@ -11,6 +11,8 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::machinery::index::Index;
+
 /// A store kept by a watch of `api` (restarted with backoff on errors) for as long as the
 /// process runs.
 pub fn reflect<K>(api: Api<K>, config: watcher::Config) -> Store<K>
@@ -89,11 +91,22 @@ where
 {
     /// Starts the watch; `trim` takes from each object what the store need not keep.
     pub fn start(api: Api<K>, config: watcher::Config, trim: fn(&mut K)) -> Self {
+        Self::start_indexed(api, config, trim, None)
+    }
+
+    /// [`Reflected::start`], `index` following the same events once the store applied each.
+    pub fn start_indexed(api: Api<K>, config: watcher::Config, trim: fn(&mut K), index: Option<Index<K>>) -> Self {
         let (store, writer) = reflector::store();
         let followers: Followers<K> = Arc::default();
         let told = followers.clone();
         let watch = watcher(api, config).backoff(liqo_api::watch_backoff::WatchBackoff::default()).modify(trim);
-        let stream = reflector::reflector(writer, watch).applied_objects();
+        let stream = reflector::reflector(writer, watch)
+            .inspect(move |event| {
+                if let (Some(index), Ok(event)) = (&index, event) {
+                    index.apply(event);
+                }
+            })
+            .applied_objects();
         tokio::spawn(stream.for_each(move |o| {
             if let Ok(o) = o {
                 let changed = Change::of(&o);
