@@ -113,9 +113,63 @@ impl ClientSessionStore for OneTicket {
     }
 }
 
+/// The client configuration of an access, kept small. A `kube::Config` is 1.1 KiB before what
+/// it points to; for the kubeconfigs peers issue (a server, a namespace, a bearer token) what a
+/// call needs is the URL, the namespace and the token, and the configuration is made again
+/// from them at each call (a few allocations). Any other kubeconfig is kept whole.
+enum Target {
+    Small {
+        url: http::Uri,
+        namespace: Box<str>,
+        server_name: Option<Box<str>>,
+        disable_compression: bool,
+        timeouts: [Option<Duration>; 3],
+        /// `None`: anonymous.
+        token: Option<secrecy::SecretString>,
+    },
+    Whole(Box<kube::Config>),
+}
+
+impl Target {
+    fn of(config: kube::Config) -> Self {
+        if !only_a_token(&config.auth_info) || config.proxy_url.is_some() || !config.headers.is_empty() || config.accept_invalid_certs {
+            return Self::Whole(Box::new(config));
+        }
+        Self::Small {
+            url: config.cluster_url,
+            namespace: config.default_namespace.into(),
+            server_name: config.tls_server_name.map(Into::into),
+            disable_compression: config.disable_compression,
+            timeouts: [config.connect_timeout, config.read_timeout, config.write_timeout],
+            token: config.auth_info.token,
+        }
+    }
+
+    fn config(&self) -> kube::Config {
+        match self {
+            Self::Whole(config) => (**config).clone(),
+            Self::Small { url, namespace, server_name, disable_compression, timeouts, token } => {
+                let mut config = kube::Config::new(url.clone());
+                config.default_namespace = namespace.to_string();
+                config.tls_server_name = server_name.as_deref().map(str::to_owned);
+                config.disable_compression = *disable_compression;
+                [config.connect_timeout, config.read_timeout, config.write_timeout] = *timeouts;
+                config.auth_info.token = token.clone();
+                config
+            }
+        }
+    }
+}
+
+/// Whether `user` holds nothing but (at most) a bearer token.
+fn only_a_token(user: &kube::config::AuthInfo) -> bool {
+    let bare = kube::config::AuthInfo { token: user.token.clone(), ..Default::default() };
+    matches!((serde_json::to_value(user), serde_json::to_value(&bare)), (Ok(a), Ok(b)) if a == b)
+}
+
 /// What one access keeps.
 struct Entry {
-    config: kube::Config,
+    config: Target,
     tls: Arc<rustls::ClientConfig>,
     store: Arc<OneTicket>,
     resumed: Arc<AtomicU32>,
@@ -188,14 +242,13 @@ impl Sessions {
 
     /// Keeps `config` and `tls` (just built) for the access of `key`, and what a call with them
     /// needs.
-    pub fn keep(&self, key: [u8; 32], mut config: kube::Config, mut tls: rustls::ClientConfig) -> Prepared {
-        // The TLS configuration holds the CA as a trust anchor: its DER is not kept twice. Its
-        // own session store (rustls's default, 16 KiB before it holds anything) is replaced by
-        // the entry's at each call.
-        config.root_cert = None;
+    pub fn keep(&self, key: [u8; 32], config: kube::Config, mut tls: rustls::ClientConfig) -> Prepared {
+        // The TLS configuration holds the CA as a trust anchor (the client configuration's copy
+        // is not kept). Its own session store (rustls's default, 16 KiB before it holds
+        // anything) is replaced by the entry's at each call.
         tls.resumption = Resumption::disabled();
         let entry = Entry {
-            config,
+            config: Target::of(config),
             tls: Arc::new(tls),
             store: Arc::default(),
             resumed: Arc::new(AtomicU32::new(first_count(&key))),
@@ -211,7 +264,7 @@ impl Sessions {
         // TLS 1.2 sessions are not resumed (the store keeps none).
         tls.resumption = Resumption::store(entry.store.clone()).tls12_resumption(rustls::client::Tls12Resumption::Disabled);
         let tally = Tally { resumed: entry.resumed.clone(), handshakes: self.handshakes.clone() };
-        Prepared { config: entry.config.clone(), tls, tally }
+        Prepared { config: entry.config.config(), tls, tally }
     }
 }
 
@@ -325,6 +378,40 @@ mod tests {
         }
         assert_eq!(full, 10, "one in {FULL_HANDSHAKE_EVERY}");
         assert!(full_due(FULL_HANDSHAKE_EVERY - 1) && !full_due(FULL_HANDSHAKE_EVERY - 2));
+    }
+
+    #[test]
+    fn a_token_kubeconfig_is_kept_small_and_made_again_the_same() {
+        let yaml = "apiVersion: v1\nkind: Config\nclusters:\n- name: r\n  cluster:\n    server: https://10.0.0.1:6443\n    tls-server-name: api.remote\nusers:\n- name: u\n  user:\n    token: abc\ncontexts:\n- name: r\n  context:\n    cluster: r\n    user: u\n    namespace: liqo-tenant-x\ncurrent-context: r\n";
+        let made = |yaml: &str| {
+            let k = kube::config::Kubeconfig::from_yaml(yaml).unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let mut c = rt.block_on(kube::Config::from_custom_kubeconfig(k, &Default::default())).unwrap();
+            c.read_timeout = Some(Duration::from_secs(10));
+            c
+        };
+        let config = made(yaml);
+        let target = Target::of(config.clone());
+        assert!(matches!(target, Target::Small { .. }));
+        let again = target.config();
+        let shown = |c: &kube::Config| {
+            use secrecy::ExposeSecret;
+            (
+                c.cluster_url.to_string(),
+                c.default_namespace.clone(),
+                c.tls_server_name.clone(),
+                [c.connect_timeout, c.read_timeout, c.write_timeout],
+                c.auth_info.token.as_ref().map(|t| t.expose_secret().to_owned()),
+                c.default_retry,
+                c.proxy_url.is_none(),
+            )
+        };
+        assert_eq!(shown(&again), shown(&config));
+        // Client certificates, or anything else besides a token: kept whole.
+        let certs = yaml.replace("    token: abc\n", "    client-certificate-data: Y2VydA==\n    client-key-data: a2V5\n");
+        assert!(matches!(Target::of(made(&certs)), Target::Whole(_)));
+        let anonymous = yaml.replace("    token: abc\n", "    {}\n").replace("  user:\n    {}", "  user: {}");
+        assert!(matches!(Target::of(made(&anonymous)), Target::Small { token: None, .. }));
     }
 
     #[test]
