@@ -169,11 +169,18 @@ fn only_a_token(user: &kube::config::AuthInfo) -> bool {
 
 /// What one access keeps.
 struct Entry {
-    config: Target,
+    kept: Kept,
+    used: Instant,
+}
+
+/// What a call takes from an entry: shared, so that the entries' lock is held for a few
+/// reference counts, not while a call's configurations are made.
+#[derive(Clone)]
+struct Kept {
+    config: Arc<Target>,
     tls: Arc<rustls::ClientConfig>,
     store: Arc<OneTicket>,
     resumed: Arc<AtomicU32>,
-    used: Instant,
 }
 
 #[derive(Default)]
@@ -226,18 +233,21 @@ impl Sessions {
 
     /// What a call with the access of `key` reuses; `None` when nothing is kept for it yet.
     pub fn reuse(&self, key: &[u8; 32]) -> Option<Prepared> {
-        let mut entries = self.entries.lock().expect("not poisoned");
-        let now = Instant::now();
-        entries.sweep(now);
-        let entry = entries.map.get_mut(key)?;
-        entry.used = now;
-        if full_due(entry.resumed.load(Ordering::Relaxed)) {
-            // Dropped, so this connection cannot resume: a full handshake, whose ticket the
-            // next ones resume.
-            entry.store = Arc::default();
-            entry.resumed.store(0, Ordering::Relaxed);
-        }
-        Some(self.prepared(entry))
+        let kept = {
+            let mut entries = self.entries.lock().expect("not poisoned");
+            let now = Instant::now();
+            entries.sweep(now);
+            let entry = entries.map.get_mut(key)?;
+            entry.used = now;
+            if full_due(entry.kept.resumed.load(Ordering::Relaxed)) {
+                // Dropped, so this connection cannot resume: a full handshake, whose ticket the
+                // next ones resume.
+                entry.kept.store = Arc::default();
+                entry.kept.resumed.store(0, Ordering::Relaxed);
+            }
+            entry.kept.clone()
+        };
+        Some(self.prepared(&kept))
     }
 
     /// Keeps `config` and `tls` (just built) for the access of `key`, and what a call with them
@@ -247,24 +257,23 @@ impl Sessions {
         // is not kept). Its own session store (rustls's default, 16 KiB before it holds
         // anything) is replaced by the entry's at each call.
         tls.resumption = Resumption::disabled();
-        let entry = Entry {
-            config: Target::of(config),
+        let kept = Kept {
+            config: Arc::new(Target::of(config)),
             tls: Arc::new(tls),
             store: Arc::default(),
             resumed: Arc::new(AtomicU32::new(first_count(&key))),
-            used: Instant::now(),
         };
-        let prepared = self.prepared(&entry);
-        self.entries.lock().expect("not poisoned").map.insert(key, entry);
+        let prepared = self.prepared(&kept);
+        self.entries.lock().expect("not poisoned").map.insert(key, Entry { kept, used: Instant::now() });
         prepared
     }
 
-    fn prepared(&self, entry: &Entry) -> Prepared {
-        let mut tls = (*entry.tls).clone();
+    fn prepared(&self, kept: &Kept) -> Prepared {
+        let mut tls = (*kept.tls).clone();
         // TLS 1.2 sessions are not resumed (the store keeps none).
-        tls.resumption = Resumption::store(entry.store.clone()).tls12_resumption(rustls::client::Tls12Resumption::Disabled);
-        let tally = Tally { resumed: entry.resumed.clone(), handshakes: self.handshakes.clone() };
-        Prepared { config: entry.config.config(), tls, tally }
+        tls.resumption = Resumption::store(kept.store.clone()).tls12_resumption(rustls::client::Tls12Resumption::Disabled);
+        let tally = Tally { resumed: kept.resumed.clone(), handshakes: self.handshakes.clone() };
+        Prepared { config: kept.config.config(), tls, tally }
     }
 }
 
