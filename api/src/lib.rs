@@ -11,6 +11,7 @@ pub mod cluster_config;
 pub mod cluster_id;
 pub mod crds;
 pub mod foreign_cluster;
+pub mod holder;
 pub mod names;
 pub mod peering_request;
 pub mod reasons;

@@ -7,7 +7,11 @@
 //! - an identity nobody uses is retired with its tenant namespace after three health periods,
 //!   also when the reconciler restarted right after issuing it;
 //! - identities waiting unused are capped: beyond, 503 with Retry-After, until the sweep
-//!   retires them.
+//!   retires them;
+//! - a bound ID is claimed by no other path: our webhook refuses an anonymous request of the
+//!   opt-in overlay (and an admin's) for it in `/identity`'s words, records the claim and tells
+//!   it; an ID nobody holds still peers anonymously; and a request stored before its ID was bound
+//!   is no longer served once it is.
 
 mod common;
 
@@ -15,12 +19,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use common::*;
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, SecretReference, ServiceAccount};
 use kube::Client;
-use kube::api::Api;
-use liqo_api::ClusterConfig;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use liqo_api::holder::bound_message;
 use liqo_api::names::LABEL_TENANT_NAMESPACE;
+use liqo_api::names::peering_kubeconfig_secret;
 use liqo_api::names::{CLUSTER_CONFIG_NAME, LABEL_IDENTITY, peer_service_account, tenant_namespace};
+use liqo_api::{ClusterConfig, ClusterIdentity, ForeignCluster, ForeignClusterSpec, PeeringRequest, PeeringRequestSpec};
 use liqo_testenv::https::{Answer, request};
 use liqo_testenv::{ControlPlane, eventually, install_liqo};
 use serde_json::json;
@@ -91,6 +97,30 @@ impl Hub {
         let ns = Api::<Namespace>::all(self.admin.clone()).get_opt(&tenant_namespace(id)).await.unwrap();
         let sa = self.identity(id).get_opt(&peer_service_account(id)).await.unwrap();
         ns.is_none_or(|n| n.metadata.deletion_timestamp.is_some()) && sa.is_none()
+    }
+}
+
+/// An anonymous caller's request of cluster `id` in the Liqo namespace (Liqo's manual peering
+/// form, through the opt-in overlay).
+fn anonymous_request(id: &str) -> PeeringRequest {
+    let mut pr = PeeringRequest::new(
+        id,
+        PeeringRequestSpec {
+            cluster_identity: Some(ClusterIdentity { cluster_id: id.into(), cluster_name: Some("stranger".into()) }),
+            namespace: Some("liqo".into()),
+            kube_config_ref: Some(SecretReference { name: Some(peering_kubeconfig_secret(id)), namespace: Some("liqo".into()) }),
+            auth_url: None,
+            ..Default::default()
+        },
+    );
+    pr.metadata.namespace = Some("liqo".into());
+    pr
+}
+
+fn refusal(r: Result<PeeringRequest, kube::Error>) -> kube::core::Status {
+    match r {
+        Err(kube::Error::Api(s)) => *s,
+        other => panic!("expected a refusal, got {other:?}"),
     }
 }
 
@@ -354,4 +384,91 @@ async fn a_peer_whose_identities_expired_is_ended_and_its_id_freed() {
     })
     .await;
     eventually("the ID issued to its next holder", || async { (h.claim(PEER, None).await.status == 201).then_some(()) }).await;
+}
+
+/// The tenant-namespace contract's "every path": with the anonymous overlay applied, a stranger's
+/// unauthenticated PeeringRequest for a cluster ID bound to the cluster that took an identity for
+/// it is refused by our webhook (409, `/identity`'s words, `kubectl liqo free` named), as is an
+/// admin's, in the Liqo namespace or the tenant namespace; the claim is recorded in the
+/// ClusterConfig's status and told by a Warning Event on that cluster's ForeignCluster. A free
+/// ID still peers anonymously. A request stored before its ID was bound (its broadcaster running
+/// from the stranger's kubeconfig) is not served once the ID is bound: its broadcaster stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bound_id_is_claimed_by_no_other_path_the_anonymous_overlay_included() {
+    // A long period: no identity of this test is retired while it runs.
+    let Some(h) = hub(&["--health-period-seconds=30"]).await else { return };
+    let _webhook = start_webhook(&h.admin).await;
+    let overlay = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/anonymous-peering/anonymous-peering.yaml");
+    liqo_testenv::create_manifest(&h.admin, &std::fs::read_to_string(overlay).unwrap(), "liqo").await;
+    // The cluster ID's ForeignCluster here, made by a person: where the claim is told.
+    let fc = ForeignCluster::new(
+        "peer",
+        ForeignClusterSpec {
+            cluster_identity: Some(ClusterIdentity { cluster_id: PEER.into(), cluster_name: None }),
+            ..Default::default()
+        },
+    );
+    Api::<ForeignCluster>::all(h.admin.clone()).create(&PostParams::default(), &fc).await.unwrap();
+    assert_eq!(h.claim(PEER, None).await.status, 201, "PEER takes its identity");
+
+    // No credentials at all: system:anonymous, as the overlay's peers.
+    let anonymous = Api::<PeeringRequest>::namespaced(Client::try_from(h.cp.config().unwrap()).unwrap(), "liqo");
+    let dry = PostParams { dry_run: true, ..Default::default() };
+    // The overlay's grant and the webhook's view of the identity are each a watch away.
+    eventually("the webhook refusing the claim on PEER", || async {
+        let r = anonymous.create(&dry, &anonymous_request(PEER)).await;
+        matches!(&r, Err(kube::Error::Api(s)) if s.code == 409).then_some(())
+    })
+    .await;
+    let refused = refusal(anonymous.create(&PostParams::default(), &anonymous_request(PEER)).await);
+    assert_eq!((refused.code, refused.reason.as_str()), (409, "Conflict"), "{refused:?}");
+    let until = h.identity(PEER).get(&peer_service_account(PEER)).await.unwrap();
+    let words = bound_message(PEER, liqo_api::holder::Holder::of(&until.metadata).expires());
+    assert!(refused.message.contains(&words), "/identity's words: {}", refused.message);
+    assert!(refused.message.contains(&format!("kubectl liqo free {PEER}")) && refused.message.contains("system:anonymous"));
+    // An admin's: refused too, in the Liqo namespace and in the tenant namespace.
+    let by_admin = Api::<PeeringRequest>::namespaced(h.admin.clone(), "liqo");
+    assert_eq!(refusal(by_admin.create(&PostParams::default(), &anonymous_request(PEER)).await).code, 409);
+    let mut in_tenant = anonymous_request(PEER);
+    in_tenant.metadata.namespace = Some(tenant_namespace(PEER));
+    in_tenant.spec.kube_config_ref.as_mut().unwrap().namespace = Some(tenant_namespace(PEER));
+    let tenant_requests = Api::<PeeringRequest>::namespaced(h.admin.clone(), &tenant_namespace(PEER));
+    assert_eq!(refusal(tenant_requests.create(&PostParams::default(), &in_tenant).await).code, 409);
+    assert!(by_admin.get_opt(PEER).await.unwrap().is_none() && tenant_requests.get_opt(PEER).await.unwrap().is_none(), "nothing stored");
+
+    // Recorded where refused requests are shown, and told on PEER's ForeignCluster.
+    let configs: Api<ClusterConfig> = Api::all(h.admin.clone());
+    let entry = eventually("the claim recorded in the ClusterConfig's status", || async {
+        let cc = configs.get_opt(CLUSTER_CONFIG_NAME).await.ok()??;
+        cc.status?.refused_requests.into_iter().find(|r| r.cluster_id == PEER && r.message.contains(&words))
+    })
+    .await;
+    // One entry for the ID, counting every claim (the dry runs above are claims too).
+    assert!(entry.count >= 3, "{entry:?}");
+    eventually("a Warning IdentityClaimed on PEER's ForeignCluster", || async {
+        liqo_testenv::event(&h.admin, "IdentityClaimed", "peer").await
+    })
+    .await;
+
+    // An ID nobody holds still peers anonymously: admitted, and served (our finalizer).
+    anonymous.create(&PostParams::default(), &anonymous_request(OTHER)).await.expect("a free ID peers anonymously");
+    eventually("OTHER's anonymous request served", || async {
+        let pr = by_admin.get_opt(OTHER).await.ok()??;
+        pr.metadata.finalizers.filter(|f| f.iter().any(|f| f == liqo_api::names::FINALIZER_PEERED))
+    })
+    .await;
+    // The only broadcaster of this test: PEER's requests were all refused.
+    eventually("OTHER's broadcaster started", || async { (log_count(&h.rec, "broadcaster started") > 0).then_some(()) }).await;
+
+    // OTHER's ID is then bound by a caller of /identity: its anonymous request, touched, is no
+    // longer served, and its broadcaster (reading the stranger's kubeconfig) stops.
+    assert_eq!(h.claim(OTHER, None).await.status, 201);
+    let label = serde_json::json!({"metadata": {"labels": {"touched": "yes"}}});
+    by_admin.patch(OTHER, &PatchParams::default(), &Patch::Merge(&label)).await.expect("an update keeping the spec claims nothing");
+    eventually("OTHER's anonymous request no longer served", || async {
+        (log_count(&h.rec, "broadcaster stopped: its request is no longer served") > 0).then_some(())
+    })
+    .await;
+    let ev = liqo_testenv::event(&h.admin, "IdentityClaimed", OTHER).await.expect("told on the request");
+    assert!(ev.note.unwrap_or_default().contains(&format!("kubectl liqo free {OTHER}")));
 }

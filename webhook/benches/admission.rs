@@ -319,5 +319,5 @@ fn store_view() -> StoreView {
         ..Default::default()
     };
     let cc = liqo_api::ClusterConfig::new("liqo-configuration", Default::default());
-    StoreView::new("liqo", store_of([cm]), store_of([cc]), store_of([]), std::sync::Arc::new(true.into()))
+    StoreView::new("liqo", store_of([cm]), store_of([cc]), store_of([]), store_of([]), std::sync::Arc::new(true.into()))
 }

@@ -265,11 +265,14 @@ fn decide(endpoint: Endpoint, req: &mut Request<'_>, view: &dyn ClusterView) -> 
             let name = if obj.metadata.name.is_empty() { req.name.as_str() } else { obj.metadata.name.as_str() };
             let settings = view.settings();
             let is_known = |id: &str| view.is_known(id);
+            let holder = |id: &str| view.holder(id);
             let local = peering_request::Local {
                 cluster_id: settings.cluster_id.as_deref(),
                 namespace: view.namespace(),
                 policy: &settings.policy,
                 is_known: &is_known,
+                holder: &holder,
+                now: k8s_openapi::jiff::Timestamp::now(),
             };
             let candidate = peering_request::Candidate {
                 kind,

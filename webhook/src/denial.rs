@@ -18,6 +18,9 @@ pub enum Reason {
     KubeConfigRef,
     InvalidUrl,
     Policy,
+    /// The cluster ID is bound to the cluster that first took an identity for it here, and the
+    /// requester is not that identity (the tenant-namespace contract's trust on first use).
+    IdentityBound,
     /// The webhook does not know its own cluster ID yet.
     NotReady,
     Unsupported,
@@ -39,6 +42,7 @@ impl Reason {
             Self::KubeConfigRef => "kubeconfig_ref",
             Self::InvalidUrl => "invalid_url",
             Self::Policy => "policy",
+            Self::IdentityBound => "identity_bound",
             Self::NotReady => "not_ready",
             Self::Unsupported => "unsupported",
         }
@@ -48,6 +52,7 @@ impl Reason {
     pub fn status(self) -> (u16, &'static str) {
         match self {
             Self::IdentityMismatch | Self::WrongNamespace | Self::OwnClusterId | Self::Policy => (403, "Forbidden"),
+            Self::IdentityBound => (409, "Conflict"),
             Self::NotReady => (503, "ServiceUnavailable"),
             Self::Unsupported => (400, "BadRequest"),
             _ => (422, "Invalid"),
@@ -60,7 +65,8 @@ impl Reason {
 pub struct Denial {
     pub reason: Reason,
     pub message: String,
-    /// Who asked, when our policy refused a cluster (shown to this cluster's operator).
+    /// Who asked, when our policy refused a cluster or a claim on a bound ID was refused (shown
+    /// to this cluster's operator).
     pub requester: Option<Requester>,
 }
 
@@ -69,6 +75,8 @@ pub struct Denial {
 pub struct Requester {
     pub cluster_id: String,
     pub cluster_name: Option<String>,
+    /// Refused as a claim on an ID bound to another holder, not by our policy.
+    pub claim: bool,
 }
 
 impl Denial {
@@ -78,7 +86,13 @@ impl Denial {
 
     /// The refusal of cluster `cluster_id` (named `cluster_name`) by our policy.
     pub fn asked_by(mut self, cluster_id: &str, cluster_name: Option<&str>) -> Self {
-        self.requester = Some(Requester { cluster_id: cluster_id.to_owned(), cluster_name: cluster_name.map(str::to_owned) });
+        self.requester = Some(Requester { cluster_id: cluster_id.to_owned(), cluster_name: cluster_name.map(str::to_owned), claim: false });
+        self
+    }
+
+    /// The refusal of a claim on `cluster_id`, bound to another holder here.
+    pub fn claiming(mut self, cluster_id: &str, cluster_name: Option<&str>) -> Self {
+        self.requester = Some(Requester { cluster_id: cluster_id.to_owned(), cluster_name: cluster_name.map(str::to_owned), claim: true });
         self
     }
 }

@@ -1,5 +1,7 @@
 //! The rules for PeeringRequest and FederationRequest CREATE/UPDATE (SPEC §6), pure.
 
+use k8s_openapi::jiff::Timestamp;
+use liqo_api::holder::{Holder, bound_message};
 use liqo_api::names::{PEER_SERVICE_ACCOUNT_PREFIX, kept_secret, peering_kubeconfig_secret, tenant_namespace};
 use liqo_api::{PeeringRequestSpec, validate_cluster_id};
 
@@ -16,6 +18,10 @@ pub struct Local<'a> {
     pub policy: &'a PolicyConfig,
     /// Whether a ForeignCluster for this cluster ID exists here.
     pub is_known: &'a dyn Fn(&str) -> bool,
+    /// Who holds a cluster ID here: the identity the auth service issued for it, if any.
+    pub holder: &'a dyn Fn(&str) -> Option<Holder>,
+    /// Now, to tell a holder whose identities have all expired.
+    pub now: Timestamp,
 }
 
 /// One PeeringRequest/FederationRequest under review.
@@ -91,6 +97,32 @@ fn check_kubeconfig_ref(spec: &PeeringRequestSpec, namespace: &str, requester: O
     }
 }
 
+/// A cluster ID bound to the cluster that first took an identity for it here is claimed by no
+/// request but that identity's (`from_holder`: the requester is `remote-<id>` of the tenant
+/// namespace, already checked against the ID): not an anonymous one of the opt-in overlay, not
+/// an admin's (who frees the ID first), in no namespace. Refused in `/identity`'s words. An UPDATE
+/// that leaves the spec as it was (a finalizer, a label) claims nothing; a holder whose
+/// identities have all expired holds nothing here.
+fn check_holder(c: &Candidate<'_>, local: &Local<'_>, id: &str, from_holder: bool) -> Result<(), Denial> {
+    let claims = match c.operation {
+        Operation::Create => true,
+        Operation::Update => c.old_spec.is_none_or(|old| old != c.spec),
+        _ => false,
+    };
+    if from_holder || !claims {
+        return Ok(());
+    }
+    let Some(holder) = (local.holder)(id).filter(|h| !h.expired(local.now)) else { return Ok(()) };
+    let name = c.spec.cluster_identity.as_ref().and_then(|i| i.cluster_name.as_deref());
+    let message = format!(
+        "{}; this {} was written by {}, not by that cluster's identity",
+        bound_message(id, holder.expires()),
+        c.kind,
+        c.user.username
+    );
+    Err(Denial::new(Reason::IdentityBound, message).claiming(id, name))
+}
+
 /// Judges one request. DELETE and CONNECT are always allowed; the policy applies to CREATE
 /// only, so a request already accepted can still be updated (finalizers) or removed.
 pub fn review(c: &Candidate<'_>, local: &Local<'_>) -> Result<(), Denial> {
@@ -141,6 +173,7 @@ pub fn review(c: &Candidate<'_>, local: &Local<'_>) -> Result<(), Denial> {
             ));
         }
     }
+    check_holder(c, local, id, peer.is_some())?;
     let same_ref = c.operation == Operation::Update && c.old_spec.is_some_and(|o| o.kube_config_ref == c.spec.kube_config_ref);
     check_kubeconfig_ref(c.spec, c.namespace, (!same_ref).then_some(id))?;
     if c.operation == Operation::Create {
@@ -178,6 +211,35 @@ mod tests {
         }
     }
 
+    /// A cluster ID bound here: its holder's identity expires at [`EXPIRES`]; [`EXPIRED`] held
+    /// one whose identities have all expired.
+    const BOUND: &str = "b0b0b0b0-591c-4ac6-8fd6-80258b4b3bf9";
+    const EXPIRED: &str = "e0e0e0e0-591c-4ac6-8fd6-80258b4b3bf9";
+    const NOW: &str = "2026-12-01T00:00:00Z";
+    const EXPIRES: &str = "2026-12-08T00:00:00Z";
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn held(id: &str) -> Option<Holder> {
+        match id {
+            BOUND => Some(Holder { issued_at: Some(at("2026-11-30T00:00:00Z")), expires_at: Some(at(EXPIRES)) }),
+            EXPIRED => Some(Holder { issued_at: Some(at("2026-11-20T00:00:00Z")), expires_at: Some(at("2026-11-27T00:00:00Z")) }),
+            _ => None,
+        }
+    }
+
+    fn anonymous() -> UserInfo {
+        UserInfo { username: "system:anonymous".into() }
+    }
+
+    fn in_liqo(id: &str) -> PeeringRequestSpec {
+        let mut s = spec(id);
+        s.kube_config_ref = Some(SecretReference { name: Some(peering_kubeconfig_secret(id)), namespace: Some("liqo".into()) });
+        s
+    }
+
     fn peer_user(id: &str) -> UserInfo {
         UserInfo { username: format!("system:serviceaccount:{}:remote-{id}", tenant_namespace(id)) }
     }
@@ -207,8 +269,8 @@ mod tests {
         user: &UserInfo,
         policy: &PolicyConfig,
     ) -> Result<(), Denial> {
-        let known = |id: &str| id == PEER;
-        let local = Local { cluster_id: Some(OWN), namespace: "liqo", policy, is_known: &known };
+        let known = |id: &str| id == PEER || id == BOUND;
+        let local = Local { cluster_id: Some(OWN), namespace: "liqo", policy, is_known: &known, holder: &held, now: at(NOW) };
         review(&Candidate { kind: "PeeringRequest", operation: op, name, namespace, spec, old_spec: old, user }, &local)
     }
 
@@ -227,6 +289,45 @@ mod tests {
         assert_eq!(create(&spec(PEER), &admin()), Ok(()));
         let anonymous = UserInfo { username: "system:anonymous".into() };
         assert_eq!(create(&spec(PEER), &anonymous), Ok(()));
+    }
+
+    /// The tenant-namespace contract's trust on first use, on every path: an ID bound to the
+    /// cluster that first took an identity for it is claimed by no request but that identity's.
+    #[test]
+    fn a_bound_cluster_id_is_claimed_by_its_holders_identity_only() {
+        let create_in = |ns: &str, s: &PeeringRequestSpec, user: &UserInfo| {
+            judge_in(ns, Operation::Create, BOUND, s, None, user, &PolicyConfig::default())
+        };
+        // The anonymous overlay's request, in the Liqo namespace (Liqo's manual peering form).
+        let err = create_in("liqo", &in_liqo(BOUND), &anonymous()).unwrap_err();
+        assert_eq!(err.reason, Reason::IdentityBound);
+        assert_eq!(err.reason.status(), (409, "Conflict"));
+        assert!(err.message.starts_with(&bound_message(BOUND, Some(at(EXPIRES)))), "the words of /identity's 409: {}", err.message);
+        assert!(err.message.contains(&format!("kubectl liqo free {BOUND}")) && err.message.contains("system:anonymous"), "{}", err.message);
+        let who = err.requester.expect("recorded as a refused claim");
+        assert_eq!((who.cluster_id.as_str(), who.claim), (BOUND, true));
+        // An admin's, in the Liqo namespace or the tenant namespace: frees the ID first.
+        assert_eq!(reason(create_in("liqo", &in_liqo(BOUND), &admin())), Reason::IdentityBound);
+        assert_eq!(reason(create_in(&tenant_namespace(BOUND), &spec(BOUND), &admin())), Reason::IdentityBound);
+        // The holder's own identity, in its tenant namespace.
+        assert_eq!(create_in(&tenant_namespace(BOUND), &spec(BOUND), &peer_user(BOUND)), Ok(()));
+        // An ID nobody holds still peers anonymously; one whose identities all expired too.
+        assert_eq!(judge_in("liqo", Operation::Create, PEER, &in_liqo(PEER), None, &anonymous(), &PolicyConfig::default()), Ok(()));
+        assert_eq!(judge_in("liqo", Operation::Create, EXPIRED, &in_liqo(EXPIRED), None, &anonymous(), &PolicyConfig::default()), Ok(()));
+    }
+
+    /// An UPDATE that keeps the spec (our reconciler's finalizer, a label) claims nothing, so a
+    /// request stored before the ID was bound can still be served and removed; one that changes
+    /// it (another kubeconfig, another auth URL) is a claim.
+    #[test]
+    fn an_update_claims_a_bound_id_only_when_it_changes_the_spec() {
+        let old = in_liqo(BOUND);
+        let update =
+            |new: &PeeringRequestSpec| judge_in("liqo", Operation::Update, BOUND, new, Some(&old), &admin(), &PolicyConfig::default());
+        assert_eq!(update(&old), Ok(()));
+        let mut moved = old.clone();
+        moved.auth_url = Some("https://203.0.113.9:30740".into());
+        assert_eq!(reason(update(&moved)), Reason::IdentityBound);
     }
 
     #[test]
@@ -270,7 +371,7 @@ mod tests {
     #[test]
     fn without_our_own_cluster_id_nothing_is_created() {
         let policy = PolicyConfig::default();
-        let local = Local { cluster_id: None, namespace: "liqo", policy: &policy, is_known: &|_| true };
+        let local = Local { cluster_id: None, namespace: "liqo", policy: &policy, is_known: &|_| true, holder: &|_| None, now: at(NOW) };
         let s = spec(PEER);
         let namespace = tenant_namespace(PEER);
         let c = Candidate {

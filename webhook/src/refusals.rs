@@ -1,9 +1,12 @@
 //! The requesters our `peeringPolicy` refused, shown to this cluster's operator without
 //! anything a stranger could use to fill the cluster: folded into the ClusterConfig's
 //! `status.refusedRequests` (one entry per cluster, the latest [`MAX_REFUSED_REQUESTS`]) at most
-//! once per interval, and one Warning Event `PeeringRefused` (folded into a series by the
-//! recorder) on the requester's ForeignCluster where one exists.
+//! once per interval, and one Warning Event (folded into a series by the recorder) on the
+//! requester's ForeignCluster where one exists: `PeeringRefused` for a refusal by policy,
+//! `IdentityClaimed` for a request claiming an ID bound to another holder (as the auth service
+//! tells a refused `/identity`).
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,6 +29,8 @@ pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 #[derive(Debug, Default)]
 pub struct Refusals {
     pending: Mutex<Vec<RefusedRequest>>,
+    /// The cluster IDs among them whose latest refusal was a claim on a bound ID.
+    claims: Mutex<BTreeSet<String>>,
 }
 
 impl Refusals {
@@ -43,10 +48,22 @@ impl Refusals {
         if let Ok(mut pending) = self.pending.lock() {
             *pending = merge_refusals(&pending, &[one], MAX_REFUSED_REQUESTS);
         }
+        if let Ok(mut claims) = self.claims.lock() {
+            if who.claim {
+                claims.insert(who.cluster_id.clone());
+            } else {
+                claims.remove(&who.cluster_id);
+            }
+        }
     }
 
     fn take(&self) -> Vec<RefusedRequest> {
         self.pending.lock().map(|mut p| std::mem::take(&mut *p)).unwrap_or_default()
+    }
+
+    /// Whether the latest refusal of `cluster_id` was a claim on a bound ID; forgets it.
+    fn was_claim(&self, cluster_id: &str) -> bool {
+        self.claims.lock().map(|mut c| c.remove(cluster_id)).unwrap_or(false)
     }
 
     fn put_back(&self, unwritten: &[RefusedRequest]) {
@@ -74,7 +91,8 @@ pub fn spawn_writer(refusals: Arc<Refusals>, client: Client, config: Store<Clust
                 continue;
             }
             for r in &new {
-                tell_its_foreign_cluster(&recorder, &foreign, r).await;
+                let claim = refusals.was_claim(&r.cluster_id);
+                tell_its_foreign_cluster(&recorder, &foreign, r, claim).await;
             }
         }
     });
@@ -94,15 +112,58 @@ async fn write(client: &Client, config: &Store<ClusterConfig>, new: &[RefusedReq
     Api::<ClusterConfig>::all(client.clone()).patch_status(CLUSTER_CONFIG_NAME, &params, &Patch::Apply(body)).await.map(drop)
 }
 
-async fn tell_its_foreign_cluster(recorder: &Recorder, foreign: &Store<ForeignCluster>, r: &RefusedRequest) {
-    let Some(fc) = foreign.find(|f| f.spec.remote_cluster_id() == Some(r.cluster_id.as_str())) else { return };
+/// The Warning Event's reason and note for `r`, refused as a claim on a bound ID or by policy.
+fn event_of(r: &RefusedRequest, claim: bool) -> (&'static str, String) {
+    if claim {
+        let note = format!(
+            "a request for cluster ID {} from someone other than the cluster holding it here was refused ({}× since {}): {}",
+            r.cluster_id, r.count, r.first_time.0, r.message
+        );
+        return ("IdentityClaimed", note);
+    }
     let note = format!(
         "cluster {} asked to peer and was refused ({}× since {}): {}; to accept it, set join: true here, approve its fingerprint, or add it to peeringAllowList",
         r.cluster_id, r.count, r.first_time.0, r.message
     );
-    let ev =
-        Event { type_: EventType::Warning, reason: "PeeringRefused".into(), note: Some(note), action: "Admission".into(), secondary: None };
+    ("PeeringRefused", note)
+}
+
+async fn tell_its_foreign_cluster(recorder: &Recorder, foreign: &Store<ForeignCluster>, r: &RefusedRequest, claim: bool) {
+    let Some(fc) = foreign.find(|f| f.spec.remote_cluster_id() == Some(r.cluster_id.as_str())) else { return };
+    let (reason, note) = event_of(r, claim);
+    let ev = Event { type_: EventType::Warning, reason: reason.into(), note: Some(note), action: "Admission".into(), secondary: None };
     if let Err(e) = recorder.publish(&ev, &fc.object_ref(&())).await {
-        tracing::debug!(error = %e, "publishing a PeeringRefused Event failed");
+        tracing::debug!(error = %e, reason, "publishing a refusal's Event failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn who(id: &str, claim: bool) -> Requester {
+        Requester { cluster_id: id.into(), cluster_name: None, claim }
+    }
+
+    #[test]
+    fn a_claim_on_a_bound_id_is_told_as_one_and_a_policy_refusal_as_one() {
+        let r = Refusals::default();
+        r.record(&who("a", true), "cluster ID a is bound ... (kubectl liqo free a)");
+        r.record(&who("b", false), "refused by peeringPolicy");
+        let taken = r.take();
+        assert_eq!(taken.len(), 2);
+        let of = |id: &str| taken.iter().find(|e| e.cluster_id == id).unwrap().clone();
+        let claim = r.was_claim("a");
+        let (reason, note) = event_of(&of("a"), claim);
+        assert_eq!(reason, "IdentityClaimed");
+        assert!(note.contains("kubectl liqo free a") && !note.contains("peeringAllowList"), "{note}");
+        assert!(!r.was_claim("a"), "told once");
+        let (reason, note) = event_of(&of("b"), r.was_claim("b"));
+        assert_eq!(reason, "PeeringRefused");
+        assert!(note.contains("peeringAllowList"), "{note}");
+        // The latest refusal of an ID decides: a claim, then a policy refusal, is a policy one.
+        r.record(&who("c", true), "bound");
+        r.record(&who("c", false), "policy");
+        assert!(!r.was_claim("c"));
     }
 }

@@ -1,17 +1,23 @@
 //! What admission decisions need from the cluster — our cluster ID, the peering policy, the
-//! known ForeignClusters — read from watch-fed stores, never from an API call per request.
+//! known ForeignClusters, who holds each cluster ID — read from watch-fed stores, never from an
+//! API call per request.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use arc_swap::ArcSwap;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use liqo_api::names::{CLUSTER_CONFIG_NAME, CLUSTER_ID_CONFIGMAP, CLUSTER_ID_KEY, LABEL_CLUSTER_ID};
+use liqo_api::holder::Holder;
+use liqo_api::names::{
+    ANNOTATION_EXPIRES_AT, ANNOTATION_ISSUED_AT, CLUSTER_CONFIG_NAME, CLUSTER_ID_CONFIGMAP, CLUSTER_ID_KEY, LABEL_CLUSTER_ID,
+    peer_service_account, tenant_namespace,
+};
 use liqo_api::{ClusterConfig, ForeignCluster, validate_cluster_id};
 
 use crate::policy::PolicyConfig;
@@ -35,6 +41,9 @@ pub trait ClusterView: Send + Sync + 'static {
     /// Whether a person here chose `cluster_id` (`AcceptKnown`): a ForeignCluster for it made
     /// by hand, joined by a person, or with an approved fingerprint ([`liqo_api::chosen`]).
     fn is_known(&self, cluster_id: &str) -> bool;
+    /// Who holds `cluster_id` here: the ServiceAccount of the identity the auth service issued
+    /// for it, if there is one ([`liqo_api::holder`]).
+    fn holder(&self, cluster_id: &str) -> Option<Holder>;
     /// Whether the view reflects the cluster (initial lists done).
     fn ready(&self) -> bool;
     /// Our policy refused `who` saying `message`: shown to this cluster's operator (bounded),
@@ -48,13 +57,15 @@ pub struct StaticView {
     pub namespace: String,
     pub settings: Arc<Settings>,
     pub known: Vec<String>,
+    /// The cluster IDs bound to a holder, with what its ServiceAccount says.
+    pub held: Vec<(String, Holder)>,
 }
 
 impl StaticView {
     /// A view of a cluster with this ID, the default policy and no ForeignClusters.
     pub fn new(namespace: &str, cluster_id: &str) -> Self {
         let settings = Settings { cluster_id: Some(cluster_id.to_owned()), policy: PolicyConfig::default() };
-        Self { namespace: namespace.to_owned(), settings: Arc::new(settings), known: vec![] }
+        Self { namespace: namespace.to_owned(), settings: Arc::new(settings), known: vec![], held: vec![] }
     }
 
     /// The same view with another peering policy.
@@ -74,6 +85,9 @@ impl ClusterView for StaticView {
     fn is_known(&self, cluster_id: &str) -> bool {
         self.known.iter().any(|k| k == cluster_id)
     }
+    fn holder(&self, cluster_id: &str) -> Option<Holder> {
+        self.held.iter().find(|(id, _)| id == cluster_id).map(|(_, h)| h.clone())
+    }
     fn ready(&self) -> bool {
         true
     }
@@ -86,6 +100,9 @@ pub struct StoreView {
     pub cluster_id: Store<ConfigMap>,
     pub config: Store<ClusterConfig>,
     pub foreign: Store<ForeignCluster>,
+    /// The ServiceAccounts labelled with a cluster ID (the identities issued to peers among
+    /// them), their metadata cut to what [`Holder`] reads.
+    pub accounts: Store<PartialObjectMeta<ServiceAccount>>,
     pub synced: Arc<AtomicBool>,
     /// Derived from the two singletons when either changes ([`StoreView::refresh`]), so a
     /// review reads it without locking a store, hashing a key or copying the policy.
@@ -117,6 +134,11 @@ impl ClusterView for StoreView {
             return true;
         }
         self.foreign.find(|fc| fc_cluster_id(fc) == Some(cluster_id) && liqo_api::chosen::chosen(fc)).is_some()
+    }
+
+    fn holder(&self, cluster_id: &str) -> Option<Holder> {
+        let at = ObjectRef::new(&peer_service_account(cluster_id)).within(&tenant_namespace(cluster_id));
+        self.accounts.get(&at).map(|sa| Holder::of(&sa.metadata))
     }
 
     fn ready(&self) -> bool {
@@ -165,6 +187,23 @@ where
     });
 }
 
+/// What the store keeps of a ServiceAccount: its name, namespace and the two annotations a
+/// [`Holder`] reads (a few hundred bytes a peer).
+fn holder_only(sa: &mut PartialObjectMeta<ServiceAccount>) {
+    let m = &mut sa.metadata;
+    let annotations = m.annotations.take().map(|mut a| {
+        a.retain(|k, _| k == ANNOTATION_ISSUED_AT || k == ANNOTATION_EXPIRES_AT);
+        a
+    });
+    *m = kube::api::ObjectMeta {
+        name: m.name.take(),
+        namespace: m.namespace.take(),
+        resource_version: m.resource_version.take(),
+        annotations,
+        ..Default::default()
+    };
+}
+
 fn no_managed_fields<K: Resource>(o: &mut K) {
     o.meta_mut().managed_fields = None;
 }
@@ -176,10 +215,19 @@ impl StoreView {
         cluster_id: Store<ConfigMap>,
         config: Store<ClusterConfig>,
         foreign: Store<ForeignCluster>,
+        accounts: Store<PartialObjectMeta<ServiceAccount>>,
         synced: Arc<AtomicBool>,
     ) -> Self {
-        let view =
-            Self { namespace: namespace.to_owned(), cluster_id, config, foreign, synced, settings: Default::default(), refusals: None };
+        let view = Self {
+            namespace: namespace.to_owned(),
+            cluster_id,
+            config,
+            foreign,
+            accounts,
+            synced,
+            settings: Default::default(),
+            refusals: None,
+        };
         view.refresh();
         view
     }
@@ -195,13 +243,14 @@ impl StoreView {
         self.settings.store(Arc::new(Settings { cluster_id, policy }));
     }
 
-    /// Starts the three watches; the view turns ready once each has listed.
+    /// Starts the four watches; the view turns ready once each has listed.
     pub fn start(client: Client, namespace: &str) -> Self {
         let (cluster_id, cluster_id_writer) = reflector::store();
         let (config, config_writer) = reflector::store();
         let (foreign, foreign_writer) = reflector::store();
+        let (accounts, accounts_writer) = reflector::store();
         let synced = Arc::new(AtomicBool::new(false));
-        let mut view = Self::new(namespace, cluster_id, config, foreign, synced.clone());
+        let mut view = Self::new(namespace, cluster_id, config, foreign, accounts, synced.clone());
         let refusals = Arc::new(crate::refusals::Refusals::default());
         crate::refusals::spawn_writer(refusals.clone(), client.clone(), view.config.clone(), view.foreign.clone());
         view.refusals = Some(refusals);
@@ -224,13 +273,23 @@ impl StoreView {
             refresh(&view),
         );
         // Who set `spec.join` is kept: it tells a person's choice from autojoin's.
-        reflect(Api::<ForeignCluster>::all(client), watcher::Config::default(), foreign_writer, liqo_api::chosen::keep_join_setter, || {});
+        reflect(
+            Api::<ForeignCluster>::all(client.clone()),
+            watcher::Config::default(),
+            foreign_writer,
+            liqo_api::chosen::keep_join_setter,
+            || {},
+        );
+        // The ServiceAccounts labelled with a cluster ID, in every namespace, by their metadata.
+        let labelled = watcher::Config::default().labels(LABEL_CLUSTER_ID);
+        reflect(Api::<PartialObjectMeta<ServiceAccount>>::all(client), labelled, accounts_writer, holder_only, || {});
         let stores = view.clone();
         tokio::spawn(async move {
-            let all = futures::future::try_join3(
+            let all = futures::future::try_join4(
                 stores.cluster_id.wait_until_ready(),
                 stores.config.wait_until_ready(),
                 stores.foreign.wait_until_ready(),
+                stores.accounts.wait_until_ready(),
             );
             if all.await.is_ok() {
                 synced.store(true, Ordering::Relaxed);
@@ -262,7 +321,14 @@ mod tests {
     }
 
     fn view(cm_id: &str, configs: Vec<ClusterConfig>, fcs: Vec<ForeignCluster>) -> StoreView {
-        StoreView::new("liqo", store_of(vec![cluster_id_cm(cm_id)]), store_of(configs), store_of(fcs), Arc::new(AtomicBool::new(true)))
+        StoreView::new(
+            "liqo",
+            store_of(vec![cluster_id_cm(cm_id)]),
+            store_of(configs),
+            store_of(fcs),
+            store_of(vec![]),
+            Arc::new(AtomicBool::new(true)),
+        )
     }
 
     #[test]
@@ -312,7 +378,14 @@ mod tests {
         let mut configs: Writer<ClusterConfig> = Writer::default();
         configs.apply_watcher_event(&watcher::Event::Init);
         configs.apply_watcher_event(&watcher::Event::InitDone);
-        let v = StoreView::new("liqo", store_of(vec![cluster_id_cm("own-id")]), configs.as_reader(), store_of(vec![]), Default::default());
+        let v = StoreView::new(
+            "liqo",
+            store_of(vec![cluster_id_cm("own-id")]),
+            configs.as_reader(),
+            store_of(vec![]),
+            store_of(vec![]),
+            Default::default(),
+        );
         assert_eq!(v.settings().policy.policy, PeeringPolicy::AcceptAll);
 
         let reject =

@@ -1,7 +1,11 @@
 //! The incoming side of peering: PeeringRequests and FederationRequests (both admitted by the
 //! webhook) make a ForeignCluster of type `IncomingPeering` with `incoming.joined=true`, and
 //! hold the peer's broadcaster. Deleting the request stops the broadcaster, removes our
-//! Advertisement from the peer and clears `incoming.joined`.
+//! Advertisement from the peer and clears `incoming.joined`. A request outside the tenant
+//! namespace of the ID it claims (the anonymous overlay's, an admin's) for an ID bound to a
+//! holder here is not served: the webhook refuses such requests, and one that got in anyway (the
+//! webhook down, or the ID bound after it was stored) never points the peer's broadcaster at
+//! another kubeconfig than its holder's.
 //!
 //! - this file: the controller of the requests;
 //! - [`broadcaster`]: one task per accepted request, keeping our Advertisement at its peer.
@@ -16,12 +20,14 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
-use liqo_api::names::{FINALIZER_PEERED, LABEL_CLUSTER_ID, LABEL_DISCOVERY_TYPE};
+use liqo_api::holder::{Holder, bound_message};
+use liqo_api::names::{FINALIZER_PEERED, LABEL_CLUSTER_ID, LABEL_DISCOVERY_TYPE, peer_service_account, tenant_namespace};
 use liqo_api::{
     ClusterIdentity, DiscoveryType, FederationRequest, ForeignCluster, ForeignClusterSpec, IncomingStatus, PeeringRequest,
     PeeringRequestSpec, validate_cluster_id,
@@ -121,6 +127,14 @@ async fn set_incoming(client: &Client, fc: &ForeignCluster, incoming: IncomingSt
     Ok(())
 }
 
+/// When the identity that holds `id` here expires, if a holder has one that has not expired
+/// (`Some(None)`: bound with no known expiry); `None` when nobody holds it.
+async fn held_until(client: &Client, id: &str) -> Result<Option<Option<k8s_openapi::jiff::Timestamp>>> {
+    let sas = Api::<ServiceAccount>::namespaced(client.clone(), &tenant_namespace(id));
+    let holder = sas.get_metadata_opt(&peer_service_account(id)).await?.map(|sa| Holder::of(&sa.metadata));
+    Ok(holder.filter(|h| !h.expired(k8s_openapi::jiff::Timestamp::now())).map(|h| h.expires()))
+}
+
 /// One reconcile of one request.
 pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> Result<Action> {
     let id = req.name_any();
@@ -165,6 +179,17 @@ pub async fn reconcile<K: Request, P: Peers>(req: Arc<K>, ctx: Arc<Ctx<P>>) -> R
         return Ok(Action::await_change());
     }
 
+    if namespace != tenant_namespace(&id)
+        && let Some(until) = held_until(&ctx.shared.client, &id).await?
+    {
+        tracing::warn!(kind = K::KIND, peer = %id, %namespace, "not serving a request for a cluster ID bound to another holder");
+        if let Some(source) = &spec.kube_config_ref {
+            ctx.broadcasters.stop_if_from(&id, source);
+        }
+        let note = format!("this {} is not served: {}", K::KIND, bound_message(&id, until));
+        crate::reporting::events::publish(ctx.shared.recorder.as_ref(), &*req, true, "Peering", "IdentityClaimed", note).await;
+        return Ok(Action::await_change());
+    }
     if !held {
         crate::machinery::finalizer::add(&Api::<K>::namespaced(ctx.shared.client.clone(), &namespace), &*req).await?;
         let note = format!("accepted the {} of cluster {id}: it gets our Advertisement", K::KIND);

@@ -4,41 +4,8 @@
 //! for the ID has expired with no request of the peer standing, or a person frees the ID
 //! (`kubectl liqo free`, which deletes the identity's ServiceAccount).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use liqo_api::names::{ANNOTATION_EXPIRES_AT, ANNOTATION_ISSUED_AT, LEGACY_IDENTITY_LIFETIME_DAYS};
-
-/// What the ServiceAccount of a peer's identity says of its holder.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Holder {
-    /// When the newest token was issued.
-    pub issued_at: Option<Timestamp>,
-    /// When the newest token expires (absent on identities of releases before 0.3).
-    pub expires_at: Option<Timestamp>,
-}
-
-fn annotation(meta: &ObjectMeta, key: &str) -> Option<Timestamp> {
-    meta.annotations.as_ref()?.get(key)?.parse().ok()
-}
-
-impl Holder {
-    /// The holder the metadata of a ServiceAccount `remote-<id>` records.
-    pub fn of(meta: &ObjectMeta) -> Self {
-        Self { issued_at: annotation(meta, ANNOTATION_ISSUED_AT), expires_at: annotation(meta, ANNOTATION_EXPIRES_AT) }
-    }
-
-    /// When every token issued to the holder has expired: the recorded expiry, or a year after
-    /// an older release's issue; none when neither is known (bound until renewed or freed).
-    pub fn expires(&self) -> Option<Timestamp> {
-        let legacy = SignedDuration::from_hours(24 * LEGACY_IDENTITY_LIFETIME_DAYS);
-        self.expires_at.or_else(|| self.issued_at.map(|at| at + legacy))
-    }
-
-    /// Whether every token issued to the holder has expired at `now`.
-    pub fn expired(&self, now: Timestamp) -> bool {
-        self.expires().is_some_and(|at| at <= now)
-    }
-}
+pub use liqo_api::holder::{Holder, bound_message};
 
 /// What a `POST /identity` for a cluster ID is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,17 +56,6 @@ pub fn after_expiry(request_standing: bool) -> Claim {
     if request_standing { Claim::Bound { until: None } } else { Claim::First }
 }
 
-/// The 409's words for a claim on `peer`'s ID while it is bound.
-pub fn bound_message(peer: &str, until: Option<Timestamp>) -> String {
-    let until = match until {
-        Some(at) => format!("until its identity expires ({at}) or "),
-        None => "until ".to_owned(),
-    };
-    format!(
-        "cluster ID {peer} is bound to the cluster that first took an identity for it here: only that cluster renews it (with its current identity), {until}this cluster's operator frees it (kubectl liqo free {peer})"
-    )
-}
-
 /// Whether an identity issued at `issued` and lasting until `expires` should be renewed at
 /// `now`: once 80 % of its life has passed (SPEC §10). A token whose times are unknown is not.
 pub fn renew_due(issued: Timestamp, expires: Timestamp, now: Timestamp) -> bool {
@@ -140,6 +96,7 @@ pub fn token_times(token: &str) -> Option<(Timestamp, Timestamp)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use liqo_api::names::{ANNOTATION_EXPIRES_AT, ANNOTATION_ISSUED_AT};
 
     fn at(s: &str) -> Timestamp {
         s.parse().unwrap()
@@ -167,18 +124,6 @@ mod tests {
         assert_eq!(decide(Some(&holder), false, at("2026-12-05T00:00:00Z")), Claim::Expired);
         assert_eq!(after_expiry(false), Claim::First);
         assert_eq!(after_expiry(true), Claim::Bound { until: None });
-    }
-
-    #[test]
-    fn an_identity_of_an_earlier_release_is_bound_for_a_year_from_its_issue() {
-        let holder = Holder::of(&sa(&[(ANNOTATION_ISSUED_AT, "2026-01-01T00:00:00Z")]).metadata);
-        assert_eq!(holder.expires(), Some(at("2027-01-01T00:00:00Z")));
-        assert_eq!(decide(Some(&holder), false, at("2026-11-28T00:00:00Z")), Claim::Bound { until: Some(at("2027-01-01T00:00:00Z")) });
-        let unknown = Holder::of(&ObjectMeta::default());
-        assert_eq!(unknown, Holder::default());
-        assert_eq!(decide(Some(&unknown), false, at("2099-01-01T00:00:00Z")), Claim::Bound { until: None }, "never expires by itself");
-        let garbled = Holder::of(&sa(&[(ANNOTATION_EXPIRES_AT, "soon")]).metadata);
-        assert_eq!(garbled.expires(), None);
     }
 
     #[test]
@@ -220,10 +165,7 @@ mod tests {
     }
 
     #[test]
-    fn the_refusal_names_the_way_out() {
-        let m = bound_message("abc", Some(at("2026-12-05T00:00:00Z")));
-        assert!(m.contains("kubectl liqo free abc") && m.contains("2026-12-05T00:00:00Z"), "{m}");
-        assert!(!bound_message("abc", None).contains("expires"));
+    fn a_bound_claim_has_its_label() {
         assert_eq!(Claim::Bound { until: None }.label(), "bound");
     }
 }
