@@ -136,6 +136,10 @@ enum Fault {
     /// A stranger asks a cluster's auth service for an identity under a peer's cluster ID that
     /// the peer holds there: it must be refused (409), and the peering goes on.
     ClaimIdentity,
+    /// A stranger with no credentials writes a PeeringRequest for a peer's cluster ID that the
+    /// peer holds there, in the cluster's Liqo namespace (the opt-in anonymous overlay of Liqo's
+    /// manual form): our webhook must refuse it (409), and the peering goes on.
+    AnonymousClaim,
     /// A stranger takes an identity for a fresh cluster ID, and the reconciler that issued it
     /// is killed at once (and restarted): the identity must be retired all the same.
     IssueThenKill,
@@ -160,7 +164,7 @@ enum Fault {
     RotateAuthCa,
 }
 
-const MENU: [Fault; 18] = [
+const MENU: [Fault; 19] = [
     Fault::KillReconciler,
     Fault::IssueThenKill,
     Fault::StopApiServer,
@@ -172,6 +176,7 @@ const MENU: [Fault; 18] = [
     Fault::RecreateForeignCluster,
     Fault::DeleteIdentitySecret,
     Fault::ClaimIdentity,
+    Fault::AnonymousClaim,
     Fault::BlackHoleApiServer,
     Fault::FlipAdvertisement,
     Fault::KillWebhook,
@@ -293,6 +298,9 @@ async fn start() -> Option<Vec<Cluster>> {
         ready(&mut rec).await;
         let id = cluster_id(&admin).await;
         let webhook = start_webhook(&admin).await;
+        // Anonymous peering allowed, so that a stranger may try the anonymous path too.
+        let overlay = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/anonymous-peering/anonymous-peering.yaml");
+        liqo_testenv::create_manifest(&admin, &std::fs::read_to_string(overlay).unwrap(), "liqo").await;
         out.push(Cluster { name, cp, admin, token, id, rec: Some(rec), webhook, proxy, auth_proxy, panics_seen: 0, strangers: vec![] });
     }
     Some(out)
@@ -429,6 +437,50 @@ async fn stranger_left(c: &Cluster) -> Option<String> {
 static CLAIMS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Strangers' identities issued so far (each stranger asks from an address of its own).
+/// A stranger's unauthenticated PeeringRequest for `x`'s cluster ID in `y`'s Liqo namespace,
+/// where `x` holds an identity: refused (409) by `y`'s webhook. Its other answers while the
+/// webhook or the API server is coming back from a fault (500, 503, a failed connection) are
+/// tried again for up to 20 s; an admitted one fails the soak (and is removed).
+async fn anonymous_claim(x: &Cluster, y: &Cluster) -> Result<String, String> {
+    let (xn, yn) = (x.name, y.name);
+    let sa = liqo_api::names::peer_service_account(&x.id);
+    let held = identities_of(&y.admin, &x.id).get_opt(&sa).await.ok().flatten();
+    // An identity issued a moment ago may not be in the webhook's view yet (a watch away).
+    let settled = held
+        .and_then(|sa| sa.metadata.creation_timestamp)
+        .is_some_and(|t| k8s_openapi::jiff::Timestamp::now().duration_since(t.0) > k8s_openapi::jiff::SignedDuration::from_secs(5));
+    if !settled {
+        return Ok(format!("{xn} holds no settled identity on {yn}: no anonymous claim tried"));
+    }
+    let stranger = Client::try_from(y.cp.config().unwrap()).unwrap();
+    let requests = Api::<liqo_api::PeeringRequest>::namespaced(stranger, "liqo");
+    let mut pr: liqo_api::PeeringRequest = serde_json::from_value(json!({
+        "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "PeeringRequest",
+        "metadata": {"name": x.id, "namespace": "liqo"},
+        "spec": {"clusterIdentity": {"clusterID": x.id, "clusterName": "stranger"}, "namespace": "liqo",
+                 "kubeConfigRef": {"name": liqo_api::names::peering_kubeconfig_secret(&x.id), "namespace": "liqo"}}
+    }))
+    .unwrap();
+    pr.metadata.namespace = Some("liqo".into());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let last = match requests.create(&kube::api::PostParams::default(), &pr).await {
+            Err(kube::Error::Api(s)) if s.code == 409 && s.message.contains("kubectl liqo free") => {
+                return Ok(format!("a stranger's anonymous PeeringRequest for {xn}'s ID on {yn}: 409"));
+            }
+            Ok(_) => {
+                let _ = Api::<liqo_api::PeeringRequest>::namespaced(y.admin.clone(), "liqo").delete(&x.id, &DeleteParams::default()).await;
+                return Err(format!("a stranger's anonymous PeeringRequest for {xn}'s bound ID was admitted on {yn}"));
+            }
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() > deadline {
+            return Err(format!("a stranger's anonymous PeeringRequest for {xn}'s ID on {yn} was not refused with 409 in 20 s: {last}"));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 static STRANGERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// kube-controller-manager's namespace controller waits this long before it empties a deleted
@@ -654,6 +706,7 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
             }
             format!("a stranger claimed {xn}'s ID on {yn}: {}", answer.status)
         }
+        Fault::AnonymousClaim => anonymous_claim(&cs[x], &cs[y]).await?,
         Fault::IssueThenKill => {
             let n = STRANGERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let source = std::net::IpAddr::from([127, 0, 3 + (n / 250) as u8, (n % 250 + 1) as u8]);
