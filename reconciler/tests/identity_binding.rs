@@ -351,9 +351,50 @@ async fn a_flood_from_many_addresses_is_held_at_the_cap_and_then_costs_nothing()
     eprintln!("the genuine peer got its identity {:?} after its first refusal, at its {asked}th try", started.elapsed());
     assert!(metric(&h.rec, r#"liqo_reconciler_auth_identity_requests_total{result="capped"}"#).await >= 51.0);
     // Three health periods later the strangers cost nothing; the genuine peer's own unused
-    // identity goes the same way.
+    // identity goes the same way: every tenant namespace, within three periods and a sweep of
+    // its issue (and a margin for a loaded machine).
+    let issued_last = std::time::Instant::now();
     eventually("no tenant namespace left", || async { (namespaces().await == 0).then_some(()) }).await;
+    let took = issued_last.elapsed();
+    assert!(took <= RETIRED_WITHIN, "the last tenant namespace retired {took:?} after its identity, past {RETIRED_WITHIN:?}");
     assert_eq!(metric(&h.rec, "liqo_reconciler_identities_retired_total").await, 101.0);
+}
+
+/// Three health periods of the hub (2 s) and one sweep (a third of a period), with three
+/// periods more for a loaded machine: how long after its issue an unused identity's tenant
+/// namespace may stand. One that no sweep looks at stands for ever.
+const RETIRED_WITHIN: std::time::Duration = std::time::Duration::from_millis(3 * 2000 + 667 + 3 * 2000);
+
+/// Strangers that hang up while their identity is being issued (clients timing out on a loaded
+/// hub, each after 0 to 140 ms): none is left half made (a tenant namespace without the
+/// identity's ServiceAccount, which no sweep looks at), and every tenant namespace they caused is
+/// retired within three periods and a sweep of the last hang-up.
+#[tokio::test]
+async fn strangers_hanging_up_mid_issue_leave_nothing_behind() {
+    let Some(h) = hub(&["--auth-identity-burst=5"]).await else { return };
+    let (addr, ca) = (h.auth_addr(), h.ca());
+    const N: u32 = 40;
+    let asks = (0..N).map(|i| {
+        let source = std::net::IpAddr::from([127, 0, 4, 10 + (i / 5) as u8]);
+        let body = json!({"clusterID": format!("{i:08x}-0000-4000-8000-00000000dead"), "token": ""});
+        let after = std::time::Duration::from_millis(u64::from(i % 8) * 20);
+        let ca = ca.clone();
+        async move { liqo_testenv::https::hang_up_after_sending(source, addr, &ca, "/identity", body, after).await }
+    });
+    futures::future::join_all(asks).await;
+    let hung_up = std::time::Instant::now();
+    let namespaces = || async {
+        let lp = kube::api::ListParams::default().labels(&format!("{LABEL_TENANT_NAMESPACE}=true"));
+        let all = Api::<Namespace>::all(h.admin.clone()).list_metadata(&lp).await.unwrap().items;
+        all.iter().filter(|n| n.metadata.deletion_timestamp.is_none()).count()
+    };
+    eventually("no tenant namespace left", || async { (namespaces().await == 0).then_some(()) }).await;
+    let took = hung_up.elapsed();
+    let issued = metric(&h.rec, r#"liqo_reconciler_auth_identity_requests_total{result="issued"}"#).await;
+    eprintln!("{issued} of {N} identities issued to callers that hung up; the last namespace retired {took:?} after they did");
+    assert!(issued >= 1.0, "no identity was being issued when its caller hung up: the test tests nothing");
+    assert!(took <= RETIRED_WITHIN, "the last tenant namespace retired {took:?} after the last hang-up, past {RETIRED_WITHIN:?}");
+    assert_eq!(metric(&h.rec, "liqo_reconciler_identities_retired_total").await, issued);
 }
 
 /// A peer whose identities have all expired (it went away, or was reinstalled and lost its

@@ -94,6 +94,34 @@ pub async fn send(conn: &mut Conn, method: &str, path: &str, content_type: Optio
     Answer { status, headers, body }
 }
 
+/// Sends a POST of `body` to `path` from `source` over verified TLS, then hangs up `after` that
+/// without reading the answer (as a client that timed out does).
+pub async fn hang_up_after_sending(
+    source: std::net::IpAddr,
+    addr: SocketAddr,
+    ca_path: &Path,
+    path: &str,
+    body: serde_json::Value,
+    after: std::time::Duration,
+) {
+    use tokio::io::AsyncWriteExt;
+    let socket = match source {
+        std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4().unwrap(),
+        std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6().unwrap(),
+    };
+    socket.bind(SocketAddr::new(source, 0)).unwrap();
+    let tcp = socket.connect(addr).await.unwrap();
+    let mut tls = connector(ca_path).connect(ServerName::try_from("localhost").unwrap(), tcp).await.expect("TLS handshake");
+    let body = serde_json::to_vec(&body).unwrap();
+    let head =
+        format!("POST {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
+    tls.write_all(head.as_bytes()).await.unwrap();
+    tls.write_all(&body).await.unwrap();
+    tls.flush().await.unwrap();
+    tokio::time::sleep(after).await;
+    let _ = tls.shutdown().await;
+}
+
 /// One request on a new connection.
 pub async fn request(addr: SocketAddr, ca_path: &Path, method: &str, path: &str, body: Option<serde_json::Value>) -> Answer {
     let mut conn = connect(addr, ca_path).await;

@@ -10,6 +10,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -38,6 +40,9 @@ pub struct Sweep {
     /// Time between rounds.
     pub period: Duration,
 }
+
+/// How many identities past their time a round looks at (and retires) at once.
+pub const RETIRING_AT_ONCE: usize = 16;
 
 /// How often the identities in use are looked at for expiry (and at the leader's start): one
 /// LIST of them each time, none in between.
@@ -165,12 +170,14 @@ impl Sweep {
             .collect()
     }
 
-    /// One round over the identities labelled waiting.
+    /// One round over the identities labelled waiting. Those past their time are looked at
+    /// [`RETIRING_AT_ONCE`] at a time: one after another, a flood of strangers' identities (a
+    /// retirement is some ten requests) took longer than three health periods to go.
     pub async fn round(&self) -> Result<Round> {
         let accounts = self.accounts.state();
         let now = Timestamp::now();
         let since = now - SignedDuration::try_from(self.unused_for).unwrap_or(SignedDuration::ZERO);
-        let (mut round, mut kept) = (Round::default(), Vec::new());
+        let (mut round, mut kept, mut due) = (Round::default(), Vec::new(), Vec::new());
         for sa in accounts.iter().filter(|sa| sa.metadata.deletion_timestamp.is_none()) {
             let Some(peer) = sa.labels().get(LABEL_CLUSTER_ID).cloned() else { continue };
             let issued = sa.annotations().get(ANNOTATION_ISSUED_AT).and_then(|t| t.parse::<Timestamp>().ok());
@@ -178,27 +185,31 @@ impl Sweep {
             match verdict(super::in_use(&self.foreign, &peer), issued, now, self.unused_for) {
                 Verdict::Used => self.mark_in_use(&namespace, &sa.name_any(), &mut round).await,
                 Verdict::Waits => kept.push((peer, issued.unwrap_or(now))),
-                Verdict::Due => {
-                    // While we join the peer its namespace stays: only the identity goes.
-                    let retired = match super::joining(&self.foreign, &peer) {
-                        true => super::tenant::retire_requester(&self.client, &peer, since).await,
-                        false => super::tenant::retire(&self.client, &peer, since).await,
-                    };
-                    match retired {
-                        Ok(Retirement::Retired) => {
-                            // Room for a new identity at once, not at the end of the round.
-                            self.waiting.forget(&peer);
-                            tracing::info!(%peer, source = "sweep", "retired an identity nobody used in time, with its tenant namespace");
-                            self.metrics.identities_retired.inc();
-                            round.retired += 1;
-                        }
-                        Ok(Retirement::InUse) => self.mark_in_use(&namespace, &sa.name_any(), &mut round).await,
-                        Ok(Retirement::IssuedAt(at)) => kept.push((peer, at)),
-                        Err(e) => {
-                            tracing::warn!(%peer, error = %e, cause = e.label(), "looking at an unused identity failed; next round");
-                            kept.push((peer, issued.unwrap_or(now)));
-                        }
-                    }
+                Verdict::Due => due.push((peer, namespace, sa.name_any(), issued)),
+            }
+        }
+        let looked = futures::stream::iter(due)
+            .map(|(peer, namespace, name, issued)| async move {
+                let retired = self.retire_due(&peer, since).await;
+                (peer, namespace, name, issued, retired)
+            })
+            .buffer_unordered(RETIRING_AT_ONCE)
+            .collect::<Vec<_>>()
+            .await;
+        for (peer, namespace, name, issued, retired) in looked {
+            match retired {
+                Ok(Retirement::Retired) => {
+                    // Room for a new identity at once, not at the end of the round.
+                    self.waiting.forget(&peer);
+                    tracing::info!(%peer, source = "sweep", "retired an identity nobody used in time, with its tenant namespace");
+                    self.metrics.identities_retired.inc();
+                    round.retired += 1;
+                }
+                Ok(Retirement::InUse) => self.mark_in_use(&namespace, &name, &mut round).await,
+                Ok(Retirement::IssuedAt(at)) => kept.push((peer, at)),
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, cause = e.label(), "looking at an unused identity failed; next round");
+                    kept.push((peer, issued.unwrap_or(now)));
                 }
             }
         }
@@ -206,6 +217,15 @@ impl Sweep {
         self.waiting.replace(kept, since);
         self.publish(round.waiting);
         Ok(round)
+    }
+
+    /// Retires `peer`'s identity, past its time: with its tenant namespace, but while we join
+    /// the peer its namespace stays and only the identity goes.
+    async fn retire_due(&self, peer: &str, since: Timestamp) -> Result<Retirement> {
+        match super::joining(&self.foreign, peer) {
+            true => super::tenant::retire_requester(&self.client, peer, since).await,
+            false => super::tenant::retire(&self.client, peer, since).await,
+        }
     }
 
     /// Ends the requests of each peer whose identities in use have all expired (past

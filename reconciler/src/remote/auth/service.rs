@@ -273,8 +273,42 @@ impl AuthService {
     /// first claim, which takes the ID only if nobody holds it ([`binding`]): the
     /// ServiceAccount is created, not applied, so of two first callers one wins.
     async fn issue(&self, peer: &str, own_id: &str, renewal: bool) -> Result<Issued, Error> {
-        let access = peer_identity(peer);
         let namespace = crate::tenancy::tenant::ensure(&self.client, peer, FIELD_MANAGER).await?;
+        let issued = self.issue_in(peer, &namespace, own_id, renewal).await;
+        if issued.is_err() && !renewal {
+            self.undo_namespace(peer, &namespace).await;
+        }
+        issued
+    }
+
+    /// A first claim that failed before its identity's ServiceAccount was made (an API error
+    /// under load, a quota not yet in force) leaves a tenant namespace that no sweep looks at:
+    /// it is retired at once, unless something of the peer stands in it, an identity of it
+    /// exists there, or we join the peer ourselves.
+    async fn undo_namespace(&self, peer: &str, namespace: &str) {
+        if crate::tenancy::joining(&self.guard.foreign, peer) {
+            return;
+        }
+        let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
+        match sas.get_metadata_opt(peer_identity(peer).service_account_name()).await {
+            Ok(None) => {}
+            // Its identity is there (the sweep's to retire), or it cannot be told now.
+            _ => return,
+        }
+        // A claim of the same ID from another caller within the last minute keeps it.
+        let since = Timestamp::now() - SignedDuration::from_mins(1);
+        match crate::tenancy::tenant::retire(&self.client, peer, since).await {
+            Ok(r) => tracing::info!(%peer, outcome = ?r, "an identity not issued: its tenant namespace looked at again"),
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, cause = e.label(), "retiring the tenant namespace of an identity not issued failed")
+            }
+        }
+    }
+
+    /// [`AuthService::issue`] once `peer`'s tenant namespace is there.
+    async fn issue_in(&self, peer: &str, namespace: &str, own_id: &str, renewal: bool) -> Result<Issued, Error> {
+        let access = peer_identity(peer);
+        let namespace = namespace.to_owned();
         let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &namespace);
         let now = Timestamp::now();
         let lifetime = SignedDuration::try_from(self.token_lifetime).unwrap_or(SignedDuration::MAX);
@@ -361,9 +395,21 @@ async fn identity(
     ConnectInfo(from): ConnectInfo<SocketAddr>,
     body: Result<Json<IdentityRequest>, JsonRejection>,
 ) -> Response {
-    let (result, response) = answer_identity(&s, from, body).await;
-    s.outcomes.get_or_create(&IdentityLabels { result }).inc();
-    response
+    // Answered to the end in a task of its own: a caller that hangs up mid-issue (a stranger's
+    // client timing out on a loaded API server) must not stop it between the tenant namespace
+    // and the identity's ServiceAccount, which would leave a namespace no sweep looks at.
+    let answering = tokio::spawn(async move {
+        let (result, response) = answer_identity(&s, from, body).await;
+        s.outcomes.get_or_create(&IdentityLabels { result }).inc();
+        response
+    });
+    match answering.await {
+        Ok(response) => response,
+        Err(e) => {
+            tracing::error!(error = %e, "answering an identity request failed");
+            error(StatusCode::INTERNAL_SERVER_ERROR, "answering the identity request failed")
+        }
+    }
 }
 
 /// The answer to `POST /identity` from `from`, with its metric label. The rate limit comes
