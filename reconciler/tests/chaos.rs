@@ -23,8 +23,13 @@
 //! Every identity lasts `CHAOS_TOKEN_HOURS` (default 0.2: 12 minutes, near the least an API
 //! server issues): one that no fault issues again for 9.6 minutes is renewed amid the faults,
 //! and the kubeconfig each cluster keeps on its peers written again; the summary counts both.
-//! With a fault every few seconds, most identities are issued again sooner (the soaks of 15
-//! minutes renewed none): renewal itself is tested in `renewal.rs` and the fleet's row r.
+//! With a fault every few seconds, most identities would be issued again sooner (a strict soak
+//! of 30 minutes renewed none). So in a soak long enough for renewals (two minutes past the
+//! first one due), a fault that issues a pair's identity again (`FlipJoin`,
+//! `DeleteIdentitySecret`, `RecreateForeignCluster` on it) is drawn again while that pair holds
+//! an identity not yet renewed ([`Renewals`]): every identity is renewed once amid the other
+//! faults before one of those may end it, and a pair whose identity was never renewed by the
+//! end is a violation. Renewal itself is tested in `renewal.rs` and the fleet's row r.
 //!
 //! The deadline is `CHAOS_PERIODS` health periods, plus Kubernetes' fixed 5 s before a deleted
 //! namespace is emptied when a join meets a tenant namespace still going ([`NAMESPACE_GRACE`]),
@@ -437,6 +442,55 @@ async fn stranger_left(c: &Cluster) -> Option<String> {
 static CLAIMS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Strangers' identities issued so far (each stranger asks from an address of its own).
+/// Whether `fault` on the pair (`x`, `y`) issues `x`'s identity on `y` again.
+fn issues_again(fault: Fault) -> bool {
+    matches!(fault, Fault::FlipJoin | Fault::DeleteIdentitySecret | Fault::RecreateForeignCluster)
+}
+
+/// What the soak knows of each pair's identity (`x`'s on `y`: the ServiceAccount
+/// `remote-<x>` on `y`): which one it is (its UID), when it was first seen issued, and whether
+/// it has been renewed since (a later `issued-at` on the same ServiceAccount).
+#[derive(Default)]
+struct Renewals {
+    seen: std::collections::BTreeMap<(usize, usize), (String, String, bool)>,
+    /// Pairs whose identity has been renewed at least once in the soak.
+    renewed: std::collections::BTreeSet<(usize, usize)>,
+}
+
+impl Renewals {
+    /// Looks at every pair's identity again (a pair its API server does not answer for keeps
+    /// what was known).
+    async fn look(&mut self, cs: &[Cluster]) {
+        for (x, y) in [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)] {
+            let sa = liqo_api::names::peer_service_account(&cs[x].id);
+            let Ok(found) = identities_of(&cs[y].admin, &cs[x].id).get_opt(&sa).await else { continue };
+            let Some(found) = found.filter(|sa| sa.metadata.deletion_timestamp.is_none()) else {
+                self.seen.remove(&(x, y));
+                continue;
+            };
+            let uid = found.metadata.uid.clone().unwrap_or_default();
+            let issued = found.metadata.annotations.as_ref().and_then(|a| a.get(liqo_api::names::ANNOTATION_ISSUED_AT)).cloned();
+            let issued = issued.unwrap_or_default();
+            match self.seen.get_mut(&(x, y)) {
+                Some((u, first, renewed)) if *u == uid => {
+                    if issued != *first && !*renewed {
+                        *renewed = true;
+                        self.renewed.insert((x, y));
+                    }
+                }
+                _ => {
+                    self.seen.insert((x, y), (uid, issued, false));
+                }
+            }
+        }
+    }
+
+    /// Whether the pair holds an identity not yet renewed.
+    fn waits_renewal(&self, x: usize, y: usize) -> bool {
+        self.seen.get(&(x, y)).is_some_and(|(_, _, renewed)| !renewed)
+    }
+}
+
 /// A stranger's unauthenticated PeeringRequest for `x`'s cluster ID in `y`'s Liqo namespace,
 /// where `x` holds an identity: refused (409) by `y`'s webhook. Its other answers while the
 /// webhook or the API server is coming back from a fault (500, 503, a failed connection) are
@@ -857,10 +911,22 @@ async fn chaos_soak() {
     let mut counts = std::collections::BTreeMap::<Fault, u32>::new();
     let (mut faults, mut checks, mut violations, mut slowest) = (0u32, 0u32, Vec::<String>::new(), Duration::ZERO);
     let mut late = Vec::<String>::new();
+    // Long enough for every pair's identity to be renewed: two minutes past the first renewal due.
+    let renewal_due = Duration::from_secs_f64(*TOKEN_HOURS * 3600.0 * 0.8);
+    let renewing = Duration::from_secs(seconds) >= renewal_due + Duration::from_secs(120);
+    let mut renewals = Renewals::default();
     while started.elapsed() < Duration::from_secs(seconds) {
-        let fault = MENU[rng.below(MENU.len())];
-        let x = rng.below(3);
-        let y = (x + 1 + rng.below(2)) % 3;
+        if renewing {
+            renewals.look(&cs).await;
+        }
+        let (fault, x, y) = loop {
+            let fault = MENU[rng.below(MENU.len())];
+            let x = rng.below(3);
+            let y = (x + 1 + rng.below(2)) % 3;
+            if !(renewing && issues_again(fault) && renewals.waits_renewal(x, y)) {
+                break (fault, x, y);
+            }
+        };
         let at = clock();
         let did = match inject(&mut cs, &mut wanted, fault, x, y, &mut rng).await {
             Ok(did) => format!("[{at}] {did}"),
@@ -914,6 +980,22 @@ async fn chaos_soak() {
         if let Err(v) = converge(&cs, &wanted, deadline).await {
             println!("after the last fault: VIOLATION: {v}");
             violations.push(format!("seed {seed} after the last fault: {v}"));
+        }
+    }
+    if renewing {
+        renewals.look(&cs).await;
+        let never: Vec<String> = [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]
+            .into_iter()
+            .filter(|p| !renewals.renewed.contains(p))
+            .map(|(x, y)| format!("{}→{}", cs[x].name, cs[y].name))
+            .collect();
+        println!(
+            "identities renewed amid the faults: {} of 6 pairs ({})",
+            6 - never.len(),
+            if never.is_empty() { "all".into() } else { format!("never: {}", never.join(", ")) }
+        );
+        if !never.is_empty() {
+            violations.push(format!("seed {seed}: no identity of {} was renewed in {seconds} s", never.join(", ")));
         }
     }
     let minutes = started.elapsed().as_secs_f64() / 60.0;
