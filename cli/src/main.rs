@@ -57,8 +57,8 @@ enum Command {
         #[arg(long, default_value_t = status::CHUNK)]
         chunk_size: u32,
     },
-    /// Peer with a remote cluster: by its auth service (AUTH_URL, seed 002's form,
-    /// recommended), or by its API server and cluster ID (seed 003's form).
+    /// Peer with a remote cluster: by its auth service (AUTH_URL, recommended), or by its API
+    /// server and cluster ID (Liqo's manual form, for a remote that admits anonymous requests).
     #[command(
         after_help = "Examples:\n  kubectl liqo peer https://10.0.0.2:30443 --allow-untrusted-ca --wait\n  kubectl liqo peer --cluster-id 9a596a4b-591c-4ac6-8fd6-80258b4b3bf9 --api-url https://10.0.0.2:6443 --allow-untrusted-ca"
     )]
@@ -111,8 +111,8 @@ enum Command {
         #[arg(long)]
         fingerprint: String,
     },
-    /// Free a cluster ID bound here to the first cluster that took an identity for it (SPEC
-    /// §10): its identity is revoked at once, and the next cluster to ask for an identity for
+    /// Free a cluster ID bound here to the first cluster that took an identity for it: its
+    /// identity is revoked at once, and the next cluster to ask for an identity for
     /// that ID gets it. For a peer that lost its credential (reinstalled), or a stranger that
     /// took an ID first.
     #[command(after_help = "Example:\n  kubectl liqo free 9a596a4b-591c-4ac6-8fd6-80258b4b3bf9")]

@@ -188,7 +188,7 @@ impl Overview {
                 ]);
                 out.push('\n');
                 if !c.refused_requests.is_empty() {
-                    out.push_str("REFUSED PEERING REQUESTS (by the peering policy; to accept one: set join: true on its ForeignCluster, create one, approve its fingerprint, or add it to peeringAllowList)\n");
+                    out.push_str("REFUSED PEERING REQUESTS (WHY says which: the peering policy, to accept one: set join: true on its ForeignCluster, create one, approve its fingerprint, or add it to peeringAllowList; or a claim on a cluster ID bound to another cluster, see kubectl liqo free)\n");
                     let rows: Vec<Vec<String>> = c
                         .refused_requests
                         .iter()
