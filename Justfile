@@ -102,7 +102,7 @@ e2e:
     kind-tests/run.sh
 
 # A real single-node cluster NAME in a network namespace of its own (kubelet, containerd, our
-# image); prints KUBECONFIG=<path> last. Needs the Kubernetes binaries (see the README).
+# image); prints KUBECONFIG=<path> last. Needs the Kubernetes binaries (see docs/testing.md).
 node-up name image="":
     kind-tests/node-up.sh {{name}} {{image}}
 

@@ -1,6 +1,6 @@
 //! The one list of condition types, reasons, what each means and what to do about it (pure).
 //!
-//! The reconciler sets only these reasons; the README's troubleshooting table is
+//! The reconciler sets only these reasons; docs/troubleshooting.md's table is
 //! [`troubleshooting_table`] verbatim (a test compares them); Events, metrics, the command line
 //! and the dashboard read the same names and hints from here.
 
@@ -361,7 +361,7 @@ pub const TROUBLESHOOTING: &[Entry] = &[
         S::False,
         &[R::PeerOnOlderProtocol],
         "the remote runs the cluster-scoped protocol of 0.1 (no `protocolVersion` in its `/ids`); asked again once per health period",
-        "upgrade the remote (README, Upgrades); the peering forms by itself once it is",
+        "upgrade the remote (docs/upgrades.md); the peering forms by itself once it is",
     ),
     fc(
         C::Joined,
@@ -515,7 +515,7 @@ impl Reason {
     }
 }
 
-/// The troubleshooting table as Markdown (what the README shows).
+/// The troubleshooting table as Markdown (what docs/troubleshooting.md shows).
 pub fn troubleshooting_table() -> String {
     let mut out = String::from("| condition / reason | meaning | what to do |\n|---|---|---|\n");
     for e in TROUBLESHOOTING {
