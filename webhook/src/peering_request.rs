@@ -99,17 +99,20 @@ fn check_kubeconfig_ref(spec: &PeeringRequestSpec, namespace: &str, requester: O
 
 /// A cluster ID bound to the cluster that first took an identity for it here is claimed by no
 /// request but that identity's (`from_holder`: the requester is `remote-<id>` of the tenant
-/// namespace, already checked against the ID): not an anonymous one of the opt-in overlay, not
-/// an admin's (who frees the ID first), in no namespace. Refused in `/identity`'s words. An UPDATE
-/// that leaves the spec as it was (a finalizer, a label) claims nothing; a holder whose
-/// identities have all expired holds nothing here.
+/// namespace, already checked against the ID): not an anonymous one (the opt-in overlay), and
+/// none in the Liqo namespace, whoever writes it. Refused in `/identity`'s words. An
+/// authenticated user writing in the ID's tenant namespace (an admin, whom RBAC already lets act
+/// there as the peer: mint its token, restore a backup) is not refused. An UPDATE that leaves
+/// the spec as it was (a finalizer, a label) claims nothing; a holder whose identities have all
+/// expired holds nothing here.
 fn check_holder(c: &Candidate<'_>, local: &Local<'_>, id: &str, from_holder: bool) -> Result<(), Denial> {
     let claims = match c.operation {
         Operation::Create => true,
         Operation::Update => c.old_spec.is_none_or(|old| old != c.spec),
         _ => false,
     };
-    if from_holder || !claims {
+    let anonymous = c.user.username == ANONYMOUS;
+    if from_holder || !claims || (!anonymous && c.namespace == tenant_namespace(id)) {
         return Ok(());
     }
     let Some(holder) = (local.holder)(id).filter(|h| !h.expired(local.now)) else { return Ok(()) };
@@ -122,6 +125,9 @@ fn check_holder(c: &Candidate<'_>, local: &Local<'_>, id: &str, from_holder: boo
     );
     Err(Denial::new(Reason::IdentityBound, message).claiming(id, name))
 }
+
+/// The user the API server names an unauthenticated caller.
+const ANONYMOUS: &str = "system:anonymous";
 
 /// Judges one request. DELETE and CONNECT are always allowed; the policy applies to CREATE
 /// only, so a request already accepted can still be updated (finalizers) or removed.
@@ -306,9 +312,11 @@ mod tests {
         assert!(err.message.contains(&format!("kubectl liqo free {BOUND}")) && err.message.contains("system:anonymous"), "{}", err.message);
         let who = err.requester.expect("recorded as a refused claim");
         assert_eq!((who.cluster_id.as_str(), who.claim), (BOUND, true));
-        // An admin's, in the Liqo namespace or the tenant namespace: frees the ID first.
+        // In the tenant namespace: an anonymous caller is refused; an admin, whom RBAC lets act
+        // there as the peer anyway, is not. In the Liqo namespace an admin is refused too.
+        assert_eq!(reason(create_in(&tenant_namespace(BOUND), &spec(BOUND), &anonymous())), Reason::IdentityBound);
+        assert_eq!(create_in(&tenant_namespace(BOUND), &spec(BOUND), &admin()), Ok(()));
         assert_eq!(reason(create_in("liqo", &in_liqo(BOUND), &admin())), Reason::IdentityBound);
-        assert_eq!(reason(create_in(&tenant_namespace(BOUND), &spec(BOUND), &admin())), Reason::IdentityBound);
         // The holder's own identity, in its tenant namespace.
         assert_eq!(create_in(&tenant_namespace(BOUND), &spec(BOUND), &peer_user(BOUND)), Ok(()));
         // An ID nobody holds still peers anonymously; one whose identities all expired too.
