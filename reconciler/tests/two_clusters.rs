@@ -91,7 +91,13 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     fc_where(&home, "my-remote", "joined again after the repair", outgoing_joined).await;
     let (_, metrics) = ops_get(&home_rec, "/metrics").await.unwrap();
     assert!(metrics.contains("liqo_reconciler_offers_total{plan=\"repair\",on_remote=\"missing\"} 1\n"), "{metrics}");
-    home_adverts.get(&format!("advertisement-{remote_id}")).await.unwrap();
+    // The remote withdrew its Advertisement with our request and publishes it again for the new
+    // one; "joined" may be read before the withdrawal is (a status of a moment before): wait for
+    // the Advertisement itself.
+    eventually("the remote's Advertisement here again", || async {
+        home_adverts.get_opt(&format!("advertisement-{remote_id}")).await.ok()?.filter(|a| a.metadata.deletion_timestamp.is_none())
+    })
+    .await;
 
     // Unjoin: join=false cascades to both sides.
     fcs.patch("my-remote", &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
