@@ -7,9 +7,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use crate::names::{
-    ANNOTATION_EXPIRES_AT, ANNOTATION_ISSUED_AT, LEGACY_IDENTITY_LIFETIME_DAYS, PEER_SERVICE_ACCOUNT_PREFIX, tenant_namespace,
-};
+use crate::names::{ANNOTATION_EXPIRES_AT, ANNOTATION_ISSUED_AT, LEGACY_IDENTITY_LIFETIME_DAYS};
 
 /// What the ServiceAccount of a peer's identity says of its holder.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -41,13 +39,6 @@ impl Holder {
     pub fn expired(&self, now: Timestamp) -> bool {
         self.expires().is_some_and(|at| at <= now)
     }
-}
-
-/// The cluster ID whose identity a ServiceAccount in `namespace` named `name` is: `remote-<id>`
-/// in `liqo-tenant-<id>`, and nothing else (a ServiceAccount of that name elsewhere holds no ID).
-pub fn identity_of<'a>(namespace: &str, name: &'a str) -> Option<&'a str> {
-    let id = name.strip_prefix(PEER_SERVICE_ACCOUNT_PREFIX)?;
-    (!id.is_empty() && tenant_namespace(id) == namespace).then_some(id)
 }
 
 /// The words of a refused claim on `peer`'s ID while it is bound (`/identity`'s 409, and the
@@ -88,16 +79,6 @@ mod tests {
         assert!(!unknown.expired(at("2099-01-01T00:00:00Z")), "bound until renewed or freed");
         let garbled = Holder::of(&meta(&[(ANNOTATION_EXPIRES_AT, "soon")]));
         assert_eq!(garbled.expires(), None);
-    }
-
-    #[test]
-    fn only_remote_id_in_its_own_tenant_namespace_holds_the_id() {
-        let id = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
-        assert_eq!(identity_of(&tenant_namespace(id), &format!("remote-{id}")), Some(id));
-        assert_eq!(identity_of("liqo", &format!("remote-{id}")), None);
-        assert_eq!(identity_of(&tenant_namespace("other"), &format!("remote-{id}")), None);
-        assert_eq!(identity_of(&tenant_namespace(id), "default"), None);
-        assert_eq!(identity_of("liqo-tenant-", "remote-"), None);
     }
 
     #[test]

@@ -54,6 +54,8 @@ use liqo_testenv::{ControlPlane, free_port};
 use serde_json::json;
 
 const NAMES: [&str; 3] = ["a", "b", "c"];
+/// Every ordered pair of the three clusters: (`x`, `y`) is `x` peered with `y`.
+const PAIRS: [(usize, usize); 6] = [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)];
 /// A number from the environment, or `default`.
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
@@ -461,7 +463,7 @@ impl Renewals {
     /// Looks at every pair's identity again (a pair its API server does not answer for keeps
     /// what was known).
     async fn look(&mut self, cs: &[Cluster]) {
-        for (x, y) in [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)] {
+        for (x, y) in PAIRS {
             let sa = liqo_api::names::peer_service_account(&cs[x].id);
             let Ok(found) = identities_of(&cs[y].admin, &cs[x].id).get_opt(&sa).await else { continue };
             let Some(found) = found.filter(|sa| sa.metadata.deletion_timestamp.is_none()) else {
@@ -508,14 +510,13 @@ async fn anonymous_claim(x: &Cluster, y: &Cluster) -> Result<String, String> {
     }
     let stranger = Client::try_from(y.cp.config().unwrap()).unwrap();
     let requests = Api::<liqo_api::PeeringRequest>::namespaced(stranger, "liqo");
-    let mut pr: liqo_api::PeeringRequest = serde_json::from_value(json!({
+    let pr: liqo_api::PeeringRequest = serde_json::from_value(json!({
         "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "PeeringRequest",
         "metadata": {"name": x.id, "namespace": "liqo"},
         "spec": {"clusterIdentity": {"clusterID": x.id, "clusterName": "stranger"}, "namespace": "liqo",
                  "kubeConfigRef": {"name": liqo_api::names::peering_kubeconfig_secret(&x.id), "namespace": "liqo"}}
     }))
     .unwrap();
-    pr.metadata.namespace = Some("liqo".into());
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let last = match requests.create(&kube::api::PostParams::default(), &pr).await {
@@ -901,7 +902,7 @@ async fn chaos_soak() {
     let Some(mut cs) = start().await else { return };
     let mut rng = Rng(seed);
     let mut wanted = Wanted { join: [[true; 3]; 3], advertising: [true; 3], paired: [[false; 3]; 3] };
-    for (x, y) in [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)] {
+    for (x, y) in PAIRS {
         peer_via(&cs[x].admin.clone(), &fc_name(&cs[y]), &cs[y].auth_proxy.url()).await;
     }
     converge(&cs, &wanted, Duration::from_secs(120)).await.unwrap_or_else(|v| panic!("the initial peering: {v}"));
@@ -984,11 +985,8 @@ async fn chaos_soak() {
     }
     if renewing {
         renewals.look(&cs).await;
-        let never: Vec<String> = [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]
-            .into_iter()
-            .filter(|p| !renewals.renewed.contains(p))
-            .map(|(x, y)| format!("{}→{}", cs[x].name, cs[y].name))
-            .collect();
+        let never: Vec<String> =
+            PAIRS.into_iter().filter(|p| !renewals.renewed.contains(p)).map(|(x, y)| format!("{}→{}", cs[x].name, cs[y].name)).collect();
         println!(
             "identities renewed amid the faults: {} of 6 pairs ({})",
             6 - never.len(),

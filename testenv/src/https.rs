@@ -37,12 +37,17 @@ pub async fn connect(addr: SocketAddr, ca_path: &Path) -> Conn {
 /// [`connect`], from the local address `source` (a loopback one other than 127.0.0.1 stands
 /// for another client: 127.0.0.0/8 is all this host's).
 pub async fn connect_from(source: std::net::IpAddr, addr: SocketAddr, ca_path: &Path) -> Conn {
+    handshake(tcp_from(source, addr).await, ca_path).await
+}
+
+/// A TCP connection to `addr` from the local address `source`.
+async fn tcp_from(source: std::net::IpAddr, addr: SocketAddr) -> tokio::net::TcpStream {
     let socket = match source {
         std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4().unwrap(),
         std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6().unwrap(),
     };
     socket.bind(SocketAddr::new(source, 0)).unwrap();
-    handshake(socket.connect(addr).await.unwrap(), ca_path).await
+    socket.connect(addr).await.unwrap()
 }
 
 /// [`request`] from the local address `source` ([`connect_from`]).
@@ -105,12 +110,7 @@ pub async fn hang_up_after_sending(
     after: std::time::Duration,
 ) {
     use tokio::io::AsyncWriteExt;
-    let socket = match source {
-        std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4().unwrap(),
-        std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6().unwrap(),
-    };
-    socket.bind(SocketAddr::new(source, 0)).unwrap();
-    let tcp = socket.connect(addr).await.unwrap();
+    let tcp = tcp_from(source, addr).await;
     let mut tls = connector(ca_path).connect(ServerName::try_from("localhost").unwrap(), tcp).await.expect("TLS handshake");
     let body = serde_json::to_vec(&body).unwrap();
     let head =

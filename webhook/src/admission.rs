@@ -272,7 +272,7 @@ fn decide(endpoint: Endpoint, req: &mut Request<'_>, view: &dyn ClusterView) -> 
                 policy: &settings.policy,
                 is_known: &is_known,
                 holder: &holder,
-                now: k8s_openapi::jiff::Timestamp::now(),
+                now: k8s_openapi::jiff::Timestamp::now,
             };
             let candidate = peering_request::Candidate {
                 kind,

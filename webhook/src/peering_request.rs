@@ -20,8 +20,9 @@ pub struct Local<'a> {
     pub is_known: &'a dyn Fn(&str) -> bool,
     /// Who holds a cluster ID here: the identity the auth service issued for it, if any.
     pub holder: &'a dyn Fn(&str) -> Option<Holder>,
-    /// Now, to tell a holder whose identities have all expired.
-    pub now: Timestamp,
+    /// The clock, to tell a holder whose identities have all expired (read only for a request
+    /// that claims a held ID, never on a peer's own).
+    pub now: fn() -> Timestamp,
 }
 
 /// One PeeringRequest/FederationRequest under review.
@@ -115,7 +116,7 @@ fn check_holder(c: &Candidate<'_>, local: &Local<'_>, id: &str, from_holder: boo
     if from_holder || !claims || (!anonymous && c.namespace == tenant_namespace(id)) {
         return Ok(());
     }
-    let Some(holder) = (local.holder)(id).filter(|h| !h.expired(local.now)) else { return Ok(()) };
+    let Some(holder) = (local.holder)(id).filter(|h| !h.expired((local.now)())) else { return Ok(()) };
     let name = c.spec.cluster_identity.as_ref().and_then(|i| i.cluster_name.as_deref());
     let message = format!(
         "{}; this {} was written by {}, not by that cluster's identity",
@@ -276,7 +277,7 @@ mod tests {
         policy: &PolicyConfig,
     ) -> Result<(), Denial> {
         let known = |id: &str| id == PEER || id == BOUND;
-        let local = Local { cluster_id: Some(OWN), namespace: "liqo", policy, is_known: &known, holder: &held, now: at(NOW) };
+        let local = Local { cluster_id: Some(OWN), namespace: "liqo", policy, is_known: &known, holder: &held, now: || at(NOW) };
         review(&Candidate { kind: "PeeringRequest", operation: op, name, namespace, spec, old_spec: old, user }, &local)
     }
 
@@ -379,7 +380,7 @@ mod tests {
     #[test]
     fn without_our_own_cluster_id_nothing_is_created() {
         let policy = PolicyConfig::default();
-        let local = Local { cluster_id: None, namespace: "liqo", policy: &policy, is_known: &|_| true, holder: &|_| None, now: at(NOW) };
+        let local = Local { cluster_id: None, namespace: "liqo", policy: &policy, is_known: &|_| true, holder: &|_| None, now: || at(NOW) };
         let s = spec(PEER);
         let namespace = tenant_namespace(PEER);
         let c = Candidate {

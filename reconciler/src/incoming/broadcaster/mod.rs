@@ -194,14 +194,13 @@ impl<P: Peers> Broadcasters<P> {
 
     /// Stops `peer`'s broadcaster if it reads its kubeconfig from `source` (nothing withdrawn:
     /// the request that named `source` is no longer served, and the holder's own request, if
-    /// any, starts the peer's broadcaster again from its own kubeconfig). Whether one stopped.
-    pub fn stop_if_from(&self, peer: &str, source: &SecretReference) -> bool {
+    /// any, starts the peer's broadcaster again from its own kubeconfig).
+    pub fn stop_if_from(&self, peer: &str, source: &SecretReference) {
         let mut running = self.running.lock().expect("not poisoned");
-        let Some(entry) = running.get(peer).filter(|e| &e.source == source) else { return false };
+        let Some(entry) = running.get(peer).filter(|e| &e.source == source) else { return };
         let _ = entry.signal.send(Signal::Stop);
         running.remove(peer);
         tracing::info!(peer, "broadcaster stopped: its request is no longer served");
-        true
     }
 
     /// The watch saw `version` of Secret `namespace/name` (`None`: deleted): the broadcasters

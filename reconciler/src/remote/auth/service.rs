@@ -308,20 +308,19 @@ impl AuthService {
     /// [`AuthService::issue`] once `peer`'s tenant namespace is there.
     async fn issue_in(&self, peer: &str, namespace: &str, own_id: &str, renewal: bool) -> Result<Issued, Error> {
         let access = peer_identity(peer);
-        let namespace = namespace.to_owned();
-        let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &namespace);
+        let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
         let now = Timestamp::now();
         let lifetime = SignedDuration::try_from(self.token_lifetime).unwrap_or(SignedDuration::MAX);
         let sa = identity_account(&access, now, now + lifetime, renewal);
         if renewal {
             crate::machinery::writes::apply(&sas, FIELD_MANAGER, &sa).await?;
-        } else if let Some(until) = self.take(&sas, &namespace, &sa, now).await? {
+        } else if let Some(until) = self.take(&sas, namespace, &sa, now).await? {
             return Ok(Issued::Bound(until));
         }
-        crate::machinery::writes::apply(&Api::<RoleBinding>::namespaced(self.client.clone(), &namespace), FIELD_MANAGER, &access.binding)
+        crate::machinery::writes::apply(&Api::<RoleBinding>::namespaced(self.client.clone(), namespace), FIELD_MANAGER, &access.binding)
             .await?;
         let sa_name = access.service_account_name();
-        let (token, granted) = crate::tenancy::grant::token_until(&self.client, &namespace, sa_name, self.token_lifetime).await?;
+        let (token, granted) = crate::tenancy::grant::token_until(&self.client, namespace, sa_name, self.token_lifetime).await?;
         if let Some(granted) = granted.filter(|g| *g < now + lifetime - SignedDuration::from_secs(60)) {
             // The API server shortened it: the binding expires with what was granted.
             let body = serde_json::json!({"metadata": {"annotations": {ANNOTATION_EXPIRES_AT: granted.to_string()}}});
@@ -329,8 +328,8 @@ impl AuthService {
         }
         let user = format!("{namespace}-{sa_name}");
         Ok(Issued::Identity(IdentityResponse {
-            kubeconfig: kubeconfig(&self.api_server, own_id, &user, &namespace, token)?,
-            namespace,
+            kubeconfig: kubeconfig(&self.api_server, own_id, &user, namespace, token)?,
+            namespace: namespace.to_owned(),
             cluster_id: own_id.to_owned(),
         }))
     }
