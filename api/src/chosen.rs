@@ -1,4 +1,4 @@
-//! Whether a person here chose a cluster (SPEC §6, `AcceptKnown`): a ForeignCluster created
+//! Whether a person here chose a cluster (`AcceptKnown`): a ForeignCluster created
 //! by hand (`Manual`), one whose `spec.join: true` someone other than discovery set, one with
 //! an approved fingerprint (`spec.trustedCAFingerprint`), or the allow list (checked by the
 //! policy itself). Never because discovery (LAN or DNS) saw it, nor because the cluster asked

@@ -1,6 +1,6 @@
 //! ClusterConfig (`config.liqo.io/v1alpha1`), singleton `liqo-configuration`: the runtime
 //! toggles of discovery, the peering policy and the auth settings. The defaults reproduce the
-//! seeds' out-of-the-box behaviour (LAN peers peer as soon as they are found).
+//! Liqo's out-of-the-box behaviour (LAN peers peer as soon as they are found).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;

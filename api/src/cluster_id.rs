@@ -1,4 +1,4 @@
-//! The cluster-ID format (SPEC §2): a lowercase DNS-1123 label of at most 63 characters.
+//! The cluster-ID format: a lowercase DNS-1123 label of at most 63 characters.
 
 use std::fmt;
 

@@ -33,7 +33,7 @@ pub fn rendered() -> Vec<(String, String)> {
         })
         .collect();
     files.sort();
-    // Argo CD applies the CRDs first (with the namespace; see manifests/README's GitOps notes).
+    // Argo CD applies the CRDs first (with the namespace; see docs/gitops.md).
     let mut kustomization = format!(
         "{HEADER}apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\ncommonAnnotations:\n  argocd.argoproj.io/sync-wave: \"-2\"\nresources:\n"
     );
@@ -73,7 +73,7 @@ mod tests {
 
     #[test]
     fn what_peers_write_is_namespaced_the_rest_cluster_scoped_all_with_a_status_subresource() {
-        // SPEC §9: what a peer writes lives in its tenant namespace.
+        // Tenant namespaces: what a peer writes lives in its tenant namespace.
         let namespaced = ["peeringrequests.discovery.liqo.io", "federationrequests.discovery.liqo.io", "advertisements.sharing.liqo.io"];
         for crd in all() {
             let name = crd.metadata.name.clone().unwrap();
@@ -93,7 +93,7 @@ mod tests {
         let shown = |wide: bool| -> Vec<String> {
             columns.iter().filter(|c| wide || c.priority.unwrap_or(0) == 0).map(|c| c.name.to_uppercase()).collect()
         };
-        assert_eq!(shown(false), ["CLUSTER-ID", "JOIN", "TYPE", "OUTGOING", "INCOMING", "AGE"], "the seeds' columns");
+        assert_eq!(shown(false), ["CLUSTER-ID", "JOIN", "TYPE", "OUTGOING", "INCOMING", "AGE"], "Liqo's columns");
         assert_eq!(shown(true).last().map(String::as_str), Some("PRESENTED-FINGERPRINT"), "-o wide adds what awaits approval");
         assert!(shown(true).contains(&"TENANT-NAMESPACE".to_owned()), "-o wide adds the peer's tenant namespace");
         assert_eq!(crd.spec.names.short_names, Some(vec!["fc".to_owned()]));

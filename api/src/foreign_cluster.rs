@@ -1,6 +1,6 @@
 //! ForeignCluster (`discovery.liqo.io/v1alpha1`): one per known remote cluster.
 //!
-//! Every spec field is optional on the wire so that both forms of the seeds are accepted as
+//! Every spec field is optional on the wire so that both of Liqo's forms are accepted as
 //! written: the `authUrl` form (`spec: {join, authUrl}`) and the manual form with a top-level
 //! `spec.clusterID`. The mutating webhook fills defaults and copies `spec.clusterID` into
 //! `spec.clusterIdentity.clusterID`; readers use the accessors, which apply the same defaults.
@@ -103,7 +103,7 @@ pub struct ForeignClusterSpec {
     /// Identity of the remote cluster (filled from `/ids` when only `authUrl` is given).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_identity: Option<ClusterIdentity>,
-    /// Remote cluster ID in the short form of the manual seed; copied into `clusterIdentity.clusterID`.
+    /// Remote cluster ID in the short form of Liqo's manual ForeignCluster; copied into `clusterIdentity.clusterID`.
     #[serde(rename = "clusterID", default, skip_serializing_if = "Option::is_none")]
     pub cluster_id: Option<String>,
     /// Namespace where Liqo runs in the remote cluster (default `liqo`).
@@ -196,7 +196,7 @@ pub struct OutgoingStatus {
     pub presented_fingerprint: Option<String>,
     /// What we handed the remote with our PeeringRequest: the kubeconfig its broadcaster uses
     /// here. Written again on the remote when our API server's address or CA changes, and
-    /// before its token expires (SPEC §10).
+    /// before its token expires.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handed_kubeconfig: Option<HandedKubeconfig>,
 }
@@ -250,12 +250,12 @@ pub struct ForeignClusterStatus {
     pub incoming: Option<IncomingStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_status: Option<AuthStatus>,
-    /// Where each side keeps what is of the other (SPEC §9).
+    /// Where each side keeps what is of the other: the tenant namespaces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant_namespace: Option<TenantNamespaces>,
 }
 
-/// The tenant namespaces of a peering (SPEC §9).
+/// The tenant namespaces of a peering.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TenantNamespaces {

@@ -1,4 +1,4 @@
-//! The Liqo discovery and peering API (SPEC §1): custom resource types, the names shared
+//! The Liqo discovery and peering API: custom resource types, the names shared
 //! by every component (labels, finalizer, well-known objects) and the cluster-ID format.
 //!
 //! Nothing here does I/O (the slim stores take the events of watches others run). The CRD

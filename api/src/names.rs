@@ -67,7 +67,7 @@ pub fn ca_data_secret(fc_name: &str) -> String {
 
 /// The Secret of our namespace that keeps our identity on peer `remote_id` after a
 /// ForeignCluster was deleted without the remote (unreachable): the remote still binds our
-/// cluster ID to it (SPEC §10), and the next ForeignCluster for that peer takes it up.
+/// cluster ID to it, and the next ForeignCluster for that peer takes it up.
 pub fn kept_identity_secret(remote_id: &str) -> String {
     format!("liqo-kept-identity-{remote_id}")
 }
@@ -115,7 +115,7 @@ pub fn legacy_peer_role(cluster_id: &str) -> String {
     format!("liqo-remote-{cluster_id}")
 }
 
-/// Label marking a peer's tenant namespace (SPEC §9).
+/// Label marking a peer's tenant namespace.
 pub const LABEL_TENANT_NAMESPACE: &str = "discovery.liqo.io/tenant-namespace";
 /// Prefix of a peer's tenant namespace: `liqo-tenant-<its cluster ID>`.
 pub const TENANT_NAMESPACE_PREFIX: &str = "liqo-tenant-";
@@ -131,7 +131,7 @@ pub const BROADCASTER_CLUSTER_ROLE: &str = "liqo-peer-broadcaster";
 pub const ANNOTATION_ISSUED_AT: &str = "discovery.liqo.io/issued-at";
 /// Annotation on the ServiceAccount of a peer's identity: when the newest token issued for it
 /// expires (RFC 3339, as the API server granted it). Once it has passed, the cluster ID is free
-/// again unless a request of the peer stands in its tenant namespace (SPEC §10). An identity
+/// again unless a request of the peer stands in its tenant namespace. An identity
 /// issued before this annotation existed expires [`LEGACY_IDENTITY_LIFETIME_DAYS`] after
 /// [`ANNOTATION_ISSUED_AT`].
 pub const ANNOTATION_EXPIRES_AT: &str = "discovery.liqo.io/expires-at";
@@ -139,7 +139,7 @@ pub const ANNOTATION_EXPIRES_AT: &str = "discovery.liqo.io/expires-at";
 pub const LEGACY_IDENTITY_LIFETIME_DAYS: i64 = 365;
 /// Label on the ServiceAccount of a peer's identity: [`IDENTITY_WAITING`] from its issue until
 /// the peer is seen using it, then [`IDENTITY_IN_USE`]. A waiting identity not used within
-/// three health periods is retired with its tenant namespace (SPEC §10).
+/// three health periods is retired with its tenant namespace.
 pub const LABEL_IDENTITY: &str = "discovery.liqo.io/identity";
 /// [`LABEL_IDENTITY`] of an identity issued and not yet used.
 pub const IDENTITY_WAITING: &str = "waiting";
@@ -149,7 +149,7 @@ pub const IDENTITY_IN_USE: &str = "in-use";
 pub const TENANT_QUOTA: &str = "liqo-tenant";
 
 /// The peering protocol this build speaks, told in `/ids` (`protocolVersion`): 2 is tenant
-/// namespaces (SPEC §9); a peer whose `/ids` has none speaks 1 (cluster-scoped requests).
+/// namespaces; a peer whose `/ids` has none speaks 1 (cluster-scoped requests).
 pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The namespace that holds everything of peer `cluster_id` on this cluster (pure):

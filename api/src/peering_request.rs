@@ -1,5 +1,5 @@
 //! PeeringRequest and FederationRequest (`discovery.liqo.io/v1alpha1`): created in the remote
-//! cluster by a cluster that wants to peer. FederationRequest is the older name (seed 001) and
+//! cluster by a cluster that wants to peer. FederationRequest is the older name (Liqo's first releases) and
 //! has exactly the same schema; both are named after the requester's cluster ID.
 
 use k8s_openapi::api::core::v1::SecretReference;
@@ -35,7 +35,7 @@ pub struct PeeringRequestSpec {
     /// Identity of the requester.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_identity: Option<ClusterIdentity>,
-    /// Requester cluster ID in the short form of seed 001.
+    /// Requester cluster ID in the short form of Liqo's first releases.
     #[serde(rename = "clusterID", default, skip_serializing_if = "Option::is_none")]
     pub cluster_id: Option<String>,
     /// Namespace where Liqo runs in the requester cluster.
@@ -71,7 +71,7 @@ pub struct PeeringRequestStatus {
     pub advertisement_status: Option<AdvertisementState>,
 }
 
-/// The older name of PeeringRequest (seed 001); same schema, same treatment.
+/// The older name of PeeringRequest (Liqo's first releases); same schema, same treatment.
 // kube's printcolumn(name = .., type_ = .., json_path = ..) repeats its keys by design.
 #[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -27,7 +27,7 @@ pub enum ConditionType {
     /// them.
     AddressesReachable,
     /// ClusterConfig: whether what peers' identities stand on is installed (the fixed peer
-    /// ClusterRoles and the peer-Secret admission policy, SPEC §10).
+    /// ClusterRoles and the peer-Secret admission policy).
     PeerAccessInstalled,
 }
 
@@ -121,7 +121,7 @@ reasons! {
     EmptyTokenRefused,
     /// The remote no longer accepts the identity it issued us.
     IdentityRevoked,
-    /// The remote binds our cluster ID to an identity we no longer hold (SPEC §10): it gives
+    /// The remote binds our cluster ID to an identity we no longer hold: it gives
     /// another only to that identity's holder, once it expires, or once its operator frees it.
     IdentityBound,
     /// No identity: the `apiUrl` way sends PeeringRequests anonymously.

@@ -1,4 +1,4 @@
-//! SearchDomain (`discovery.liqo.io/v1alpha1`): a DNS domain browsed with DNS-SD (SPEC §5).
+//! SearchDomain (`discovery.liqo.io/v1alpha1`): a DNS domain browsed with DNS-SD.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;

@@ -1,6 +1,6 @@
 //! What a ForeignCluster says about a peering, summed up for people (pure): its phases in
 //! order, which one stops it and what to do — the reasons and hints of `liqo_api::reasons`,
-//! the same the README's troubleshooting table shows.
+//! the same docs/troubleshooting.md's table shows.
 //! Also when an Event about one last happened ([`event_last_seen`]).
 
 use crate::ForeignCluster;
@@ -77,7 +77,7 @@ pub struct Peer {
     /// The peer's Advertisement here, when the status says it is there.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub advertisement: Option<String>,
-    /// Where this cluster keeps what is of the peer (SPEC §9).
+    /// Where this cluster keeps what is of the peer: its tenant namespace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tenant_namespace: Option<String>,
     /// Where the peer keeps what is of this cluster: our request's namespace there.

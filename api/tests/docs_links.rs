@@ -2,58 +2,11 @@
 //! names a heading of it (GitHub's rule: lowercase, punctuation dropped, spaces to hyphens).
 //! Links inside code (indented blocks, fences, backticks) are not links and are not read.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+mod common;
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+use std::path::Path;
 
-/// The Markdown files read: the README, and every file of docs/.
-fn pages() -> Vec<PathBuf> {
-    let mut pages = vec![Path::new(ROOT).join("README.md")];
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(Path::new(ROOT).join("docs"))
-        .expect("docs/")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    docs.sort();
-    pages.extend(docs);
-    pages
-}
-
-/// The lines of `text` that are prose: not in a fenced block, not an indented code line.
-fn prose(text: &str) -> Vec<(usize, &str)> {
-    let mut fenced = false;
-    let mut lines = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
-        }
-        if !fenced && !line.starts_with("    ") && !line.starts_with('\t') {
-            lines.push((i + 1, line));
-        }
-    }
-    lines
-}
-
-/// GitHub's anchor for a heading's text.
-fn slug(heading: &str) -> String {
-    heading
-        .trim()
-        .to_lowercase()
-        .chars()
-        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
-        .map(|c| if c == ' ' { '-' } else { c })
-        .collect()
-}
-
-fn anchors(text: &str) -> BTreeSet<String> {
-    prose(text)
-        .into_iter()
-        .filter_map(|(_, l)| l.strip_prefix('#').map(|h| h.trim_start_matches('#')))
-        .map(|h| slug(&h.replace('`', "")))
-        .collect()
-}
+use common::{ROOT, anchors, pages, prose, slug};
 
 /// The targets of `[text](target)` links on a line, outside backticks.
 fn targets(line: &str) -> Vec<String> {

@@ -182,3 +182,11 @@ fn the_reader_finds_commands_and_flags_it_must_refuse() {
         [(3, "kubectl liqo status".to_owned()), (5, "just bench".to_owned())]
     );
 }
+
+#[test]
+fn the_architecture_page_names_every_command_of_the_plugin() {
+    let page = std::fs::read_to_string(repo().join("docs/architecture.md")).unwrap();
+    let row = page.lines().find(|l| l.starts_with("| `cli/` |")).expect("docs/architecture.md's row for cli/");
+    let missing: Vec<String> = subcommands(&help(&[])).into_iter().filter(|c| !row.contains(&format!("`{c}`"))).collect();
+    assert!(missing.is_empty(), "docs/architecture.md's row for cli/ does not name {missing:?}:\n{row}");
+}

@@ -165,6 +165,6 @@ async fn objects_waiting_their_turn_cost_a_few_polls_each_not_a_poll_per_wake_up
     assert!(ours >= OBJECTS, "every reconcile's span entered at least once: {ours}");
     assert!(ours <= 6 * OBJECTS, "the work queue polled its reconciles {ours} times for {OBJECTS}: more than a few each");
     // The mechanism itself: should kube's runner stop polling every reconcile at each wake-up,
-    // this fails, and the work queue may no longer be needed (docs/scaling.md, "The work queue").
+    // this fails, and the work queue may no longer be needed (docs/scaling.md, "Where one replica stops", its point "The work queue").
     assert!(kubes > 5 * ours, "kube's runner polled {kubes} times where the work queue polled {ours}");
 }
