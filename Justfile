@@ -32,6 +32,7 @@ bench:
     cargo bench -p liqo-reconciler --bench discovery
     cargo bench -p liqo-reconciler --bench auth_abuse
     cargo bench -p liqo-reconciler --bench join
+    cargo bench -p liqo-reconciler --bench status_write
     cargo bench -p liqo-dashboard --bench dashboard
     cargo bench -p liqo-dashboard --bench users
     cargo bench -p liqo-cli --bench status

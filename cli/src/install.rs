@@ -312,7 +312,7 @@ pub fn scope_changes<'a>(wanted: &[&'a Value], installed: &dyn Fn(&str) -> Optio
         .collect()
 }
 
-/// A CRD's scope cannot change in place (SPEC §9): each CRD of `wanted` installed with another
+/// A CRD's scope cannot change in place: each CRD of `wanted` installed with another
 /// scope is deleted, with its objects (their finalizers released first: nothing holds them
 /// once their kind goes), and waited for. The peerings they carried form again by themselves
 /// once both sides run this version.

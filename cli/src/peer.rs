@@ -14,8 +14,8 @@ use crate::progress::{Line, Progress, SPINNER, done_line, waiting_line};
 use crate::status::find;
 use liqo_api::summary::Peer;
 
-/// How the remote is reached: its auth service (seed 002), or its API server and cluster ID
-/// (seed 003, for a remote that admits anonymous PeeringRequests).
+/// How the remote is reached: its auth service (Liqo's recommended form), or its API server and cluster ID
+/// (Liqo's manual form, for a remote that admits anonymous PeeringRequests).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
     AuthUrl(String),

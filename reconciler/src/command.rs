@@ -105,7 +105,7 @@ struct Args {
     /// Lifetime requested for the identities we issue peers, in hours (fractions allowed; at
     /// least 10 minutes, at most a year; the API server may shorten it): those the auth
     /// service issues and the one we hand a peer's broadcaster with our PeeringRequest. Their
-    /// holders renew them after 80 % of it (SPEC §10).
+    /// holders renew them after 80 % of it.
     #[arg(long, env = "LIQO_TOKEN_LIFETIME_HOURS", default_value = "168", value_parser = parse_lifetime_hours)]
     token_lifetime_hours: Duration,
     /// Identities issued and not used yet that may wait at once; beyond, POST /identity
