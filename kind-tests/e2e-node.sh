@@ -203,6 +203,14 @@ ka -n liqo create configmap liqo-reconciler-env --from-literal=LIQO_AUTH_URL="ht
 wait_for 60 "A's auth URL from the ConfigMap, without a restart" auth_from A "ConfigMap liqo-reconciler-env"
 ka -n liqo delete configmap liqo-reconciler-env >/dev/null
 wait_for 60 "A's auth URL from its NodePort again" auth_from_node_port A
+# docs/troubleshooting.md's lines that read pods' logs, as written (the API-server test of its
+# other lines has no kubelet): each prints what the pod wrote.
+for line in "kubectl -n liqo logs deploy/liqo-reconciler" "kubectl -n liqo logs job/liqo-certs"; do
+  grep -qF "\`$line\`" docs/troubleshooting.md || fail "docs/troubleshooting.md no longer says $line"
+  out="$(KUBECONFIG="$KA" sh -ec "$line" 2>&1)" || fail "docs/troubleshooting.md: $line: $out"
+  [ -n "$out" ] || fail "docs/troubleshooting.md: $line printed nothing"
+  echo "ok: docs/troubleshooting.md: $line ($(echo "$out" | wc -l) lines)" >&2
+done
 took "install as the README says, LAN peering, addresses"
 
 # --- 2. what the install gives ---

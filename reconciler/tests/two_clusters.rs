@@ -133,44 +133,11 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     assert!(status.success(), "exit status {status}");
 }
 
-/// What kubeadm (and kind) publish: `kube-public/cluster-info` with the API server's CA,
-/// readable anonymously.
-async fn publish_cluster_info(cp: &ControlPlane, admin: &Client) {
-    use base64::Engine;
-    let ca = base64::engine::general_purpose::STANDARD.encode(&cp.ca_pem);
-    let kubeconfig = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: {}\n  name: \"\"\n",
-        cp.url
-    );
-    let manifest = format!(
-        r#"apiVersion: v1
-kind: ConfigMap
-metadata: {{name: cluster-info, namespace: kube-public}}
-data:
-  kubeconfig: {kubeconfig:?}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: "kubeadm:bootstrap-signer-clusterinfo", namespace: kube-public}}
-rules:
-  - {{apiGroups: [""], resources: [configmaps], resourceNames: [cluster-info], verbs: [get]}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: "kubeadm:bootstrap-signer-clusterinfo", namespace: kube-public}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: "kubeadm:bootstrap-signer-clusterinfo"}}
-subjects:
-  - {{apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:anonymous"}}
-"#
-    );
-    liqo_testenv::create_manifest(admin, &manifest, "kube-public").await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_003_manual_form_peers_anonymously_where_the_remote_allows_it() {
     let Some(Two { home_cp, remote_cp, home, remote, home_rec, remote_rec, home_id, remote_id }) = two_clusters().await else { return };
     let _ = (&home_cp, &home_rec, &remote_rec);
-    publish_cluster_info(&remote_cp, &remote).await;
+    common::publish_cluster_info(&remote_cp, &remote).await;
 
     // Seed 003's manual form: the remote's cluster ID and API server, no auth service.
     let fcs: Api<ForeignCluster> = Api::all(home.clone());

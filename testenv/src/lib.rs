@@ -535,3 +535,13 @@ pub async fn black_hole() -> BlackHole {
     }
     BlackHole { addr, _listener: listener, _queued: queued }
 }
+
+/// Waits until the API server publishes its OpenAPI document: `kubectl apply` validates against
+/// it, and a freshly started API server may still be building it.
+pub async fn openapi_published(client: &Client) {
+    eventually("/openapi/v2 published", || async {
+        let req = http::Request::get("/openapi/v2").body(Vec::new()).unwrap();
+        client.request_text(req).await.ok().filter(|t| t.len() > 1000).map(drop)
+    })
+    .await;
+}
