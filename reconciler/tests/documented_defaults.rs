@@ -31,8 +31,12 @@ fn flags_of(help: &str) -> BTreeMap<String, Flag> {
     out
 }
 
-/// Each documented row: (page:line, flags with the env var named right after each, defaults) (pure).
-fn rows(page: &str, text: &str) -> Vec<(String, Vec<(String, Option<String>)>, Vec<String>)> {
+/// A documented row: where it is, each flag with the environment variable named right after it,
+/// and the defaults of its second column.
+type Row = (String, Vec<(String, Option<String>)>, Vec<String>);
+
+/// Each documented row of a page (pure).
+fn rows(page: &str, text: &str) -> Vec<Row> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate().filter(|(_, l)| l.starts_with("| `--")) {
         let cols: Vec<&str> = line.split('|').map(str::trim).collect();
@@ -75,10 +79,10 @@ fn every_flag_docs_name_has_the_environment_variable_and_default_they_say() {
                 if env.is_some() && *env != has.env {
                     wrong.push(format!("{at}: {flag}: the page names {env:?}, the binary reads {:?}", has.env));
                 }
-                if let Some(said) = defaults.get(i).filter(|_| defaults.len() == named.len()) {
-                    if has.default.as_deref() != Some(said.as_str()) {
-                        wrong.push(format!("{at}: {flag}: the page says the default is {said}, the binary's is {:?}", has.default));
-                    }
+                if let Some(said) = defaults.get(i).filter(|_| defaults.len() == named.len())
+                    && has.default.as_deref() != Some(said.as_str())
+                {
+                    wrong.push(format!("{at}: {flag}: the page says the default is {said}, the binary's is {:?}", has.default));
                 }
             }
         }

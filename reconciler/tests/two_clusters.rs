@@ -8,8 +8,8 @@ mod common;
 
 use common::{Two, advertisement_status, fc_where, gone, ops_get, outgoing_joined, terminate, two_clusters};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use liqo_api::{Advertisement, ForeignCluster, PeeringRequest};
 use liqo_testenv::eventually;
 use serde_json::json;
