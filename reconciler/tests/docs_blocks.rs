@@ -61,7 +61,7 @@ async fn the_api_server_address_block_peers_as_written() {
     let Some(Two { home_cp, remote_cp, home, remote, home_rec, remote_rec, remote_id, .. }) = two_clusters().await else { return };
     let _ = (&home_rec, &remote_rec);
     let _webhook = start_webhook(&home).await;
-    publish_cluster_info(&remote_cp, &remote).await;
+    liqo_testenv::publish_cluster_info(&remote_cp, &remote).await;
     liqo_testenv::openapi_published(&remote).await;
     liqo_testenv::openapi_published(&home).await;
     let (remote_lines, ours) = block();

@@ -418,37 +418,3 @@ pub async fn tenant_gone(cp: &ControlPlane, client: &Client, id: &str) {
     })
     .await;
 }
-
-/// What kubeadm (and kind) publish: `kube-public/cluster-info` with the API server's CA,
-/// readable anonymously.
-#[allow(dead_code)] // each test binary uses its own part of the helpers
-pub async fn publish_cluster_info(cp: &ControlPlane, admin: &Client) {
-    use base64::Engine;
-    let ca = base64::engine::general_purpose::STANDARD.encode(&cp.ca_pem);
-    let kubeconfig = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: {}\n  name: \"\"\n",
-        cp.url
-    );
-    let manifest = format!(
-        r#"apiVersion: v1
-kind: ConfigMap
-metadata: {{name: cluster-info, namespace: kube-public}}
-data:
-  kubeconfig: {kubeconfig:?}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: "kubeadm:bootstrap-signer-clusterinfo", namespace: kube-public}}
-rules:
-  - {{apiGroups: [""], resources: [configmaps], resourceNames: [cluster-info], verbs: [get]}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: "kubeadm:bootstrap-signer-clusterinfo", namespace: kube-public}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: "kubeadm:bootstrap-signer-clusterinfo"}}
-subjects:
-  - {{apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:anonymous"}}
-"#
-    );
-    liqo_testenv::create_manifest(admin, &manifest, "kube-public").await;
-}
