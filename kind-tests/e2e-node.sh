@@ -74,15 +74,10 @@ previous_ref=${LIQO_PREVIOUS_REF:-a65511d}
 # raised the version they were built with, so they are named by their releases here.
 THIS_VERSION="$(image/version.sh)"
 previous_tree=""
-if git rev-parse --verify -q "$previous_ref^{commit}" >/dev/null && git cat-file -e "$previous_ref:image/build.sh" 2>/dev/null; then
+PREVIOUS="$(kind-tests/previous-image.sh "$previous_ref" | tail -n 1)"
+if [ -n "$PREVIOUS" ]; then
   previous_tree="$(mktemp -d)/previous"
   git worktree add --detach -q "$previous_tree" "$previous_ref"
-  PREVIOUS="liqo-discovery:previous-$(git rev-parse --short "$previous_ref")"
-  if ! podman image exists "$PREVIOUS"; then
-    # A target folder of its own: the two trees' crates share names and hashes, so in one folder
-    # the previous build would leave its binary where this tree's next build finds it fresh.
-    CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}/previous-commit" "$previous_tree/image/build.sh" "$PREVIOUS" >/dev/null
-  fi
 else
   echo "SKIPPED: upgrade in place: $previous_ref has no image recipe (image/build.sh); installing this commit only" >&2
 fi
