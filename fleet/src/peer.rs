@@ -52,11 +52,11 @@ impl Certs {
             .chain(CertificateDer::pem_slice_iter(ca.cert_pem.as_bytes()))
             .collect::<Result<_, _>>()?;
         let key = PrivateKeyDer::from_pem_slice(leaf.key_pem.as_bytes())?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+        let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(liqo_testenv::https::as_go_chooses()))
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
             .with_single_cert(chain, key)?;
+        tls.ignore_client_order = true;
         // Sessions resumed as kube-apiserver (Go's crypto/tls) resumes them: stateless TLS 1.3
         // tickets under keys of this server's own, one ticket after each handshake. A new
         // certificate comes with new keys (an API server restarted with it): no session made

@@ -144,6 +144,12 @@ async fn a_simulated_peer_is_joined_and_unjoined_as_a_real_one() {
     assert!(real_resumed >= 2 && real_full <= 1, "the real API server: {real_full} full, {real_resumed} resumed");
     assert!(sim_resumed >= 2 && sim_full <= 1, "the simulated peer: {sim_full} full, {sim_resumed} resumed");
 
+    // The cipher suite each chooses for a client that prefers another (rustls's own order,
+    // AES-256-GCM first): the simulated peer as the real API server (Go's crypto/tls).
+    let real_addr: std::net::SocketAddr = real.cp.url.trim_start_matches("https://").parse().unwrap();
+    let (sim_suite, real_suite) = (negotiated(sim.addr, &sim.certs().ca.cert_pem).await, negotiated(real_addr, &real.cp.ca_pem).await);
+    assert_eq!(sim_suite, real_suite, "the TLS cipher suite chosen");
+
     // Unjoined: gone from both peers and the hub, the same status.
     for name in ["sim", "real"] {
         fcs.patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"join": false}}))).await.unwrap();
@@ -193,4 +199,23 @@ async fn three_periods_of_handshakes(hub: &liqo_fleet::hub::Hub, fleet: &liqo_fl
         (sim_all >= 3 && real_full + real_resumed >= 3).then_some((sim_full, sim_resumed, real_full, real_resumed))
     })
     .await
+}
+
+/// The cipher suite a server at `addr` (verified against `ca_pem`) chooses for a client with
+/// rustls's default preferences.
+async fn negotiated(addr: std::net::SocketAddr, ca_pem: &str) -> rustls::CipherSuite {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)).connect(name, tcp).await.unwrap();
+    tls.get_ref().1.negotiated_cipher_suite().unwrap().suite()
 }

@@ -338,7 +338,9 @@ mod check_cost {
         Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
     }
 
-    /// An API server as kube-apiserver serves TLS (stateless tickets, one per handshake) on a
+    /// An API server as kube-apiserver serves TLS (stateless tickets, one per handshake, the cipher
+    /// suite chosen as Go chooses it; `STEADY_RUSTLS_SUITES=1`: rustls's order, as the fleet's peers
+    /// chose before they chose as Go) on a
     /// thread of its own; its address and CA.
     fn server() -> (std::net::SocketAddr, String) {
         let now = time::OffsetDateTime::now_utc();
@@ -349,12 +351,19 @@ mod check_cost {
             .collect::<Result<_, _>>()
             .unwrap();
         let key = PrivateKeyDer::from_pem_slice(leaf.key_pem.as_bytes()).unwrap();
-        let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        // Chooses the cipher suite as kube-apiserver (Go's crypto/tls) does.
+        let provider = if std::env::var_os("STEADY_RUSTLS_SUITES").is_some() {
+            rustls::crypto::ring::default_provider()
+        } else {
+            liqo_testenv::https::as_go_chooses()
+        };
+        let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_no_client_auth()
             .with_single_cert(chain, key)
             .unwrap();
+        tls.ignore_client_order = true;
         tls.ticketer = rustls::crypto::ring::Ticketer::new().unwrap();
         tls.send_tls13_tickets = 1;
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));

@@ -195,3 +195,21 @@ async fn one_oversized(addr: SocketAddr, connector: TlsConnector, request: Arc<V
         Ok(_) => first_line,
     }
 }
+
+/// The TLS cipher suites in the order Go's crypto/tls (kube-apiserver) chooses them on a
+/// machine with AES instructions, whatever the client prefers: AES-128-GCM with SHA-256 first
+/// (pure). rustls's own order puts AES-256-GCM with SHA-384 first, a dearer key schedule.
+pub fn as_go_chooses() -> rustls::crypto::CryptoProvider {
+    use rustls::CipherSuite::*;
+    let rank = |s: rustls::CipherSuite| match s {
+        TLS13_AES_128_GCM_SHA256 => 0,
+        TLS13_AES_256_GCM_SHA384 => 1,
+        TLS13_CHACHA20_POLY1305_SHA256 => 2,
+        TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 | TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 => 3,
+        TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384 | TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384 => 4,
+        _ => 5,
+    };
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider.cipher_suites.sort_by_key(|s| rank(s.suite()));
+    provider
+}
