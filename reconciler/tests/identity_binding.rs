@@ -378,7 +378,9 @@ async fn strangers_hanging_up_mid_issue_leave_nothing_behind() {
     let asks = (0..N).map(|i| {
         let source = std::net::IpAddr::from([127, 0, 4, 10 + (i / 5) as u8]);
         let body = json!({"clusterID": format!("{i:08x}-0000-4000-8000-00000000dead"), "token": ""});
-        let after = std::time::Duration::from_millis(u64::from(i % 8) * 20);
+        // Hang-ups spread from at once to 2 s, densest early (cubic): whatever this machine's
+        // load, some land while the identity is being issued, and some after it was.
+        let after = std::time::Duration::from_micros((2_000_000.0 * (f64::from(i) / f64::from(N - 1)).powi(3)) as u64);
         let ca = ca.clone();
         async move { liqo_testenv::https::hang_up_after_sending(source, addr, &ca, "/identity", body, after).await }
     });
