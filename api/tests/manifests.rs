@@ -291,6 +291,18 @@ async fn the_readmes_kustomize_lines_install_on_a_real_api_server_as_written() {
     let deployment = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(admin.clone(), "liqo").get("liqo-reconciler").await.unwrap();
     let args = deployment.spec.template.spec.unwrap().containers[0].args.clone();
     assert_eq!(args, Some(vec!["--health-period-seconds=60".to_owned()]), "the page's patch set the flag");
+    // And an upgrade keeps it, as the page says: `kubectl liqo install` applies these manifests
+    // by server-side apply, forced, as its own field manager (kubectl-liqo), setting no args.
+    let out = Command::new(&kubectl)
+        .args(["apply", "--server-side", "--force-conflicts", "--field-manager=kubectl-liqo", "-k", "manifests/"])
+        .current_dir(ROOT)
+        .env("KUBECONFIG", cp.kubeconfig(ADMIN_TOKEN))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the upgrade's apply: {}", String::from_utf8_lossy(&out.stderr));
+    let deployment = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(admin.clone(), "liqo").get("liqo-reconciler").await.unwrap();
+    let kept = deployment.spec.template.spec.unwrap().containers[0].args.clone();
+    assert_eq!(kept, args, "the flag set by args survives an install over it");
 }
 
 /// docs/troubleshooting.md's `kubectl` commands (not the plugin's, which docs_commands.rs
