@@ -15,24 +15,12 @@ use common::{ROOT, anchors, slug};
 /// The files read: everything under `manifests/`, the scripts and CI, and every Rust file of
 /// the workspace (sources, tests, benches; not `target/`).
 fn files() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        for e in entries {
-            let path = e.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().to_string();
-            if path.is_dir() {
-                if !matches!(name.as_str(), "target" | "node_modules" | ".git" | "docs" | "fixtures" | "corpus") {
-                    walk(&path, out);
-                }
-            } else if [".rs", ".sh", ".yaml", ".yml", ".json", ".toml", "Justfile", "run"].iter().any(|s| name.ends_with(s)) {
-                out.push(path);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(Path::new(ROOT), &mut out);
-    out.sort();
-    out
+    let skip = ["target", "node_modules", ".git", "docs", "fixtures", "corpus"];
+    let read = [".rs", ".sh", ".yaml", ".yml", ".json", ".toml", "Justfile", "run"];
+    common::files_under(Path::new(ROOT), &skip)
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| read.iter().any(|s| n.to_string_lossy().ends_with(s))))
+        .collect()
 }
 
 /// The text of a file with comment markers at line starts dropped and its lines joined by
@@ -87,7 +75,7 @@ fn every_reference_to_the_docs_from_the_code_and_manifests_resolves() {
     let mut checked = 0;
     for file in files() {
         let Ok(text) = std::fs::read_to_string(&file) else { continue };
-        let name = file.strip_prefix(ROOT).unwrap_or(&file).display().to_string();
+        let name = liqo_testenv::repo_relative(&file);
         if name.ends_with("tests/cross_references.rs") || name.ends_with("tests/docs_links.rs") {
             continue; // the readers' own examples
         }

@@ -37,7 +37,7 @@ fn every_relative_link_of_the_readme_and_docs_resolves_to_a_file_and_heading() {
                 checked += 1;
                 let (file, anchor) = target.split_once('#').map_or((target.as_str(), None), |(f, a)| (f, Some(a)));
                 let path = if file.is_empty() { page.clone() } else { dir.join(file) };
-                let name = page.strip_prefix(ROOT).unwrap_or(&page).display().to_string();
+                let name = liqo_testenv::repo_relative(&page);
                 if !file.is_empty() && path.canonicalize().ok() == page.canonicalize().ok() {
                     broken.push(format!("{name}:{n}: {target}: links the page to itself (an #anchor alone, or no link)"));
                 }

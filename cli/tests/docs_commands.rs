@@ -14,11 +14,7 @@ fn repo() -> PathBuf {
 
 /// The README and every page of docs/.
 fn pages() -> Vec<(String, String)> {
-    let mut paths = vec![repo().join("README.md")];
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs")).unwrap().map(|e| e.unwrap().path()).collect();
-    docs.sort();
-    paths.extend(docs.into_iter().filter(|p| p.extension().is_some_and(|e| e == "md")));
-    paths.iter().map(|p| (p.strip_prefix(repo()).unwrap().display().to_string(), std::fs::read_to_string(p).unwrap())).collect()
+    liqo_testenv::doc_pages().iter().map(|p| (liqo_testenv::repo_relative(p), std::fs::read_to_string(p).unwrap())).collect()
 }
 
 /// The code lines of a Markdown page (inside fences, or indented by four spaces outside

@@ -12,11 +12,7 @@ const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 const PROGRAMS: [&str; 4] = ["webhook", "reconciler", "certs", "dashboard"];
 
 fn pages() -> Vec<PathBuf> {
-    let mut paths = vec![Path::new(ROOT).join("README.md")];
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(Path::new(ROOT).join("docs")).unwrap().map(|e| e.unwrap().path()).collect();
-    docs.sort();
-    paths.extend(docs.into_iter().filter(|p| p.extension().is_some_and(|e| e == "md")));
-    paths
+    liqo_testenv::doc_pages()
 }
 
 /// A page's code commands (fenced, or indented by four or more spaces), continuations joined,
@@ -72,7 +68,7 @@ fn every_flag_the_docs_pass_our_programs_is_one_they_take() {
     let mut helps: BTreeMap<(String, Option<String>), String> = BTreeMap::new();
     let (mut wrong, mut checked) = (Vec::new(), 0);
     for page in pages() {
-        let name = page.strip_prefix(ROOT).unwrap().display().to_string();
+        let name = liqo_testenv::repo_relative(&page);
         for (n, command) in commands(&std::fs::read_to_string(&page).unwrap()) {
             let Some((program, words)) = ours(&command) else { continue };
             let sub = words.first().filter(|w| !w.starts_with('-')).cloned().filter(|_| program == "certs");
@@ -120,7 +116,7 @@ fn every_path_the_docs_commands_name_exists() {
     let mut missing = Vec::new();
     let mut checked = 0;
     for page in pages() {
-        let name = page.strip_prefix(ROOT).unwrap().display().to_string();
+        let name = liqo_testenv::repo_relative(&page);
         for (n, command) in commands(&std::fs::read_to_string(&page).unwrap()) {
             for path in repo_paths(&command) {
                 checked += 1;

@@ -587,3 +587,22 @@ pub fn manifest_tool(name: &str) -> Option<PathBuf> {
     dirs.extend(std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect::<Vec<_>>()).unwrap_or_default());
     dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
 }
+
+/// The README and every page of docs/, in order: what the docs tests read.
+pub fn doc_pages() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace").to_path_buf();
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .expect("docs/")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    std::iter::once(root.join("README.md")).chain(docs).collect()
+}
+
+/// `path` as the repository names it (`docs/scaling.md`), for messages.
+pub fn repo_relative(path: &Path) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace");
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    path.strip_prefix(root.canonicalize().unwrap_or_else(|_| root.to_path_buf())).unwrap_or(&path).display().to_string()
+}

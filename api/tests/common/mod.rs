@@ -10,15 +10,26 @@ pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
 /// The Markdown files read: the README, and every file of docs/.
 pub fn pages() -> Vec<PathBuf> {
-    let mut pages = vec![Path::new(ROOT).join("README.md")];
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(Path::new(ROOT).join("docs"))
-        .expect("docs/")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    docs.sort();
-    pages.extend(docs);
-    pages
+    liqo_testenv::doc_pages()
+}
+
+/// Every file under `dir`, sorted, not descending into folders named in `skip`.
+pub fn files_under(dir: &Path, skip: &[&str]) -> Vec<PathBuf> {
+    fn walk(dir: &Path, skip: &[&str], out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for e in entries {
+            let path = e.unwrap().path();
+            if !path.is_dir() {
+                out.push(path);
+            } else if !skip.iter().any(|s| path.file_name().is_some_and(|n| n == *s)) {
+                walk(&path, skip, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, skip, &mut out);
+    out.sort();
+    out
 }
 
 /// The lines of `text` that are prose: not in a fenced block, not an indented code line.
