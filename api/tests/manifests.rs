@@ -244,7 +244,7 @@ async fn the_readmes_kustomize_lines_install_on_a_real_api_server_as_written() {
     let admin = cp.client(ADMIN_TOKEN).unwrap();
     liqo_testenv::openapi_published(&admin).await;
     // Run as one script, back to back, as a reader pastes them.
-    let path = format!("{}:{}", kubectl.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
+    let path = liqo_testenv::path_with(&kubectl);
     let out = Command::new("sh")
         .arg("-ec")
         .arg(lines.join("\n"))

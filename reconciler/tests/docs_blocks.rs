@@ -28,7 +28,7 @@ fn block() -> (Vec<String>, Vec<String>) {
 
 /// Runs `script` with `sh -ec` against the cluster of `kubeconfig`; its stdout, or the failure.
 fn run(kubectl: &Path, kubeconfig: &Path, script: &str) -> String {
-    let path = format!("{}:{}", kubectl.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
+    let path = liqo_testenv::path_with(kubectl);
     let out = Command::new("sh").arg("-ec").arg(script).current_dir(ROOT).env("KUBECONFIG", kubeconfig).env("PATH", path).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{script}\nfailed:\n{stdout}{}", String::from_utf8_lossy(&out.stderr));

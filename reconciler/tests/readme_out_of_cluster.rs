@@ -78,7 +78,7 @@ async fn the_out_of_cluster_commands_run_as_written_and_the_reconciler_issues_id
             .replace("localhost:8444", &format!("localhost:{auth}"))
             .replace("127.0.0.1:8081", &format!("127.0.0.1:{ops}"))
             .replace("/tmp/liqo-auth-certs", &certs.display().to_string());
-        let path = format!("{}:{}", kubectl.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
+        let path = liqo_testenv::path_with(&kubectl);
         let mut c = Command::new("sh");
         c.arg("-c").arg(command).current_dir(ROOT).env("KUBECONFIG", &kubeconfig).env("PATH", path);
         c

@@ -606,3 +606,8 @@ pub fn repo_relative(path: &Path) -> String {
     let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
     path.strip_prefix(root.canonicalize().unwrap_or_else(|_| root.to_path_buf())).unwrap_or(&path).display().to_string()
 }
+
+/// The PATH with `tool`'s folder first, for a shell that runs the docs' commands as written.
+pub fn path_with(tool: &Path) -> String {
+    format!("{}:{}", tool.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default())
+}
