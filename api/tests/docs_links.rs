@@ -63,6 +63,8 @@ fn the_readme_reads_in_five_minutes_and_links_each_page_of_docs() {
     let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
     let lines = readme.lines().count();
     assert!(lines <= 300, "README.md has {lines} lines: the rest belongs in docs/");
+    let first = readme.split("](docs/").nth(1).and_then(|rest| rest.split(')').next());
+    assert_eq!(first, Some("quickstart.md"), "the README's first link into docs/ is the quick start");
     for page in pages().into_iter().skip(1) {
         let name = page.file_name().unwrap().to_string_lossy().to_string();
         assert!(readme.contains(&format!("](docs/{name})")), "README.md does not link docs/{name}");
