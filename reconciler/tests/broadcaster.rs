@@ -402,3 +402,89 @@ async fn a_403_from_a_peer_that_removed_its_kubeconfig_ends_the_withdrawal() {
     b.release(PEER, "PeeringRequest", Some(source)).await.expect("the peer unjoined: nothing left to withdraw");
     assert_eq!(count(&remote_log, "DELETE", "/advertisements/"), 2, "the withdrawal was tried, with the client we had");
 }
+
+/// Our side for [`a_brief_outage_of_the_peer_costs_no_status_write_a_long_one_is_told`]: the
+/// kubeconfig Secret, and every status write of the request kept as the state it wrote.
+fn local_keeping_reports(written: Arc<Mutex<Vec<String>>>) -> Client {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    tokio::spawn(async move {
+        while let Some((req, send)) = handle.next_request().await {
+            let (method, path) = (req.method().to_string(), req.uri().path().to_owned());
+            let body: Value = serde_json::from_slice(&req.into_body().collect_bytes().await.unwrap()).unwrap_or(Value::Null);
+            let (status, answer) = match method.as_str() {
+                "GET" if path.ends_with("/secrets/pr-kubeconfig") => (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pr-kubeconfig", "namespace": "liqo"},
+                           "data": {"kubeconfig": "cGVlci1rdWJlY29uZmln"}}),
+                ),
+                "GET" if path == "/apis/discovery.liqo.io/v1alpha1/foreignclusters" => {
+                    (200, json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignClusterList", "metadata": {}, "items": []}))
+                }
+                "PATCH" if path.ends_with(&format!("/peeringrequests/{PEER}/status")) => {
+                    let state = body["status"]["advertisementStatus"].as_str().unwrap_or_default();
+                    let reason = body["status"]["conditions"][0]["reason"].as_str().unwrap_or_default();
+                    written.lock().unwrap().push(format!("{state} {reason}"));
+                    (
+                        200,
+                        json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "PeeringRequest",
+                                 "metadata": {"name": PEER, "namespace": "liqo"}, "spec": {}, "status": body["status"]}),
+                    )
+                }
+                _ => (404, json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404})),
+            };
+            send.send_response(Response::builder().status(status).body(Body::from(serde_json::to_vec(&answer).unwrap())).unwrap());
+        }
+    });
+    Client::new(service, "default")
+}
+
+/// A peer that goes down for less than the grace (three periods) leaves its request saying
+/// `Created`: no status write when it goes, none when it is back (a whole fleet's outage and
+/// return cost the hub two writes a peer before). One down for longer is told
+/// (`RemoteUnreachable`), and so is its return. The outages are held for a set time (what the
+/// test is about); what follows each is waited for.
+#[tokio::test]
+async fn a_brief_outage_of_the_peer_costs_no_status_write_a_long_one_is_told() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let period = Duration::from_secs(1);
+    let (remote_log, written): (Log, Arc<Mutex<Vec<String>>>) = Default::default();
+    let up = api(remote_log.clone());
+    let down = Arc::new(AtomicBool::new(false));
+    let flag = down.clone();
+    let switchable = tower::service_fn(move |req: Request<Body>| {
+        let (up, down) = (up.clone(), flag.load(Ordering::Relaxed));
+        async move {
+            if down {
+                return Err::<Response<Body>, tower::BoxError>(
+                    std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused").into(),
+                );
+            }
+            up.send(req).await.map_err(Into::into)
+        }
+    });
+    let peers = Arc::new(FakePeers { remote: Client::new(switchable, "default"), built: Default::default(), pinned: Default::default() });
+    let (_, id) = watch::channel(Some(OWN.to_owned()));
+    let (_config, config_rx) = watch::channel(Some(liqo_api::ClusterConfigSpec::default()));
+    let b = Broadcasters::new(local_keeping_reports(written.clone()), id, config_rx, reflector::store::<Node>().0, peers, period, "liqo");
+    b.ensure(PEER, "PeeringRequest", "liqo", SecretReference { name: Some("pr-kubeconfig".into()), namespace: Some("liqo".into()) });
+    let reports = || written.lock().unwrap().clone();
+    let asked = || remote_log.lock().unwrap().len();
+    liqo_testenv::eventually("the first round told", || async { (!reports().is_empty()).then_some(()) }).await;
+    assert_eq!(reports(), ["Created Published"]);
+
+    // Down for two periods, then back: nothing written either way.
+    down.store(true, Ordering::Relaxed);
+    tokio::time::sleep(period * 2).await;
+    down.store(false, Ordering::Relaxed);
+    let before = asked();
+    liqo_testenv::eventually("the peer asked again once back", || async { (asked() > before + 1).then_some(()) }).await;
+    assert_eq!(reports(), ["Created Published"], "a brief outage is no news to the request");
+
+    // Down for five periods: told once the grace is over, and its end too.
+    down.store(true, Ordering::Relaxed);
+    liqo_testenv::eventually("a long outage told", || async { (reports().len() > 1).then_some(()) }).await;
+    assert_eq!(reports(), ["Created Published", "Pending RemoteUnreachable"], "told once");
+    down.store(false, Ordering::Relaxed);
+    liqo_testenv::eventually("the return told", || async { (reports().len() > 2).then_some(()) }).await;
+    assert_eq!(reports(), ["Created Published", "Pending RemoteUnreachable", "Created Published"]);
+}

@@ -20,7 +20,9 @@
 //!
 //! Each broadcaster says how it fares in the status of the request(s) holding it:
 //! `advertisementStatus` (`Created`, `Pending`, `Refused`: the peer no longer accepts the
-//! kubeconfig it gave us) and condition `Advertised`, written only when that changes.
+//! kubeconfig it gave us) and condition `Advertised`, written only when the state or reason
+//! changes, and a peer that does not answer only once that lasted [`UNREACHABLE_GRACE_PERIODS`]
+//! (see [`news`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -693,7 +695,13 @@ impl<P: Peers> Broadcasters<P> {
             _ => report(round, advertising),
         };
         let passing = first_forbidden(round, &mut r.forbidden);
-        if !passing && r.reported.as_ref() != Some(&now_reported) && self.write_report(peer, &now_reported).await {
+        let now = tokio::time::Instant::now();
+        let failing_since = *r.failing_since.get_or_insert(now);
+        let failing_for = round.is_err().then(|| now - failing_since);
+        if round.is_ok() {
+            r.failing_since = None;
+        }
+        if !passing && news(r.reported.as_ref(), &now_reported, failing_for, self.period) && self.write_report(peer, &now_reported).await {
             r.reported = Some(now_reported);
         }
         r.reread = round.is_err();
@@ -721,7 +729,7 @@ struct Rounds {
     /// What we last published there.
     resources: Option<liqo_api::ResourceSummary>,
     /// What the holding requests' status says, once written.
-    reported: Option<(AdvertisementState, Reason, String)>,
+    reported: Option<Reported>,
     /// The kubeconfig Secret, gone while we still hold a client made from it: told in the
     /// request's status (so the peer puts it back) while that client keeps serving.
     missing: Option<String>,
@@ -729,6 +737,8 @@ struct Rounds {
     forbidden: bool,
     /// Failed rounds in a row.
     failures: u32,
+    /// Since when the rounds fail (the first of the failures in a row).
+    failing_since: Option<tokio::time::Instant>,
     /// The version the last round read ours at (a LIST's, or a write's), for the watch opened
     /// after it.
     watch_from: Option<String>,
@@ -753,6 +763,29 @@ fn first_forbidden(round: &Result<()>, before: &mut bool) -> bool {
     *before = now;
     first
 }
+
+/// Periods a peer may not answer before the requests holding its broadcaster say so: as many
+/// as the misses that make a LAN peer gone.
+pub const UNREACHABLE_GRACE_PERIODS: u32 = 3;
+
+/// Whether the report `now` is news to the requests' status, which says `written` (pure):
+/// another state or reason is, another message alone is not (the text of an error that varies
+/// from try to try). Nor is the peer not answering, while the status says our Advertisement is
+/// there and the rounds have failed for less than [`UNREACHABLE_GRACE_PERIODS`] periods
+/// (`failing_for`): the Advertisement stays in the peer's cluster while it is down, the
+/// ForeignCluster's `RemoteReachable` tells the outage within a period, and a mass outage and
+/// its return then cost the hub no write of a request's status at all (two per peer before).
+fn news(written: Option<&Reported>, now: &Reported, failing_for: Option<Duration>, period: Duration) -> bool {
+    let Some((state, reason, _)) = written else { return true };
+    if (*state, *reason) == (now.0, now.1) {
+        return false;
+    }
+    let brief = failing_for.is_some_and(|f| f < period * UNREACHABLE_GRACE_PERIODS);
+    !(*state == AdvertisementState::Created && now.1 == Reason::RemoteUnreachable && brief)
+}
+
+/// What the requests holding a broadcaster were told: state, reason, message.
+type Reported = (AdvertisementState, Reason, String);
 
 /// When a broadcaster runs its next round after `round`, its `failures`-th failure in a row
 /// (pure): a period after a success, and after a 401 (new credentials wake it at once: the
@@ -782,6 +815,30 @@ pub fn backoff(period: Duration, failures: u32, spread: f64) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_brief_outage_and_another_error_text_are_no_news_to_the_request() {
+        let period = Duration::from_secs(30);
+        let said = |state, reason, message: &str| (state, reason, message.to_owned());
+        let created = said(AdvertisementState::Created, Reason::Published, "ours is there");
+        let down = said(AdvertisementState::Pending, Reason::RemoteUnreachable, "connection refused");
+        let down_again = said(AdvertisementState::Pending, Reason::RemoteUnreachable, "timed out");
+        let refused = said(AdvertisementState::Refused, Reason::PeerRefused, "401");
+        assert!(news(None, &down, Some(Duration::ZERO), period), "nothing written yet: the first report is news");
+        assert!(!news(Some(&created), &created, None, period));
+        assert!(!news(Some(&down), &down_again, Some(period * 5), period), "the same reason in other words");
+        // A peer not answering, while ours was there: told after the grace only.
+        assert!(!news(Some(&created), &down, Some(Duration::ZERO), period));
+        assert!(!news(Some(&created), &down, Some(period * UNREACHABLE_GRACE_PERIODS - Duration::from_millis(1)), period));
+        assert!(news(Some(&created), &down, Some(period * UNREACHABLE_GRACE_PERIODS), period));
+        // Back before the grace ended: nothing was written either way.
+        assert!(!news(Some(&created), &created, None, period));
+        // Any other change is told at once.
+        assert!(news(Some(&created), &refused, Some(Duration::ZERO), period), "a refusal is not an outage");
+        assert!(news(Some(&down), &created, None, period), "back after the outage was told");
+        let missing = said(AdvertisementState::Pending, Reason::KubeconfigMissing, "gone");
+        assert!(news(Some(&created), &missing, Some(Duration::ZERO), period));
+    }
 
     #[test]
     fn the_request_is_told_how_the_broadcaster_fares() {
