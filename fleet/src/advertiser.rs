@@ -136,6 +136,9 @@ impl Advertiser {
         let (mut failures, spread) = (0u32, liqo_reconciler::incoming::broadcaster::spread_of(&format!("{}/{requester}", peer.name)));
         // A peer whose hub refused its watch is not asked again before then.
         let mut unwatchable_until: Option<tokio::time::Instant> = None;
+        // The last version of ours a watch told, with the token it was told to: as ours
+        // (`follow::Following::resume`), a round after a break resumes the watch from it.
+        let mut seen: Option<(String, String)> = None;
         loop {
             let watchable = unwatchable_until.is_none_or(|t| tokio::time::Instant::now() >= t);
             // As ours: a round after which a watch opens reads by the LIST that watch starts from.
@@ -143,6 +146,11 @@ impl Advertiser {
             let (round, watch_from) = match kubeconfig_token(&peer, &requester) {
                 // A peer that is off reaches nothing: its round fails without a request.
                 _ if peer.mode() == Mode::Off => (Round::Failed, None),
+                // As ours: the round is the watch resumed from the version seen (one request;
+                // its answer is the round's, told when the watch opens or fails).
+                Some((token, _)) if listing && seen.as_ref().is_some_and(|(t, _)| *t == token) => {
+                    (Round::Created, seen.as_ref().map(|(_, v)| v.clone()))
+                }
                 Some((token, namespace)) => self.publish(&peer, &token, &namespace, listing).await,
                 None => (Round::KubeconfigMissing, None),
             };
@@ -155,7 +163,7 @@ impl Advertiser {
             previous = Some(round);
             failures = if round == Round::Created { 0 } else { failures.saturating_add(1) };
             if round == Round::Created && listing {
-                match self.follow(&peer, &requester, spread, watch_from).await {
+                match self.follow(&peer, &requester, spread, watch_from, &mut seen).await {
                     Followed::Changed | Followed::Off => continue,
                     Followed::Refused => {
                         unwatchable_until = Some(tokio::time::Instant::now() + self.hub.period * follow::UNWATCHABLE_PERIODS)
@@ -169,7 +177,14 @@ impl Advertiser {
     /// Follows the peer's Advertisement in the hub until it needs a round (it changed, or the
     /// kubeconfig did), the peer goes off, or the hub refuses the watch.
     /// The first watch starts from `first_version` when the round before read ours at it.
-    async fn follow(&self, peer: &Peer, requester: &str, spread: f64, mut first_version: Option<String>) -> Followed {
+    async fn follow(
+        &self,
+        peer: &Peer,
+        requester: &str,
+        spread: f64,
+        mut first_version: Option<String>,
+        seen: &mut Option<(String, String)>,
+    ) -> Followed {
         use futures::StreamExt;
         let (period, own) = (self.hub.period, peer.id.clone());
         let resources = liqo_reconciler::cluster::resources::summarize(std::iter::empty());
@@ -190,9 +205,22 @@ impl Advertiser {
                         continue;
                     }
                 };
+                let version = follow::seen_after(None, 0, told.as_ref()).map(|(_, v)| v);
+                // A watch the hub answered with an error: the next round lists.
+                if matches!(told, Some(Err((Some(_), _)))) {
+                    *seen = None;
+                }
                 match follow::judge(told, &own, &resources, opened.elapsed(), lasts) {
                     follow::Next::Keep => {}
+                    // Too old (410): the round that follows lists.
+                    follow::Next::Round { rewatch: true } => {
+                        *seen = None;
+                        return Followed::Changed;
+                    }
                     other => break other,
+                }
+                if let Some(version) = version {
+                    *seen = Some((token.clone(), version));
                 }
             };
             let wait = match next {

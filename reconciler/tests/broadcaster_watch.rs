@@ -284,7 +284,7 @@ async fn a_watch_opened_after_our_advertisement_went_tells_so_first() {
     follow.published = true;
 
     // None there: the first thing told is a deletion, which runs a round.
-    follow.open(&client, 1, OWN, period, 0.5, None);
+    follow.open(&client, (1, 0), OWN, period, 0.5, None);
     let (told, lasted, lasts) = follow.next().await;
     assert_eq!(judge(told, OWN, &resources, lasted, lasts), Next::Round { rewatch: false });
 
@@ -296,10 +296,34 @@ async fn a_watch_opened_after_our_advertisement_went_tells_so_first() {
     let theirs = Api::<Advertisement>::namespaced(admin.clone(), &tenant_namespace(&p));
     theirs.create(&PostParams::default(), &adv).await.unwrap();
     follow.close();
-    follow.open(&client, 1, OWN, period, 0.5, None);
+    follow.open(&client, (1, 0), OWN, period, 0.5, None);
     let (told, lasted, lasts) = follow.next().await;
     assert_eq!(judge(told, OWN, &resources, lasted, lasts), Next::Keep);
     theirs.delete(&advertisement_name(OWN), &DeleteParams::default()).await.unwrap();
     let (told, lasted, lasts) = follow.next().await;
     assert_eq!(judge(told, OWN, &resources, lasted, lasts), Next::Round { rewatch: false });
+
+    // Resumed after a break from the last version told, with one request: what changed while
+    // no watch was open (ours made again, then deleted) is told, the deletion last.
+    theirs.create(&PostParams::default(), &adv).await.unwrap();
+    let (told, lasted, lasts) = follow.next().await;
+    assert_eq!(judge(told, OWN, &resources, lasted, lasts), Next::Keep, "ours made again, as we publish it");
+    let seen = follow.seen(0).expect("the version of the last event told");
+    assert_eq!(follow.seen(1), None, "a version seen through another access is not resumed from");
+    follow.close();
+    theirs.delete(&advertisement_name(OWN), &DeleteParams::default()).await.unwrap();
+    let before = advertisement_requests(&admin).await;
+    follow.resume(&client, (2, 0), OWN, period, 0.5, &seen).await.unwrap();
+    assert!(follow.watching(2));
+    let (told, lasted, lasts) = follow.next().await;
+    assert_eq!(judge(told, OWN, &resources, lasted, lasts), Next::Round { rewatch: false }, "the deletion while away");
+    follow.close();
+    // (The API server counts a watch once it ends.)
+    let after = liqo_testenv::eventually("the resumed watch counted", || async {
+        let after = advertisement_requests(&admin).await;
+        (total(&after) > total(&before)).then_some(after)
+    })
+    .await;
+    let lists = |m: &std::collections::BTreeMap<String, f64>| m.get("LIST").copied().unwrap_or(0.0) + m.get("GET").copied().unwrap_or(0.0);
+    assert_eq!(lists(&after), lists(&before), "no LIST nor GET to resume: {before:?} then {after:?}");
 }

@@ -122,6 +122,10 @@ pub struct Following {
     breaks: u32,
     /// Refusals in a row (reset by anything a watch tells).
     refusals: u32,
+    /// The last version a watch told of ours (an event's or a bookmark's), with the access it
+    /// was told to (see [`Watch::access`]): a round after a break resumes from it
+    /// ([`Following::resume`]).
+    seen: Option<(u64, String)>,
 }
 
 struct Watch {
@@ -130,6 +134,9 @@ struct Watch {
     lasts: Duration,
     /// The client generation it was opened with.
     generation: u64,
+    /// What the client was made from (a hash of the kubeconfig and the CA): a client made
+    /// again from the same reaches the same API server, where a version seen stays valid.
+    access: u64,
 }
 
 impl Following {
@@ -159,20 +166,29 @@ impl Following {
     /// Opens a watch of `own`'s Advertisement with `client` (made `generation`), lasting
     /// [`watch_seconds`], after a LIST of it (see the module), or from `version` when the round
     /// just before read ours at it. Lazy: nothing is sent until it is read.
-    pub fn open(&mut self, client: &kube::Client, generation: u64, own: &str, period: Duration, spread: f64, version: Option<String>) {
+    pub fn open(
+        &mut self,
+        client: &kube::Client,
+        (generation, access): (u64, u64),
+        own: &str,
+        period: Duration,
+        spread: f64,
+        version: Option<String>,
+    ) {
         let seconds = watch_seconds(period, spread);
         let api: Api<Advertisement> = Api::default_namespaced(client.clone());
         let name = advertisement_name(own);
         let fields = format!("metadata.name={name}");
         let (list, params) = (ListParams::default().fields(&fields), WatchParams::default().fields(&fields).timeout(seconds));
         if let Some(version) = version {
+            self.seen = Some((access, version.clone()));
             let events = futures::stream::once(async move { api.watch(&params, &version).await })
                 .flat_map(|opened| match opened {
                     Ok(events) => events.map(|e| e.map_err(failure)).left_stream(),
                     Err(e) => futures::stream::iter([Err(failure(e))]).right_stream(),
                 })
                 .boxed();
-            self.watch = Some(Watch { events, opened: Instant::now(), lasts: Duration::from_secs(seconds.into()), generation });
+            self.watch = Some(Watch { events, opened: Instant::now(), lasts: Duration::from_secs(seconds.into()), generation, access });
             return;
         }
         let events = futures::stream::once(async move {
@@ -189,18 +205,49 @@ impl Following {
         })
         .flatten()
         .boxed();
-        self.watch = Some(Watch { events, opened: Instant::now(), lasts: Duration::from_secs(seconds.into()), generation });
+        self.watch = Some(Watch { events, opened: Instant::now(), lasts: Duration::from_secs(seconds.into()), generation, access });
     }
 
     /// The next thing the watch tells, with how long it had lasted and was meant to; pending
-    /// for ever while none is open.
+    /// for ever while none is open. The version it tells is kept ([`Following::seen`]).
     pub async fn next(&mut self) -> (Option<Told>, Duration, Duration) {
         let Some(w) = &mut self.watch else { return std::future::pending().await };
         let told = w.events.next().await;
         if matches!(told, Some(Ok(_))) {
             self.refusals = 0;
         }
+        self.seen = seen_after(self.seen.take(), w.access, told.as_ref());
         (told, w.opened.elapsed(), w.lasts)
+    }
+
+    /// The version to resume from with a client made from `access`: the last one a watch
+    /// made from the same told.
+    pub fn seen(&self, access: u64) -> Option<String> {
+        self.seen.as_ref().filter(|(a, _)| *a == access).map(|(_, v)| v.clone())
+    }
+
+    /// A round by watch: a watch of `own`'s Advertisement opened from `version` (see
+    /// [`Following::seen`]), answered before it returns (the peer reachable, our access
+    /// granted), then held as [`Following::open`]'s. A broadcaster back from an outage so
+    /// sends one request, not a LIST and a watch: what changed meanwhile, a deletion included,
+    /// comes as events; a version too old comes as 410, a round by LIST.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn resume(
+        &mut self,
+        client: &kube::Client,
+        (generation, access): (u64, u64),
+        own: &str,
+        period: Duration,
+        spread: f64,
+        version: &str,
+    ) -> kube::Result<()> {
+        let seconds = watch_seconds(period, spread);
+        let api: Api<Advertisement> = Api::default_namespaced(client.clone());
+        let params = WatchParams::default().fields(&format!("metadata.name={}", advertisement_name(own))).timeout(seconds);
+        let events = api.watch(&params, version).await?.map(|e| e.map_err(failure)).boxed();
+        (self.not_before, self.breaks) = (None, 0);
+        self.watch = Some(Watch { events, opened: Instant::now(), lasts: Duration::from_secs(seconds.into()), generation, access });
+        Ok(())
     }
 
     /// Drops the watch (a round follows, and opens one again).
@@ -239,6 +286,22 @@ impl Following {
             return self.broke(period, spread);
         }
         (self.watch, self.not_before) = (None, Some(Instant::now() + period * UNWATCHABLE_PERIODS));
+    }
+}
+
+/// The version to resume from after a watch of a client made from `access` told `told` (pure): an
+/// event's object's or a bookmark's; none after a 410 (too old: the next round lists); else
+/// what was seen before.
+pub fn seen_after(before: Option<(u64, String)>, access: u64, told: Option<&Told>) -> Option<(u64, String)> {
+    let version = match told {
+        Some(Ok(WatchEvent::Added(a) | WatchEvent::Modified(a) | WatchEvent::Deleted(a))) => a.metadata.resource_version.clone(),
+        Some(Ok(WatchEvent::Bookmark(b))) => Some(b.metadata.resource_version.clone()),
+        Some(Ok(WatchEvent::Error(status))) if status.code == 410 => return None,
+        _ => None,
+    };
+    match version.filter(|v| !v.is_empty()) {
+        Some(v) => Some((access, v)),
+        None => before,
     }
 }
 
@@ -291,6 +354,30 @@ mod tests {
         let mut going = adv("me", "2", "11");
         going.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()));
         assert_eq!(judge(WatchEvent::Modified(going)), Next::Round { rewatch: false }, "being deleted");
+    }
+
+    #[test]
+    fn the_version_resumed_from_is_the_last_told_and_none_after_a_410() {
+        let bookmark = |v: &str| {
+            let mut b: WatchEvent<Advertisement> = serde_json::from_value(serde_json::json!(
+                {"type": "BOOKMARK", "object": {"apiVersion": "sharing.liqo.io/v1alpha1", "kind": "Advertisement", "metadata": {"resourceVersion": "0"}}}
+            ))
+            .unwrap();
+            if let WatchEvent::Bookmark(m) = &mut b {
+                m.metadata.resource_version = v.to_owned();
+            }
+            b
+        };
+        let told = |e: WatchEvent<Advertisement>| Some(Ok(e));
+        assert_eq!(seen_after(None, 7, told(WatchEvent::Added(adv("a", "1", "5"))).as_ref()), Some((7, "5".into())));
+        assert_eq!(seen_after(Some((7, "5".into())), 7, told(bookmark("9")).as_ref()), Some((7, "9".into())));
+        let gone = kube::core::Status::failure("too old resource version", "Expired").with_code(410);
+        assert_eq!(seen_after(Some((7, "9".into())), 7, told(WatchEvent::Error(gone.into())).as_ref()), None, "too old: list");
+        // A break, or an event without a version, keeps what was seen.
+        assert_eq!(seen_after(Some((7, "9".into())), 7, Some(&Err((None, "reset".into())))), Some((7, "9".into())));
+        assert_eq!(seen_after(Some((7, "9".into())), 7, None), Some((7, "9".into())));
+        let none = WatchEvent::Deleted(Advertisement::new("a", Default::default()));
+        assert_eq!(seen_after(Some((7, "9".into())), 7, told(none).as_ref()), Some((7, "9".into())));
     }
 
     #[test]

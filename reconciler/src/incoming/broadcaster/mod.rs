@@ -331,7 +331,7 @@ impl<P: Peers> Broadcasters<P> {
     /// a Secret this cluster keeps for itself or for another peer). When we joined that peer
     /// ourselves, its API server's CA is pinned too: a kubeconfig that points
     /// at a third cluster then fails the TLS handshake instead of receiving our Advertisement.
-    async fn peer_client(&self, peer: &str, source: &SecretReference, versions: &Mutex<Versions>) -> Result<Client> {
+    async fn peer_client(&self, peer: &str, source: &SecretReference, versions: &Mutex<Versions>) -> Result<(Client, u64)> {
         let ns = source.namespace.clone().unwrap_or_default();
         let name = source.name.clone().unwrap_or_default();
         // The webhook refuses such a request; a request stored before it did is refused here.
@@ -350,7 +350,8 @@ impl<P: Peers> Broadcasters<P> {
             .ok_or_else(|| Error::invalid("kubeConfigRef", format!("Secret {ns}/{name} has no {KUBECONFIG_KEY}")))?;
         let ca_pem = self.pinned_ca(peer).await?;
         let quiet = follow::longest_watch(self.period) + QUIET_MARGIN;
-        self.peers.watching_client(&RemoteAccess { kubeconfig, api_url: None, ca_pem }, quiet).await
+        let access = access_of(&kubeconfig, ca_pem.as_deref());
+        Ok((self.peers.watching_client(&RemoteAccess { kubeconfig, api_url: None, ca_pem }, quiet).await?, access))
     }
 
     /// The API server CA we pinned for `peer` when we joined it (Secret `<name>-ca-data` of the
@@ -455,7 +456,7 @@ impl<P: Peers> Broadcasters<P> {
             Some(c) => c,
             None if kept(peer, source).is_some() => return Ok(()),
             None => match self.peer_client(peer, source, &Mutex::default()).await {
-                Ok(c) => c,
+                Ok((c, _)) => c,
                 // The peer removed the kubeconfig it gave us with its request: it took back
                 // our access, and nothing can be withdrawn with it.
                 Err(Error::KubeconfigMissing(what)) => {
@@ -556,7 +557,7 @@ impl<P: Peers> Broadcasters<P> {
                 // A round after which a watch opens at once reads by a LIST that watch starts
                 // from.
                 let listing = follow.will_open_after_a_round(r.generation);
-                let round = self.round(&peer, &source, &versions, &mut r, advertising, listing).await;
+                let round = self.round(&peer, &source, &versions, &mut r, &mut follow, (advertising, listing, spread)).await;
                 self.settle(&peer, &mut r, &round, advertising).await;
                 if round.is_ok() && advertising {
                     follow.published = true;
@@ -572,7 +573,7 @@ impl<P: Peers> Broadcasters<P> {
             if let (true, Some(client), Ok(own)) = (advertising && last.is_ok() && follow.may_open(), &r.client, self.own_id()) {
                 // From the version the last round read ours at (kept until the watch opens, at
                 // most until the next round; one compacted meanwhile is told as 410: a round).
-                follow.open(client, r.generation, &own, self.period, spread, r.watch_from.take());
+                follow.open(client, (r.generation, r.access), &own, self.period, spread, r.watch_from.take());
             }
             let watching = follow.watching(r.generation);
             let next_round = retry_after(&last, self.period, r.failures, spread).saturating_sub(round_at.elapsed());
@@ -648,20 +649,21 @@ impl<P: Peers> Broadcasters<P> {
 
     /// One round: a client for the peer (made again when its kubeconfig changed), then our
     /// Advertisement published there, or withdrawn while advertisement is off.
+    #[allow(clippy::too_many_arguments)]
     async fn round(
         &self,
         peer: &str,
         source: &SecretReference,
         versions: &Mutex<Versions>,
         r: &mut Rounds,
-        advertising: bool,
-        listing: bool,
+        follow: &mut follow::Following,
+        (advertising, listing, spread): (bool, bool, f64),
     ) -> Result<()> {
         r.watch_from = None;
         if r.reread || r.missing.is_some() || versions.lock().expect("not poisoned").stale() {
             match self.peer_client(peer, source, versions).await {
-                Ok(c) => {
-                    (r.client, r.missing) = (Some(c), None);
+                Ok((c, access)) => {
+                    (r.client, r.missing, r.access) = (Some(c), None, access);
                     r.generation += 1;
                 }
                 Err(e) if r.client.is_none() => return Err(e),
@@ -672,6 +674,21 @@ impl<P: Peers> Broadcasters<P> {
         let Some(c) = r.client.clone() else { return Err(Error::NotReady("the peer's kubeconfig")) };
         if advertising {
             let resources = self.resources();
+            // What we publish unchanged since a watch told a version of ours: resumed from it.
+            let seen = follow.seen(r.access).filter(|_| listing && r.published && r.resources.as_ref() == Some(&resources));
+            if let Some(version) = seen {
+                let own = self.own_id()?;
+                let resumed = follow.resume(&c, (r.generation, r.access), &own, self.period, spread, &version);
+                match tokio::time::timeout(ROUND_TIMEOUT, resumed).await {
+                    Ok(Ok(())) => return Ok(()),
+                    // Answered, but no watch from there (not granted, not served): a round as before.
+                    Ok(Err(kube::Error::Api(status))) => {
+                        tracing::debug!(peer, code = status.code, "resuming our watch was refused; listing")
+                    }
+                    Ok(Err(e)) => return Err(Error::remote_api(Step::ApiServer, e)),
+                    Err(_) => return Err(Error::unreachable(Step::ApiServer, "timed out resuming the watch of our Advertisement")),
+                }
+            }
             r.watch_from = self.publish(&c, listing).await?;
             r.resources = Some(resources);
             Ok(())
@@ -720,6 +737,8 @@ struct Rounds {
     client: Option<Client>,
     /// Counts the clients made (a watch opened with an older one is closed).
     generation: u64,
+    /// What the client was made from ([`access_of`]).
+    access: u64,
     /// Read the kubeconfig again before the next round (after a failure, or a changed
     /// Secret); the client we have stays until a new one is made, so that a Secret deleted
     /// with the request still leaves us the means to withdraw our Advertisement.
@@ -762,6 +781,15 @@ fn first_forbidden(round: &Result<()>, before: &mut bool) -> bool {
     let first = now && !*before;
     *before = now;
     first
+}
+
+/// What a client to a peer is made from, as one number (pure): a client made again from the
+/// same kubeconfig and CA reaches the same API server, where a version seen stays valid.
+fn access_of(kubeconfig: &str, ca_pem: Option<&str>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (kubeconfig, ca_pem).hash(&mut h);
+    h.finish()
 }
 
 /// Periods a peer may not answer before the requests holding its broadcaster say so: as many
