@@ -268,7 +268,7 @@ async fn an_api_server_restarted_under_100_watching_broadcasters_gets_them_back_
 /// broadcaster opened its watch never made again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_opened_after_our_advertisement_went_tells_so_first() {
-    use liqo_reconciler::incoming::broadcaster::follow::{Following, Next, judge};
+    use liqo_reconciler::incoming::broadcaster::follow::{Following, Next, Target, judge};
     let Some(cp) = ControlPlane::start_or_skip().await else { return };
     let admin = cp.admin();
     install_liqo(&admin, "liqo").await;
@@ -282,9 +282,10 @@ async fn a_watch_opened_after_our_advertisement_went_tells_so_first() {
     let (period, resources) = (Duration::from_secs(1), published());
     let mut follow = Following::default();
     follow.published = true;
+    let to = |generation| Target { client: &client, generation, access: 0, own: OWN, period, spread: 0.5 };
 
     // None there: the first thing told is a deletion, which runs a round.
-    follow.open(&client, (1, 0), OWN, period, 0.5, None);
+    follow.open(&to(1), None);
     let (told, lasted, lasts) = follow.next().await;
     assert_eq!(judge(told, OWN, &resources, lasted, lasts), Next::Round { rewatch: false });
 
@@ -296,7 +297,7 @@ async fn a_watch_opened_after_our_advertisement_went_tells_so_first() {
     let theirs = Api::<Advertisement>::namespaced(admin.clone(), &tenant_namespace(&p));
     theirs.create(&PostParams::default(), &adv).await.unwrap();
     follow.close();
-    follow.open(&client, (1, 0), OWN, period, 0.5, None);
+    follow.open(&to(1), None);
     let (told, lasted, lasts) = follow.next().await;
     assert_eq!(judge(told, OWN, &resources, lasted, lasts), Next::Keep);
     theirs.delete(&advertisement_name(OWN), &DeleteParams::default()).await.unwrap();
@@ -313,7 +314,7 @@ async fn a_watch_opened_after_our_advertisement_went_tells_so_first() {
     follow.close();
     theirs.delete(&advertisement_name(OWN), &DeleteParams::default()).await.unwrap();
     let before = advertisement_requests(&admin).await;
-    follow.resume(&client, (2, 0), OWN, period, 0.5, &seen).await.unwrap();
+    follow.resume(&to(2), &seen).await.unwrap();
     assert!(follow.watching(2));
     let (told, lasted, lasts) = follow.next().await;
     assert_eq!(judge(told, OWN, &resources, lasted, lasts), Next::Round { rewatch: false }, "the deletion while away");

@@ -6,7 +6,9 @@
 //!   Advertisement, or none: a round at once), and the version to watch from, so that nothing
 //!   done between the two is missed. A watch opened right after a round starts from the
 //!   version that round read ours at: the round read it by that LIST (or wrote it), so a
-//!   broadcaster coming back sends two requests, not a GET, a LIST and a watch. (A watch from the version our last round read fails with
+//!   broadcaster coming back sends two requests, not a GET, a LIST and a watch. One coming back
+//!   after a break sends one: its round resumes the watch from the last version it was told
+//!   ([`Following::resume`]). (A watch from the version our last round read fails with
 //!   410 once that version is old, as after an API server's restart; one from
 //!   `resourceVersion=0` shows nothing for an Advertisement deleted just before it: the chaos
 //!   soak, seed 4, found one never made again.)
@@ -110,6 +112,24 @@ pub fn refused_watch(code: u16) -> bool {
     (403..=405).contains(&code)
 }
 
+/// Where a broadcaster watches our Advertisement: the peer's API server through `client` (the
+/// `generation`-th it made, from `access`, see [`Watch::access`]), ours named after `own`, its
+/// watches lasting as [`watch_seconds`] of `period` and `spread` say.
+pub struct Target<'a> {
+    pub client: &'a kube::Client,
+    pub generation: u64,
+    pub access: u64,
+    pub own: &'a str,
+    pub period: Duration,
+    pub spread: f64,
+}
+
+impl Target<'_> {
+    fn api(&self) -> Api<Advertisement> {
+        Api::default_namespaced(self.client.clone())
+    }
+}
+
 /// A broadcaster's watch of its Advertisement, and when to open one.
 #[derive(Default)]
 pub struct Following {
@@ -163,33 +183,23 @@ impl Following {
         !self.watching(generation) && self.refusals == 0
     }
 
-    /// Opens a watch of `own`'s Advertisement with `client` (made `generation`), lasting
-    /// [`watch_seconds`], after a LIST of it (see the module), or from `version` when the round
-    /// just before read ours at it. Lazy: nothing is sent until it is read.
-    pub fn open(
-        &mut self,
-        client: &kube::Client,
-        (generation, access): (u64, u64),
-        own: &str,
-        period: Duration,
-        spread: f64,
-        version: Option<String>,
-    ) {
-        let seconds = watch_seconds(period, spread);
-        let api: Api<Advertisement> = Api::default_namespaced(client.clone());
-        let name = advertisement_name(own);
+    /// Opens a watch of our Advertisement at `to`, lasting [`watch_seconds`], after a LIST of
+    /// it (see the module), or from `version` when the round just before read ours at it. Lazy:
+    /// nothing is sent until it is read.
+    pub fn open(&mut self, to: &Target<'_>, version: Option<String>) {
+        let (api, seconds) = (to.api(), watch_seconds(to.period, to.spread));
+        let name = advertisement_name(to.own);
         let fields = format!("metadata.name={name}");
         let (list, params) = (ListParams::default().fields(&fields), WatchParams::default().fields(&fields).timeout(seconds));
         if let Some(version) = version {
-            self.seen = Some((access, version.clone()));
+            self.seen = Some((to.access, version.clone()));
             let events = futures::stream::once(async move { api.watch(&params, &version).await })
                 .flat_map(|opened| match opened {
                     Ok(events) => events.map(|e| e.map_err(failure)).left_stream(),
                     Err(e) => futures::stream::iter([Err(failure(e))]).right_stream(),
                 })
                 .boxed();
-            self.watch = Some(Watch { events, opened: Instant::now(), lasts: Duration::from_secs(seconds.into()), generation, access });
-            return;
+            return self.hold(events, seconds, to);
         }
         let events = futures::stream::once(async move {
             let listed = match api.list(&list).await {
@@ -205,7 +215,12 @@ impl Following {
         })
         .flatten()
         .boxed();
-        self.watch = Some(Watch { events, opened: Instant::now(), lasts: Duration::from_secs(seconds.into()), generation, access });
+        self.hold(events, seconds, to);
+    }
+
+    fn hold(&mut self, events: BoxStream<'static, Told>, seconds: u32, to: &Target<'_>) {
+        let lasts = Duration::from_secs(seconds.into());
+        self.watch = Some(Watch { events, opened: Instant::now(), lasts, generation: to.generation, access: to.access });
     }
 
     /// The next thing the watch tells, with how long it had lasted and was meant to; pending
@@ -226,27 +241,17 @@ impl Following {
         self.seen.as_ref().filter(|(a, _)| *a == access).map(|(_, v)| v.clone())
     }
 
-    /// A round by watch: a watch of `own`'s Advertisement opened from `version` (see
+    /// A round by watch: a watch of our Advertisement at `to` opened from `version` (see
     /// [`Following::seen`]), answered before it returns (the peer reachable, our access
     /// granted), then held as [`Following::open`]'s. A broadcaster back from an outage so
     /// sends one request, not a LIST and a watch: what changed meanwhile, a deletion included,
     /// comes as events; a version too old comes as 410, a round by LIST.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn resume(
-        &mut self,
-        client: &kube::Client,
-        (generation, access): (u64, u64),
-        own: &str,
-        period: Duration,
-        spread: f64,
-        version: &str,
-    ) -> kube::Result<()> {
-        let seconds = watch_seconds(period, spread);
-        let api: Api<Advertisement> = Api::default_namespaced(client.clone());
-        let params = WatchParams::default().fields(&format!("metadata.name={}", advertisement_name(own))).timeout(seconds);
-        let events = api.watch(&params, version).await?.map(|e| e.map_err(failure)).boxed();
+    pub async fn resume(&mut self, to: &Target<'_>, version: &str) -> kube::Result<()> {
+        let seconds = watch_seconds(to.period, to.spread);
+        let params = WatchParams::default().fields(&format!("metadata.name={}", advertisement_name(to.own))).timeout(seconds);
+        let events = to.api().watch(&params, version).await?.map(|e| e.map_err(failure)).boxed();
         (self.not_before, self.breaks) = (None, 0);
-        self.watch = Some(Watch { events, opened: Instant::now(), lasts: Duration::from_secs(seconds.into()), generation, access });
+        self.hold(events, seconds, to);
         Ok(())
     }
 

@@ -573,7 +573,8 @@ impl<P: Peers> Broadcasters<P> {
             if let (true, Some(client), Ok(own)) = (advertising && last.is_ok() && follow.may_open(), &r.client, self.own_id()) {
                 // From the version the last round read ours at (kept until the watch opens, at
                 // most until the next round; one compacted meanwhile is told as 410: a round).
-                follow.open(client, (r.generation, r.access), &own, self.period, spread, r.watch_from.take());
+                let to = follow::Target { client, generation: r.generation, access: r.access, own: &own, period: self.period, spread };
+                follow.open(&to, r.watch_from.take());
             }
             let watching = follow.watching(r.generation);
             let next_round = retry_after(&last, self.period, r.failures, spread).saturating_sub(round_at.elapsed());
@@ -678,8 +679,8 @@ impl<P: Peers> Broadcasters<P> {
             let seen = follow.seen(r.access).filter(|_| listing && r.published && r.resources.as_ref() == Some(&resources));
             if let Some(version) = seen {
                 let own = self.own_id()?;
-                let resumed = follow.resume(&c, (r.generation, r.access), &own, self.period, spread, &version);
-                match tokio::time::timeout(ROUND_TIMEOUT, resumed).await {
+                let to = follow::Target { client: &c, generation: r.generation, access: r.access, own: &own, period: self.period, spread };
+                match tokio::time::timeout(ROUND_TIMEOUT, follow.resume(&to, &version)).await {
                     Ok(Ok(())) => return Ok(()),
                     // Answered, but no watch from there (not granted, not served): a round as before.
                     Ok(Err(kube::Error::Api(status))) => {
