@@ -714,11 +714,8 @@ impl<P: Peers> Broadcasters<P> {
         };
         let passing = first_forbidden(round, &mut r.forbidden);
         let now = tokio::time::Instant::now();
-        let failing_since = *r.failing_since.get_or_insert(now);
-        let failing_for = round.is_err().then(|| now - failing_since);
-        if round.is_ok() {
-            r.failing_since = None;
-        }
+        r.failing_since = if round.is_ok() { None } else { Some(r.failing_since.unwrap_or(now)) };
+        let failing_for = r.failing_since.map(|since| now - since);
         if !passing && news(r.reported.as_ref(), &now_reported, failing_for, self.period) && self.write_report(peer, &now_reported).await {
             r.reported = Some(now_reported);
         }
