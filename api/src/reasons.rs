@@ -440,8 +440,8 @@ pub const TROUBLESHOOTING: &[Entry] = &[
         condition: Some(C::Advertised),
         status: S::False,
         reasons: &[R::RemoteUnreachable],
-        meaning: "the sender's API server does not answer",
-        hint: "retried every 10 s; check the address in the sender's kubeconfig Secret",
+        meaning: "the sender's API server has not answered for 3 health periods (a shorter outage leaves `Published`: our Advertisement stays in its cluster meanwhile, and the sender's ForeignCluster says `RemoteReachable` False within a period)",
+        hint: "retried every 10 s, backing off to a period; check the address in the sender's kubeconfig Secret",
     },
     Entry {
         kind: "PeeringRequest",
