@@ -8,16 +8,17 @@
 //! `InitDone`) replaces it whole when it ends. It may lag the store by the event being applied;
 //! readers get the objects from the store by name and check the key there.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use kube::Resource;
 use kube::runtime::watcher::Event;
 
-/// Names of objects by key.
+/// Names of objects by key. A key's names are a sorted `Vec` (almost always of one): a
+/// `BTreeSet` of one name allocates a whole node, about 400 bytes a key, 4 MiB at 10,000 peers.
 #[derive(Default)]
 struct Keys {
-    names: HashMap<String, BTreeSet<String>>,
+    names: HashMap<String, Vec<String>>,
     key_of: HashMap<String, String>,
     /// What a relist under way has shown so far.
     relist: Option<Vec<(String, String)>>,
@@ -28,7 +29,9 @@ impl Keys {
         if let Some(old) = self.key_of.remove(name)
             && let Some(names) = self.names.get_mut(&old)
         {
-            names.remove(name);
+            if let Ok(at) = names.binary_search_by(|n| n.as_str().cmp(name)) {
+                names.remove(at);
+            }
             if names.is_empty() {
                 self.names.remove(&old);
             }
@@ -38,7 +41,10 @@ impl Keys {
     fn insert(&mut self, name: String, key: Option<String>) {
         self.remove(&name);
         if let Some(key) = key {
-            self.names.entry(key.clone()).or_default().insert(name.clone());
+            let names = self.names.entry(key.clone()).or_default();
+            if let Err(at) = names.binary_search(&name) {
+                names.insert(at, name.clone());
+            }
             self.key_of.insert(name, key);
         }
     }
@@ -87,7 +93,7 @@ impl<K: Resource> Index<K> {
 
     /// The names of the objects with `key`.
     pub fn names(&self, key: &str) -> Vec<String> {
-        self.keys.lock().expect("not poisoned").names.get(key).map(|n| n.iter().cloned().collect()).unwrap_or_default()
+        self.keys.lock().expect("not poisoned").names.get(key).cloned().unwrap_or_default()
     }
 }
 
@@ -110,10 +116,11 @@ mod tests {
     #[test]
     fn applies_and_deletes_move_names_between_keys() {
         let i = index();
+        i.apply(&Event::Apply(cm("b", Some("x"))));
         i.apply(&Event::Apply(cm("a", Some("x"))));
         i.apply(&Event::Apply(cm("b", Some("x"))));
         i.apply(&Event::Apply(cm("c", None)));
-        assert_eq!(i.names("x"), ["a", "b"]);
+        assert_eq!(i.names("x"), ["a", "b"], "sorted, each name once");
         i.apply(&Event::Apply(cm("a", Some("y"))));
         assert_eq!((i.names("x"), i.names("y")), (vec!["b".to_owned()], vec!["a".to_owned()]));
         i.apply(&Event::Apply(cm("b", None)));

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use base64::Engine;
 use kube::Client;
-use kube::client::ConfigExt;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use liqo_api::TrustMode;
 
@@ -159,7 +158,7 @@ impl Network {
             return Ok(prepared);
         }
         let config = self.api_config(access).await?;
-        let tls = config.rustls_client_config().map_err(|e| Error::Tls(format!("a client for the remote API server: {e}")))?;
+        let tls = Tls::of(&config).map_err(|e| Error::Tls(format!("a client for the remote API server: {e}")))?;
         Ok(self.sessions.keep(key, config, tls))
     }
 
@@ -197,7 +196,7 @@ pub fn server_in(k: &Kubeconfig) -> Option<String> {
 }
 
 use crate::remote::client_over::client_over;
-use crate::remote::sessions::{Prepared, Sessions, key_of};
+use crate::remote::sessions::{Prepared, Sessions, Tls, key_of};
 
 /// A kubeconfig without credentials: requests are anonymous. Its server is a placeholder;
 /// [`RemoteAccess::api_url`] gives the real one.

@@ -35,6 +35,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use hyper_rustls::MaybeHttpsStream;
+use kube::client::ConfigExt;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use rustls::NamedGroup;
@@ -161,6 +162,45 @@ impl Target {
     }
 }
 
+/// What an access keeps to make its TLS configuration. For a kubeconfig of a token and a CA (what
+/// peers issue, the CA pinned), only the CA's trust anchor: the configuration is made from it at
+/// each call (a few allocations, as many as the clone a kept one needed), where a kept one held
+/// 0.7 KiB more an access (the configuration, its verifier, a root list with room for four).
+/// Anything else (client certificates, no CA, a CA file, certificates not checked) keeps the
+/// configuration kube makes, whole.
+pub enum Tls {
+    Roots(Arc<rustls::RootCertStore>),
+    Whole(Box<rustls::ClientConfig>),
+}
+
+impl Tls {
+    /// What `config`'s TLS configuration is made from.
+    pub fn of(config: &kube::Config) -> Result<Self, String> {
+        let plain = only_a_token(&config.auth_info) && !config.accept_invalid_certs && config.root_cert_file.is_none();
+        if let (true, Some(certs)) = (plain, config.root_cert.as_deref()) {
+            let mut roots = rustls::RootCertStore { roots: Vec::with_capacity(certs.len()) };
+            for der in certs {
+                roots.add(rustls::pki_types::CertificateDer::from(der.as_slice())).map_err(|e| format!("a root certificate: {e}"))?;
+            }
+            roots.roots.shrink_to_fit();
+            return Ok(Self::Roots(Arc::new(roots)));
+        }
+        let mut whole = config.rustls_client_config().map_err(|e| e.to_string())?;
+        // Its own session store (rustls's default, 16 KiB before it holds anything) is
+        // replaced by the entry's at each call.
+        whole.resumption = Resumption::disabled();
+        Ok(Self::Whole(Box::new(whole)))
+    }
+
+    /// The configuration of a call (its session store still to be set).
+    fn config(&self) -> rustls::ClientConfig {
+        match self {
+            Self::Roots(roots) => rustls::ClientConfig::builder().with_root_certificates(roots.clone()).with_no_client_auth(),
+            Self::Whole(config) => (**config).clone(),
+        }
+    }
+}
+
 /// Whether `user` holds nothing but (at most) a bearer token.
 fn only_a_token(user: &kube::config::AuthInfo) -> bool {
     let bare = kube::config::AuthInfo { token: user.token.clone(), ..Default::default() };
@@ -178,7 +218,7 @@ struct Entry {
 #[derive(Clone)]
 struct Kept {
     config: Arc<Target>,
-    tls: Arc<rustls::ClientConfig>,
+    tls: Arc<Tls>,
     store: Arc<OneTicket>,
     resumed: Arc<AtomicU32>,
 }
@@ -250,13 +290,9 @@ impl Sessions {
         Some(self.prepared(&kept))
     }
 
-    /// Keeps `config` and `tls` (just built) for the access of `key`, and what a call with them
+    /// Keeps `config` and `tls` (just made) for the access of `key`, and what a call with them
     /// needs.
-    pub fn keep(&self, key: [u8; 32], config: kube::Config, mut tls: rustls::ClientConfig) -> Prepared {
-        // The TLS configuration holds the CA as a trust anchor (the client configuration's copy
-        // is not kept). Its own session store (rustls's default, 16 KiB before it holds
-        // anything) is replaced by the entry's at each call.
-        tls.resumption = Resumption::disabled();
+    pub fn keep(&self, key: [u8; 32], config: kube::Config, tls: Tls) -> Prepared {
         let kept = Kept {
             config: Arc::new(Target::of(config)),
             tls: Arc::new(tls),
@@ -269,7 +305,7 @@ impl Sessions {
     }
 
     fn prepared(&self, kept: &Kept) -> Prepared {
-        let mut tls = (*kept.tls).clone();
+        let mut tls = kept.tls.config();
         // TLS 1.2 sessions are not resumed (the store keeps none).
         tls.resumption = Resumption::store(kept.store.clone()).tls12_resumption(rustls::client::Tls12Resumption::Disabled);
         let tally = Tally { resumed: kept.resumed.clone(), handshakes: self.handshakes.clone() };
@@ -421,6 +457,72 @@ mod tests {
         assert!(matches!(Target::of(made(&certs)), Target::Whole(_)));
         let anonymous = yaml.replace("    token: abc\n", "    {}\n").replace("  user:\n    {}", "  user: {}");
         assert!(matches!(Target::of(made(&anonymous)), Target::Small { token: None, .. }));
+    }
+
+    /// A kubeconfig of `user` lines for a server whose CA is `ca_pem` (none: no CA).
+    fn kubeconfig_with(ca_pem: Option<&str>, user: &str) -> kube::Config {
+        use base64::Engine;
+        let ca = ca_pem.map_or(String::new(), |pem| {
+            format!("    certificate-authority-data: {}\n", base64::engine::general_purpose::STANDARD.encode(pem))
+        });
+        let yaml = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: r\n  cluster:\n    server: https://127.0.0.1:6443\n{ca}users:\n- name: u\n  user:\n{user}contexts:\n- name: r\n  context:\n    cluster: r\n    user: u\ncurrent-context: r\n"
+        );
+        let k = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(kube::Config::from_custom_kubeconfig(k, &Default::default())).unwrap()
+    }
+
+    /// Whether a client of `tls` completes a handshake with a server presenting `pair` for
+    /// 127.0.0.1 (in memory, no socket).
+    fn handshake(tls: rustls::ClientConfig, pair: &liqo_certs::issue::Pair) -> Result<(), rustls::Error> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let chain = CertificateDer::pem_slice_iter(pair.cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>().unwrap();
+        let key = PrivateKeyDer::from_pem_slice(pair.key_pem.as_bytes()).unwrap();
+        let server = rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(chain, key).unwrap();
+        let mut server = rustls::ServerConnection::new(Arc::new(server)).unwrap();
+        let name = ServerName::try_from("127.0.0.1").unwrap();
+        let mut client = rustls::ClientConnection::new(Arc::new(tls), name).unwrap();
+        for _ in 0..10 {
+            let mut bytes = Vec::new();
+            client.write_tls(&mut bytes).unwrap();
+            server.read_tls(&mut &bytes[..]).unwrap();
+            let _ = server.process_new_packets();
+            bytes.clear();
+            server.write_tls(&mut bytes).unwrap();
+            client.read_tls(&mut &bytes[..]).unwrap();
+            client.process_new_packets()?;
+            if !client.is_handshaking() {
+                return Ok(());
+            }
+        }
+        panic!("the handshake neither ended nor failed");
+    }
+
+    #[test]
+    fn a_token_and_a_ca_keep_the_ca_alone_and_its_configuration_verifies_against_it_only() {
+        use liqo_certs::issue::{issue_serving, new_ca};
+        let now = time::OffsetDateTime::now_utc();
+        let life = time::Duration::days(1);
+        let (ca, other) = (new_ca("pinned", now, life).unwrap(), new_ca("someone else", now, life).unwrap());
+        let sans = ["127.0.0.1".to_owned()];
+        let (ours, theirs) = (issue_serving(&ca, &sans, now, life).unwrap(), issue_serving(&other, &sans, now, life).unwrap());
+        let tls = Tls::of(&kubeconfig_with(Some(&ca.cert_pem), "    token: abc\n")).unwrap();
+        let Tls::Roots(roots) = &tls else { panic!("a token and a CA keep the CA's trust anchor alone") };
+        assert_eq!((roots.roots.len(), roots.roots.capacity()), (1, 1), "no room kept for more");
+        handshake(tls.config(), &ours).expect("a server of the pinned CA is verified");
+        let refused = handshake(tls.config(), &theirs).expect_err("a server of another CA is refused");
+        assert!(matches!(refused, rustls::Error::InvalidCertificate(_)), "{refused:?}");
+        // Anything besides a token and a CA: kube's configuration, whole.
+        let certs = "    client-certificate-data: Y2VydA==\n    client-key-data: a2V5\n";
+        assert!(Tls::of(&kubeconfig_with(Some(&ca.cert_pem), certs)).is_err_and(|e| !e.is_empty()), "a bad client key is an error");
+        assert!(matches!(Tls::of(&kubeconfig_with(None, "    token: abc\n")), Ok(Tls::Whole(_))), "no CA: the system's roots");
+        let mut insecure = kubeconfig_with(Some(&ca.cert_pem), "    token: abc\n");
+        insecure.accept_invalid_certs = true;
+        let whole = Tls::of(&insecure).unwrap();
+        assert!(matches!(whole, Tls::Whole(_)));
+        handshake(whole.config(), &theirs).expect("certificates not checked, as the kubeconfig says");
     }
 
     #[test]
