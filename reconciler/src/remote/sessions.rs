@@ -3,8 +3,8 @@
 //! handshake:
 //!
 //! - per [`RemoteAccess`] (the identity's kubeconfig, the API URL and the pinned CA, by their
-//!   SHA-256): the parsed client configuration and the TLS configuration that verifies against
-//!   the pinned CA, built once;
+//!   SHA-256): the parsed client configuration and what the TLS configuration that verifies
+//!   against the pinned CA is made from, built once;
 //! - with them, the peer's TLS 1.3 session ticket (one: the one its last handshake gave us). The
 //!   next connection offers it; an API server that knows it resumes the session without sending
 //!   its certificate again.
@@ -20,8 +20,9 @@
 //!   many checks. An API server restarted with a new certificate has
 //!   new ticket keys: it refuses the ticket, the handshake is full, and the change is seen at once.
 //!
-//! Memory: an entry holds the client configuration (the identity's token), the TLS configuration
-//! (the pinned CA as a trust anchor) and one ticket with the certificate chain it was made under;
+//! Memory: an entry holds the client configuration (the identity's token), the pinned CA's trust
+//! anchor (the TLS configuration is made from it at each call, [`Tls`]) and one ticket with the
+//! certificate chain it was made under;
 //! entries unused for [`IDLE`] are dropped. docs/scaling.md gives the measured bytes per peer.
 //! No connection is kept between checks: each one costs the peer's API server a goroutine and
 //! buffers for as long as it is open.
