@@ -21,7 +21,7 @@
 //!   new ticket keys: it refuses the ticket, the handshake is full, and the change is seen at once.
 //!
 //! Memory: an entry holds the client configuration (the identity's token), the pinned CA's trust
-//! anchor (the TLS configuration is made from it at each call, [`Tls`]) and one ticket with the
+//! anchor in its verifier (the TLS configuration is made around it at each call, [`Tls`]) and one ticket with the
 //! certificate chain it was made under;
 //! entries unused for [`IDLE`] are dropped. docs/scaling.md gives the measured bytes per peer.
 //! No connection is kept between checks: each one costs the peer's API server a goroutine and
@@ -164,15 +164,32 @@ impl Target {
 }
 
 /// What an access keeps to make its TLS configuration. For a kubeconfig of a token and a CA (what
-/// peers issue, the CA pinned), only the CA's trust anchor: the configuration is made from it at
-/// each call (a few allocations, as many as the clone a kept one needed), where a kept one held
-/// 0.7 KiB more an access (the configuration, its verifier, a root list with room for four).
-/// Anything else (client certificates, no CA, a CA file, certificates not checked) keeps the
-/// configuration kube makes, whole.
+/// peers issue, the CA pinned), the verifier of that CA alone: the configuration is made around
+/// it at each call (a few allocations, as many as the clone a kept one needed), where a kept
+/// one held 0.3 KiB more an access. The verifier and the client-certificate resolver are the
+/// same objects from call to call: rustls resumes a session only under the very ones it was
+/// made with, so a session made under another pinned CA is never resumed. Anything else (client
+/// certificates, no CA, a CA file, certificates not checked) keeps the configuration kube makes,
+/// whole.
 pub enum Tls {
-    Roots(Arc<rustls::RootCertStore>),
+    Pinned(Arc<rustls::client::WebPkiServerVerifier>),
     Whole(Box<rustls::ClientConfig>),
 }
+
+/// Presents no client certificate: one for every access, so that sessions resume.
+#[derive(Debug)]
+struct NoClientCert;
+
+impl rustls::client::ResolvesClientCert for NoClientCert {
+    fn resolve(&self, _: &[&[u8]], _: &[rustls::SignatureScheme]) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        None
+    }
+    fn has_certs(&self) -> bool {
+        false
+    }
+}
+
+static NO_CLIENT_CERT: std::sync::LazyLock<Arc<NoClientCert>> = std::sync::LazyLock::new(|| Arc::new(NoClientCert));
 
 impl Tls {
     /// What `config`'s TLS configuration is made from.
@@ -184,7 +201,8 @@ impl Tls {
                 roots.add(rustls::pki_types::CertificateDer::from(der.as_slice())).map_err(|e| format!("a root certificate: {e}"))?;
             }
             roots.roots.shrink_to_fit();
-            return Ok(Self::Roots(Arc::new(roots)));
+            let verifier = rustls::client::WebPkiServerVerifier::builder(Arc::new(roots)).build().map_err(|e| e.to_string())?;
+            return Ok(Self::Pinned(verifier));
         }
         let mut whole = config.rustls_client_config().map_err(|e| e.to_string())?;
         // Its own session store (rustls's default, 16 KiB before it holds anything) is
@@ -196,7 +214,10 @@ impl Tls {
     /// The configuration of a call (its session store still to be set).
     fn config(&self) -> rustls::ClientConfig {
         match self {
-            Self::Roots(roots) => rustls::ClientConfig::builder().with_root_certificates(roots.clone()).with_no_client_auth(),
+            Self::Pinned(verifier) => rustls::ClientConfig::builder()
+                .dangerous()
+                .with_custom_certificate_verifier(verifier.clone())
+                .with_client_cert_resolver(NO_CLIENT_CERT.clone()),
             Self::Whole(config) => (**config).clone(),
         }
     }
@@ -502,7 +523,7 @@ mod tests {
     }
 
     #[test]
-    fn a_token_and_a_ca_keep_the_ca_alone_and_its_configuration_verifies_against_it_only() {
+    fn a_token_and_a_ca_keep_the_cas_verifier_alone_and_its_configuration_verifies_against_it_only() {
         use liqo_certs::issue::{issue_serving, new_ca};
         let now = time::OffsetDateTime::now_utc();
         let life = time::Duration::days(1);
@@ -510,8 +531,7 @@ mod tests {
         let sans = ["127.0.0.1".to_owned()];
         let (ours, theirs) = (issue_serving(&ca, &sans, now, life).unwrap(), issue_serving(&other, &sans, now, life).unwrap());
         let tls = Tls::of(&kubeconfig_with(Some(&ca.cert_pem), "    token: abc\n")).unwrap();
-        let Tls::Roots(roots) = &tls else { panic!("a token and a CA keep the CA's trust anchor alone") };
-        assert_eq!((roots.roots.len(), roots.roots.capacity()), (1, 1), "no room kept for more");
+        assert!(matches!(tls, Tls::Pinned(_)), "a token and a CA keep the CA's verifier alone");
         handshake(tls.config(), &ours).expect("a server of the pinned CA is verified");
         let refused = handshake(tls.config(), &theirs).expect_err("a server of another CA is refused");
         assert!(matches!(refused, rustls::Error::InvalidCertificate(_)), "{refused:?}");
