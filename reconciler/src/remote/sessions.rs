@@ -20,9 +20,9 @@
 //!   many checks. An API server restarted with a new certificate has
 //!   new ticket keys: it refuses the ticket, the handshake is full, and the change is seen at once.
 //!
-//! Memory: an entry holds the client configuration (the identity's token), the pinned CA's trust
-//! anchor in its verifier (the TLS configuration is made around it at each call, [`Tls`]) and one ticket with the
-//! certificate chain it was made under;
+//! Memory: an entry holds the client configuration (the identity's token), the pinned CA's
+//! verifier (the TLS configuration is made around it at each call, [`Tls`]) and one ticket with
+//! the certificate chain it was made under;
 //! entries unused for [`IDLE`] are dropped. docs/scaling.md gives the measured bytes per peer.
 //! No connection is kept between checks: each one costs the peer's API server a goroutine and
 //! buffers for as long as it is open.
@@ -165,8 +165,9 @@ impl Target {
 
 /// What an access keeps to make its TLS configuration. For a kubeconfig of a token and a CA (what
 /// peers issue, the CA pinned), the verifier of that CA alone: the configuration is made around
-/// it at each call (a few allocations, as many as the clone a kept one needed), where a kept
-/// one held 0.3 KiB more an access. The verifier and the client-certificate resolver are the
+/// it at each call (a few allocations, as many as the clone a kept one needed); a kept one held
+/// the configuration and a root list with room for four besides (BENCHMARKS.md, "Less held per
+/// peer"). The verifier and the client-certificate resolver are the
 /// same objects from call to call: rustls resumes a session only under the very ones it was
 /// made with, so a session made under another pinned CA is never resumed. Anything else (client
 /// certificates, no CA, a CA file, certificates not checked) keeps the configuration kube makes,
