@@ -183,7 +183,7 @@ async fn connect_then_turn<P: Peers>(
     ctx.metrics.turns_waiting.inc();
     let _waited = decrement_on_drop(&ctx.metrics.turns_waiting);
     loop {
-        let (gate, connecting) = ctx.connect_first(fc).await;
+        let (mut gate, connecting) = ctx.connect_first(fc).await;
         // Connected again after a stale connection: a turn apart, not the back of the queue
         // (where it went stale once already, and would again behind a backlog that lasts).
         let lane = if retries > 0 { &ctx.express } else { &ctx.turns };
@@ -192,6 +192,9 @@ async fn connect_then_turn<P: Peers>(
             None => None,
         };
         drop(connecting);
+        if gate.settle() {
+            ctx.metrics.connects_first.get_or_create(&crate::reporting::metrics::OutcomeLabels { outcome: "closed" }).inc();
+        }
         if gate.stale() && retries < crate::machinery::connect_first::STALE_RETRIES {
             retries += 1;
             ctx.metrics.connects_first.get_or_create(&crate::reporting::metrics::OutcomeLabels { outcome: "stale" }).inc();

@@ -11,6 +11,12 @@
 //!   peer sees one connection per check, as before), unless it waited longer than
 //!   [`FRESH_FOR`] for its turn (a server may close a connection that says nothing);
 //! - silent: the reconcile reports the peer unreachable without calling it at all;
+//! - closed by the peer before a word, found when the turn comes ([`Gate::settle`]): the same,
+//!   reported as closed. A peer that accepts and resets at once (an API server behind a proxy
+//!   or load balancer with nothing to forward to) is told without a TLS handshake, so the
+//!   session ticket of the next check is not spent on a ClientHello nobody reads: rustls gives
+//!   a ticket once, and a check that offers it to a dead connection makes the check after the
+//!   peer's return a full handshake;
 //! - refused, or anything else: the reconcile calls the peer as before and says what it met.
 //!
 //! Only a peer with everything stored (its CA and, on the auth way, our identity) is connected
@@ -35,6 +41,14 @@ pub const FRESH_FOR: Duration = Duration::from_secs(5);
 /// deadline). A peer that went silent meanwhile is then told without a turn spent waiting on it.
 pub const STALE_RETRIES: u32 = 2;
 
+/// How long a connection made first is watched for the peer's close before it waits for its
+/// turn (outside the turns): a peer that takes connections and resets them (an API server down
+/// behind a proxy or load balancer) is then told closed without a ClientHello, and its session
+/// ticket is kept for its return (rustls gives a ticket once: offered to a connection nobody
+/// reads, it is gone, and the first check after the return is a full handshake). A healthy
+/// peer's check starts this much later, in a period of 30 s.
+pub const CLOSE_WAIT: Duration = Duration::from_millis(50);
+
 /// Default `--connects-in-flight`: connections being made, or made and waiting for a turn, at
 /// once. 10,000 silent peers are told in 10,000 / 1,024 × 5 s ≈ 49 s.
 pub const DEFAULT_CONNECTS_IN_FLIGHT: usize = 1024;
@@ -53,17 +67,24 @@ pub enum Gate {
     Failed,
 }
 
-/// A peer's API server that did not take a connection.
+/// A peer's API server that said nothing: it took no connection within the wait, or it
+/// closed the one it took before a word.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Silent {
     pub address: String,
     pub waited: Duration,
+    /// Taken, then closed (reset or ended) by the peer before the check spoke.
+    pub closed: bool,
 }
 
 impl Silent {
     /// What the status says.
     pub fn message(&self) -> String {
-        format!("{} took no connection within {} s (no answer, no refusal: packets dropped?)", self.address, self.waited.as_secs())
+        if self.closed {
+            format!("{} took the connection and closed it before a word (a proxy or load balancer with no API server behind it?)", self.address)
+        } else {
+            format!("{} took no connection within {} s (no answer, no refusal: packets dropped?)", self.address, self.waited.as_secs())
+        }
     }
 }
 
@@ -82,11 +103,36 @@ impl Gate {
         matches!(self, Gate::Connected(_, at) if at.elapsed() > FRESH_FOR)
     }
 
+    /// A fresh connection the peer has closed meanwhile becomes [`Gate::Silent`] (closed);
+    /// whether it did is asked of the socket without reading (a peek that does not wait).
+    /// Returns whether it did. A stale one is left to be made again: a server may close a
+    /// connection that waited long without a word, and that tells nothing of the peer.
+    pub fn settle(&mut self) -> bool {
+        let Gate::Connected(stream, at) = self else { return false };
+        if at.elapsed() > FRESH_FOR || !closed_by_peer(stream) {
+            return false;
+        }
+        let address = stream.peer_addr().map_or_else(|_| "the remote API server".to_owned(), |a| a.to_string());
+        *self = Gate::Silent(Silent { address, waited: at.elapsed(), closed: true });
+        true
+    }
+
     pub fn silent(&self) -> Option<&Silent> {
         match self {
             Gate::Silent(s) => Some(s),
             _ => None,
         }
+    }
+}
+
+/// Whether the peer has closed `stream` (reset, or ended it): a peek of one byte that does not
+/// wait. Bytes waiting (a server that spoke first) or nothing yet: open.
+fn closed_by_peer(stream: &TcpStream) -> bool {
+    let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
+    match socket2::SockRef::from(stream).peek(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock && e.kind() != std::io::ErrorKind::Interrupted,
     }
 }
 
@@ -115,16 +161,22 @@ impl Connector {
 
     /// Connects to the API server at `url`, returning what it found and the permit to hold
     /// until the reconcile has its turn (so connections made first do not run ahead of the
-    /// turns without bound). A URL that names no host is [`Gate::Failed`].
+    /// turns without bound). A URL that names no host is [`Gate::Failed`]. A connection is
+    /// watched for [`CLOSE_WAIT`] for the peer's close ([`Gate::settle`]).
     pub async fn connect(&self, url: &str) -> (Gate, OwnedSemaphorePermit) {
         let permit = self.in_flight.clone().acquire_owned().await.expect("never closed");
         let Some((host, port)) = endpoint(url) else { return (Gate::Failed, permit) };
         let started = Instant::now();
-        let gate = match tokio::time::timeout(self.wait, TcpStream::connect((host.as_str(), port))).await {
+        let mut gate = match tokio::time::timeout(self.wait, TcpStream::connect((host.as_str(), port))).await {
             Ok(Ok(stream)) => Gate::Connected(stream, Instant::now()),
             Ok(Err(_)) => Gate::Failed,
-            Err(_) => Gate::Silent(Silent { address: format!("{host}:{port}"), waited: started.elapsed() }),
+            Err(_) => Gate::Silent(Silent { address: format!("{host}:{port}"), waited: started.elapsed(), closed: false }),
         };
+        if let Gate::Connected(stream, _) = &gate {
+            // Readable: closed, or (unlike a TLS server) it spoke first; either way settled below.
+            let _ = tokio::time::timeout(CLOSE_WAIT, stream.readable()).await;
+            gate.settle();
+        }
         (gate, permit)
     }
 }
@@ -171,6 +223,94 @@ mod tests {
         let silent = gate.silent().expect("silent").clone();
         assert_eq!(silent.address, hole.addr.to_string());
         assert!(silent.message().contains("took no connection within 0 s"), "{}", silent.message());
+    }
+
+    /// Connects first to a server that does `then` with the connection it takes; returns the
+    /// gate once the server has done it.
+    async fn connected_to(then: impl FnOnce(TcpStream) -> Option<TcpStream>) -> (Gate, Option<TcpStream>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let connector = Connector::new(1, CONNECT_WAIT);
+        let (gate, _permit) = connector.connect(&format!("https://{}", listener.local_addr().unwrap())).await;
+        let (taken, _) = listener.accept().await.unwrap();
+        (gate, then(taken))
+    }
+
+    /// Settles `gate` until the peer's close has arrived (a deadline, not a sleep).
+    async fn settled_within(gate: &mut Gate, deadline: Duration) -> bool {
+        let until = Instant::now() + deadline;
+        while Instant::now() < until {
+            if gate.settle() {
+                return true;
+            }
+            tokio::task::yield_now().await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_peer_reset_or_ended_is_told_closed_without_a_word() {
+        #[allow(deprecated)]
+        let reset = |s: TcpStream| {
+            s.set_linger(Some(Duration::ZERO)).unwrap();
+            None
+        };
+        let ended = |_: TcpStream| None;
+        for (how, then) in [("reset", &reset as &dyn Fn(TcpStream) -> Option<TcpStream>), ("ended", &ended)] {
+            let (mut gate, _) = connected_to(then).await;
+            assert!(settled_within(&mut gate, Duration::from_secs(10)).await, "{how}: {gate:?}");
+            let silent = gate.silent().expect("told as silent").clone();
+            assert!(silent.closed, "{how}");
+            assert!(silent.message().contains("closed it before a word"), "{how}: {}", silent.message());
+            assert!(gate.take_stream().is_none(), "{how}: no connection to use");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_connection_is_watched_for_the_peers_close_outside_the_turns() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}", listener.local_addr().unwrap());
+        let resetting = tokio::spawn(async move {
+            loop {
+                let (taken, _) = listener.accept().await.unwrap();
+                #[allow(deprecated)]
+                taken.set_linger(Some(Duration::ZERO)).unwrap();
+            }
+        });
+        let connector = Connector::new(1, CONNECT_WAIT);
+        let (gate, permit) = connector.connect(&url).await;
+        assert!(gate.silent().is_some_and(|s| s.closed), "told closed, no turn needed: {gate:?}");
+        resetting.abort();
+        drop(permit);
+
+        // Back: nothing to read, so the connection is used after the watch.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}", listener.local_addr().unwrap());
+        let (mut gate, _permit) = connector.connect(&url).await;
+        assert!(gate.take_stream().is_some(), "an answering peer's connection is used");
+    }
+
+    #[tokio::test]
+    async fn an_open_connection_is_kept_and_a_stale_closed_one_is_made_again() {
+        let (mut gate, held) = connected_to(Some).await;
+        assert!(!gate.settle(), "the server holds it: {gate:?}");
+        assert!(matches!(gate, Gate::Connected(..)));
+        // Data the server sent first is not taken from the stream by the peek.
+        let mut held = held.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut held, b"x").await.unwrap();
+        let Gate::Connected(stream, _) = &gate else { unreachable!() };
+        stream.readable().await.unwrap();
+        assert!(!gate.settle(), "bytes waiting: still open");
+        let mut stream = gate.take_stream().expect("fresh");
+        let mut byte = [0u8; 1];
+        tokio::io::AsyncReadExt::read_exact(&mut stream, &mut byte).await.unwrap();
+        assert_eq!(&byte, b"x");
+
+        let (gate, _) = connected_to(|_| None).await;
+        let Gate::Connected(stream, _) = gate else { panic!("connected") };
+        stream.readable().await.unwrap();
+        let mut stale = Gate::Connected(stream, Instant::now() - FRESH_FOR - Duration::from_secs(1));
+        assert!(!stale.settle(), "stale: left to be made again, not told closed");
+        assert!(stale.stale());
     }
 
     #[test]
