@@ -81,7 +81,10 @@ impl Silent {
     /// What the status says.
     pub fn message(&self) -> String {
         if self.closed {
-            format!("{} took the connection and closed it before a word (a proxy or load balancer with no API server behind it?)", self.address)
+            format!(
+                "{} took the connection and closed it before a word (a proxy or load balancer with no API server behind it?)",
+                self.address
+            )
         } else {
             format!("{} took no connection within {} s (no answer, no refusal: packets dropped?)", self.address, self.waited.as_secs())
         }

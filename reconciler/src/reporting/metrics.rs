@@ -558,7 +558,8 @@ mod tests {
         m.join_failed(ConditionType::Joined, Reason::PeerRefused);
         m.join_failed(ConditionType::Joined, Reason::PeerRefused);
         m.offered("make", "missing");
-        let silent = crate::machinery::connect_first::Silent { address: "10.0.0.1:6443".into(), waited: Duration::from_secs(5), closed: false };
+        let silent =
+            crate::machinery::connect_first::Silent { address: "10.0.0.1:6443".into(), waited: Duration::from_secs(5), closed: false };
         m.connected_first(&crate::machinery::connect_first::Gate::Silent(silent));
         m.connected_first(&crate::machinery::connect_first::Gate::Untried);
         m.health_period.set(30);
