@@ -195,3 +195,46 @@ async fn a_certificate_replaced_with_a_restart_is_seen_at_once() {
     let refused = check(&network, &ours).await.unwrap_err();
     assert!(refused.to_lowercase().contains("certificate"), "{refused}");
 }
+
+/// How a server saw each of `checks` checks: whether it resumed a session, and how it ended
+/// (`Ok(())` for TLS's close_notify, the read's error otherwise: closed without it).
+async fn endings(checks: usize) -> Vec<(bool, Result<(), std::io::ErrorKind>)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let peer_ca = ca("peer-ca");
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(serving(&peer_ca, ticketer()));
+    let serving = tokio::spawn(async move {
+        let mut ends = Vec::new();
+        for _ in 0..checks {
+            let (stream, _) = listener.accept().await.unwrap();
+            let mut tls = acceptor.accept(stream).await.unwrap();
+            let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+            let mut asked = Vec::new();
+            while !asked.ends_with(b"\r\n\r\n") {
+                let mut byte = [0u8; 1];
+                tls.read_exact(&mut byte).await.unwrap();
+                asked.push(byte[0]);
+            }
+            let body = r#"{"major":"1","minor":"36","gitVersion":"v1.36.2","gitCommit":"","gitTreeState":"","buildDate":"","goVersion":"","compiler":"","platform":"linux/amd64"}"#;
+            let answer = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+            tls.write_all(answer.as_bytes()).await.unwrap();
+            let mut rest = Vec::new();
+            ends.push((resumed, tls.read_to_end(&mut rest).await.map(drop).map_err(|e| e.kind())));
+        }
+        ends
+    });
+    let network = Network::new(Verify::Nothing, Duration::from_secs(10));
+    let ours = counted_from_zero(addr, "our-identity", &peer_ca.cert_pem);
+    for _ in 0..checks {
+        check(&network, &ours).await.unwrap();
+    }
+    tokio::time::timeout(Duration::from_secs(30), serving).await.expect("every connection ended").unwrap()
+}
+
+#[tokio::test]
+async fn a_check_ends_its_connection_without_a_tls_alert_and_still_resumes() {
+    let eof = Err(std::io::ErrorKind::UnexpectedEof);
+    assert_eq!(endings(3).await, vec![(false, eof), (true, eof), (true, eof)], "each closed without close_notify; the later ones resumed");
+}
