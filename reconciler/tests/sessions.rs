@@ -238,3 +238,36 @@ async fn a_check_ends_its_connection_without_a_tls_alert_and_still_resumes() {
     let eof = Err(std::io::ErrorKind::UnexpectedEof);
     assert_eq!(endings(3).await, vec![(false, eof), (true, eof), (true, eof)], "each closed without close_notify; the later ones resumed");
 }
+
+/// A server that takes connections and resets them at once.
+async fn resetting() -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((taken, _)) = listener.accept().await {
+            #[allow(deprecated)]
+            let _ = taken.set_linger(Some(Duration::ZERO));
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_peer_that_closes_before_a_word_is_told_in_the_same_words_either_way() {
+    use liqo_reconciler::machinery::connect_first::{Connector, Gate};
+    use liqo_reconciler::machinery::error::{CLOSED_BEFORE_A_WORD, Error, Step};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let addr = resetting().await;
+    // Connected first: watched for the close, told without a ClientHello.
+    let (gate, _permit) = Connector::new(1, Duration::from_secs(5)).connect(&format!("https://{addr}")).await;
+    let Gate::Silent(silent) = gate else { panic!("told closed: {gate:?}") };
+    assert!(silent.closed);
+    // In its turn, through the client: the same words.
+    let peer_ca = ca("peer-ca");
+    let network = Network::new(Verify::Nothing, Duration::from_secs(10));
+    let client = network.api_client(&access(addr, "our-identity", &peer_ca.cert_pem)).await.unwrap();
+    let failed = client.apiserver_version().await.unwrap_err();
+    let told = Error::remote_api(Step::ApiServer, failed);
+    assert_eq!(told.to_string(), Error::unreachable(Step::ApiServer, silent.message()).to_string());
+    assert!(told.to_string().contains(CLOSED_BEFORE_A_WORD), "{told}");
+}

@@ -81,10 +81,8 @@ impl Silent {
     /// What the status says.
     pub fn message(&self) -> String {
         if self.closed {
-            format!(
-                "{} took the connection and closed it before a word (a proxy or load balancer with no API server behind it?)",
-                self.address
-            )
+            // The same words as a check that met it in its turn: a status written once.
+            crate::machinery::error::CLOSED_BEFORE_A_WORD.to_owned()
         } else {
             format!("{} took no connection within {} s (no answer, no refusal: packets dropped?)", self.address, self.waited.as_secs())
         }

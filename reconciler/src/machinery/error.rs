@@ -107,9 +107,13 @@ impl Error {
     }
 
     /// A failed call to another cluster's API server: its answer's status when it answered.
+    /// A server that took the connection and closed it before a word is told in the words a
+    /// check connected first uses ([`CLOSED_BEFORE_A_WORD`]), so that a status does not flip
+    /// between two texts (two writes) as its checks meet it one way or the other.
     pub fn remote_api(step: Step, e: kube::Error) -> Self {
         match e {
             kube::Error::Api(s) => Error::Remote { step, status: Some(s.code), message: format!("HTTP {}: {}", s.code, s.message) },
+            other if closed_before_a_word(&other) => Error::unreachable(step, CLOSED_BEFORE_A_WORD),
             other => Error::unreachable(step, other),
         }
     }
@@ -165,6 +169,37 @@ pub fn is_conflict(e: &kube::Error) -> bool {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What a peer's API server that takes connections and closes them before a word is told.
+pub const CLOSED_BEFORE_A_WORD: &str =
+    "the remote API server took the connection and closed it before a word (a proxy or load balancer with no API server behind it?)";
+
+/// Whether `e` is a connection closed by the server (reset or ended) while it was being made,
+/// its TLS handshake included: nothing was answered.
+fn closed_before_a_word(e: &kube::Error) -> bool {
+    let kube::Error::Service(inner) = e else { return false };
+    let Some(client) = inner.downcast_ref::<hyper_util::client::legacy::Error>() else { return false };
+    if !client.is_connect() {
+        return false;
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(client);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind as K;
+            if matches!(io.kind(), K::ConnectionReset | K::UnexpectedEof | K::ConnectionAborted | K::BrokenPipe) {
+                return true;
+            }
+            // A connector's timeout layer wraps the socket's error in one of kind Other, whose
+            // `source` skips it: look inside.
+            if let Some(inner) = io.get_ref() {
+                cause = Some(inner);
+                continue;
+            }
+        }
+        cause = c.source();
+    }
+    false
+}
 
 #[cfg(test)]
 mod tests {
