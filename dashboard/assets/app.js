@@ -1,3 +1,30 @@
+// The theme: the system's, unless the header's toggle chose one (remembered in this browser).
+(function () {
+  'use strict';
+  var root = document.documentElement, key = 'liqo-theme', stored = null;
+  try { stored = localStorage.getItem(key); } catch (e) {}
+  if (stored === 'light' || stored === 'dark') root.setAttribute('data-theme', stored);
+  var header = document.querySelector('header');
+  if (!header || !window.matchMedia) return;
+  function dark() {
+    var chosen = root.getAttribute('data-theme');
+    return chosen ? chosen === 'dark' : matchMedia('(prefers-color-scheme: dark)').matches;
+  }
+  var toggle = document.createElement('button');
+  toggle.type = 'button';
+  toggle.id = 'theme';
+  toggle.textContent = 'Dark theme';
+  function show() { toggle.setAttribute('aria-pressed', String(dark())); }
+  toggle.addEventListener('click', function () {
+    var next = dark() ? 'light' : 'dark';
+    root.setAttribute('data-theme', next);
+    try { localStorage.setItem(key, next); } catch (e) {}
+    show();
+  });
+  show();
+  header.appendChild(toggle);
+})();
+
 // Live pages: when the shared watches see a change, fetch this page again and swap its live
 // sections (never the forms, so what the user types stays). The page works without this.
 (function () {

@@ -8,7 +8,7 @@ use std::fmt::Write;
 use liqo_api::summary::Peer;
 
 use crate::access::Allowed;
-use crate::model::{Card, Direction, Domain, Edge, Health, Listing, Shown, ThisCluster};
+use crate::model::{Card, Chip, Direction, Domain, Edge, Health, Listing, Shown, ThisCluster};
 
 /// `s` safe in HTML text and attribute values (and in SVG).
 pub fn esc(s: &str) -> String {
@@ -38,8 +38,12 @@ pub struct FormError {
 fn table_start(caption: &str, hidden: bool, heads: &[&str]) -> String {
     let class = if hidden { " class=\"sr\"" } else { "" };
     let heads: String = heads.iter().map(|h| format!("<th scope=\"col\">{h}</th>")).collect();
-    format!("<table><caption{class}>{caption}</caption><thead><tr>{heads}</tr></thead><tbody>")
+    format!("<div class=\"table-wrap\"><table><caption{class}>{caption}</caption><thead><tr>{heads}</tr></thead><tbody>")
 }
+
+/// The end of a table [`table_start`] began (its wrapper scrolls sideways on a narrow screen,
+/// the page does not).
+const TABLE_END: &str = "</tbody></table></div>";
 
 /// Every page's header.
 const HEADER: &str = "<header><a href=\"/\">Liqo</a></header>";
@@ -87,8 +91,10 @@ fn denied(why: &Option<String>) -> String {
 }
 
 fn button_form(action: &str, name: &str, label: &str, csrf: &str, why: &Option<String>) -> String {
+    // Undoing a peering looks like what it is.
+    let class = if action.ends_with("/disconnect") { " class=\"danger\"" } else { "" };
     format!(
-        "<form method=\"post\" action=\"{action}\" class=\"inline\">{}<input type=\"hidden\" name=\"name\" value=\"{}\"><button type=\"submit\" aria-label=\"{} {}\"{}>{}</button></form>",
+        "<form method=\"post\" action=\"{action}\" class=\"inline\">{}<input type=\"hidden\" name=\"name\" value=\"{}\"><button type=\"submit\"{class} aria-label=\"{} {}\"{}>{}</button></form>",
         hidden_csrf(csrf),
         esc(name),
         esc(label),
@@ -109,13 +115,26 @@ fn switch(field: &str, label: &str, on: bool, csrf: &str, why: &Option<String>) 
     )
 }
 
+/// A peer's chip ([`Chip`]).
+fn chip(p: &Peer) -> String {
+    let c = Chip::of(p);
+    format!("<span class=\"chip {}\">{}</span>", c.class(), c.label())
+}
+
+/// A peer's chip, then what holds it up and what to do about it.
 fn state_cell(p: &Peer) -> String {
     match p.failing() {
         Some(f) => {
             let hint = if f.hint.is_empty() { String::new() } else { format!("<div class=\"hint\">{}</div>", esc(&f.hint)) };
-            format!("<span class=\"bad\">{}: {}</span><div class=\"msg\">{}</div>{hint}", esc(&f.type_), esc(&f.reason), esc(&f.message))
+            format!(
+                "{} <span class=\"msg\">{}: {}</span><div class=\"msg\">{}</div>{hint}",
+                chip(p),
+                esc(&f.type_),
+                esc(&f.reason),
+                esc(&f.message)
+            )
         }
-        None => esc(&p.state()),
+        None => chip(p),
     }
 }
 
@@ -143,7 +162,7 @@ fn available_table(cards: &[Card], csrf: &str, allowed: &Allowed) -> String {
             state_cell(p)
         );
     }
-    t.push_str("</tbody></table>");
+    t.push_str(TABLE_END);
     t
 }
 
@@ -155,11 +174,7 @@ fn connected_table(cards: &[Card], csrf: &str, allowed: &Allowed) -> String {
     for c in cards {
         let p = &c.peer;
         let action = if p.join { button_form("/actions/disconnect", &p.name, "Disconnect", csrf, &allowed.join) } else { "-".into() };
-        let health = if c.healthy {
-            "<span class=\"good\">healthy</span>".to_owned()
-        } else {
-            format!("<span class=\"bad\">{}</span>", state_cell(p))
-        };
+        let health = if c.healthy { "<span class=\"chip chip-joined\">healthy</span>".to_owned() } else { state_cell(p) };
         let _ = write!(
             t,
             "<tr><td>{}</td><td><code>{}</code></td><td><span class=\"badge\">{}</span></td><td>{}</td><td>{health}</td><td>{}</td><td>{action}</td></tr>",
@@ -170,7 +185,7 @@ fn connected_table(cards: &[Card], csrf: &str, allowed: &Allowed) -> String {
             esc(c.resources.as_deref().unwrap_or("-"))
         );
     }
-    t.push_str("</tbody></table>");
+    t.push_str(TABLE_END);
     t
 }
 
@@ -243,7 +258,7 @@ fn domains_table(domains: &[Domain]) -> String {
             d.found
         );
     }
-    t.push_str("</tbody></table>");
+    t.push_str(TABLE_END);
     t
 }
 
@@ -338,7 +353,8 @@ fn told(this: &ThisCluster) -> String {
                 esc(&r.message)
             );
         }
-        out.push_str("</tbody></table><p class=\"hint\">To accept one: set join: true on its ForeignCluster, create one, approve its fingerprint, or add it to peeringAllowList.</p>");
+        out.push_str(TABLE_END);
+        out.push_str("<p class=\"hint\">To accept one: set join: true on its ForeignCluster, create one, approve its fingerprint, or add it to peeringAllowList.</p>");
     }
     out
 }
@@ -448,12 +464,12 @@ pub fn peer(
             esc(&ph.hint)
         );
     }
-    phases.push_str("</tbody></table>");
+    phases.push_str(TABLE_END);
     let mut ev = table_start("Events", false, &["Type", "Reason", "Message"]);
     for (t, r, n) in events {
         let _ = write!(ev, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(t), esc(r), esc(n));
     }
-    ev.push_str("</tbody></table>");
+    ev.push_str(TABLE_END);
     let action = if p.join {
         button_form("/actions/disconnect", &p.name, "Disconnect", csrf, &allowed.join)
     } else {

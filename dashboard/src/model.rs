@@ -267,6 +267,73 @@ pub fn domains(sds: &[SearchDomain]) -> Vec<Domain> {
     out
 }
 
+/// A peer's state as one chip, with one meaning (and one colour) across every page: the
+/// tables, a peer's page and the picture's edges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Chip {
+    /// Peered: it accepted us and advertises to us.
+    Joined,
+    /// Asked for and on its way (no phase refuses it).
+    Joining,
+    /// Its API server or auth service does not answer, or presents another CA than the pinned one.
+    Unreachable,
+    /// It, or our policy, says no (a token, a PeeringRequest, a fingerprint, a claimed ID).
+    Refused,
+    /// Its certificate authority waits for a person to approve its fingerprint.
+    AwaitingApproval,
+    /// It peers with us; we do not ask to peer with it.
+    Incoming,
+    /// Found, not asked for.
+    Available,
+}
+
+impl Chip {
+    /// The chip of `p` (pure).
+    pub fn of(p: &Peer) -> Self {
+        if p.joined() {
+            return Chip::Joined;
+        }
+        if !p.join {
+            return if p.incoming { Chip::Incoming } else { Chip::Available };
+        }
+        use liqo_api::reasons::Reason as R;
+        let Some(failing) = p.failing() else { return Chip::Joining };
+        match R::parse(&failing.reason) {
+            Some(R::AwaitingApproval) => Chip::AwaitingApproval,
+            Some(R::RemoteUnreachable | R::RemoteInvalid | R::RemoteCaChanged | R::NoCaAvailable) => Chip::Unreachable,
+            Some(R::TenantNamespaceTerminating | R::UnjoinPending | R::WaitingForAdvertisement) => Chip::Joining,
+            _ if failing.type_ == liqo_api::reasons::ConditionType::RemoteReachable.as_str() => Chip::Unreachable,
+            _ => Chip::Refused,
+        }
+    }
+
+    /// What it says.
+    pub fn label(self) -> &'static str {
+        match self {
+            Chip::Joined => "joined",
+            Chip::Joining => "joining",
+            Chip::Unreachable => "not reachable",
+            Chip::Refused => "refused",
+            Chip::AwaitingApproval => "awaiting approval",
+            Chip::Incoming => "incoming",
+            Chip::Available => "available",
+        }
+    }
+
+    /// Its class in app.css (`chip-…`).
+    pub fn class(self) -> &'static str {
+        match self {
+            Chip::Joined => "chip-joined",
+            Chip::Joining => "chip-joining",
+            Chip::Unreachable => "chip-unreachable",
+            Chip::Refused => "chip-refused",
+            Chip::AwaitingApproval => "chip-awaiting",
+            Chip::Incoming => "chip-incoming",
+            Chip::Available => "chip-available",
+        }
+    }
+}
+
 /// The colour of an edge of the picture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Health {
@@ -326,6 +393,41 @@ mod tests {
                 "outgoing": {"joined": outgoing}, "incoming": {"joined": incoming}}
         }))
         .unwrap()
+    }
+
+    /// A joining peer held up at `type_` for `reason`.
+    fn held_up(type_: &str, reason: &str) -> Peer {
+        let fc: ForeignCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "p"},
+            "spec": {"clusterIdentity": {"clusterID": "p-id"}, "join": true},
+            "status": {"conditions": [{"type": type_, "status": "False", "reason": reason, "message": "m", "lastTransitionTime": "2026-11-23T10:00:00Z"}]}
+        }))
+        .unwrap();
+        Peer::of(&fc)
+    }
+
+    #[test]
+    fn a_chip_says_one_state_with_one_meaning() {
+        let card = |f: ForeignCluster| Peer::of(&f);
+        assert_eq!(Chip::of(&card(fc("a", true, true, false, "True"))), Chip::Joined);
+        assert_eq!(Chip::of(&card(fc("a", true, false, false, "False"))), Chip::Unreachable);
+        assert_eq!(Chip::of(&card(fc("a", false, false, true, "True"))), Chip::Incoming);
+        assert_eq!(Chip::of(&card(fc("a", false, false, false, "True"))), Chip::Available);
+        assert_eq!(Chip::of(&held_up("Trusted", "AwaitingApproval")), Chip::AwaitingApproval);
+        assert_eq!(Chip::of(&held_up("Trusted", "FingerprintMismatch")), Chip::Refused);
+        assert_eq!(Chip::of(&held_up("Authenticated", "TokenRefused")), Chip::Refused);
+        assert_eq!(Chip::of(&held_up("Joined", "PeerRefused")), Chip::Refused);
+        assert_eq!(Chip::of(&held_up("CaVerified", "RemoteCaChanged")), Chip::Unreachable);
+        assert_eq!(Chip::of(&held_up("Joined", "WaitingForAdvertisement")), Chip::Joining);
+        let labels: std::collections::BTreeSet<_> =
+            [Chip::Joined, Chip::Joining, Chip::Unreachable, Chip::Refused, Chip::AwaitingApproval, Chip::Incoming, Chip::Available]
+                .iter()
+                .map(|c| (c.label(), c.class()))
+                .collect();
+        assert_eq!(labels.len(), 7, "each chip its own words and class");
+        for (_, class) in &labels {
+            assert!(include_str!("../assets/app.css").contains(&format!(".{class}")), "{class} styled");
+        }
     }
 
     #[test]
