@@ -86,6 +86,10 @@ async fn the_dashboard_in(kind: Kind) {
 
     // Disconnect reverses it.
     b.find(Locator::Css("button[aria-label='Disconnect remote']")).await.unwrap().click().await.unwrap();
+    // It asks first, on a page of its own.
+    let sure =
+        b.wait().at_most(std::time::Duration::from_secs(30)).for_element(Locator::Css("button[aria-label='Yes, disconnect remote']"));
+    sure.await.expect("the question before Disconnect").click().await.unwrap();
     text_where(&b, "#available-section", "the peer back in Available Peers", |s| s.contains("remote")).await;
     fc_where(&t.home, "remote", "unjoined", |f| !f.spec.join() && f.finalizers().is_empty()).await;
 

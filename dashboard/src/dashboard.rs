@@ -129,6 +129,16 @@ impl Dashboard {
     }
 }
 
+impl Dashboard {
+    /// The question before disconnecting peer `name`, if the user may see it.
+    pub fn confirm_disconnect(&self, name: &str) -> Option<String> {
+        let allowed = self.permissions.now();
+        let fc = self.stores.foreign.get(&ObjectRef::new(name)).filter(|_| allowed.visible.foreign)?;
+        let joined = fc.status.as_ref().and_then(|s| s.outgoing.as_ref()).is_some_and(|o| o.joined);
+        Some(self.framed(html::confirm_disconnect(name, joined, &self.csrf, &allowed.join)))
+    }
+}
+
 /// What `store` holds, if the user may see that kind (else nothing).
 fn shown<K: Clone + kube::Resource + 'static>(store: &kube::runtime::reflector::Store<K>, visible: bool) -> Vec<K>
 where

@@ -91,8 +91,10 @@ fn denied(why: &Option<String>) -> String {
 }
 
 fn button_form(action: &str, name: &str, label: &str, csrf: &str, why: &Option<String>) -> String {
-    // Undoing a peering looks like what it is.
-    let class = if action.ends_with("/disconnect") { " class=\"danger\"" } else { "" };
+    if action.ends_with("/disconnect") {
+        return disconnect_button(name, why);
+    }
+    let class = "";
     format!(
         "<form method=\"post\" action=\"{action}\" class=\"inline\">{}<input type=\"hidden\" name=\"name\" value=\"{}\"><button type=\"submit\"{class} aria-label=\"{} {}\"{}>{}</button></form>",
         hidden_csrf(csrf),
@@ -102,6 +104,50 @@ fn button_form(action: &str, name: &str, label: &str, csrf: &str, why: &Option<S
         denied(why),
         esc(label)
     )
+}
+
+/// Disconnect, which undoes a peering: it asks first ([`confirm_disconnect`], a page of its
+/// own: it works without script) and looks like what it is.
+fn disconnect_button(name: &str, why: &Option<String>) -> String {
+    format!(
+        "<form method=\"get\" action=\"/peers/{}/disconnect\" class=\"inline\"><button type=\"submit\" class=\"danger\" aria-label=\"Disconnect {}\"{}>Disconnect</button></form>",
+        esc(&urlencode(name)),
+        esc(name),
+        denied(why)
+    )
+}
+
+/// `s` as one path segment.
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            b => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The question before Disconnect: what it undoes, the button that does it (a POST with the
+/// CSRF token), and the way back.
+pub fn confirm_disconnect(name: &str, joined: bool, csrf: &str, why: &Option<String>) -> String {
+    let what = if joined {
+        "Our PeeringRequest there is withdrawn and its Advertisement here goes with it; the identity it issued us is kept, so Connect joins again without asking for another."
+    } else {
+        "The join under way stops; what was made for it on both sides is undone."
+    };
+    let main = format!(
+        "<section aria-labelledby=\"confirm\"><h1 id=\"confirm\">Disconnect {}?</h1><p>{what}</p>\
+<form method=\"post\" action=\"/actions/disconnect\" class=\"inline\">{}<input type=\"hidden\" name=\"name\" value=\"{}\">\
+<button type=\"submit\" class=\"danger\" aria-label=\"Yes, disconnect {}\"{}>Disconnect</button></form> \
+<a href=\"/peers/{}\">Cancel</a></section>",
+        esc(name),
+        hidden_csrf(csrf),
+        esc(name),
+        esc(name),
+        denied(why),
+        esc(&urlencode(name))
+    );
+    page(&format!("Liqo · disconnect {name}?"), &main)
 }
 
 fn switch(field: &str, label: &str, on: bool, csrf: &str, why: &Option<String>) -> String {
@@ -564,6 +610,28 @@ mod tests {
         assert!(forms >= 6, "switches, connect, two add forms: {forms}");
         assert_eq!(page.matches("name=\"csrf\" value=\"tok-123\"").count(), forms);
         assert!(page.matches("method=\"post\"").count() == forms);
+    }
+
+    #[test]
+    fn disconnect_asks_first_and_the_question_posts_with_the_token() {
+        let fc: liqo_api::ForeignCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "a b<c"},
+            "spec": {"clusterIdentity": {"clusterID": "x"}, "join": true}}))
+        .unwrap();
+        let peers = crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement]);
+        let view = peer(&peers.available[0], None, &[], "", "tok-123", &Allowed::default());
+        // The button only asks: a GET to the question, no token, nothing written.
+        assert!(view.contains("<form method=\"get\" action=\"/peers/a%20b%3Cc/disconnect\""), "{view}");
+        assert!(view.contains("class=\"danger\" aria-label=\"Disconnect a b&lt;c\""), "{view}");
+        let asked = confirm_disconnect("a b<c", true, "tok-123", &None);
+        assert!(asked.contains("<h1 id=\"confirm\">Disconnect a b&lt;c?</h1>"), "{asked}");
+        assert!(asked.contains("<form method=\"post\" action=\"/actions/disconnect\""));
+        assert!(asked.contains("name=\"csrf\" value=\"tok-123\"") && asked.contains("name=\"name\" value=\"a b&lt;c\""));
+        assert!(asked.contains("aria-label=\"Yes, disconnect a b&lt;c\""));
+        assert!(asked.contains("<a href=\"/peers/a%20b%3Cc\">Cancel</a>"));
+        assert!(asked.contains("Advertisement here goes with it"), "says what it undoes");
+        let refused = confirm_disconnect("a", true, "t", &Some("you may not patch foreignclusters".into()));
+        assert!(refused.contains("disabled title=\"you may not patch foreignclusters\""), "{refused}");
     }
 
     #[test]

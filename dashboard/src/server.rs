@@ -205,6 +205,18 @@ fn routes(access: Arc<Access>) -> Router {
             }),
         )
         .route(
+            "/peers/{name}/disconnect",
+            get(|Viewer(d): Viewer, Path(name): Path<String>| async move {
+                match d.confirm_disconnect(&name) {
+                    Some(page) => html_page(StatusCode::OK, page),
+                    None => html_page(
+                        StatusCode::NOT_FOUND,
+                        format!("<!doctype html><title>not found</title><p>No peer {}.</p>", html::esc(&name)),
+                    ),
+                }
+            }),
+        )
+        .route(
             "/events",
             get(|Viewer(d): Viewer| async move { secure(Sse::new(changes(d)).keep_alive(KeepAlive::default()).into_response()) }),
         )
