@@ -83,6 +83,14 @@ fn forbidden() -> Response {
     secure((StatusCode::FORBIDDEN, "refused: this form did not come from this dashboard (CSRF)\n").into_response())
 }
 
+/// A page about peer `name`, or Not Found when there is none the user may see.
+fn peer_page(page: Option<String>, name: &str) -> Response {
+    match page {
+        Some(page) => html_page(StatusCode::OK, page),
+        None => html_page(StatusCode::NOT_FOUND, format!("<!doctype html><title>not found</title><p>No peer {}.</p>", html::esc(name))),
+    }
+}
+
 /// After an action: back home, or the home view with the refusal at its form.
 fn outcome(d: &Dashboard, result: Result<(), Refused>) -> Response {
     match result {
@@ -192,29 +200,10 @@ fn to_login() -> Response {
 fn routes(access: Arc<Access>) -> Router {
     Router::new()
         .route("/", get(|Viewer(d): Viewer, Query(view): Query<model::View>| async move { html_page(StatusCode::OK, d.home(view, None)) }))
-        .route(
-            "/peers/{name}",
-            get(|Viewer(d): Viewer, Path(name): Path<String>| async move {
-                match d.peer(&name) {
-                    Some(page) => html_page(StatusCode::OK, page),
-                    None => html_page(
-                        StatusCode::NOT_FOUND,
-                        format!("<!doctype html><title>not found</title><p>No peer {}.</p>", html::esc(&name)),
-                    ),
-                }
-            }),
-        )
+        .route("/peers/{name}", get(|Viewer(d): Viewer, Path(name): Path<String>| async move { peer_page(d.peer(&name), &name) }))
         .route(
             "/peers/{name}/disconnect",
-            get(|Viewer(d): Viewer, Path(name): Path<String>| async move {
-                match d.confirm_disconnect(&name) {
-                    Some(page) => html_page(StatusCode::OK, page),
-                    None => html_page(
-                        StatusCode::NOT_FOUND,
-                        format!("<!doctype html><title>not found</title><p>No peer {}.</p>", html::esc(&name)),
-                    ),
-                }
-            }),
+            get(|Viewer(d): Viewer, Path(name): Path<String>| async move { peer_page(d.confirm_disconnect(&name), &name) }),
         )
         .route(
             "/events",
