@@ -127,9 +127,7 @@ impl Dashboard {
         let yaml = serde_yaml::to_string(&raw).unwrap_or_default();
         Some(self.framed(html::peer(&card, incoming.as_deref(), &events, &yaml, &self.csrf, &allowed)))
     }
-}
 
-impl Dashboard {
     /// The question before disconnecting peer `name`, if the user may see it.
     pub fn confirm_disconnect(&self, name: &str) -> Option<String> {
         let allowed = self.permissions.now();

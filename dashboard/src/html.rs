@@ -91,12 +91,8 @@ fn denied(why: &Option<String>) -> String {
 }
 
 fn button_form(action: &str, name: &str, label: &str, csrf: &str, why: &Option<String>) -> String {
-    if action.ends_with("/disconnect") {
-        return disconnect_button(name, why);
-    }
-    let class = "";
     format!(
-        "<form method=\"post\" action=\"{action}\" class=\"inline\">{}<input type=\"hidden\" name=\"name\" value=\"{}\"><button type=\"submit\"{class} aria-label=\"{} {}\"{}>{}</button></form>",
+        "<form method=\"post\" action=\"{action}\" class=\"inline\">{}<input type=\"hidden\" name=\"name\" value=\"{}\"><button type=\"submit\" aria-label=\"{} {}\"{}>{}</button></form>",
         hidden_csrf(csrf),
         esc(name),
         esc(label),
@@ -185,7 +181,7 @@ fn state_cell(p: &Peer) -> String {
 }
 
 fn peer_link(p: &Peer) -> String {
-    format!("<a href=\"/peers/{}\">{}</a>", esc(&p.name), esc(&p.name))
+    format!("<a href=\"/peers/{}\">{}</a>", esc(&urlencode(&p.name)), esc(&p.name))
 }
 
 fn available_table(cards: &[Card], csrf: &str, allowed: &Allowed) -> String {
@@ -212,14 +208,14 @@ fn available_table(cards: &[Card], csrf: &str, allowed: &Allowed) -> String {
     t
 }
 
-fn connected_table(cards: &[Card], csrf: &str, allowed: &Allowed) -> String {
+fn connected_table(cards: &[Card], allowed: &Allowed) -> String {
     if cards.is_empty() {
         return "<p>None yet.</p>".into();
     }
     let mut t = table_start("Connected peers", true, &["Name", "Cluster ID", "Type", "Direction", "Health", "Resources", "Action"]);
     for c in cards {
         let p = &c.peer;
-        let action = if p.join { button_form("/actions/disconnect", &p.name, "Disconnect", csrf, &allowed.join) } else { "-".into() };
+        let action = if p.join { disconnect_button(&p.name, &allowed.join) } else { "-".into() };
         let health = if c.healthy { "<span class=\"chip chip-joined\">healthy</span>".to_owned() } else { state_cell(p) };
         let _ = write!(
             t,
@@ -477,7 +473,7 @@ pub fn home(this: &ThisCluster, listing: &Listing, domains: &[Domain], csrf: &st
         form_error(error, "peers"),
         available_table(available.cards, csrf, allowed),
         pager("available", &available, &listing.view),
-        connected_table(connected.cards, csrf, allowed),
+        connected_table(connected.cards, allowed),
         pager("connected", &connected, &listing.view),
         add_domain_form(csrf, error, &allowed.add_domain),
         add_peer_form(csrf, error, &allowed.add_peer),
@@ -517,7 +513,7 @@ pub fn peer(
     }
     ev.push_str(TABLE_END);
     let action = if p.join {
-        button_form("/actions/disconnect", &p.name, "Disconnect", csrf, &allowed.join)
+        disconnect_button(&p.name, &allowed.join)
     } else {
         button_form("/actions/connect", &p.name, "Connect", csrf, &allowed.join)
     };
