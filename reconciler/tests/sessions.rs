@@ -258,8 +258,10 @@ async fn a_peer_that_closes_before_a_word_is_told_in_the_same_words_either_way()
     use liqo_reconciler::machinery::error::{CLOSED_BEFORE_A_WORD, Error, Step};
     let _ = rustls::crypto::ring::default_provider().install_default();
     let addr = resetting().await;
-    // Connected first: watched for the close, told without a ClientHello.
-    let (gate, _permit) = Connector::new(1, Duration::from_secs(5)).connect(&format!("https://{addr}")).await;
+    // Connected first: watched for the close (long enough not to race the resetting task), told
+    // without a ClientHello.
+    let (gate, _permit) =
+        Connector::new(1, Duration::from_secs(5)).watching(Duration::from_secs(30)).connect(&format!("https://{addr}")).await;
     let Gate::Silent(silent) = gate else { panic!("told closed: {gate:?}") };
     assert!(silent.closed);
     // In its turn, through the client: the same words.

@@ -143,11 +143,18 @@ pub struct Connector {
     in_flight: Arc<Semaphore>,
     most: usize,
     wait: Duration,
+    /// [`CLOSE_WAIT`], unless a test needs its outcome not to race the peer's scheduling.
+    close_wait: Duration,
 }
 
 impl Connector {
     pub fn new(in_flight: usize, wait: Duration) -> Self {
-        Self { in_flight: Arc::new(Semaphore::new(in_flight.max(1))), most: in_flight.max(1), wait }
+        Self { in_flight: Arc::new(Semaphore::new(in_flight.max(1))), most: in_flight.max(1), wait, close_wait: CLOSE_WAIT }
+    }
+
+    /// This connector, watching each connection `close_wait` for the peer's close.
+    pub fn watching(self, close_wait: Duration) -> Self {
+        Self { close_wait, ..self }
     }
 
     /// How many connections may be made (or wait for their turn) at once.
@@ -163,7 +170,8 @@ impl Connector {
     /// Connects to the API server at `url`, returning what it found and the permit to hold
     /// until the reconcile has its turn (so connections made first do not run ahead of the
     /// turns without bound). A URL that names no host is [`Gate::Failed`]. A connection is
-    /// watched for [`CLOSE_WAIT`] for the peer's close ([`Gate::settle`]).
+    /// watched for [`CLOSE_WAIT`] (or [`Connector::watching`]) for the peer's close
+    /// ([`Gate::settle`]): a close ends the watch at once.
     pub async fn connect(&self, url: &str) -> (Gate, OwnedSemaphorePermit) {
         let permit = self.in_flight.clone().acquire_owned().await.expect("never closed");
         let Some((host, port)) = endpoint(url) else { return (Gate::Failed, permit) };
@@ -175,7 +183,7 @@ impl Connector {
         };
         if let Gate::Connected(stream, _) = &gate {
             // Readable: closed, or (unlike a TLS server) it spoke first; either way settled below.
-            let _ = tokio::time::timeout(CLOSE_WAIT, stream.readable()).await;
+            let _ = tokio::time::timeout(self.close_wait, stream.readable()).await;
             gate.settle();
         }
         (gate, permit)
@@ -277,16 +285,18 @@ mod tests {
                 taken.set_linger(Some(Duration::ZERO)).unwrap();
             }
         });
-        let connector = Connector::new(1, CONNECT_WAIT);
+        // Watched long enough that the test does not race the resetting task's scheduling: the
+        // close ends the watch as soon as it arrives.
+        let connector = Connector::new(1, CONNECT_WAIT).watching(Duration::from_secs(30));
         let (gate, permit) = connector.connect(&url).await;
         assert!(gate.silent().is_some_and(|s| s.closed), "told closed, no turn needed: {gate:?}");
         resetting.abort();
         drop(permit);
 
-        // Back: nothing to read, so the connection is used after the watch.
+        // Back: nothing to read, so the connection is used after the (shipped) watch.
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("https://{}", listener.local_addr().unwrap());
-        let (mut gate, _permit) = connector.connect(&url).await;
+        let (mut gate, _permit) = Connector::new(1, CONNECT_WAIT).connect(&url).await;
         assert!(gate.take_stream().is_some(), "an answering peer's connection is used");
     }
 
