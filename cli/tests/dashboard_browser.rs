@@ -56,7 +56,7 @@ async fn the_dashboard_in(kind: Kind) {
     );
     let url = format!("http://127.0.0.1:{port}/");
     eventually("the dashboard answering", || async { tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok() }).await;
-    b.goto(&url).await.unwrap();
+    b.open(&url).await;
     text_where(&b, "#this-cluster", "this cluster's ID", |s| s.contains(&t.home_id)).await;
     // What peers are told, as our reconciler published it: its auth URL, its CA's fingerprint.
     let ca = std::fs::read_to_string(t.home_cp.path().join("home-auth-certs/ca.crt")).unwrap();
@@ -118,7 +118,7 @@ async fn the_dashboard_in(kind: Kind) {
         .patch_status("remote", &PatchParams::apply("hostile-test").force(), &Patch::Apply(hostile))
         .await
         .unwrap();
-    b.goto(&url).await.unwrap();
+    b.open(&url).await;
     let shown = text_where(&b, "#available-section", "the hostile message shown", |s| s.contains("<script>")).await;
     assert!(shown.contains("document.title='pwned'"), "{shown}");
     assert_ne!(b.title().await.unwrap(), "pwned", "nothing a peer wrote ran");
@@ -127,7 +127,7 @@ async fn the_dashboard_in(kind: Kind) {
     shot(&b, "05-hostile-message-as-text").await;
 
     // The peer view.
-    b.goto(&format!("{url}peers/remote")).await.unwrap();
+    b.open(&format!("{url}peers/remote")).await;
     text_where(&b, "#peer-view", "the peer view", |s| s.contains("Phases") && s.contains("CA fingerprint")).await;
     shot(&b, "06-peer-view").await;
     b.client.clone().close().await.unwrap();

@@ -221,7 +221,7 @@ async fn login_in(kind: Kind) {
     let (_dashboard, addr, _) = start_binary(&cp, &own).await;
     let url = format!("https://localhost:{}/", addr.port());
 
-    b.goto(&url).await.unwrap();
+    b.open(&url).await;
     text_where(&b, "#login", "the login page", |s| s.contains("Log in")).await;
     shot(&b, "07-login").await;
     b.find(Locator::Id("token")).await.unwrap().send_keys(&alice).await.unwrap();

@@ -108,7 +108,7 @@ pub async fn start(kind: Kind) -> Option<Browser> {
         Kind::Chromium => caps.insert(
             "goog:chromeOptions".into(),
             json!({"binary": "/usr/bin/chromium", "args": [
-                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking", "--disable-component-update",
                 "--disable-sync", "--no-first-run", "--window-size=1280,1700", format!("--user-data-dir={}", profile.path().display())]}),
         ),
         Kind::Firefox => caps.insert(
@@ -134,6 +134,34 @@ pub async fn start(kind: Kind) -> Option<Browser> {
     })
     .await;
     Some(Browser { client, kind, _driver: driver, _profile: profile })
+}
+
+/// How long one navigation may take before [`Browser::open`] tries again in a fresh tab.
+const PAGE_LOAD: Duration = Duration::from_secs(45);
+
+impl Browser {
+    /// Navigates to `url`. A navigation whose renderer never answers (Chromium's "Timed out
+    /// receiving message from renderer", met on a loaded 2-core machine) is tried again in a
+    /// new tab, with a new renderer, up to three times; the errors are printed, and a test
+    /// fails only when every attempt did.
+    pub async fn open(&self, url: &str) {
+        use fantoccini::wd::TimeoutConfiguration;
+        self.client.update_timeouts(TimeoutConfiguration::new(None, Some(PAGE_LOAD), None)).await.unwrap();
+        let mut errors = Vec::new();
+        for attempt in 1..=3 {
+            match self.client.goto(url).await {
+                Ok(()) => return,
+                Err(e) => {
+                    eprintln!("{}: navigation {attempt} to {url} failed: {e}", self.kind.name());
+                    errors.push(e.to_string());
+                }
+            }
+            if let Ok(tab) = self.client.new_window(true).await {
+                let _ = self.client.switch_to_window(tab.handle).await;
+            }
+        }
+        panic!("{}: {url} never loaded: {errors:?}", self.kind.name());
+    }
 }
 
 /// Where a test's screenshots go: `target/dashboard-screenshots/` for Chromium (the set the
