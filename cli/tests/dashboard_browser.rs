@@ -128,7 +128,14 @@ async fn the_dashboard_in(kind: Kind) {
 
     // The peer view.
     b.open(&format!("{url}peers/remote")).await;
-    text_where(&b, "#peer-view", "the peer view", |s| s.contains("Phases") && s.contains("CA fingerprint")).await;
+    text_where(&b, "#peer-view", "the peer view", |s| s.contains("Phases") && s.contains("CA fingerprint") && s.contains("Ours to them"))
+        .await;
+    // Its health over time, as the dashboard's watch saw it: available, then joined on the way
+    // (Connect), then available again (Disconnect).
+    let strip = b.execute("return Array.from(document.querySelectorAll('svg.strip rect')).map(r => r.getAttribute('class'))", vec![]).await;
+    let strip: Vec<String> = serde_json::from_value(strip.unwrap()).unwrap();
+    assert!(strip.len() >= 3 && strip.contains(&"chip-joined".to_owned()), "{strip:?}");
+    assert_eq!(strip.last().map(String::as_str), Some("chip-available"), "{strip:?}");
     shot(&b, "06-peer-view").await;
     b.client.clone().close().await.unwrap();
 }

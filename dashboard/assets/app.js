@@ -56,3 +56,23 @@
   }
   new EventSource('/events').addEventListener('change', refresh);
 })();
+
+// "3 min ago" stays true while the page is open: each <time data-ago> is said again from its
+// instant every 15 s (as the server says it: s, min, h, d).
+(function () {
+  'use strict';
+  function say(s) {
+    if (s < 60) return s + ' s';
+    if (s < 3600) return Math.floor(s / 60) + ' min';
+    if (s < 86400) return Math.floor(s / 3600) + ' h';
+    return Math.floor(s / 86400) + ' d';
+  }
+  function tick() {
+    var now = Date.now();
+    document.querySelectorAll('time[data-ago]').forEach(function (t) {
+      var then = Date.parse(t.getAttribute('datetime'));
+      if (!isNaN(then)) t.textContent = say(Math.max(0, Math.floor((now - then) / 1000))) + ' ago';
+    });
+  }
+  setInterval(tick, 15000);
+})();

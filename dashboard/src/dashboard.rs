@@ -75,7 +75,8 @@ impl Dashboard {
         let seen = &allowed.visible;
         let domains = shown(&self.stores.domains, seen.domains);
         let listing = model::Listing::of(self.peers(seen), view);
-        let page = html::home(&self.this_cluster(seen), &listing, &model::domains(&domains), &self.csrf, error, &allowed);
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let page = html::home(&self.this_cluster(seen), &listing, &model::domains(&domains), &self.csrf, error, &allowed, now);
         self.framed(page)
     }
 
@@ -104,6 +105,7 @@ impl Dashboard {
         let name = name.as_str();
         let adverts = if seen.advertisements { self.stores.advertisements.state() } else { Vec::new() };
         let peers = model::peers(std::slice::from_ref(&fc), &adverts);
+        let largest = model::largest_advertised(&adverts);
         let card = peers.connected.into_iter().chain(peers.available).next()?;
         let mut events = if seen.events { self.stores.events.collect(|e| (&*e.regarding == name).then(|| e.clone())) } else { Vec::new() };
         // The latest 20, latest first.
@@ -124,8 +126,18 @@ impl Dashboard {
                 state.map_or("not reported yet".into(), |s| format!("{s:?}"))
             )
         });
-        let yaml = serde_yaml::to_string(&raw).unwrap_or_default();
-        Some(self.framed(html::peer(&card, incoming.as_deref(), &events, &yaml, &self.csrf, &allowed)))
+        let raw_yaml = serde_yaml::to_string(&raw).unwrap_or_default();
+        let history = self.stores.history.lock().unwrap_or_else(|e| e.into_inner()).of(name);
+        let page = html::PeerPage {
+            card: &card,
+            incoming: incoming.as_deref(),
+            events: &events,
+            raw_yaml: &raw_yaml,
+            history: history.as_ref(),
+            largest: &largest,
+            now: k8s_openapi::jiff::Timestamp::now(),
+        };
+        Some(self.framed(html::peer(&page, &self.csrf, &allowed)))
     }
 
     /// The question before disconnecting peer `name`, if the user may see it.

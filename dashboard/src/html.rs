@@ -3,12 +3,16 @@
 //! inline script or style (the Content-Security-Policy forbids them), and every form posts
 //! with the CSRF token. The page works without script; `app.js` only makes it live.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use k8s_openapi::jiff::Timestamp;
 use liqo_api::summary::Peer;
 
 use crate::access::Allowed;
+use crate::history::History;
 use crate::model::{Card, Chip, Direction, Domain, Edge, Health, Listing, Shown, ThisCluster};
+use crate::pictures::{health_strip, offer_bars, time_ago};
 
 /// `s` safe in HTML text and attribute values (and in SVG).
 pub fn esc(s: &str) -> String {
@@ -208,7 +212,7 @@ fn available_table(cards: &[Card], csrf: &str, allowed: &Allowed) -> String {
     t
 }
 
-fn connected_table(cards: &[Card], allowed: &Allowed) -> String {
+fn connected_table(cards: &[Card], largest: &BTreeMap<String, f64>, now: Timestamp, allowed: &Allowed) -> String {
     if cards.is_empty() {
         return "<p>None yet.</p>".into();
     }
@@ -217,6 +221,10 @@ fn connected_table(cards: &[Card], allowed: &Allowed) -> String {
         let p = &c.peer;
         let action = if p.join { disconnect_button(&p.name, &allowed.join) } else { "-".into() };
         let health = if c.healthy { "<span class=\"chip chip-joined\">healthy</span>".to_owned() } else { state_cell(p) };
+        let health = match crate::model::last_change(p) {
+            Some(t) => format!("{health} <span class=\"since\">changed {}</span>", time_ago(t, now)),
+            None => health,
+        };
         let _ = write!(
             t,
             "<tr><td>{}</td><td><code>{}</code></td><td><span class=\"badge\">{}</span></td><td>{}</td><td>{health}</td><td>{}</td><td>{action}</td></tr>",
@@ -224,7 +232,7 @@ fn connected_table(cards: &[Card], allowed: &Allowed) -> String {
             esc(&p.cluster_id),
             esc(&p.discovery_type),
             c.direction.map_or("-", Direction::label),
-            esc(c.resources.as_deref().unwrap_or("-"))
+            offer_bars(&c.offers, largest)
         );
     }
     t.push_str(TABLE_END);
@@ -422,8 +430,9 @@ fn peer_counts(listing: &Listing) -> String {
     let selected = listing.selected.available.len() + listing.selected.connected.len();
     let shown = if selected == listing.total { String::new() } else { format!(" · {selected} match the search") };
     format!(
-        "<p id=\"peer-counts\">{} peers{}{shown}</p>",
+        "<p id=\"peer-counts\">{} {}{}{shown}</p>",
         listing.total,
+        if listing.total == 1 { "peer" } else { "peers" },
         if each.is_empty() { String::new() } else { format!(": {}", each.join(", ")) }
     )
 }
@@ -444,7 +453,15 @@ fn pager(table: &str, shown: &Shown<'_>, view: &crate::model::View) -> String {
 
 /// The home view: the peers a page at a time ([`crate::model::PAGE`] per table), as `listing`
 /// selects them.
-pub fn home(this: &ThisCluster, listing: &Listing, domains: &[Domain], csrf: &str, error: Option<&FormError>, allowed: &Allowed) -> String {
+pub fn home(
+    this: &ThisCluster,
+    listing: &Listing,
+    domains: &[Domain],
+    csrf: &str,
+    error: Option<&FormError>,
+    allowed: &Allowed,
+    now: Timestamp,
+) -> String {
     let (available, connected) = (listing.available(), listing.connected());
     let cards: Vec<&Card> = connected.cards.iter().chain(available.cards).collect();
     let edges = crate::model::edges(&cards);
@@ -473,7 +490,7 @@ pub fn home(this: &ThisCluster, listing: &Listing, domains: &[Domain], csrf: &st
         form_error(error, "peers"),
         available_table(available.cards, csrf, allowed),
         pager("available", &available, &listing.view),
-        connected_table(connected.cards, allowed),
+        connected_table(connected.cards, &listing.largest, now, allowed),
         pager("connected", &connected, &listing.view),
         add_domain_form(csrf, error, &allowed.add_domain),
         add_peer_form(csrf, error, &allowed.add_peer),
@@ -482,17 +499,36 @@ pub fn home(this: &ThisCluster, listing: &Listing, domains: &[Domain], csrf: &st
     page("Liqo", &main)
 }
 
-/// The peer view: spec, every phase with its hint, Events, the CA fingerprint, our request
-/// on the remote and its Advertisement, the raw object.
-pub fn peer(
-    card: &Card,
-    incoming: Option<&str>,
-    events: &[(String, String, String)],
-    raw_yaml: &str,
-    csrf: &str,
-    allowed: &Allowed,
-) -> String {
-    let p = &card.peer;
+/// What a peer's page shows besides its card.
+pub struct PeerPage<'a> {
+    pub card: &'a Card,
+    /// The request the peer sent us, and how our Advertisement fares there.
+    pub incoming: Option<&'a str>,
+    /// Its latest Events: type, reason, note.
+    pub events: &'a [(String, String, String)],
+    pub raw_yaml: &'a str,
+    /// Its states as the dashboard saw them change.
+    pub history: Option<&'a History>,
+    /// The most any peer offers of each resource (a bar's full length).
+    pub largest: &'a BTreeMap<String, f64>,
+    pub now: Timestamp,
+}
+
+/// Each way of a peering in words: ours to them (what we asked), theirs to us.
+fn directions(p: &Peer) -> String {
+    let ours = if p.joined() {
+        chip(p)
+    } else if p.join {
+        format!("{} (asked)", chip(p))
+    } else {
+        "not asked".to_owned()
+    };
+    let theirs = if p.incoming { r#"<span class="chip chip-joined">peering with us</span>"# } else { "not peering with us" };
+    format!("<dt>Ours to them</dt><dd>{ours}</dd><dt>Theirs to us</dt><dd>{theirs}</dd>")
+}
+
+/// The phases as a table, each with its hint and when it last changed.
+fn phases_table(p: &Peer) -> String {
     let mut phases = table_start("Phases", false, &["Type", "Status", "Reason", "Message", "Since", "Hint"]);
     for ph in &p.phases {
         let _ = write!(
@@ -507,8 +543,16 @@ pub fn peer(
         );
     }
     phases.push_str(TABLE_END);
+    phases
+}
+
+/// The peer view: spec, both directions, what it offers, its health over time, every phase
+/// with its hint, Events, the CA fingerprint, our request on the remote and its
+/// Advertisement, the raw object.
+pub fn peer(v: &PeerPage<'_>, csrf: &str, allowed: &Allowed) -> String {
+    let p = &v.card.peer;
     let mut ev = table_start("Events", false, &["Type", "Reason", "Message"]);
-    for (t, r, n) in events {
+    for (t, r, n) in v.events {
         let _ = write!(ev, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(t), esc(r), esc(n));
     }
     ev.push_str(TABLE_END);
@@ -518,28 +562,33 @@ pub fn peer(
         button_form("/actions/connect", &p.name, "Connect", csrf, &allowed.join)
     };
     let dash = |v: &Option<String>| esc(v.as_deref().unwrap_or("-"));
+    let changed = crate::model::last_change(p).map_or("-".into(), |t| time_ago(t, v.now));
     let main = format!(
         "<section id=\"peer-view\" data-live><h1>Peer {}</h1><p>{action}</p><dl>\
-<dt>Cluster ID</dt><dd><code>{}</code></dd><dt>Type</dt><dd>{}</dd><dt>State</dt><dd>{}</dd>\
+<dt>Cluster ID</dt><dd><code>{}</code></dd><dt>Type</dt><dd><span class=\"badge\">{}</span></dd><dt>State</dt><dd>{}</dd>\
+<dt>Last change</dt><dd>{changed}</dd>{}<dt>It offers</dt><dd>{}</dd>\
 <dt>Auth URL</dt><dd>{}</dd><dt>API URL</dt><dd>{}</dd><dt>CA fingerprint</dt><dd><code>{}</code></dd>\
-<dt>Our PeeringRequest on the remote</dt><dd>{}</dd><dt>Its Advertisement here</dt><dd>{} {}</dd>\
+<dt>Our PeeringRequest on the remote</dt><dd>{}</dd><dt>Its Advertisement here</dt><dd>{}</dd>\
 <dt>Its PeeringRequest here, and our Advertisement there</dt><dd>{}</dd>\
 <dt>Its tenant namespace here</dt><dd><code>{}</code></dd><dt>Ours on the remote</dt><dd><code>{}</code></dd></dl>\
-{phases}{ev}<details><summary>The object (YAML)</summary><pre>{}</pre></details></section>",
+<h2>Health</h2>{}{}{ev}<details><summary>The object (YAML)</summary><pre>{}</pre></details></section>",
         esc(&p.name),
         esc(&p.cluster_id),
         esc(&p.discovery_type),
         state_cell(p),
+        directions(p),
+        offer_bars(&v.card.offers, v.largest),
         dash(&p.auth_url),
         dash(&p.api_url),
         dash(&p.fingerprint_shown()),
         dash(&p.remote_peering_request),
         dash(&p.advertisement),
-        card.resources.as_deref().map(|r| format!("({})", esc(r))).unwrap_or_default(),
-        esc(incoming.unwrap_or("-")),
+        esc(v.incoming.unwrap_or("-")),
         dash(&p.tenant_namespace),
         dash(&p.remote_tenant_namespace),
-        esc(raw_yaml)
+        health_strip(v.history, v.now),
+        phases_table(p),
+        esc(v.raw_yaml)
     );
     page(&format!("Liqo · {}", p.name), &main)
 }
@@ -547,6 +596,16 @@ pub fn peer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn now() -> Timestamp {
+        "2026-11-23T10:05:00Z".parse().unwrap()
+    }
+
+    /// A peer's page with no history and no offers to compare.
+    fn page_of<'a>(card: &'a Card, incoming: Option<&'a str>, events: &'a [(String, String, String)], raw_yaml: &'a str) -> PeerPage<'a> {
+        static NONE: BTreeMap<String, f64> = BTreeMap::new();
+        PeerPage { card, incoming, events, raw_yaml, history: None, largest: &NONE, now: now() }
+    }
 
     /// Every peer, the first page of each table.
     fn listing(peers: &crate::model::Peers) -> Listing {
@@ -568,18 +627,11 @@ mod tests {
         }))
         .unwrap();
         let peers = crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement]);
-        let page = home(&ThisCluster::default(), &listing(&peers), &[], "token", None, &Allowed::default());
+        let page = home(&ThisCluster::default(), &listing(&peers), &[], "token", None, &Allowed::default(), now());
         assert!(!page.contains("<script>alert"), "{page}");
         assert!(!page.contains("<svg onload"), "{page}");
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "the message is there, as text");
-        let view = peer(
-            &peers.available[0],
-            Some("<u>Created</u>"),
-            &[("Warning".into(), "X".into(), "<b>bold</b>".into())],
-            "name: <i>",
-            "token",
-            &Allowed::default(),
-        );
+        let view = peer(&page_of(&peers.available[0], Some("<u>Created</u>"), &[("Warning".into(), "X".into(), "<b>bold</b>".into())], "name: <i>"), "token", &Allowed::default());
         assert!(!view.contains("<b>bold") && !view.contains("<i>") && !view.contains("<u>"), "{view}");
         // Only our own script, from our own origin.
         assert_eq!(page.matches("<script").count(), 1);
@@ -592,14 +644,7 @@ mod tests {
             "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "a"},
             "spec": {"clusterIdentity": {"clusterID": "x"}}}))
         .unwrap();
-        let page = home(
-            &ThisCluster::default(),
-            &listing(&crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement])),
-            &[],
-            "tok-123",
-            None,
-            &Allowed::default(),
-        );
+        let page = home(&ThisCluster::default(), &listing(&crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement])), &[], "tok-123", None, &Allowed::default(), now());
         // Every form that changes something posts, with the token; the search only reads.
         let forms = page.matches("<form").count() - 1;
         assert_eq!(page.matches("<form method=\"get\" action=\"/\" role=\"search\"").count(), 1);
@@ -615,7 +660,7 @@ mod tests {
             "spec": {"clusterIdentity": {"clusterID": "x"}, "join": true}}))
         .unwrap();
         let peers = crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement]);
-        let view = peer(&peers.available[0], None, &[], "", "tok-123", &Allowed::default());
+        let view = peer(&page_of(&peers.available[0], None, &[], ""), "tok-123", &Allowed::default());
         // The button only asks: a GET to the question, no token, nothing written.
         assert!(view.contains("<form method=\"get\" action=\"/peers/a%20b%3Cc/disconnect\""), "{view}");
         assert!(view.contains("class=\"danger\" aria-label=\"Disconnect a b&lt;c\""), "{view}");
@@ -631,6 +676,43 @@ mod tests {
     }
 
     #[test]
+    fn a_peer_shows_both_directions_its_offers_as_bars_and_its_health_over_time() {
+        let fc: liqo_api::ForeignCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "b"},
+            "spec": {"clusterIdentity": {"clusterID": "b-id"}, "join": true},
+            "status": {"outgoing": {"joined": true}, "incoming": {"joined": true}, "conditions": [
+                {"type": "Joined", "status": "True", "reason": "Joined", "message": "m", "lastTransitionTime": "2026-11-23T10:02:00Z"}]}}))
+        .unwrap();
+        let mut advert = liqo_api::Advertisement::new(
+            "advertisement-b-id",
+            serde_json::from_value(serde_json::json!({"clusterId": "b-id", "resources": {"cpu": "4", "pods": "110"}})).unwrap(),
+        );
+        advert.metadata.namespace = Some("liqo-tenant-b-id".into());
+        let adverts = [advert];
+        let peers = crate::model::peers(&[fc], &adverts);
+        let largest = BTreeMap::from([("cpu".to_owned(), 8.0), ("pods".to_owned(), 110.0)]);
+        let mut seen = crate::history::Histories::default();
+        seen.record("b", Chip::Joining, "2026-11-23T10:01:00Z".parse().unwrap());
+        seen.record("b", Chip::Joined, "2026-11-23T10:02:00Z".parse().unwrap());
+        let history = seen.of("b");
+        let card = &peers.connected[0];
+        let page = PeerPage { history: history.as_ref(), largest: &largest, ..page_of(card, None, &[], "") };
+        let view = peer(&page, "t", &Allowed::default());
+        assert!(view.contains("<dt>Ours to them</dt><dd><span class=\"chip chip-joined\">joined</span></dd>"), "{view}");
+        assert!(view.contains("<dt>Theirs to us</dt><dd><span class=\"chip chip-joined\">peering with us</span></dd>"), "{view}");
+        assert!(view.contains("<dt>Last change</dt><dd><time datetime=\"2026-11-23T10:02:00Z\" data-ago>3 min ago</time>"), "{view}");
+        assert!(view.contains("<meter min=\"0\" max=\"8\" value=\"4\""), "half the largest CPU offer: {view}");
+        assert!(view.contains("<meter min=\"0\" max=\"110\" value=\"110\""), "{view}");
+        assert!(view.contains("<rect class=\"chip-joining\" x=\"0.0\" y=\"0\" width=\"250.0\""), "a quarter of 4 min: {view}");
+        // The home's table: the same bars, and how long ago it changed.
+        let home_page = home(&ThisCluster::default(), &listing(&peers), &[], "t", None, &Allowed::default(), now());
+        assert!(home_page.contains("<meter min=\"0\" max=\"4\" value=\"4\""), "full: it is the largest listed: {home_page}");
+        assert!(home_page.contains("<span class=\"since\">changed <time datetime=\"2026-11-23T10:02:00Z\" data-ago>3 min ago</time>"));
+        let unknown = peer(&page_of(card, None, &[], ""), "t", &Allowed::default());
+        assert!(unknown.contains("Nothing seen yet"), "a peer the dashboard has not seen change");
+    }
+
+    #[test]
     fn the_peer_view_shows_the_fingerprint_awaiting_approval() {
         let fp = "c9".repeat(32);
         let fc: liqo_api::ForeignCluster = serde_json::from_value(serde_json::json!({
@@ -639,7 +721,7 @@ mod tests {
             "status": {"outgoing": {"joined": false, "presentedFingerprint": fp}}}))
         .unwrap();
         let card = crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement]).available.remove(0);
-        let page = peer(&card, None, &[], "", "t", &Allowed::default());
+        let page = peer(&page_of(&card, None, &[], ""), "t", &Allowed::default());
         assert!(page.contains(&format!("<dt>CA fingerprint</dt><dd><code>{fp} (presented, not approved)</code></dd>")), "{page}");
     }
 
@@ -650,14 +732,7 @@ mod tests {
             "spec": {"clusterIdentity": {"clusterID": "x"}}}))
         .unwrap();
         let allowed = Allowed { join: Some("you may not patch foreignclusters".into()), ..Default::default() };
-        let page = home(
-            &ThisCluster::default(),
-            &listing(&crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement])),
-            &[],
-            "t",
-            None,
-            &allowed,
-        );
+        let page = home(&ThisCluster::default(), &listing(&crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement])), &[], "t", None, &allowed, now());
         assert!(page.contains("aria-label=\"Connect a\" disabled title=\"you may not patch foreignclusters\""), "{page}");
         assert_eq!(page.matches(" disabled").count(), 1, "only what is refused");
     }
@@ -676,7 +751,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let page = home(&this, &Listing::default(), &[], "t", None, &Allowed::default());
+        let page = home(&this, &Listing::default(), &[], "t", None, &Allowed::default(), now());
         assert!(page.contains("<caption>Refused peering requests</caption>"), "{page}");
         assert!(page.contains("<td><code>stranger-id</code></td><td>&lt;script&gt;x&lt;/script&gt;</td><td>3</td>"), "{page}");
         assert!(!page.contains("<script>x"), "what a stranger wrote is escaped");
@@ -689,10 +764,10 @@ mod tests {
             auth_ca_fingerprint: Some("ab".repeat(32)),
             ..Default::default()
         };
-        let page = home(&this, &Listing::default(), &[], "t", None, &Allowed::default());
+        let page = home(&this, &Listing::default(), &[], "t", None, &Allowed::default(), now());
         assert!(page.contains("<code>https://10.0.0.1:30443/&lt;x&gt;</code>"), "{page}");
         assert!(page.contains(&format!("<code class=\"fingerprint\">{}</code>", "ab".repeat(32))), "{page}");
-        let unpublished = home(&ThisCluster::default(), &Listing::default(), &[], "t", None, &Allowed::default());
+        let unpublished = home(&ThisCluster::default(), &Listing::default(), &[], "t", None, &Allowed::default(), now());
         assert!(!unpublished.contains("class=\"told\""), "nothing claimed before the reconciler published it");
         assert!(!unpublished.contains("class=\"warning\""));
     }
@@ -707,7 +782,7 @@ mod tests {
             addresses_warning: Some("the API server URL https://10.96.0.1:443 is a Service ClusterIP, which no peer can reach: set LIQO_API_URL in ConfigMap liqo-reconciler-env".into()),
             ..Default::default()
         };
-        let page = home(&this, &Listing::default(), &[], "t", None, &Allowed::default());
+        let page = home(&this, &Listing::default(), &[], "t", None, &Allowed::default(), now());
         assert!(
             page.contains(
                 "Auth service <code>https://10.0.0.1:30443</code> (from Service liqo-auth (NodePort) on node &lt;n&gt; (InternalIP))"
@@ -725,7 +800,7 @@ mod tests {
     #[test]
     fn a_refusal_is_shown_at_the_field_it_names() {
         let e = FormError { form: "peer", field: Some("cluster_id"), message: "clusterID: not a DNS-1123 label".into() };
-        let page = home(&ThisCluster::default(), &Listing::default(), &[], "t", Some(&e), &Allowed::default());
+        let page = home(&ThisCluster::default(), &Listing::default(), &[], "t", Some(&e), &Allowed::default(), now());
         let at = page.find("id=\"peer-cluster_id\"").unwrap();
         let err = page.find("id=\"peer-cluster_id-error\"").unwrap();
         assert!(err > at && page[at..err].find("<label").is_none(), "the error follows its field");
@@ -735,7 +810,7 @@ mod tests {
     #[test]
     fn a_refused_connect_is_shown_even_without_its_peer() {
         let e = FormError { form: "peers", field: None, message: "foreignclusters \"p\" is forbidden: <b>".into() };
-        let page = home(&ThisCluster::default(), &Listing::default(), &[], "t", Some(&e), &Allowed::default());
+        let page = home(&ThisCluster::default(), &Listing::default(), &[], "t", Some(&e), &Allowed::default(), now());
         let section = &page[page.find("id=\"available-section\"").unwrap()..page.find("id=\"connected-section\"").unwrap()];
         assert!(section.contains("role=\"alert\">foreignclusters &quot;p&quot; is forbidden: &lt;b&gt;</div>"), "{section}");
     }
@@ -745,7 +820,7 @@ mod tests {
         let page = login(Some("refused <script>"));
         assert!(page.contains("type=\"password\" id=\"token\" name=\"token\""));
         assert!(page.contains("refused &lt;script&gt;") && !page.contains("<script>"));
-        let signed = signed_in(&home(&ThisCluster::default(), &Listing::default(), &[], "csrf-1", None, &Allowed::default()), "csrf-1");
+        let signed = signed_in(&home(&ThisCluster::default(), &Listing::default(), &[], "csrf-1", None, &Allowed::default(), now()), "csrf-1");
         let header = &signed[signed.find("<header>").unwrap()..signed.find("</header>").unwrap()];
         assert!(header.contains("action=\"/logout\"") && header.contains("value=\"csrf-1\""), "{header}");
     }
@@ -761,7 +836,7 @@ mod tests {
         let fcs: Vec<_> = (0..120).map(|i| fc(i, i % 3 == 0)).collect();
         let all = crate::model::peers(&fcs, &[] as &[liqo_api::Advertisement]);
         let page =
-            |view: crate::model::View| home(&ThisCluster::default(), &Listing::of(all.clone(), view), &[], "t", None, &Allowed::default());
+            |view: crate::model::View| home(&ThisCluster::default(), &Listing::of(all.clone(), view), &[], "t", None, &Allowed::default(), now());
 
         // The first page: 50 rows, a link to the next, every peer counted by state.
         let first = page(Default::default());

@@ -72,7 +72,7 @@ impl Direction {
 }
 
 /// A peer on the home view.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Card {
     pub peer: Peer,
     /// The SearchDomain that found it (WAN).
@@ -85,32 +85,128 @@ pub struct Card {
     pub healthy: bool,
     /// The resources of the peer's Advertisement here, as `cpu 8, memory 32Gi, pods 220`.
     pub resources: Option<String>,
+    /// The same, one by one, for bars.
+    pub offers: Vec<Offer>,
+}
+
+/// One resource a peer offers in its Advertisement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Offer {
+    /// `cpu`, `memory`, `pods`, …
+    pub resource: String,
+    /// As the Advertisement says it (`32Gi`).
+    pub text: String,
+    /// Its amount in base units (cores, bytes, pods), when it reads as a quantity.
+    pub amount: Option<f64>,
+}
+
+/// A Kubernetes quantity in base units (pure): `500m` is 0.5, `32Gi` is 32·2³⁰, `1e3` is
+/// 1000. `None` for anything else.
+pub fn quantity(s: &str) -> Option<f64> {
+    const SUFFIXES: [(&str, f64); 13] = [
+        ("Ki", 1024.0),
+        ("Mi", 1048576.0),
+        ("Gi", 1073741824.0),
+        ("Ti", 1099511627776.0),
+        ("Pi", 1125899906842624.0),
+        ("Ei", 1152921504606846976.0),
+        ("n", 1e-9),
+        ("u", 1e-6),
+        ("m", 1e-3),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+    ];
+    let s = s.trim();
+    let (number, factor) = SUFFIXES
+        .iter()
+        .find_map(|(suffix, f)| s.strip_suffix(suffix).map(|n| (n, *f)))
+        .or_else(|| s.strip_suffix('P').map(|n| (n, 1e15)))
+        .or_else(|| s.strip_suffix('E').filter(|n| !n.is_empty()).map(|n| (n, 1e18)))
+        .unwrap_or((s, 1.0));
+    let ok = !number.is_empty() && number.chars().all(|c| c.is_ascii_digit() || matches!(c, '.' | '+' | '-' | 'e' | 'E'));
+    let v: f64 = number.parse().ok().filter(|_| ok)?;
+    (v.is_finite() && v >= 0.0).then_some(v * factor)
+}
+
+/// The largest amount of each resource any peer offers (pure): the full length of a bar.
+pub fn largest_offers(cards: &[Card]) -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    for o in cards.iter().flat_map(|c| &c.offers) {
+        if let Some(a) = o.amount {
+            let e = out.entry(o.resource.clone()).or_insert(0.0_f64);
+            *e = e.max(a);
+        }
+    }
+    out
+}
+
+/// How long ago `then` was at `now`, in the words a table uses: `12 s`, `3 min`, `5 h`,
+/// `2 d` (pure; a time in the future is `0 s`).
+pub fn ago(then: k8s_openapi::jiff::Timestamp, now: k8s_openapi::jiff::Timestamp) -> String {
+    let s = (now.as_second() - then.as_second()).max(0);
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min", s / 60),
+        3600..86400 => format!("{} h", s / 3600),
+        _ => format!("{} d", s / 86400),
+    }
+}
+
+/// When a peer's state last changed: the latest transition among its phases.
+pub fn last_change(p: &Peer) -> Option<k8s_openapi::jiff::Timestamp> {
+    p.phases.iter().filter_map(|ph| ph.last_transition_time.as_deref()?.parse().ok()).max()
 }
 
 /// The home view's peers.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Peers {
     pub available: Vec<Card>,
     pub connected: Vec<Card>,
 }
 
-fn resources_of(a: &Advertisement) -> Option<String> {
-    let v = serde_json::to_value(&a.spec.resources).ok()?;
-    let parts: Vec<String> =
-        v.as_object()?.iter().map(|(k, v)| format!("{k} {}", v.as_str().map_or(v.to_string(), str::to_owned))).collect();
-    Some(parts.join(", "))
+fn offers_of(a: &Advertisement) -> Vec<Offer> {
+    let Ok(serde_json::Value::Object(v)) = serde_json::to_value(&a.spec.resources) else { return Vec::new() };
+    v.iter()
+        .map(|(k, v)| {
+            let text = v.as_str().map_or(v.to_string(), str::to_owned);
+            Offer { resource: k.clone(), amount: quantity(&text), text }
+        })
+        .collect()
+}
+
+fn resources_text(offers: &[Offer]) -> String {
+    offers.iter().map(|o| format!("{} {}", o.resource, o.text)).collect::<Vec<_>>().join(", ")
+}
+
+/// Each peer's own Advertisement, by its cluster ID: in its tenant namespace (another peer may
+/// write one claiming it in its own).
+fn own_advertisements<A: std::borrow::Borrow<Advertisement>>(adverts: &[A]) -> std::collections::HashMap<&str, &Advertisement> {
+    adverts
+        .iter()
+        .map(|a| a.borrow())
+        .filter(|a| a.metadata.namespace.as_deref() == Some(liqo_api::names::tenant_namespace(&a.spec.cluster_id).as_str()))
+        .map(|a| (a.spec.cluster_id.as_str(), a))
+        .collect()
+}
+
+/// The most any peer offers of each resource, from their own Advertisements (pure).
+pub fn largest_advertised<A: std::borrow::Borrow<Advertisement>>(adverts: &[A]) -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    for o in own_advertisements(adverts).values().flat_map(|a| offers_of(a)) {
+        if let Some(v) = o.amount {
+            let e = out.entry(o.resource).or_insert(0.0_f64);
+            *e = e.max(v);
+        }
+    }
+    out
 }
 
 /// Splits the ForeignClusters: Connected when a peering runs either way, else Available.
 pub fn peers<F: std::borrow::Borrow<ForeignCluster>, A: std::borrow::Borrow<Advertisement>>(fcs: &[F], adverts: &[A]) -> Peers {
     let mut out = Peers::default();
-    // A peer's own only: in its tenant namespace (another peer may write one claiming it in its own).
-    let by_sender: std::collections::HashMap<&str, &Advertisement> = adverts
-        .iter()
-        .map(|a| a.borrow())
-        .filter(|a| a.metadata.namespace.as_deref() == Some(liqo_api::names::tenant_namespace(&a.spec.cluster_id).as_str()))
-        .map(|a| (a.spec.cluster_id.as_str(), a))
-        .collect();
+    let by_sender = own_advertisements(adverts);
     let mut sorted: Vec<&ForeignCluster> = fcs.iter().map(|f| f.borrow()).collect();
     sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for fc in sorted {
@@ -122,12 +218,14 @@ pub fn peers<F: std::borrow::Borrow<ForeignCluster>, A: std::borrow::Borrow<Adve
             (false, false) => None,
         };
         let healthy = peer.phase(liqo_api::reasons::ConditionType::RemoteReachable).is_none_or(|p| p.status == "True");
+        let offers = by_sender.get(peer.cluster_id.as_str()).map(|a| offers_of(a));
         let card = Card {
             found_in: fc.metadata.labels.as_ref().and_then(|l| l.get(LABEL_SEARCHDOMAIN).cloned()),
             trust: fc.spec.trust_mode().as_str().to_owned(),
             direction,
             healthy,
-            resources: by_sender.get(peer.cluster_id.as_str()).and_then(|a| resources_of(a)),
+            resources: offers.as_deref().map(resources_text),
+            offers: offers.unwrap_or_default(),
             peer,
         };
         if card.direction.is_some() { out.connected.push(card) } else { out.available.push(card) }
@@ -186,7 +284,7 @@ impl View {
 }
 
 /// One page of a table: its cards, which page of how many, and how many were selected.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Shown<'a> {
     pub cards: &'a [Card],
     pub page: usize,
@@ -205,8 +303,10 @@ impl<'a> Shown<'a> {
 }
 
 /// The peers as the home view lists them: every peer counted by state, those `view` selects.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Listing {
+    /// The most any peer offers of each resource (a bar's full length).
+    pub largest: std::collections::BTreeMap<String, f64>,
     /// The peers `view` selects, split as [`peers`] splits them.
     pub selected: Peers,
     /// Every peer by state, the most frequent first.
@@ -224,9 +324,10 @@ impl Listing {
         let mut by_state: Vec<(String, usize)> = counts.into_iter().collect();
         by_state.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let total = all.available.len() + all.connected.len();
+        let largest = largest_offers(&all.connected);
         let keep = |cards: Vec<Card>| cards.into_iter().filter(|c| view.selects(c)).collect();
         let selected = Peers { available: keep(all.available), connected: keep(all.connected) };
-        Self { selected, by_state, total, view }
+        Self { largest, selected, by_state, total, view }
     }
 
     pub fn available(&self) -> Shown<'_> {
@@ -458,6 +559,52 @@ mod tests {
         assert_eq!(p.connected[1].resources.as_deref(), Some("cpu 8, memory 32Gi, pods 220"));
         assert_eq!(p.available[0].found_in.as_deref(), Some("example.com"));
         assert_eq!(p.available[0].trust, "Untrusted");
+    }
+
+    #[test]
+    fn quantities_read_as_kubernetes_writes_them() {
+        assert_eq!(quantity("8"), Some(8.0));
+        assert_eq!(quantity("500m"), Some(0.5));
+        assert_eq!(quantity("32Gi"), Some(32.0 * 1073741824.0));
+        assert_eq!(quantity("2M"), Some(2e6));
+        assert_eq!(quantity("1e3"), Some(1000.0));
+        assert_eq!(quantity("1.5Ki"), Some(1536.0));
+        assert_eq!(quantity("3E"), Some(3e18));
+        for bad in ["", "Gi", "-1", "ten", "1x", "NaN", "inf", "1e999"] {
+            assert_eq!(quantity(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_largest_offer_counts_only_a_peers_own_advertisement() {
+        let advert = |id: &str, namespace: &str, cpu: &str| {
+            let mut a = Advertisement::new(
+                &format!("advertisement-{id}"),
+                serde_json::from_value(serde_json::json!({"clusterId": id, "resources": {"cpu": cpu, "memory": "1Gi"}})).unwrap(),
+            );
+            a.metadata.namespace = Some(namespace.into());
+            a
+        };
+        let adverts =
+            [advert("a", "liqo-tenant-a", "4"), advert("b", "liqo-tenant-b", "16"), advert("c", "liqo-tenant-a", "9999")];
+        let largest = largest_advertised(&adverts);
+        assert_eq!(largest.get("cpu"), Some(&16.0), "c's claim from a's namespace is not counted");
+        assert_eq!(largest.get("memory"), Some(&1073741824.0));
+    }
+
+    #[test]
+    fn ages_read_as_a_person_says_them_and_the_last_change_is_the_latest_phase() {
+        let t = |s: &str| -> k8s_openapi::jiff::Timestamp { s.parse().unwrap() };
+        let now = t("2026-11-23T12:00:00Z");
+        assert_eq!(ago(t("2026-11-23T11:59:48Z"), now), "12 s");
+        assert_eq!(ago(t("2026-11-23T11:57:00Z"), now), "3 min");
+        assert_eq!(ago(t("2026-11-23T07:00:00Z"), now), "5 h");
+        assert_eq!(ago(t("2026-11-21T12:00:00Z"), now), "2 d");
+        assert_eq!(ago(t("2026-11-23T12:00:05Z"), now), "0 s", "a clock a little ahead is not the future");
+        let mut f = fc("a", true, true, false, "True");
+        f.status.as_mut().unwrap().conditions[1].last_transition_time =
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t("2026-11-23T11:00:00Z"));
+        assert_eq!(last_change(&Peer::of(&f)), Some(t("2026-11-23T11:00:00Z")));
     }
 
     #[test]

@@ -17,6 +17,8 @@ use kube::{Api, Client, Resource};
 use liqo_api::slim_store::{SlimStore, SlimWriter, slim_store};
 use liqo_api::{Advertisement, ClusterConfig, ForeignCluster, PeeringRequest, SearchDomain};
 use serde::de::DeserializeOwned;
+
+use crate::history::Histories;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
@@ -31,6 +33,8 @@ pub struct Stores {
     pub cluster_id: Store<ConfigMap>,
     /// The Events about ForeignClusters, by name, as a peer's page shows them.
     pub events: SlimStore<ShownEvent>,
+    /// Each peer's recent states, from the ForeignCluster watch.
+    pub history: Arc<Mutex<Histories>>,
     /// Bumped on every change of any store.
     pub changes: watch::Receiver<u64>,
     /// The watches, stopped when the last clone of these stores is dropped.
@@ -61,9 +65,29 @@ where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
+    follow_seeing(api, config, changed, tasks, trim, |_| {})
+}
+
+/// [`follow`], with each event of the watch also shown to `see`.
+fn follow_seeing<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    changed: watch::Sender<u64>,
+    tasks: &Tasks,
+    trim: fn(&mut K),
+    see: impl Fn(&watcher::Event<K>) + Send + 'static,
+) -> Store<K>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
     let (reader, writer) = reflector::store();
-    let events = watcher(api, config).modify(trim);
-    let stream = reflector::reflector(writer, events.backoff(liqo_api::watch_backoff::WatchBackoff::default())).touched_objects();
+    let events = watcher(api, config).modify(trim).backoff(liqo_api::watch_backoff::WatchBackoff::default()).inspect(move |e| {
+        if let Ok(e) = e {
+            see(e)
+        }
+    });
+    let stream = reflector::reflector(writer, events).touched_objects();
     let task = tokio::spawn(stream.for_each(move |_| {
         changed.send_modify(|n| *n += 1);
         async {}
@@ -142,8 +166,13 @@ impl Stores {
         let (tx, changes) = watch::channel(0);
         let tasks = Arc::new(Tasks::default());
         let any = || watcher::Config::default().any_semantic();
+        let history = Arc::new(Mutex::new(Histories::default()));
+        let seen = history.clone();
+        let see = move |e: &watcher::Event<ForeignCluster>| {
+            seen.lock().unwrap_or_else(|e| e.into_inner()).apply(e, k8s_openapi::jiff::Timestamp::now())
+        };
         Self {
-            foreign: follow(Api::all(client.clone()), any(), tx.clone(), &tasks, no_managed_fields),
+            foreign: follow_seeing(Api::all(client.clone()), any(), tx.clone(), &tasks, no_managed_fields, see),
             domains: follow(Api::all(client.clone()), any(), tx.clone(), &tasks, no_managed_fields),
             requests: follow(Api::all(client.clone()), any(), tx.clone(), &tasks, no_managed_fields),
             advertisements: follow(Api::all(client.clone()), any(), tx.clone(), &tasks, advertisement_as_shown),
@@ -169,6 +198,7 @@ impl Stores {
                 &tasks,
                 event_as_shown,
             ),
+            history,
             changes,
             tasks,
         }
@@ -190,7 +220,18 @@ impl Stores {
         let (cluster_id, iw) = reflector::store();
         let (events, ew) = slim_store(event_as_shown);
         (
-            Self { foreign, domains, requests, advertisements, configs, cluster_id, events, changes, tasks: Arc::default() },
+            Self {
+                foreign,
+                domains,
+                requests,
+                advertisements,
+                configs,
+                cluster_id,
+                events,
+                history: Arc::default(),
+                changes,
+                tasks: Arc::default(),
+            },
             StoreWriters {
                 foreign: fw,
                 domains: dw,

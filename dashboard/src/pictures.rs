@@ -1,0 +1,132 @@
+//! The small pictures of a peer: its health over time as a strip, what it offers as bars, and
+//! how long ago something was. Each has a text beside it that says the same (for a screen
+//! reader, and for anyone who would rather read).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::history::{History, stretches};
+use crate::html::esc;
+use crate::model::{Offer, ago};
+
+/// `then` as a `<time>` saying how long ago it was at `now`; app.js keeps it current.
+pub fn time_ago(then: Timestamp, now: Timestamp) -> String {
+    format!("<time datetime=\"{then}\" data-ago>{} ago</time>", ago(then, now))
+}
+
+/// A clock time a person reads: `14:02:11 UTC` today, with the date before when not today.
+fn clock(t: Timestamp, now: Timestamp) -> String {
+    let (t, today) = (t.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC), now.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC));
+    if t.date() == today.date() { t.strftime("%H:%M:%S UTC").to_string() } else { t.strftime("%Y-%m-%d %H:%M UTC").to_string() }
+}
+
+/// A peer's states over time, as the dashboard saw them: a strip coloured as the chips are,
+/// each stretch as wide as it lasted, then the same as a list.
+pub fn health_strip(h: Option<&History>, now: Timestamp) -> String {
+    let Some((h, (since, is_start))) = h.and_then(|h| Some((h, h.since()?))) else {
+        return "<p>Nothing seen yet: the dashboard draws what it sees change from now on.</p>".into();
+    };
+    let from = if is_start { "since the dashboard saw it" } else { "its latest changes" };
+    let mut svg = format!(
+        "<svg class=\"strip\" viewBox=\"0 0 1000 24\" preserveAspectRatio=\"none\" role=\"img\" aria-labelledby=\"strip-title\">\
+<title id=\"strip-title\">Its state {from}, from {} to now</title>",
+        clock(since, now)
+    );
+    let mut list = String::from("<ol class=\"changes\">");
+    let mut x = 0.0;
+    for s in stretches(h, now) {
+        let w = (s.share * 1000.0).max(2.0);
+        let _ = write!(
+            svg,
+            "<rect class=\"{}\" x=\"{x:.1}\" y=\"0\" width=\"{w:.1}\" height=\"24\"><title>{} from {}, for {}</title></rect>",
+            s.chip.class(),
+            s.chip.label(),
+            clock(s.from, now),
+            ago(s.from, Timestamp::from_second(s.from.as_second() + s.seconds as i64).unwrap_or(now))
+        );
+        let _ = write!(
+            list,
+            "<li><span class=\"chip {}\">{}</span> from <time datetime=\"{}\">{}</time></li>",
+            s.chip.class(),
+            s.chip.label(),
+            s.from,
+            clock(s.from, now)
+        );
+        x += s.share * 1000.0;
+    }
+    svg.push_str("</svg>");
+    list.push_str("</ol>");
+    let note = if is_start { format!("Since the dashboard saw it, {}.", time_ago(since, now)) } else { format!("The latest {} changes.", h.changes.len()) };
+    format!("{svg}<p class=\"hint\">{note}</p>{list}")
+}
+
+/// What a peer offers, a bar a resource: full at the largest any peer offers (`largest`).
+pub fn offer_bars(offers: &[Offer], largest: &BTreeMap<String, f64>) -> String {
+    if offers.is_empty() {
+        return "-".into();
+    }
+    let mut out = String::from("<div class=\"offers\">");
+    for o in offers {
+        let bar = match (o.amount, largest.get(&o.resource)) {
+            (Some(v), Some(max)) if *max > 0.0 => format!(
+                "<meter min=\"0\" max=\"{max}\" value=\"{v}\" aria-label=\"{} offered, of the most any peer offers\">{}</meter>",
+                esc(&o.resource),
+                esc(&o.text)
+            ),
+            // Nothing to compare with (no peer offers any): the row keeps its three cells.
+            _ => "<span></span>".into(),
+        };
+        let _ = write!(out, "<span class=\"offer-name\">{}</span>{bar}<span class=\"offer-value\">{}</span>", esc(&o.resource), esc(&o.text));
+    }
+    out.push_str("</div>");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::Histories;
+    use crate::model::Chip;
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    #[test]
+    fn a_strip_draws_each_state_as_wide_as_it_lasted_and_says_it_in_words() {
+        let mut hs = Histories::default();
+        hs.record("p", Chip::Joining, at(0));
+        hs.record("p", Chip::Joined, at(25));
+        hs.record("p", Chip::Unreachable, at(75));
+        let html = health_strip(hs.of("p").as_ref(), at(100));
+        assert!(html.contains("<rect class=\"chip-joining\" x=\"0.0\" y=\"0\" width=\"250.0\""), "{html}");
+        assert!(html.contains("<rect class=\"chip-joined\" x=\"250.0\" y=\"0\" width=\"500.0\""), "{html}");
+        assert!(html.contains("<rect class=\"chip-unreachable\" x=\"750.0\" y=\"0\" width=\"250.0\""), "{html}");
+        assert!(html.contains("joined from 08:00:25 UTC, for 50 s"), "{html}");
+        assert!(html.contains("Since the dashboard saw it"), "{html}");
+        assert_eq!(html.matches("<li>").count(), 3);
+        assert!(health_strip(None, at(0)).contains("Nothing seen yet"));
+    }
+
+    #[test]
+    fn bars_are_full_at_the_largest_offer_and_unreadable_amounts_have_none() {
+        let offers = vec![
+            Offer { resource: "cpu".into(), text: "4".into(), amount: Some(4.0) },
+            Offer { resource: "gpu-model".into(), text: "<b>".into(), amount: None },
+        ];
+        let largest = BTreeMap::from([("cpu".to_owned(), 8.0)]);
+        let html = offer_bars(&offers, &largest);
+        assert!(html.contains("<meter min=\"0\" max=\"8\" value=\"4\""), "{html}");
+        assert_eq!(html.matches("<meter").count(), 1, "{html}");
+        assert_eq!(html.matches("<span").count(), 5, "three cells a resource, an empty one for no bar: {html}");
+        assert!(html.contains("&lt;b&gt;") && !html.contains("<b>"), "what a peer wrote is text");
+        assert_eq!(offer_bars(&[], &largest), "-");
+    }
+
+    #[test]
+    fn times_say_how_long_ago_and_carry_the_instant() {
+        assert_eq!(time_ago(at(0), at(125)), "<time datetime=\"2027-01-15T08:00:00Z\" data-ago>2 min ago</time>");
+    }
+}
