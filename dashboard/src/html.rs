@@ -11,7 +11,7 @@ use liqo_api::summary::Peer;
 
 use crate::access::Allowed;
 use crate::history::History;
-use crate::model::{Card, Chip, Direction, Domain, Edge, Health, Listing, Shown, ThisCluster};
+use crate::model::{Card, Chip, Direction, Domain, Listing, Shown, ThisCluster};
 use crate::pictures::{health_strip, offer_bars, time_ago};
 
 /// `s` safe in HTML text and attribute values (and in SVG).
@@ -195,8 +195,15 @@ fn available_table(cards: &[Card], csrf: &str, allowed: &Allowed) -> String {
     let mut t = table_start("Available peers", true, &["Name", "Cluster ID", "Type", "Found in", "Trust", "State", "Action"]);
     for c in cards {
         let p = &c.peer;
-        let action =
-            if p.join { "joining…".to_owned() } else { button_form("/actions/connect", &p.name, "Connect", csrf, &allowed.join) };
+        let action = if p.join {
+            "joining…".to_owned()
+        } else {
+            format!(
+                "<button type=\"submit\" form=\"connect\" name=\"name\" value=\"{0}\" aria-label=\"Connect {0}\"{1}>Connect</button>",
+                esc(&p.name),
+                denied(&allowed.join)
+            )
+        };
         let _ = write!(
             t,
             "<tr><td>{}</td><td><code>{}</code></td><td><span class=\"badge\">{}</span></td><td>{}</td><td>{}</td><td>{}</td><td>{action}</td></tr>",
@@ -209,6 +216,8 @@ fn available_table(cards: &[Card], csrf: &str, allowed: &Allowed) -> String {
         );
     }
     t.push_str(TABLE_END);
+    // One form for every row's Connect (each button names its peer): a page of 50 rows stays small.
+    let _ = write!(t, "<form id=\"connect\" method=\"post\" action=\"/actions/connect\">{}</form>", hidden_csrf(csrf));
     t
 }
 
@@ -312,58 +321,6 @@ fn domains_table(domains: &[Domain]) -> String {
     t
 }
 
-/// The picture: this cluster in the middle, its peers around it, an arrow per direction
-/// coloured by health, the type as a badge.
-pub fn graph(this: &ThisCluster, cards: &[&Card], edges: &[Edge], total: usize) -> String {
-    let (w, h, cx, cy, r) = (640.0_f64, 420.0_f64, 320.0_f64, 210.0_f64, 150.0_f64);
-    let of = if total > cards.len() { format!(" (those listed below, of {total})") } else { String::new() };
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-labelledby=\"graph-title\" class=\"graph\">\
-<title id=\"graph-title\">This cluster and its {} peers{of}</title><defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"6\" markerHeight=\"6\" orient=\"auto-start-reverse\"><path d=\"M 0 0 L 10 5 L 0 10 z\"/></marker></defs>",
-        cards.len()
-    );
-    let n = cards.len().max(1) as f64;
-    let position = |i: usize| {
-        let a = std::f64::consts::TAU * i as f64 / n - std::f64::consts::FRAC_PI_2;
-        (cx + r * a.cos(), cy + r * a.sin())
-    };
-    for (i, c) in cards.iter().enumerate() {
-        let (x, y) = position(i);
-        for e in edges.iter().filter(|e| e.peer == c.peer.name) {
-            let class = match e.health {
-                Health::Good => "good",
-                Health::Failing => "bad",
-                Health::Pending => "pending",
-            };
-            // Outgoing: from us to the peer, bent one way; incoming bent the other.
-            let (x1, y1, x2, y2, bend) = if e.outgoing { (cx, cy, x, y, 20.0) } else { (x, y, cx, cy, 20.0) };
-            let (mx, my) = ((x1 + x2) / 2.0 + bend * (y2 - y1) / r, (y1 + y2) / 2.0 - bend * (x2 - x1) / r);
-            let _ = write!(
-                svg,
-                "<path class=\"edge {class}\" d=\"M {x1:.0} {y1:.0} Q {mx:.0} {my:.0} {x2:.0} {y2:.0}\" marker-end=\"url(#arrow)\"><title>{} {}: {class}</title></path>",
-                if e.outgoing { "to" } else { "from" },
-                esc(&e.peer)
-            );
-        }
-        let _ = write!(
-            svg,
-            "<g class=\"node\"><circle cx=\"{x:.0}\" cy=\"{y:.0}\" r=\"26\"/><text x=\"{x:.0}\" y=\"{:.0}\" text-anchor=\"middle\">{}</text><text class=\"badge\" x=\"{x:.0}\" y=\"{:.0}\" text-anchor=\"middle\">{}</text></g>",
-            y + 42.0,
-            esc(&c.peer.name),
-            y + 4.0,
-            esc(&c.peer.discovery_type)
-        );
-    }
-    let label = if this.cluster_name.is_empty() { "this cluster".to_owned() } else { this.cluster_name.clone() };
-    let _ = write!(
-        svg,
-        "<g class=\"node home\"><circle cx=\"{cx}\" cy=\"{cy}\" r=\"34\"/><text x=\"{cx}\" y=\"{}\" text-anchor=\"middle\">{}</text></g></svg>",
-        cy + 5.0,
-        esc(&label)
-    );
-    svg
-}
-
 /// What peers are told about this cluster, when the reconciler has published it; then the
 /// requests our policy refused lately.
 fn told(this: &ThisCluster) -> String {
@@ -409,18 +366,28 @@ fn told(this: &ThisCluster) -> String {
     out
 }
 
-/// The search over the peers (a GET form: it changes nothing), and what every peer's state is.
+/// The search over the peers (a GET form: it changes nothing), and what every peer's state
+/// and type is.
 fn peer_search(listing: &Listing) -> String {
     let v = &listing.view;
-    let mut states = format!("<option value=\"\"{}>any</option>", if v.state.is_empty() { " selected" } else { "" });
-    for (state, n) in &listing.by_state {
-        let selected = if v.state == *state { " selected" } else { "" };
-        let _ = write!(states, "<option value=\"{}\"{selected}>{} ({n})</option>", esc(state), esc(state));
-    }
+    let options = |chosen: &str, counts: &[(String, usize)]| {
+        let mut out = format!("<option value=\"\"{}>any</option>", if chosen.is_empty() { " selected" } else { "" });
+        for (value, n) in counts {
+            let selected = if chosen.eq_ignore_ascii_case(value) { " selected" } else { "" };
+            let _ = write!(out, "<option value=\"{}\"{selected}>{} ({n})</option>", esc(value), esc(value));
+        }
+        // A state the counts do not name (a chip's words, from the picture) stays chosen.
+        if !chosen.is_empty() && !counts.iter().any(|(value, _)| chosen.eq_ignore_ascii_case(value)) {
+            let _ = write!(out, "<option value=\"{}\" selected>{}</option>", esc(chosen), esc(chosen));
+        }
+        out
+    };
     format!(
         "<form method=\"get\" action=\"/\" role=\"search\" class=\"search\"><label>Search <input type=\"search\" name=\"q\" value=\"{}\" placeholder=\"name or cluster ID\"></label> \
-<label>State <select name=\"state\">{states}</select></label> <button type=\"submit\">Show</button></form>",
-        esc(&v.q)
+<label>State <select name=\"state\">{}</select></label> <label>Type <select name=\"type\">{}</select></label> <button type=\"submit\">Show</button></form>",
+        esc(&v.q),
+        options(&v.state, &listing.by_state),
+        options(&v.type_, &listing.by_type)
     )
 }
 
@@ -483,7 +450,7 @@ pub fn home(
         switch("enableAdvertisement", "Advertisement", this.advertisement, csrf, &allowed.toggles),
         switch("autojoin", "Autojoin", this.autojoin, csrf, &allowed.toggles),
         form_error(error, "toggle"),
-        graph(this, &cards, &edges, listing.total),
+        crate::topology::picture(this, &cards, &edges, listing),
         peer_search(listing),
         peer_counts(listing),
         // A refused Connect or Disconnect: here, where it shows even when the peer does not.
@@ -845,7 +812,14 @@ mod tests {
         assert!(first.contains("<p id=\"peer-counts\">120 peers: NotJoining 80, Pending 40</p>"), "{first}");
         assert!(first.contains("<a href=\"/?available=2\">next ›</a>"), "{first}");
         assert!(first.contains("page 1 of 3 (120 peers)"));
-        assert!(first.contains("This cluster and its 50 peers (those listed below, of 120)"));
+        // 120 peers are too many to draw one by one: two groups, each a link to its list.
+        assert!(first.contains("This cluster and its 120 peers, in 2 groups by state and type"), "{first}");
+        let t = &all.available[0].peer.discovery_type;
+        let link = crate::model::View::group_link("available", t).replace('&', "&amp;");
+        assert!(first.contains(&format!("<a href=\"{link}\"><title>80 {t} peers available: list them</title>")), "{first}");
+        let group = page(crate::model::View { state: "available".into(), type_: t.clone(), ..Default::default() });
+        assert!(group.contains("120 peers: NotJoining 80, Pending 40 · 80 match the search"), "the link lists that group");
+        assert!(group.contains("<option value=\"available\" selected>available</option>"), "the chip's words stay chosen");
 
         // The last page, past the end: what is left.
         let last = page(crate::model::View { available: 9, ..Default::default() });
@@ -858,7 +832,7 @@ mod tests {
         let rows = found.matches("<a href=\"/peers/").count();
         assert_eq!(rows, (0..100).filter(|i| i % 3 == 0).count(), "peer-000..099 asked to join");
         assert!(found.contains("120 peers: NotJoining 80, Pending 40 · 34 match the search"), "{found}");
-        assert!(found.contains("value=\"PEER-0\"") && found.contains("<option value=\"Pending\">Pending (40)</option>"));
+        assert!(found.contains("value=\"PEER-0\"") && found.contains("<option value=\"Pending\" selected>Pending (40)</option>"));
         assert_eq!(view.link("available", 2), "/?q=PEER-0&state=pending&available=2");
         let hostile = crate::model::View { q: "\"><script>&x=1".into(), ..Default::default() };
         assert_eq!(hostile.link("connected", 3), "/?q=%22%3E%3Cscript%3E%26x%3D1&connected=3");

@@ -26,6 +26,7 @@ pub mod pictures;
 pub mod server;
 pub mod sessions;
 pub mod stores;
+pub mod topology;
 
 pub use server::{Dashboard, router};
 pub use stores::Stores;

@@ -237,13 +237,16 @@ pub fn peers<F: std::borrow::Borrow<ForeignCluster>, A: std::borrow::Borrow<Adve
 pub const PAGE: usize = 50;
 
 /// What the home view shows of the peers, from its query string: a search (`q`: in the name,
-/// cluster ID or cluster name, any case), a state (`state`: as the summary names it, or its
-/// phase or reason alone) and the page of each table (`available`, `connected`; from 1).
+/// cluster ID or cluster name, any case), a state (`state`: as the summary names it, its phase
+/// or reason alone, or a chip's words such as `not reachable`), a type (`type`: LAN, WAN,
+/// Manual, IncomingPeering) and the page of each table (`available`, `connected`; from 1).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(default)]
 pub struct View {
     pub q: String,
     pub state: String,
+    #[serde(rename = "type")]
+    pub type_: String,
     pub available: usize,
     pub connected: usize,
 }
@@ -256,7 +259,21 @@ impl View {
             || [p.name.as_str(), p.cluster_id.as_str(), p.cluster_name.as_deref().unwrap_or_default()]
                 .iter()
                 .any(|v| v.to_lowercase().contains(&q));
-        found && (self.state.trim().is_empty() || p.in_state(&self.state))
+        let state = self.state.trim();
+        let in_state = state.is_empty() || p.in_state(state) || Chip::of(p).label().eq_ignore_ascii_case(state);
+        let typed = self.type_.trim().is_empty() || p.discovery_type.eq_ignore_ascii_case(self.type_.trim());
+        found && in_state && typed
+    }
+
+    /// The home view showing only the peers in state `state` of type `type_` (a group of the
+    /// picture).
+    pub fn group_link(state: &str, type_: &str) -> String {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        query.append_pair("state", state);
+        if !type_.is_empty() {
+            query.append_pair("type", type_);
+        }
+        format!("/?{}", query.finish())
     }
 
     /// The link to this view with `table`'s page set to `page` (the query string, escaped).
@@ -268,7 +285,7 @@ impl View {
             v.connected = page
         }
         let mut query = form_urlencoded::Serializer::new(String::new());
-        for (k, val) in [("q", v.q.as_str()), ("state", v.state.as_str())] {
+        for (k, val) in [("q", v.q.as_str()), ("state", v.state.as_str()), ("type", v.type_.as_str())] {
             if !val.is_empty() {
                 query.append_pair(k, val);
             }
@@ -311,6 +328,10 @@ pub struct Listing {
     pub selected: Peers,
     /// Every peer by state, the most frequent first.
     pub by_state: Vec<(String, usize)>,
+    /// Every peer by chip and type, the most frequent first: the picture's groups.
+    pub groups: Vec<Group>,
+    /// The types of every peer, with how many of each.
+    pub by_type: Vec<(String, usize)>,
     pub total: usize,
     pub view: View,
 }
@@ -325,9 +346,14 @@ impl Listing {
         by_state.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let total = all.available.len() + all.connected.len();
         let largest = largest_offers(&all.connected);
+        let groups = groups(all.available.iter().chain(&all.connected));
+        let mut by_type = std::collections::BTreeMap::<String, usize>::new();
+        for g in &groups {
+            *by_type.entry(g.type_.clone()).or_default() += g.count;
+        }
         let keep = |cards: Vec<Card>| cards.into_iter().filter(|c| view.selects(c)).collect();
         let selected = Peers { available: keep(all.available), connected: keep(all.connected) };
-        Self { largest, selected, by_state, total, view }
+        Self { largest, selected, by_state, groups, by_type: by_type.into_iter().collect(), total, view }
     }
 
     pub fn available(&self) -> Shown<'_> {
@@ -337,6 +363,30 @@ impl Listing {
     pub fn connected(&self) -> Shown<'_> {
         Shown::of(&self.selected.connected, self.view.connected)
     }
+}
+
+/// Peers of one chip and one type, as the picture draws them when there are many.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    pub chip: Chip,
+    pub type_: String,
+    pub count: usize,
+    /// Of those, how many peer with us (incoming).
+    pub incoming: usize,
+}
+
+/// The peers grouped by chip and type (pure), the largest group first.
+pub fn groups<'a>(cards: impl Iterator<Item = &'a Card>) -> Vec<Group> {
+    let mut by = std::collections::HashMap::<(Chip, &str), (usize, usize)>::new();
+    for c in cards {
+        let e = by.entry((Chip::of(&c.peer), c.peer.discovery_type.as_str())).or_default();
+        e.0 += 1;
+        e.1 += usize::from(c.peer.incoming);
+    }
+    let mut out: Vec<Group> =
+        by.into_iter().map(|((chip, t), (count, incoming))| Group { chip, type_: t.to_owned(), count, incoming }).collect();
+    out.sort_by(|a, b| b.count.cmp(&a.count).then(a.chip.label().cmp(b.chip.label())).then(a.type_.cmp(&b.type_)));
+    out
 }
 
 /// A domain on the home view.
@@ -370,7 +420,7 @@ pub fn domains(sds: &[SearchDomain]) -> Vec<Domain> {
 
 /// A peer's state as one chip, with one meaning (and one colour) across every page: the
 /// tables, a peer's page and the picture's edges.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Chip {
     /// Peered: it accepted us and advertises to us.
     Joined,
