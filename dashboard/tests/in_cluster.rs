@@ -17,6 +17,7 @@ use liqo_api::{ForeignCluster, ForeignClusterSpec};
 use liqo_dashboard::sessions::Sessions;
 use liqo_testenv::browser::{self, Killed, Kind, Locator, shot, text_where};
 use liqo_testenv::{ControlPlane, create_manifest, eventually, install_liqo, service_account_token};
+use serde_json::json;
 use tower::ServiceExt;
 
 const MANIFESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/dashboard");
@@ -236,10 +237,71 @@ async fn login_in(kind: Kind) {
     assert_eq!(visible, serde_json::json!(""), "the page's script cannot read the token");
     assert!(!b.source().await.unwrap().contains(&alice), "the token is not in the page");
 
+    keyboard_only(&b, &admin).await;
+    themes_and_widths(&b).await;
+
     b.find(Locator::Css("form[action='/logout'] button[type=submit]")).await.unwrap().click().await.unwrap();
     text_where(&b, "#login", "the login page after Log out", |s| s.contains("Log in")).await;
     assert!(b.get_all_cookies().await.unwrap().iter().all(|c| c.name() != liqo_dashboard::sessions::COOKIE), "the cookie is gone");
     b.client.clone().close().await.unwrap();
+}
+
+/// The element that has the focus: what it is called, and its outline (the focus ring).
+async fn focused(b: &browser::Browser) -> (String, String) {
+    let v = b
+        .execute(
+            "const e = document.activeElement; return [e.getAttribute('aria-label') || e.id || e.textContent.trim(), getComputedStyle(e).outlineStyle];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    serde_json::from_value(v).unwrap()
+}
+
+/// Keyboard only: Tab reaches the header's theme toggle and Connect, each stop with a
+/// visible focus ring, and Enter does what a click does.
+async fn keyboard_only(b: &browser::Browser, admin: &kube::Client) {
+    use browser::Key;
+    let fcs = Api::<ForeignCluster>::all(admin.clone());
+    assert_ne!(fcs.get("peer-one").await.unwrap().spec.join, Some(true));
+    let mut stops = Vec::new();
+    let mut themed = false;
+    for _ in 0..60 {
+        b.active_element().await.unwrap().send_keys(&Key::Tab.to_string()).await.unwrap();
+        let (name, outline) = focused(b).await;
+        assert_ne!(outline, "none", "{}: {name} shows no focus ring", b.kind.name());
+        stops.push(name.clone());
+        if name == "theme" && !themed {
+            b.active_element().await.unwrap().send_keys(&Key::Enter.to_string()).await.unwrap();
+            let theme = b.execute("return document.documentElement.getAttribute('data-theme')", vec![]).await.unwrap();
+            assert_eq!(theme, json!("dark"), "Enter on the toggle");
+            themed = true;
+        }
+        if name == "Connect peer-one" {
+            b.active_element().await.unwrap().send_keys(&Key::Enter.to_string()).await.unwrap();
+            eventually("Connect pressed with Enter", || {
+                let fcs = fcs.clone();
+                async move { fcs.get("peer-one").await.ok().filter(|f| f.spec.join == Some(true)) }
+            })
+            .await;
+            assert!(themed, "the toggle comes first, in the header: {stops:?}");
+            return;
+        }
+    }
+    panic!("{}: Tab never reached Connect: {stops:?}", b.kind.name());
+}
+
+/// The page in both themes, at a phone's width and a desktop's: screenshots the docs show,
+/// and the page never wider than the window.
+async fn themes_and_widths(b: &browser::Browser) {
+    for (width, theme) in [(1440, "dark"), (390, "dark"), (390, "light"), (1440, "light")] {
+        b.set_window_size(width, 1400).await.unwrap();
+        b.execute("document.documentElement.setAttribute('data-theme', arguments[0])", vec![json!(theme)]).await.unwrap();
+        text_where(b, "#available-section", "the peers after resizing", |s| s.contains("peer-one")).await;
+        let wide = b.execute("return document.documentElement.scrollWidth <= window.innerWidth", vec![]).await.unwrap();
+        assert_eq!(wide, json!(true), "{}: at {width} px the page scrolls sideways", b.kind.name());
+        shot(b, &format!("09-home-{theme}-{width}")).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub use fantoccini::Locator;
+pub use fantoccini::key::Key;
 use fantoccini::{Client, ClientBuilder};
 use serde_json::json;
 
