@@ -37,6 +37,13 @@ bench:
     cargo bench -p liqo-dashboard --bench users
     cargo bench -p liqo-cli --bench status
 
+# The dashboard audited at 1 and 10,000 peers: axe-core in Chromium and Firefox, Lighthouse
+# (desktop preset) on the home and a peer's page; prints each page's scores and the home's
+# size and first contentful paint. On an idle machine: the performance figures are timings.
+# Needs the npm tools (`npm i -E --prefix /opt/liqo-web-tools lighthouse@12.2.3 axe-core@4.14.1`).
+lighthouse:
+    cargo test -p liqo-dashboard --test audits -- --nocapture --test-threads=1
+
 # One hub against N simulated peers (release build): a real API server with our webhook and
 # reconciler as they ship (and the dashboard), N peers over real TLS in one process,
 # scenarios (a)-(i) and (r) one table row each (docs/scaling.md). Runs in a network namespace of its own (root: unshare -n), where

@@ -85,7 +85,7 @@ async fn the_dashboard_in(kind: Kind) {
     shot(&b, "03-connected").await;
 
     // Disconnect reverses it.
-    b.find(Locator::Css("button[aria-label='Disconnect remote']")).await.unwrap().click().await.unwrap();
+    b.find(Locator::Css("[aria-label='Disconnect remote']")).await.unwrap().click().await.unwrap();
     // It asks first, on a page of its own.
     let sure =
         b.wait().at_most(std::time::Duration::from_secs(30)).for_element(Locator::Css("button[aria-label='Yes, disconnect remote']"));

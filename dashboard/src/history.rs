@@ -183,7 +183,15 @@ mod tests {
         let s = stretches(&h.of("p").unwrap(), at(120));
         let got: Vec<_> = s.iter().map(|s| (s.chip, s.seconds, (s.share * 100.0).round())).collect();
         assert_eq!(got, [(Chip::Joining, 30.0, 25.0), (Chip::Joined, 60.0, 50.0), (Chip::Unreachable, 30.0, 25.0)]);
-        let single = stretches(&h.of("p").map(|mut p| { p.changes.truncate(1); p }).unwrap(), at(0));
+        let single = stretches(
+            &h.of("p")
+                .map(|mut p| {
+                    p.changes.truncate(1);
+                    p
+                })
+                .unwrap(),
+            at(0),
+        );
         assert_eq!(single.len(), 1, "a state seen this very moment is still drawn");
     }
 }

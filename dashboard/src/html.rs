@@ -55,7 +55,7 @@ const HEADER: &str = "<header><a href=\"/\">Liqo</a></header>";
 fn page(title: &str, main: &str) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
-<title>{}</title><link rel=\"stylesheet\" href=\"/app.css\"><script src=\"/app.js\" defer></script></head>\
+<title>{}</title><link rel=\"icon\" href=\"/favicon.svg\" type=\"image/svg+xml\"><link rel=\"stylesheet\" href=\"/app.css\"><script src=\"/app.js\" defer></script></head>\
 <body>{HEADER}<main id=\"main\" aria-live=\"polite\">{main}</main></body></html>\n",
         esc(title)
     )
@@ -107,14 +107,19 @@ fn button_form(action: &str, name: &str, label: &str, csrf: &str, why: &Option<S
 }
 
 /// Disconnect, which undoes a peering: it asks first ([`confirm_disconnect`], a page of its
-/// own: it works without script) and looks like what it is.
+/// own: it works without script) and looks like what it is. A link to that page; a disabled
+/// button with the reason when RBAC refuses.
 fn disconnect_button(name: &str, why: &Option<String>) -> String {
-    format!(
-        "<form method=\"get\" action=\"/peers/{}/disconnect\" class=\"inline\"><button type=\"submit\" class=\"danger\" aria-label=\"Disconnect {}\"{}>Disconnect</button></form>",
-        esc(&urlencode(name)),
-        esc(name),
-        denied(why)
-    )
+    match why {
+        None => format!(
+            "<a class=\"button danger\" href=\"/peers/{}/disconnect\" aria-label=\"Disconnect {}\">Disconnect</a>",
+            esc(&urlencode(name)),
+            esc(name)
+        ),
+        Some(_) => {
+            format!("<button type=\"button\" class=\"danger\" aria-label=\"Disconnect {}\"{}>Disconnect</button>", esc(name), denied(why))
+        }
+    }
 }
 
 /// `s` as one path segment.
@@ -216,7 +221,7 @@ fn available_table(cards: &[Card], csrf: &str, allowed: &Allowed) -> String {
         );
     }
     t.push_str(TABLE_END);
-    // One form for every row's Connect (each button names its peer): a page of 50 rows stays small.
+    // One form for every row's Connect (each button names its peer): a page of rows stays small.
     let _ = write!(t, "<form id=\"connect\" method=\"post\" action=\"/actions/connect\">{}</form>", hidden_csrf(csrf));
     t
 }
@@ -319,6 +324,14 @@ fn domains_table(domains: &[Domain]) -> String {
     }
     t.push_str(TABLE_END);
     t
+}
+
+/// The page for a peer there is none of (or none the user may see).
+pub fn no_peer(name: &str) -> String {
+    page(
+        "Liqo · no such peer",
+        &format!("<h1>No peer {}</h1><p>No ForeignCluster you may see has this name. <a href=\"/\">All peers</a></p>", esc(name)),
+    )
 }
 
 /// What peers are told about this cluster, when the reconciler has published it; then the
@@ -598,7 +611,11 @@ mod tests {
         assert!(!page.contains("<script>alert"), "{page}");
         assert!(!page.contains("<svg onload"), "{page}");
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "the message is there, as text");
-        let view = peer(&page_of(&peers.available[0], Some("<u>Created</u>"), &[("Warning".into(), "X".into(), "<b>bold</b>".into())], "name: <i>"), "token", &Allowed::default());
+        let view = peer(
+            &page_of(&peers.available[0], Some("<u>Created</u>"), &[("Warning".into(), "X".into(), "<b>bold</b>".into())], "name: <i>"),
+            "token",
+            &Allowed::default(),
+        );
         assert!(!view.contains("<b>bold") && !view.contains("<i>") && !view.contains("<u>"), "{view}");
         // Only our own script, from our own origin.
         assert_eq!(page.matches("<script").count(), 1);
@@ -611,7 +628,15 @@ mod tests {
             "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "a"},
             "spec": {"clusterIdentity": {"clusterID": "x"}}}))
         .unwrap();
-        let page = home(&ThisCluster::default(), &listing(&crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement])), &[], "tok-123", None, &Allowed::default(), now());
+        let page = home(
+            &ThisCluster::default(),
+            &listing(&crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement])),
+            &[],
+            "tok-123",
+            None,
+            &Allowed::default(),
+            now(),
+        );
         // Every form that changes something posts, with the token; the search only reads.
         let forms = page.matches("<form").count() - 1;
         assert_eq!(page.matches("<form method=\"get\" action=\"/\" role=\"search\"").count(), 1);
@@ -628,9 +653,11 @@ mod tests {
         .unwrap();
         let peers = crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement]);
         let view = peer(&page_of(&peers.available[0], None, &[], ""), "tok-123", &Allowed::default());
-        // The button only asks: a GET to the question, no token, nothing written.
-        assert!(view.contains("<form method=\"get\" action=\"/peers/a%20b%3Cc/disconnect\""), "{view}");
-        assert!(view.contains("class=\"danger\" aria-label=\"Disconnect a b&lt;c\""), "{view}");
+        // The button only asks: a link to the question, no token, nothing written.
+        assert!(
+            view.contains("<a class=\"button danger\" href=\"/peers/a%20b%3Cc/disconnect\" aria-label=\"Disconnect a b&lt;c\">"),
+            "{view}"
+        );
         let asked = confirm_disconnect("a b<c", true, "tok-123", &None);
         assert!(asked.contains("<h1 id=\"confirm\">Disconnect a b&lt;c?</h1>"), "{asked}");
         assert!(asked.contains("<form method=\"post\" action=\"/actions/disconnect\""));
@@ -668,12 +695,12 @@ mod tests {
         assert!(view.contains("<dt>Ours to them</dt><dd><span class=\"chip chip-joined\">joined</span></dd>"), "{view}");
         assert!(view.contains("<dt>Theirs to us</dt><dd><span class=\"chip chip-joined\">peering with us</span></dd>"), "{view}");
         assert!(view.contains("<dt>Last change</dt><dd><time datetime=\"2026-11-23T10:02:00Z\" data-ago>3 min ago</time>"), "{view}");
-        assert!(view.contains("<meter min=\"0\" max=\"8\" value=\"4\""), "half the largest CPU offer: {view}");
-        assert!(view.contains("<meter min=\"0\" max=\"110\" value=\"110\""), "{view}");
+        assert!(view.contains("<meter max=\"8\" value=\"4\" title=\"cpu\">"), "half the largest CPU offer: {view}");
+        assert!(view.contains("<meter max=\"110\" value=\"110\" title=\"pods\">"), "{view}");
         assert!(view.contains("<rect class=\"chip-joining\" x=\"0.0\" y=\"0\" width=\"250.0\""), "a quarter of 4 min: {view}");
         // The home's table: the same bars, and how long ago it changed.
         let home_page = home(&ThisCluster::default(), &listing(&peers), &[], "t", None, &Allowed::default(), now());
-        assert!(home_page.contains("<meter min=\"0\" max=\"4\" value=\"4\""), "full: it is the largest listed: {home_page}");
+        assert!(home_page.contains("<meter max=\"4\" value=\"4\" title=\"cpu\">"), "full: it is the largest listed: {home_page}");
         assert!(home_page.contains("<span class=\"since\">changed <time datetime=\"2026-11-23T10:02:00Z\" data-ago>3 min ago</time>"));
         let unknown = peer(&page_of(card, None, &[], ""), "t", &Allowed::default());
         assert!(unknown.contains("Nothing seen yet"), "a peer the dashboard has not seen change");
@@ -699,7 +726,15 @@ mod tests {
             "spec": {"clusterIdentity": {"clusterID": "x"}}}))
         .unwrap();
         let allowed = Allowed { join: Some("you may not patch foreignclusters".into()), ..Default::default() };
-        let page = home(&ThisCluster::default(), &listing(&crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement])), &[], "t", None, &allowed, now());
+        let page = home(
+            &ThisCluster::default(),
+            &listing(&crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement])),
+            &[],
+            "t",
+            None,
+            &allowed,
+            now(),
+        );
         assert!(page.contains("aria-label=\"Connect a\" disabled title=\"you may not patch foreignclusters\""), "{page}");
         assert_eq!(page.matches(" disabled").count(), 1, "only what is refused");
     }
@@ -787,7 +822,8 @@ mod tests {
         let page = login(Some("refused <script>"));
         assert!(page.contains("type=\"password\" id=\"token\" name=\"token\""));
         assert!(page.contains("refused &lt;script&gt;") && !page.contains("<script>"));
-        let signed = signed_in(&home(&ThisCluster::default(), &Listing::default(), &[], "csrf-1", None, &Allowed::default(), now()), "csrf-1");
+        let signed =
+            signed_in(&home(&ThisCluster::default(), &Listing::default(), &[], "csrf-1", None, &Allowed::default(), now()), "csrf-1");
         let header = &signed[signed.find("<header>").unwrap()..signed.find("</header>").unwrap()];
         assert!(header.contains("action=\"/logout\"") && header.contains("value=\"csrf-1\""), "{header}");
     }
@@ -802,16 +838,17 @@ mod tests {
         };
         let fcs: Vec<_> = (0..120).map(|i| fc(i, i % 3 == 0)).collect();
         let all = crate::model::peers(&fcs, &[] as &[liqo_api::Advertisement]);
-        let page =
-            |view: crate::model::View| home(&ThisCluster::default(), &Listing::of(all.clone(), view), &[], "t", None, &Allowed::default(), now());
+        let page = |view: crate::model::View| {
+            home(&ThisCluster::default(), &Listing::of(all.clone(), view), &[], "t", None, &Allowed::default(), now())
+        };
 
-        // The first page: 50 rows, a link to the next, every peer counted by state.
+        // The first page: 25 rows, a link to the next, every peer counted by state.
         let first = page(Default::default());
         assert_eq!(first.matches("<a href=\"/peers/").count(), crate::model::PAGE);
-        assert!(first.contains("peer-000<") && first.contains("peer-049<") && !first.contains("peer-050<"));
+        assert!(first.contains("peer-000<") && first.contains("peer-024<") && !first.contains("peer-025<"));
         assert!(first.contains("<p id=\"peer-counts\">120 peers: NotJoining 80, Pending 40</p>"), "{first}");
         assert!(first.contains("<a href=\"/?available=2\">next ›</a>"), "{first}");
-        assert!(first.contains("page 1 of 3 (120 peers)"));
+        assert!(first.contains("page 1 of 5 (120 peers)"));
         // 120 peers are too many to draw one by one: two groups, each a link to its list.
         assert!(first.contains("This cluster and its 120 peers, in 2 groups by state and type"), "{first}");
         let t = &all.available[0].peer.discovery_type;
@@ -824,13 +861,13 @@ mod tests {
         // The last page, past the end: what is left.
         let last = page(crate::model::View { available: 9, ..Default::default() });
         assert!(last.contains("peer-119<") && !last.contains("peer-099<"), "{last}");
-        assert!(last.contains("<a href=\"/?available=2\">‹ previous</a>"));
+        assert!(last.contains("<a href=\"/?available=4\">‹ previous</a>"), "{last}");
 
         // A search and a state: both kept in the links; only what matches.
         let view = crate::model::View { q: "PEER-0".into(), state: "pending".into(), ..Default::default() };
         let found = page(view.clone());
         let rows = found.matches("<a href=\"/peers/").count();
-        assert_eq!(rows, (0..100).filter(|i| i % 3 == 0).count(), "peer-000..099 asked to join");
+        assert_eq!(rows, crate::model::PAGE, "a page of peer-000..099 that asked to join");
         assert!(found.contains("120 peers: NotJoining 80, Pending 40 · 34 match the search"), "{found}");
         assert!(found.contains("value=\"PEER-0\"") && found.contains("<option value=\"Pending\" selected>Pending (40)</option>"));
         assert_eq!(view.link("available", 2), "/?q=PEER-0&state=pending&available=2");

@@ -58,27 +58,29 @@ pub fn health_strip(h: Option<&History>, now: Timestamp) -> String {
     }
     svg.push_str("</svg>");
     list.push_str("</ol>");
-    let note = if is_start { format!("Since the dashboard saw it, {}.", time_ago(since, now)) } else { format!("The latest {} changes.", h.changes.len()) };
+    let note = if is_start {
+        format!("Since the dashboard saw it, {}.", time_ago(since, now))
+    } else {
+        format!("The latest {} changes.", h.changes.len())
+    };
     format!("{svg}<p class=\"hint\">{note}</p>{list}")
 }
 
 /// What a peer offers, a bar a resource: full at the largest any peer offers (`largest`).
+/// Kept small: a table shows it on every row.
 pub fn offer_bars(offers: &[Offer], largest: &BTreeMap<String, f64>) -> String {
     if offers.is_empty() {
         return "-".into();
     }
     let mut out = String::from("<div class=\"offers\">");
     for o in offers {
+        let name = esc(&o.resource);
         let bar = match (o.amount, largest.get(&o.resource)) {
-            (Some(v), Some(max)) if *max > 0.0 => format!(
-                "<meter min=\"0\" max=\"{max}\" value=\"{v}\" aria-label=\"{} offered, of the most any peer offers\">{}</meter>",
-                esc(&o.resource),
-                esc(&o.text)
-            ),
+            (Some(v), Some(max)) if *max > 0.0 => format!("<meter max=\"{max}\" value=\"{v}\" title=\"{name}\"></meter>"),
             // Nothing to compare with (no peer offers any): the row keeps its three cells.
             _ => "<span></span>".into(),
         };
-        let _ = write!(out, "<span class=\"offer-name\">{}</span>{bar}<span class=\"offer-value\">{}</span>", esc(&o.resource), esc(&o.text));
+        let _ = write!(out, "<span>{name}</span>{bar}<span>{}</span>", esc(&o.text));
     }
     out.push_str("</div>");
     out
@@ -118,7 +120,7 @@ mod tests {
         ];
         let largest = BTreeMap::from([("cpu".to_owned(), 8.0)]);
         let html = offer_bars(&offers, &largest);
-        assert!(html.contains("<meter min=\"0\" max=\"8\" value=\"4\""), "{html}");
+        assert!(html.contains("<span>cpu</span><meter max=\"8\" value=\"4\" title=\"cpu\"></meter><span>4</span>"), "{html}");
         assert_eq!(html.matches("<meter").count(), 1, "{html}");
         assert_eq!(html.matches("<span").count(), 5, "three cells a resource, an empty one for no bar: {html}");
         assert!(html.contains("&lt;b&gt;") && !html.contains("<b>"), "what a peer wrote is text");

@@ -83,11 +83,16 @@ fn forbidden() -> Response {
     secure((StatusCode::FORBIDDEN, "refused: this form did not come from this dashboard (CSRF)\n").into_response())
 }
 
+/// The tab's icon: two peers, linked (what asks `/favicon.ico` gets it too).
+async fn favicon() -> Response {
+    secure(([(header::CONTENT_TYPE, "image/svg+xml")], include_str!("../assets/favicon.svg")).into_response())
+}
+
 /// A page about peer `name`, or Not Found when there is none the user may see.
 fn peer_page(page: Option<String>, name: &str) -> Response {
     match page {
         Some(page) => html_page(StatusCode::OK, page),
-        None => html_page(StatusCode::NOT_FOUND, format!("<!doctype html><title>not found</title><p>No peer {}.</p>", html::esc(name))),
+        None => html_page(StatusCode::NOT_FOUND, html::no_peer(name)),
     }
 }
 
@@ -215,6 +220,8 @@ fn routes(access: Arc<Access>) -> Router {
                 secure(([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("../assets/app.js")).into_response())
             }),
         )
+        .route("/favicon.svg", get(favicon))
+        .route("/favicon.ico", get(favicon))
         .route(
             "/app.css",
             get(|| async {

@@ -78,7 +78,7 @@ fn group_label(x: f64, y: f64, radius: f64, angle: f64, lines: [&str; 2]) -> Str
 }
 
 /// Every peer in groups of one chip and one type (of one chip alone when there would be more
-/// than twelve): a node a group, as large as the log of its count, its edge coloured as its
+/// than twelve): a group of links (not an image: its nodes are links), a node a group, as large as the log of its count, its edge coloured as its
 /// chip, a link to the list of just those peers.
 pub fn groups(this: &ThisCluster, groups: &[Group], total: usize) -> String {
     let merged;
@@ -90,7 +90,7 @@ pub fn groups(this: &ThisCluster, groups: &[Group], total: usize) -> String {
     };
     let (w, h, cx, cy, rx, ry) = (720.0_f64, 460.0_f64, 360.0_f64, 235.0_f64, 220.0_f64, 155.0_f64);
     let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-labelledby=\"graph-title\" class=\"graph\">\
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {w} {h}\" role=\"group\" aria-labelledby=\"graph-title\" class=\"graph\">\
 <title id=\"graph-title\">This cluster and its {total} peers, in {} groups by {by}</title>",
         groups.len()
     );
@@ -222,11 +222,10 @@ mod tests {
 
     #[test]
     fn past_twelve_groups_they_are_merged_by_state_and_none_is_left_out() {
-        let chips = [Chip::Joined, Chip::Joining, Chip::Unreachable, Chip::Refused, Chip::AwaitingApproval, Chip::Incoming, Chip::Available];
-        let all: Vec<Group> = chips
-            .iter()
-            .flat_map(|c| ["LAN", "WAN"].map(|t| Group { chip: *c, type_: t.into(), count: 10, incoming: 0 }))
-            .collect();
+        let chips =
+            [Chip::Joined, Chip::Joining, Chip::Unreachable, Chip::Refused, Chip::AwaitingApproval, Chip::Incoming, Chip::Available];
+        let all: Vec<Group> =
+            chips.iter().flat_map(|c| ["LAN", "WAN"].map(|t| Group { chip: *c, type_: t.into(), count: 10, incoming: 0 })).collect();
         let svg = groups(&ThisCluster::default(), &all, 140);
         assert_eq!(svg.matches("<a href=").count(), 7, "{svg}");
         assert!(svg.contains("in 7 groups by state</title>"), "{svg}");

@@ -109,6 +109,11 @@ async fn pages_are_served_from_the_stores_with_a_strict_policy() {
     assert_eq!((status, headers[header::CONTENT_TYPE].to_str().unwrap()), (StatusCode::OK, "text/javascript; charset=utf-8"));
     assert!(body.contains("EventSource"));
     assert_eq!(send(&p.dashboard, get("/app.css")).await.0, StatusCode::OK);
+    for icon in ["/favicon.svg", "/favicon.ico"] {
+        let (status, headers, body) = send(&p.dashboard, get(icon)).await;
+        assert_eq!((status, headers[header::CONTENT_TYPE].to_str().unwrap()), (StatusCode::OK, "image/svg+xml"), "{icon}");
+        assert!(body.starts_with("<svg"), "{icon}");
+    }
     assert!(p.seen.lock().unwrap().is_empty(), "a page view costs no API request");
 }
 
