@@ -137,5 +137,38 @@ async fn the_dashboard_in(kind: Kind) {
     assert!(strip.len() >= 3 && strip.contains(&"chip-joined".to_owned()), "{strip:?}");
     assert_eq!(strip.last().map(String::as_str), Some("chip-available"), "{strip:?}");
     shot(&b, "06-peer-view").await;
+
+    // Its ForeignCluster as an object: the YAML, and its spec edited. Our webhook refuses an
+    // http:// auth URL, in its words at the field; a harmless change is shown as a diff by
+    // the dry run, then applied.
+    b.open(&format!("{url}objects/foreignclusters/remote")).await;
+    text_where(&b, "#stored", "the object's YAML", |s| s.contains("kind: ForeignCluster")).await;
+    shot(&b, "10-object").await;
+    let spec: String =
+        serde_json::from_value(b.execute("return document.getElementById('edit-spec').value", vec![]).await.unwrap()).unwrap();
+    let insecure: String = spec
+        .lines()
+        .map(|l| if l.starts_with("authUrl:") { "authUrl: http://insecure.example:1\n".into() } else { format!("{l}\n") })
+        .collect();
+    assert!(insecure.contains("http://insecure"), "the spec has an auth URL: {spec}");
+    check_spec(&b, &insecure).await;
+    text_where(&b, "#edit-spec-error", "the webhook's refusal at the field", |s| s.contains("https://")).await;
+    shot(&b, "11-refused-by-the-webhook").await;
+    // It was added allowing an untrusted CA; the edit stops allowing it.
+    assert!(spec.contains("allowUntrustedCA: true\n"), "{spec}");
+    check_spec(&b, &spec.replace("allowUntrustedCA: true\n", "allowUntrustedCA: false\n")).await;
+    text_where(&b, "pre.diff", "what changes", |s| s.contains("- allowUntrustedCA: true") && s.contains("+ allowUntrustedCA: false")).await;
+    shot(&b, "12-what-changes").await;
+    let now = fc_where(&t.home, "remote", "as it was", |_| true).await;
+    assert_eq!(now.spec.allow_untrusted_ca, Some(true), "a dry run stores nothing");
+    b.find(Locator::Css("form[action$='/apply'] button")).await.unwrap().click().await.unwrap();
+    fc_where(&t.home, "remote", "the edit applied", |f| f.spec.allow_untrusted_ca == Some(false)).await;
+    text_where(&b, "#stored", "the object after the edit", |s| s.contains("allowUntrustedCA: false")).await;
     b.client.clone().close().await.unwrap();
+}
+
+/// Writes `spec` in the object's editor and presses Check.
+async fn check_spec(b: &browser::Browser, spec: &str) {
+    b.execute("document.getElementById('edit-spec').value = arguments[0]", vec![json!(spec)]).await.unwrap();
+    b.find(Locator::Css("form.editor button[type=submit]")).await.unwrap().click().await.unwrap();
 }

@@ -11,6 +11,8 @@ use kube::runtime::reflector::ObjectRef;
 use crate::access::Visible;
 use crate::html::{self, FormError};
 use crate::model;
+use crate::object_pages::{self, ListView};
+use crate::objects::{self, Kind};
 use crate::stores::Stores;
 
 /// What the handlers share.
@@ -81,7 +83,7 @@ impl Dashboard {
     }
 
     /// `page`, with Log out where the user logged in.
-    fn framed(&self, page: String) -> String {
+    pub fn framed(&self, page: String) -> String {
         if self.per_user { html::signed_in(&page, &self.csrf) } else { page }
     }
 
@@ -146,6 +148,77 @@ impl Dashboard {
         let fc = self.stores.foreign.get(&ObjectRef::new(name)).filter(|_| allowed.visible.foreign)?;
         let joined = fc.status.as_ref().and_then(|s| s.outgoing.as_ref()).is_some_and(|o| o.joined);
         Some(self.framed(html::confirm_disconnect(name, joined, &self.csrf, &allowed.join)))
+    }
+}
+
+impl Dashboard {
+    /// Whether the user may see objects of `kind`.
+    fn sees(&self, kind: Kind, seen: &Visible) -> bool {
+        match kind {
+            Kind::ForeignClusters => seen.foreign,
+            Kind::SearchDomains => seen.domains,
+            Kind::PeeringRequests => seen.requests,
+            Kind::Advertisements => seen.advertisements,
+            Kind::ClusterConfigs => seen.config,
+        }
+    }
+
+    /// The names and namespaces of the `kind` objects the user may see.
+    fn listed(&self, kind: Kind, seen: &Visible) -> Vec<objects::Listed> {
+        if !self.sees(kind, seen) {
+            return Vec::new();
+        }
+        let s = &self.stores;
+        match kind {
+            Kind::ForeignClusters => objects::listed(&s.foreign.state()),
+            Kind::SearchDomains => objects::listed(&s.domains.state()),
+            Kind::PeeringRequests => objects::listed(&s.requests.state()),
+            Kind::Advertisements => objects::listed(&s.advertisements.state()),
+            Kind::ClusterConfigs => objects::listed(&s.configs.state()),
+        }
+    }
+
+    /// The list of every Liqo object of the kind `view` asks (ForeignClusters by default).
+    pub fn objects(&self, view: ListView) -> String {
+        let seen = self.permissions.now().visible;
+        let kind = Kind::from_plural(&view.kind).unwrap_or(Kind::ForeignClusters);
+        let counts: Vec<(Kind, usize)> = Kind::ALL.iter().map(|k| (*k, self.listed(*k, &seen).len())).collect();
+        self.framed(object_pages::list(kind, &counts, &self.listed(kind, &seen), &view))
+    }
+
+    /// Object `name` of `kind` (in `namespace` for Advertisements) as YAML and its version,
+    /// from the stores, if the user may see it.
+    fn stored(&self, kind: Kind, name: &str, namespace: Option<&str>) -> Option<(String, String, String)> {
+        fn of<K: kube::Resource + serde::Serialize + Clone>(o: std::sync::Arc<K>) -> (String, String, String) {
+            (objects::yaml(&*o), objects::spec_yaml(&*o), o.meta().resource_version.clone().unwrap_or_default())
+        }
+        if !self.sees(kind, &self.permissions.now().visible) {
+            return None;
+        }
+        let s = &self.stores;
+        match kind {
+            Kind::ForeignClusters => s.foreign.get(&ObjectRef::new(name)).map(of),
+            Kind::SearchDomains => s.domains.get(&ObjectRef::new(name)).map(of),
+            Kind::PeeringRequests => s.requests.get(&ObjectRef::new(name)).map(of),
+            Kind::Advertisements => s.advertisements.get(&ObjectRef::new(name).within(namespace?)).map(of),
+            Kind::ClusterConfigs => s.configs.get(&ObjectRef::new(name)).map(of),
+        }
+    }
+
+    /// An object's page: its YAML, and its spec's editor holding `written` (what the person
+    /// last wrote, at the version they read) or the spec as stored, with `error` at it.
+    pub fn object(
+        &self,
+        kind: Kind,
+        name: &str,
+        namespace: Option<&str>,
+        written: Option<(&str, &str)>,
+        error: Option<&FormError>,
+    ) -> Option<String> {
+        let (yaml, spec, version) = self.stored(kind, name, namespace)?;
+        let (spec, version) = written.unwrap_or((&spec, &version));
+        let page = object_pages::ObjectPage { kind, name, namespace, yaml: &yaml, spec, version };
+        Some(self.framed(object_pages::object(&page, &self.csrf, error)))
     }
 }
 

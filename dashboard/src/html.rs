@@ -39,7 +39,7 @@ pub struct FormError {
 }
 
 /// The start of a table: its caption (for screen readers only when `hidden`) and column heads.
-fn table_start(caption: &str, hidden: bool, heads: &[&str]) -> String {
+pub(crate) fn table_start(caption: &str, hidden: bool, heads: &[&str]) -> String {
     let class = if hidden { " class=\"sr\"" } else { "" };
     let heads: String = heads.iter().map(|h| format!("<th scope=\"col\">{h}</th>")).collect();
     format!("<div class=\"table-wrap\"><table><caption{class}>{caption}</caption><thead><tr>{heads}</tr></thead><tbody>")
@@ -47,12 +47,12 @@ fn table_start(caption: &str, hidden: bool, heads: &[&str]) -> String {
 
 /// The end of a table [`table_start`] began (its wrapper scrolls sideways on a narrow screen,
 /// the page does not).
-const TABLE_END: &str = "</tbody></table></div>";
+pub(crate) const TABLE_END: &str = "</tbody></table></div>";
 
 /// Every page's header.
-const HEADER: &str = "<header><a href=\"/\">Liqo</a></header>";
+const HEADER: &str = "<header><a href=\"/\">Liqo</a><nav aria-label=\"Pages\"><a href=\"/objects\">Objects</a></nav></header>";
 
-fn page(title: &str, main: &str) -> String {
+pub(crate) fn page(title: &str, main: &str) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
 <title>{}</title><link rel=\"icon\" href=\"/favicon.svg\" type=\"image/svg+xml\"><link rel=\"stylesheet\" href=\"/app.css\"><script src=\"/app.js\" defer></script></head>\
@@ -64,7 +64,7 @@ fn page(title: &str, main: &str) -> String {
 /// `page` with a Log out button in its header (the in-cluster form).
 pub fn signed_in(page: &str, csrf: &str) -> String {
     let header = format!(
-        "<header><a href=\"/\">Liqo</a><form method=\"post\" action=\"/logout\" class=\"inline logout\">{}<button type=\"submit\">Log out</button></form></header>",
+        "<header><a href=\"/\">Liqo</a><nav aria-label=\"Pages\"><a href=\"/objects\">Objects</a></nav><form method=\"post\" action=\"/logout\" class=\"inline logout\">{}<button type=\"submit\">Log out</button></form></header>",
         hidden_csrf(csrf)
     );
     page.replacen(HEADER, &header, 1)
@@ -82,7 +82,7 @@ pub fn login(error: Option<&str>) -> String {
     page("Liqo: log in", &main)
 }
 
-fn hidden_csrf(csrf: &str) -> String {
+pub(crate) fn hidden_csrf(csrf: &str) -> String {
     format!("<input type=\"hidden\" name=\"csrf\" value=\"{}\">", esc(csrf))
 }
 
@@ -123,7 +123,7 @@ fn disconnect_button(name: &str, why: &Option<String>) -> String {
 }
 
 /// `s` as one path segment.
-fn urlencode(s: &str) -> String {
+pub fn urlencode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
@@ -253,7 +253,7 @@ fn connected_table(cards: &[Card], largest: &BTreeMap<String, f64>, now: Timesta
     t
 }
 
-fn field_error(error: Option<&FormError>, form: &str, field: &str) -> String {
+pub(crate) fn field_error(error: Option<&FormError>, form: &str, field: &str) -> String {
     match error {
         Some(e) if e.form == form && e.field == Some(field) => {
             format!("<div class=\"error\" role=\"alert\" id=\"{form}-{field}-error\">{}</div>", esc(&e.message))
@@ -331,6 +331,18 @@ pub fn no_peer(name: &str) -> String {
     page(
         "Liqo · no such peer",
         &format!("<h1>No peer {}</h1><p>No ForeignCluster you may see has this name. <a href=\"/\">All peers</a></p>", esc(name)),
+    )
+}
+
+/// The page for an object there is none of (or none the user may see).
+pub fn no_object(kind: &str, name: &str) -> String {
+    page(
+        "Liqo · no such object",
+        &format!(
+            "<h1>No {} {}</h1><p>No Liqo object you may see has this kind and name. <a href=\"/objects\">All objects</a></p>",
+            esc(kind),
+            esc(name)
+        ),
     )
 }
 

@@ -16,8 +16,11 @@ use serde::Deserialize;
 
 use crate::actions::{self, NewDomain, NewPeer, Refused};
 pub use crate::dashboard::Dashboard;
+use crate::edit::{self, Edit};
 use crate::html;
 use crate::model;
+use crate::object_pages::{self, ListView};
+use crate::objects::Kind;
 use crate::sessions::{self, Sessions};
 
 /// The page's policy: our own script and style only, no frames, forms to ourselves.
@@ -93,6 +96,51 @@ fn peer_page(page: Option<String>, name: &str) -> Response {
     match page {
         Some(page) => html_page(StatusCode::OK, page),
         None => html_page(StatusCode::NOT_FOUND, html::no_peer(name)),
+    }
+}
+
+#[derive(Deserialize)]
+struct InNamespace {
+    namespace: Option<String>,
+}
+
+/// An object's page, or Not Found (no such kind, no such object, or not one the user may see).
+async fn object(Viewer(d): Viewer, Path((kind, name)): Path<(String, String)>, Query(at): Query<InNamespace>) -> Response {
+    match Kind::from_plural(&kind).and_then(|k| d.object(k, &name, at.namespace.as_deref(), None, None)) {
+        Some(page) => html_page(StatusCode::OK, page),
+        None => html_page(StatusCode::NOT_FOUND, html::no_object(&kind, &name)),
+    }
+}
+
+/// The object's page again, the person's spec in the editor and the refusal at it.
+fn refused_edit(d: &Dashboard, kind: Kind, name: &str, edit: &Edit, e: &Refused) -> Response {
+    match d.object(kind, name, None, Some((&edit.spec, &edit.version)), Some(e)) {
+        Some(page) => html_page(StatusCode::UNPROCESSABLE_ENTITY, page),
+        None => html_page(StatusCode::NOT_FOUND, html::no_object(kind.plural(), name)),
+    }
+}
+
+/// Check: the dry run, and what would change.
+async fn check_edit(Viewer(d): Viewer, from: Sender, Path((kind, name)): Path<(String, String)>, Form(f): Form<Edit>) -> Response {
+    if !from.genuine(&d, &f.csrf) {
+        return forbidden();
+    }
+    let Some(kind) = Kind::from_plural(&kind) else { return html_page(StatusCode::NOT_FOUND, html::no_object(&kind, &name)) };
+    match edit::check(&d.client, kind, None, &name, &f).await {
+        Ok(c) => html_page(StatusCode::OK, d.framed(object_pages::checked(kind, &name, &f.spec, &f.version, &c, &d.csrf))),
+        Err(e) => refused_edit(&d, kind, &name, &f, &e),
+    }
+}
+
+/// Apply: the same spec, at the same version, for real; then the object's page.
+async fn apply_edit(Viewer(d): Viewer, from: Sender, Path((kind, name)): Path<(String, String)>, Form(f): Form<Edit>) -> Response {
+    if !from.genuine(&d, &f.csrf) {
+        return forbidden();
+    }
+    let Some(kind) = Kind::from_plural(&kind) else { return html_page(StatusCode::NOT_FOUND, html::no_object(&kind, &name)) };
+    match edit::apply(&d.client, kind, None, &name, &f).await {
+        Ok(()) => secure(Redirect::to(&format!("/objects/{}/{}", kind.plural(), html::urlencode(&name))).into_response()),
+        Err(e) => refused_edit(&d, kind, &name, &f, &e),
     }
 }
 
@@ -228,6 +276,10 @@ fn routes(access: Arc<Access>) -> Router {
                 secure(([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("../assets/app.css")).into_response())
             }),
         )
+        .route("/objects", get(|Viewer(d): Viewer, Query(view): Query<ListView>| async move { html_page(StatusCode::OK, d.objects(view)) }))
+        .route("/objects/{kind}/{name}", get(object))
+        .route("/objects/{kind}/{name}/check", post(check_edit))
+        .route("/objects/{kind}/{name}/apply", post(apply_edit))
         .route("/actions/connect", post(connect))
         .route("/actions/disconnect", post(disconnect))
         .route("/actions/toggle", post(toggle))

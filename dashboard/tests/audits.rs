@@ -98,10 +98,17 @@ async fn serve(peers: usize) -> (String, impl Drop) {
     (url, Served(task, w))
 }
 
-/// The pages a person opens: the home, a peer's page, the question before Disconnect, and
-/// the page of a peer there is none of.
-fn pages(url: &str) -> [String; 4] {
-    [format!("{url}/"), format!("{url}/peers/peer-00000"), format!("{url}/peers/peer-00000/disconnect"), format!("{url}/peers/none")]
+/// The pages a person opens: the home, a peer's page, the question before Disconnect, the
+/// page of a peer there is none of, the list of Liqo objects, an object with its editor.
+fn pages(url: &str) -> [String; 6] {
+    [
+        format!("{url}/"),
+        format!("{url}/peers/peer-00000"),
+        format!("{url}/peers/peer-00000/disconnect"),
+        format!("{url}/peers/none"),
+        format!("{url}/objects?kind=advertisements"),
+        format!("{url}/objects/foreignclusters/peer-00000"),
+    ]
 }
 
 /// axe-core's violations on the page `b` shows: `id (how many elements)` each.
