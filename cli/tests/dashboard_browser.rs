@@ -77,7 +77,7 @@ async fn the_dashboard_in(kind: Kind) {
     shot(&b, "02-available").await;
 
     // Connect: join flips, and the peer moves to Connected Peers once the peering completes.
-    b.find(Locator::Css("button[aria-label='Connect remote']")).await.unwrap().click().await.unwrap();
+    b.click("button[aria-label='Connect remote']").await;
     text_where(&b, "#connected-section", "the peer in Connected Peers", |s| s.contains("remote") && s.contains("healthy")).await;
     assert!(Api::<ForeignCluster>::all(t.home.clone()).get("remote").await.unwrap().spec.join());
     let picture = text_where(&b, "#picture-section", "the picture showing the peer", |s| s.contains("remote")).await;
@@ -85,7 +85,7 @@ async fn the_dashboard_in(kind: Kind) {
     shot(&b, "03-connected").await;
 
     // Disconnect reverses it.
-    b.find(Locator::Css("[aria-label='Disconnect remote']")).await.unwrap().click().await.unwrap();
+    b.click("[aria-label='Disconnect remote']").await;
     // It asks first, on a page of its own.
     let sure =
         b.wait().at_most(std::time::Duration::from_secs(30)).for_element(Locator::Css("button[aria-label='Yes, disconnect remote']"));
@@ -95,7 +95,7 @@ async fn the_dashboard_in(kind: Kind) {
 
     // Add domain creates a SearchDomain.
     b.find(Locator::Id("domain-domain")).await.unwrap().send_keys("example.com").await.unwrap();
-    b.find(Locator::Css("form[action='/actions/domains'] button[type=submit]")).await.unwrap().click().await.unwrap();
+    b.click("form[action='/actions/domains'] button[type=submit]").await;
     eventually("the SearchDomain created", || async {
         Api::<SearchDomain>::all(t.home.clone()).get_opt("example.com").await.ok().flatten()
     })
@@ -105,7 +105,7 @@ async fn the_dashboard_in(kind: Kind) {
     b.find(Locator::Id("peer-api_url")).await.unwrap().send_keys("https://127.0.0.1:1").await.unwrap();
     b.find(Locator::Id("peer-cluster_id")).await.unwrap().send_keys("Not_A_Cluster_ID").await.unwrap();
     b.find(Locator::Id("peer-name")).await.unwrap().send_keys("bad").await.unwrap();
-    b.find(Locator::Css("form[action='/actions/peers'] button[type=submit]")).await.unwrap().click().await.unwrap();
+    b.click("form[action='/actions/peers'] button[type=submit]").await;
     let error = text_where(&b, "#peer-cluster_id-error", "the refusal at the cluster ID field", |s| !s.is_empty()).await;
     assert!(error.contains("denied the request"), "{error}");
     shot(&b, "04-refused-at-the-field").await;
@@ -161,14 +161,23 @@ async fn the_dashboard_in(kind: Kind) {
     shot(&b, "12-what-changes").await;
     let now = fc_where(&t.home, "remote", "as it was", |_| true).await;
     assert_eq!(now.spec.allow_untrusted_ca, Some(true), "a dry run stores nothing");
-    b.find(Locator::Css("form[action$='/apply'] button")).await.unwrap().click().await.unwrap();
+    b.click("form[action$='/apply'] button").await;
     fc_where(&t.home, "remote", "the edit applied", |f| f.spec.allow_untrusted_ca == Some(false)).await;
     text_where(&b, "#stored", "the object after the edit", |s| s.contains("allowUntrustedCA: false")).await;
+
+    // Forget: it asks first, then the ForeignCluster is gone.
+    b.open(&format!("{url}peers/remote")).await;
+    b.click("[aria-label='Forget remote']").await;
+    text_where(&b, "#confirm", "the question before Forget", |s| s.contains("Forget remote?")).await;
+    assert!(fc_where(&t.home, "remote", "still there while asked", |_| true).await.metadata.deletion_timestamp.is_none());
+    b.click("button[aria-label='Yes, forget remote']").await;
+    let fcs = Api::<ForeignCluster>::all(t.home.clone());
+    eventually("the ForeignCluster forgotten", || async { fcs.get_opt("remote").await.ok().filter(Option::is_none) }).await;
     b.client.clone().close().await.unwrap();
 }
 
 /// Writes `spec` in the object's editor and presses Check.
 async fn check_spec(b: &browser::Browser, spec: &str) {
     b.execute("document.getElementById('edit-spec').value = arguments[0]", vec![json!(spec)]).await.unwrap();
-    b.find(Locator::Css("form.editor button[type=submit]")).await.unwrap().click().await.unwrap();
+    b.click("form.editor button[type=submit]").await;
 }

@@ -22,6 +22,8 @@ pub struct Allowed {
     pub add_domain: Option<String>,
     /// Add remote peer: create ForeignClusters.
     pub add_peer: Option<String>,
+    /// Forget: delete ForeignClusters.
+    pub forget: Option<String>,
     /// What the pages may show.
     pub visible: Visible,
 }
@@ -137,6 +139,7 @@ pub async fn ask(client: &Client) -> Allowed {
         toggles: review(client, "config.liqo.io", "clusterconfigs", "patch").await,
         add_domain: review(client, "discovery.liqo.io", "searchdomains", "create").await,
         add_peer: review(client, "discovery.liqo.io", "foreignclusters", "create").await,
+        forget: review(client, "discovery.liqo.io", "foreignclusters", "delete").await,
         visible: Visible::default(),
     }
 }

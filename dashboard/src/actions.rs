@@ -1,5 +1,5 @@
 //! What the buttons and forms do, with the user's own credentials (RBAC and our webhook
-//! decide): Connect / Disconnect (`spec.join`), the switches of `liqo-configuration`, Add
+//! decide): Connect / Disconnect (`spec.join`), Forget (the ForeignCluster deleted), the switches of `liqo-configuration`, Add
 //! domain (a SearchDomain), Add remote peer (a ForeignCluster in either seed form).
 
 use kube::Client;
@@ -40,6 +40,15 @@ pub async fn set_join(client: &Client, name: &str, join: bool) -> Result<(), Ref
     let patch = serde_json::json!({"spec": {"join": join}});
     Api::<ForeignCluster>::all(client.clone())
         .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map(drop)
+        .map_err(|e| refused("peers", None, e))
+}
+
+/// Forget: the ForeignCluster deleted (its finalizer undoes a peering first).
+pub async fn forget(client: &Client, name: &str) -> Result<(), Refused> {
+    Api::<ForeignCluster>::all(client.clone())
+        .delete(name, &kube::api::DeleteParams::default())
         .await
         .map(drop)
         .map_err(|e| refused("peers", None, e))

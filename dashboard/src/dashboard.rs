@@ -142,6 +142,15 @@ impl Dashboard {
         Some(self.framed(html::peer(&page, &self.csrf, &allowed)))
     }
 
+    /// The question before forgetting peer `name`, if the user may see it.
+    pub fn confirm_forget(&self, name: &str) -> Option<String> {
+        let allowed = self.permissions.now();
+        let fc = self.stores.foreign.get(&ObjectRef::new(name)).filter(|_| allowed.visible.foreign)?;
+        let joined = fc.status.as_ref().and_then(|s| s.outgoing.as_ref()).is_some_and(|o| o.joined);
+        let discovered = matches!(fc.spec.discovery_type, Some(liqo_api::DiscoveryType::Lan | liqo_api::DiscoveryType::Wan));
+        Some(self.framed(html::confirm_forget(name, joined, discovered, &self.csrf, &allowed.forget)))
+    }
+
     /// The question before disconnecting peer `name`, if the user may see it.
     pub fn confirm_disconnect(&self, name: &str) -> Option<String> {
         let allowed = self.permissions.now();

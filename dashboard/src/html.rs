@@ -122,6 +122,43 @@ fn disconnect_button(name: &str, why: &Option<String>) -> String {
     }
 }
 
+/// Forget, which deletes the ForeignCluster: a link to its question, like Disconnect.
+fn forget_button(name: &str, why: &Option<String>) -> String {
+    match why {
+        None => format!(
+            "<a class=\"button danger\" href=\"/peers/{}/forget\" aria-label=\"Forget {}\">Forget</a>",
+            esc(&urlencode(name)),
+            esc(name)
+        ),
+        Some(_) => format!("<button type=\"button\" class=\"danger\" aria-label=\"Forget {}\"{}>Forget</button>", esc(name), denied(why)),
+    }
+}
+
+/// The question before Forget: what it undoes, and whether the peer comes back by itself.
+pub fn confirm_forget(name: &str, joined: bool, discovered: bool, csrf: &str, why: &Option<String>) -> String {
+    let mut what =
+        String::from("Its ForeignCluster is deleted, with what this cluster keeps of it: its identity, its CA and its tenant namespace.");
+    if joined {
+        what.push_str(" The peering is undone first: our PeeringRequest there is withdrawn and its Advertisement here goes.");
+    }
+    if discovered {
+        what.push_str(" It was discovered: while it still announces itself, discovery finds it again, as a new peer to connect.");
+    }
+    let main = format!(
+        "<section aria-labelledby=\"confirm\"><h1 id=\"confirm\">Forget {}?</h1><p>{what}</p>\
+<form method=\"post\" action=\"/actions/forget\" class=\"inline\">{}<input type=\"hidden\" name=\"name\" value=\"{}\">\
+<button type=\"submit\" class=\"danger\" aria-label=\"Yes, forget {}\"{}>Forget</button></form> \
+<a href=\"/peers/{}\">Cancel</a></section>",
+        esc(name),
+        hidden_csrf(csrf),
+        esc(name),
+        esc(name),
+        denied(why),
+        esc(&urlencode(name))
+    );
+    page(&format!("Liqo · forget {name}?"), &main)
+}
+
 /// `s` as one path segment.
 pub fn urlencode(s: &str) -> String {
     s.bytes()
@@ -173,13 +210,17 @@ fn chip(p: &Peer) -> String {
 }
 
 /// A peer's chip, then what holds it up and what to do about it.
+/// A peer nobody asks to join keeps the phase that held it up when someone did: said as what
+/// was, not what is (unless it is that the peer does not answer, which still holds).
 fn state_cell(p: &Peer) -> String {
     match p.failing() {
         Some(f) => {
             let hint = if f.hint.is_empty() { String::new() } else { format!("<div class=\"hint\">{}</div>", esc(&f.hint)) };
+            let was = !p.join && f.type_ != liqo_api::reasons::ConditionType::RemoteReachable.as_str();
             format!(
-                "{} <span class=\"msg\">{}: {}</span><div class=\"msg\">{}</div>{hint}",
+                "{} <span class=\"msg\">{}{}: {}</span><div class=\"msg\">{}</div>{hint}",
                 chip(p),
+                if was { "when last asked, " } else { "" },
                 esc(&f.type_),
                 esc(&f.reason),
                 esc(&f.message)
@@ -553,6 +594,7 @@ pub fn peer(v: &PeerPage<'_>, csrf: &str, allowed: &Allowed) -> String {
     } else {
         button_form("/actions/connect", &p.name, "Connect", csrf, &allowed.join)
     };
+    let action = format!("{action} {}", forget_button(&p.name, &allowed.forget));
     let dash = |v: &Option<String>| esc(v.as_deref().unwrap_or("-"));
     let changed = crate::model::last_change(p).map_or("-".into(), |t| time_ago(t, v.now));
     let main = format!(
@@ -716,6 +758,39 @@ mod tests {
         assert!(home_page.contains("<span class=\"since\">changed <time datetime=\"2026-11-23T10:02:00Z\" data-ago>3 min ago</time>"));
         let unknown = peer(&page_of(card, None, &[], ""), "t", &Allowed::default());
         assert!(unknown.contains("Nothing seen yet"), "a peer the dashboard has not seen change");
+    }
+
+    #[test]
+    fn forget_asks_first_says_what_it_undoes_and_whether_the_peer_comes_back() {
+        let asked = confirm_forget("a b<c", true, true, "tok", &None);
+        assert!(asked.contains("<h1 id=\"confirm\">Forget a b&lt;c?</h1>"), "{asked}");
+        assert!(asked.contains("<form method=\"post\" action=\"/actions/forget\"") && asked.contains("name=\"csrf\" value=\"tok\""));
+        assert!(asked.contains("The peering is undone first") && asked.contains("discovery finds it again"), "{asked}");
+        let manual = confirm_forget("m", false, false, "tok", &Some("you may not delete foreignclusters".into()));
+        assert!(!manual.contains("undone first") && !manual.contains("finds it again"), "{manual}");
+        assert!(manual.contains("disabled title=\"you may not delete foreignclusters\""));
+        let fc: liqo_api::ForeignCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "m"},
+            "spec": {"clusterIdentity": {"clusterID": "x"}}}))
+        .unwrap();
+        let peers = crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement]);
+        let view = peer(&page_of(&peers.available[0], None, &[], ""), "tok", &Allowed::default());
+        assert!(view.contains("<a class=\"button danger\" href=\"/peers/m/forget\" aria-label=\"Forget m\">Forget</a>"), "{view}");
+    }
+
+    #[test]
+    fn a_refusal_from_when_a_peer_was_asked_is_said_as_past() {
+        let peer = |join: bool, type_: &str| {
+            let fc: liqo_api::ForeignCluster = serde_json::from_value(serde_json::json!({
+                "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "a"},
+                "spec": {"clusterIdentity": {"clusterID": "x"}, "join": join},
+                "status": {"conditions": [{"type": type_, "status": "False", "reason": "R", "message": "m", "lastTransitionTime": "2026-11-23T10:00:00Z"}]}}))
+            .unwrap();
+            state_cell(&Peer::of(&fc))
+        };
+        assert!(peer(false, "Joined").contains("<span class=\"msg\">when last asked, Joined: R</span>"), "{}", peer(false, "Joined"));
+        assert!(peer(true, "Joined").contains("<span class=\"msg\">Joined: R</span>"));
+        assert!(peer(false, "RemoteReachable").contains("<span class=\"msg\">RemoteReachable: R</span>"), "still true now");
     }
 
     #[test]

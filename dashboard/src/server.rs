@@ -181,6 +181,13 @@ async fn disconnect(Viewer(d): Viewer, from: Sender, Form(f): Form<NamedForm>) -
     outcome(&d, actions::set_join(&d.client, &f.name, false).await)
 }
 
+async fn forget(Viewer(d): Viewer, from: Sender, Form(f): Form<NamedForm>) -> Response {
+    if !from.genuine(&d, &f.csrf) {
+        return forbidden();
+    }
+    outcome(&d, actions::forget(&d.client, &f.name).await)
+}
+
 async fn toggle(Viewer(d): Viewer, from: Sender, Form(f): Form<ToggleForm>) -> Response {
     if !from.genuine(&d, &f.csrf) {
         return forbidden();
@@ -282,6 +289,11 @@ fn routes(access: Arc<Access>) -> Router {
         .route("/objects/{kind}/{name}/apply", post(apply_edit))
         .route("/actions/connect", post(connect))
         .route("/actions/disconnect", post(disconnect))
+        .route("/actions/forget", post(forget))
+        .route(
+            "/peers/{name}/forget",
+            get(|Viewer(d): Viewer, Path(name): Path<String>| async move { peer_page(d.confirm_forget(&name), &name) }),
+        )
         .route("/actions/toggle", post(toggle))
         .route("/actions/domains", post(add_domain))
         .route("/actions/peers", post(add_peer))

@@ -179,6 +179,7 @@ async fn each_action_does_its_write() {
             "POST",
             "/apis/discovery.liqo.io/v1alpha1/foreignclusters",
         ),
+        ("/actions/forget", format!("csrf={t}&name=beta"), "DELETE", "/apis/discovery.liqo.io/v1alpha1/foreignclusters/beta"),
     ];
     for (i, (path, form, method, api_path)) in cases.iter().enumerate() {
         let (status, headers, _) = send(&p.dashboard, post(path, form, origin)).await;

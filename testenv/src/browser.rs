@@ -163,6 +163,23 @@ impl Browser {
         }
         panic!("{}: {url} never loaded: {errors:?}", self.kind.name());
     }
+
+    /// Clicks the element `css`. A live page may swap the section it is in between finding it
+    /// and clicking it (a watched object changed): found again and clicked, for 30 s at most.
+    pub async fn click(&self, css: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let tried = match self.client.find(Locator::Css(css)).await {
+                Ok(el) => el.click().await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match tried {
+                Ok(()) => return,
+                Err(e) if Instant::now() > deadline => panic!("{}: could not click {css}: {e}", self.kind.name()),
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
 }
 
 /// Where a test's screenshots go: `target/dashboard-screenshots/` for Chromium (the set the
