@@ -167,6 +167,20 @@ async fn each_user_sees_and_acts_with_their_own_token() {
         })
         .await;
     assert!(!page.contains("peer-one"), "mallory may not list ForeignClusters, so his page shows none: {page}");
+    // Nor among the objects, where alice sees it; nor its page, nor its editor's dry run.
+    let objects = call(&app, "GET", "/objects", Some(&mallory), None).await.body;
+    assert!(objects.contains("ForeignClusters (0)") && !objects.contains("peer-one"), "{objects}");
+    assert!(call(&app, "GET", "/objects", Some(&alice), None).await.body.contains("ForeignClusters (1)"));
+    assert_eq!(call(&app, "GET", "/objects/foreignclusters/peer-one", Some(&mallory), None).await.status, StatusCode::NOT_FOUND);
+    let check = call(
+        &app,
+        "POST",
+        "/objects/foreignclusters/peer-one/check",
+        Some(&mallory),
+        Some(&format!("csrf={}&spec=join%3A+false", csrf(&page))),
+    )
+    .await;
+    assert_eq!(check.status, StatusCode::NOT_FOUND, "{}", check.body);
     assert!(call(&app, "GET", "/peers/peer-one", Some(&mallory), None).await.status != StatusCode::OK, "nor its own page");
     assert_eq!(fc_watches(&admin).await, 1.0, "two users, one watch");
     let disconnect = call(&app, "POST", "/actions/disconnect", Some(&mallory), Some(&format!("csrf={}&name=peer-one", csrf(&page)))).await;
@@ -302,6 +316,17 @@ async fn themes_and_widths(b: &browser::Browser) {
         assert_eq!(wide, json!(true), "{}: at {width} px the page scrolls sideways", b.kind.name());
         shot(b, &format!("09-home-{theme}-{width}")).await;
     }
+    // A peer's page, dark at a phone's width; then back home.
+    let home = b.current_url().await.unwrap();
+    b.open(home.join("/peers/peer-one").unwrap().as_str()).await;
+    b.set_window_size(390, 1400).await.unwrap();
+    b.execute("document.documentElement.setAttribute('data-theme', 'dark')", vec![]).await.unwrap();
+    text_where(b, "#peer-view", "the peer's page", |s| s.contains("Ours to them")).await;
+    let wide = b.execute("return document.documentElement.scrollWidth <= window.innerWidth", vec![]).await.unwrap();
+    assert_eq!(wide, json!(true), "{}: the peer's page scrolls sideways at 390 px", b.kind.name());
+    shot(b, "09-peer-dark-390").await;
+    b.set_window_size(1280, 1700).await.unwrap();
+    b.open(home.as_str()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
