@@ -1,10 +1,10 @@
-//! Editing a Liqo object's spec with the user's own credentials: the object as it is now, the
-//! spec replaced by what the person wrote, sent as an update at the version they saw. First as
+//! Editing a Liqo object's spec with the user's own credentials: the object as it is now, and
+//! what the person wrote sent as a merge patch of what changed, at the version they saw. First as
 //! a server-side dry run (RBAC, our webhook, the CRD's schema and defaults all answer, nothing
 //! is stored), then for real. A refusal comes back in the API server's words.
 
 use kube::Client;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
 use crate::html::FormError;
 use crate::objects::{self, Kind};
@@ -61,12 +61,16 @@ async fn send(client: &Client, kind: Kind, namespace: Option<&str>, name: &str, 
     let spec = objects::parse_spec(&edit.spec).map_err(|message| FormError { form: "edit", field: Some(FIELD), message })?;
     let api = api(client, kind, namespace);
     let now = api.get(name).await.map_err(refused)?;
-    let mut next = now.clone();
-    next.metadata.managed_fields = None;
-    next.metadata.resource_version = Some(edit.version.clone()).filter(|v| !v.is_empty()).or(now.metadata.resource_version.clone());
-    next.data["spec"] = spec;
-    let params = PostParams { dry_run, field_manager: Some("liqo-dashboard".into()) };
-    let stored = api.replace(name, &params, &next).await.map_err(refused)?;
+    // A merge patch of what changed (the verb `patch`, as the dashboard's other actions), at
+    // the version the person read: the API server refuses it (409) if the object changed since.
+    let version = Some(edit.version.clone()).filter(|v| !v.is_empty()).or(now.metadata.resource_version.clone());
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": version},
+        "spec": objects::merge_patch(&now.data["spec"], &spec),
+    });
+    let mut params = PatchParams { field_manager: Some("liqo-dashboard".into()), ..Default::default() };
+    params.dry_run = dry_run;
+    let stored = api.patch(name, &params, &Patch::Merge(patch)).await.map_err(refused)?;
     Ok(Checked { before: objects::spec_yaml(&now), after: objects::spec_yaml(&stored) })
 }
 

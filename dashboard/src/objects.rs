@@ -117,6 +117,33 @@ pub fn parse_spec(text: &str) -> Result<serde_json::Value, String> {
     if v.is_object() { Ok(v) } else { Err("the spec is a mapping of fields (field: value), one per line".into()) }
 }
 
+/// The JSON merge patch (RFC 7386) that turns `before` into `after` (pure): what changed,
+/// what went as `null`, lists whole.
+pub fn merge_patch(before: &serde_json::Value, after: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in a {
+                match b.get(k) {
+                    Some(old) if old == v => {}
+                    Some(old) if old.is_object() && v.is_object() => {
+                        out.insert(k.clone(), merge_patch(old, v));
+                    }
+                    _ => {
+                        out.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            for k in b.keys().filter(|k| !a.contains_key(*k)) {
+                out.insert(k.clone(), Value::Null);
+            }
+            Value::Object(out)
+        }
+        _ => after.clone(),
+    }
+}
+
 /// One line of a diff.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Line {
@@ -176,6 +203,34 @@ mod tests {
         assert!(e.starts_with("line "), "{e}");
         assert!(parse_spec("- a\n- b\n").unwrap_err().contains("mapping"));
         assert!(parse_spec("").is_err(), "an empty spec is not a spec");
+    }
+
+    #[test]
+    fn a_merge_patch_carries_what_changed_and_nulls_what_went() {
+        let before = serde_json::json!({"join": false, "authUrl": "https://a", "clusterIdentity": {"clusterID": "x", "clusterName": "n"}, "list": [1, 2]});
+        let after = serde_json::json!({"join": true, "clusterIdentity": {"clusterID": "x"}, "list": [1]});
+        let p = merge_patch(&before, &after);
+        assert_eq!(p, serde_json::json!({"join": true, "authUrl": null, "clusterIdentity": {"clusterName": null}, "list": [1]}));
+        assert_eq!(merge_patch(&before, &before), serde_json::json!({}), "nothing changes, nothing sent");
+        // Applied as RFC 7386 says, it gives `after`.
+        let mut applied = before.clone();
+        json_patch_merge(&mut applied, &p);
+        assert_eq!(applied, after);
+    }
+
+    /// RFC 7386's merge, for the test.
+    fn json_patch_merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
+        if let (Some(t), Some(p)) = (target.as_object_mut(), patch.as_object()) {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else if v.is_object() && t.get(k).is_some_and(|x| x.is_object()) {
+                    json_patch_merge(t.get_mut(k).unwrap(), v);
+                } else {
+                    t.insert(k.clone(), v.clone());
+                }
+            }
+        }
     }
 
     #[test]
