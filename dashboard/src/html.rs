@@ -267,7 +267,7 @@ fn available_table(cards: &[Card], csrf: &str, allowed: &Allowed) -> String {
     t
 }
 
-fn connected_table(cards: &[Card], largest: &BTreeMap<String, f64>, now: Timestamp, allowed: &Allowed) -> String {
+fn connected_table(cards: &[Card], largest: &BTreeMap<&'static str, f64>, now: Timestamp, allowed: &Allowed) -> String {
     if cards.is_empty() {
         return "<p>None yet.</p>".into();
     }
@@ -543,7 +543,7 @@ pub struct PeerPage<'a> {
     /// Its states as the dashboard saw them change.
     pub history: Option<&'a History>,
     /// The most any peer offers of each resource (a bar's full length).
-    pub largest: &'a BTreeMap<String, f64>,
+    pub largest: &'a BTreeMap<&'static str, f64>,
     pub now: Timestamp,
 }
 
@@ -637,7 +637,7 @@ mod tests {
 
     /// A peer's page with no history and no offers to compare.
     fn page_of<'a>(card: &'a Card, incoming: Option<&'a str>, events: &'a [(String, String, String)], raw_yaml: &'a str) -> PeerPage<'a> {
-        static NONE: BTreeMap<String, f64> = BTreeMap::new();
+        static NONE: BTreeMap<&'static str, f64> = BTreeMap::new();
         PeerPage { card, incoming, events, raw_yaml, history: None, largest: &NONE, now: now() }
     }
 
@@ -738,7 +738,7 @@ mod tests {
         advert.metadata.namespace = Some("liqo-tenant-b-id".into());
         let adverts = [advert];
         let peers = crate::model::peers(&[fc], &adverts);
-        let largest = BTreeMap::from([("cpu".to_owned(), 8.0), ("pods".to_owned(), 110.0)]);
+        let largest = BTreeMap::from([("cpu", 8.0), ("pods", 110.0)]);
         let mut seen = crate::history::Histories::default();
         seen.record("b", Chip::Joining, "2026-11-23T10:01:00Z".parse().unwrap());
         seen.record("b", Chip::Joined, "2026-11-23T10:02:00Z".parse().unwrap());

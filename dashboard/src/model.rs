@@ -83,17 +83,15 @@ pub struct Card {
     pub direction: Option<Direction>,
     /// Connected: the remote answers.
     pub healthy: bool,
-    /// The resources of the peer's Advertisement here, as `cpu 8, memory 32Gi, pods 220`.
-    pub resources: Option<String>,
-    /// The same, one by one, for bars.
+    /// The resources of the peer's Advertisement here, one by one (empty without one).
     pub offers: Vec<Offer>,
 }
 
 /// One resource a peer offers in its Advertisement.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Offer {
-    /// `cpu`, `memory`, `pods`, …
-    pub resource: String,
+    /// `cpu`, `memory`, `pods`.
+    pub resource: &'static str,
     /// As the Advertisement says it (`32Gi`).
     pub text: String,
     /// Its amount in base units (cores, bytes, pods), when it reads as a quantity.
@@ -130,12 +128,15 @@ pub fn quantity(s: &str) -> Option<f64> {
     (v.is_finite() && v >= 0.0).then_some(v * factor)
 }
 
+/// The most any peer offers of each resource: a bar's full length.
+pub type Largest = std::collections::BTreeMap<&'static str, f64>;
+
 /// The largest amount of each resource any peer offers (pure): the full length of a bar.
-pub fn largest_offers(cards: &[Card]) -> std::collections::BTreeMap<String, f64> {
-    let mut out = std::collections::BTreeMap::new();
+pub fn largest_offers(cards: &[Card]) -> Largest {
+    let mut out = Largest::new();
     for o in cards.iter().flat_map(|c| &c.offers) {
         if let Some(a) = o.amount {
-            let e = out.entry(o.resource.clone()).or_insert(0.0_f64);
+            let e = out.entry(o.resource).or_insert(0.0_f64);
             *e = e.max(a);
         }
     }
@@ -166,18 +167,14 @@ pub struct Peers {
     pub connected: Vec<Card>,
 }
 
+/// What `a` offers, read off its typed fields (no JSON on the way: the home reads every
+/// peer's at 10,000).
 fn offers_of(a: &Advertisement) -> Vec<Offer> {
-    let Ok(serde_json::Value::Object(v)) = serde_json::to_value(&a.spec.resources) else { return Vec::new() };
-    v.iter()
-        .map(|(k, v)| {
-            let text = v.as_str().map_or(v.to_string(), str::to_owned);
-            Offer { resource: k.clone(), amount: quantity(&text), text }
-        })
+    let r = &a.spec.resources;
+    [("cpu", &r.cpu), ("memory", &r.memory), ("pods", &r.pods)]
+        .into_iter()
+        .filter_map(|(resource, q)| q.as_ref().map(|q| Offer { resource, text: q.0.clone(), amount: quantity(&q.0) }))
         .collect()
-}
-
-fn resources_text(offers: &[Offer]) -> String {
-    offers.iter().map(|o| format!("{} {}", o.resource, o.text)).collect::<Vec<_>>().join(", ")
 }
 
 /// Each peer's own Advertisement, by its cluster ID: in its tenant namespace (another peer may
@@ -192,8 +189,8 @@ fn own_advertisements<A: std::borrow::Borrow<Advertisement>>(adverts: &[A]) -> s
 }
 
 /// The most any peer offers of each resource, from their own Advertisements (pure).
-pub fn largest_advertised<A: std::borrow::Borrow<Advertisement>>(adverts: &[A]) -> std::collections::BTreeMap<String, f64> {
-    let mut out = std::collections::BTreeMap::new();
+pub fn largest_advertised<A: std::borrow::Borrow<Advertisement>>(adverts: &[A]) -> Largest {
+    let mut out = Largest::new();
     for o in own_advertisements(adverts).values().flat_map(|a| offers_of(a)) {
         if let Some(v) = o.amount {
             let e = out.entry(o.resource).or_insert(0.0_f64);
@@ -218,14 +215,12 @@ pub fn peers<F: std::borrow::Borrow<ForeignCluster>, A: std::borrow::Borrow<Adve
             (false, false) => None,
         };
         let healthy = peer.phase(liqo_api::reasons::ConditionType::RemoteReachable).is_none_or(|p| p.status == "True");
-        let offers = by_sender.get(peer.cluster_id.as_str()).map(|a| offers_of(a));
         let card = Card {
             found_in: fc.metadata.labels.as_ref().and_then(|l| l.get(LABEL_SEARCHDOMAIN).cloned()),
             trust: fc.spec.trust_mode().as_str().to_owned(),
             direction,
             healthy,
-            resources: offers.as_deref().map(resources_text),
-            offers: offers.unwrap_or_default(),
+            offers: by_sender.get(peer.cluster_id.as_str()).map_or_else(Vec::new, |a| offers_of(a)),
             peer,
         };
         if card.direction.is_some() { out.connected.push(card) } else { out.available.push(card) }
@@ -324,7 +319,7 @@ impl<'a> Shown<'a> {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Listing {
     /// The most any peer offers of each resource (a bar's full length).
-    pub largest: std::collections::BTreeMap<String, f64>,
+    pub largest: Largest,
     /// The peers `view` selects, split as [`peers`] splits them.
     pub selected: Peers,
     /// Every peer by state, the most frequent first.
@@ -600,14 +595,15 @@ mod tests {
         // Another peer's, claiming b-out-id in its own tenant namespace, is not b-out's.
         let forged = advertisement("advertisement-b-out-id", "liqo-tenant-a-in-id");
         let p = peers(&fcs, &[forged]);
-        assert_eq!(p.connected.iter().find(|c| c.peer.name == "b-out").unwrap().resources, None);
+        assert_eq!(p.connected.iter().find(|c| c.peer.name == "b-out").unwrap().offers, []);
         let adverts = [advertisement("advertisement-b-out-id", "liqo-tenant-b-out-id")];
         let p = peers(&fcs, &adverts);
         let names = |cs: &[Card]| cs.iter().map(|c| c.peer.name.clone()).collect::<Vec<_>>();
         assert_eq!(names(&p.connected), ["a-in", "b-out"]);
         assert_eq!(names(&p.available), ["c-new"]);
         assert_eq!(p.connected[0].direction, Some(Direction::Incoming));
-        assert_eq!(p.connected[1].resources.as_deref(), Some("cpu 8, memory 32Gi, pods 220"));
+        let offered: Vec<_> = p.connected[1].offers.iter().map(|o| (o.resource, o.text.as_str(), o.amount)).collect();
+        assert_eq!(offered, [("cpu", "8", Some(8.0)), ("memory", "32Gi", Some(32.0 * 1073741824.0)), ("pods", "220", Some(220.0))]);
         assert_eq!(p.available[0].found_in.as_deref(), Some("example.com"));
         assert_eq!(p.available[0].trust, "Untrusted");
     }

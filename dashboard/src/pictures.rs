@@ -68,7 +68,7 @@ pub fn health_strip(h: Option<&History>, now: Timestamp) -> String {
 
 /// What a peer offers, a bar a resource: full at the largest any peer offers (`largest`).
 /// Kept small: a table shows it on every row.
-pub fn offer_bars(offers: &[Offer], largest: &BTreeMap<String, f64>) -> String {
+pub fn offer_bars(offers: &[Offer], largest: &BTreeMap<&'static str, f64>) -> String {
     if offers.is_empty() {
         return "-".into();
     }
@@ -115,10 +115,10 @@ mod tests {
     #[test]
     fn bars_are_full_at_the_largest_offer_and_unreadable_amounts_have_none() {
         let offers = vec![
-            Offer { resource: "cpu".into(), text: "4".into(), amount: Some(4.0) },
-            Offer { resource: "gpu-model".into(), text: "<b>".into(), amount: None },
+            Offer { resource: "cpu", text: "4".into(), amount: Some(4.0) },
+            Offer { resource: "gpu-model", text: "<b>".into(), amount: None },
         ];
-        let largest = BTreeMap::from([("cpu".to_owned(), 8.0)]);
+        let largest = BTreeMap::from([("cpu", 8.0)]);
         let html = offer_bars(&offers, &largest);
         assert!(html.contains("<span>cpu</span><meter max=\"8\" value=\"4\" title=\"cpu\"></meter><span>4</span>"), "{html}");
         assert_eq!(html.matches("<meter").count(), 1, "{html}");
