@@ -74,7 +74,7 @@ pub fn offer_bars(offers: &[Offer], largest: &BTreeMap<&'static str, f64>) -> St
     }
     let mut out = String::from("<div class=\"offers\">");
     for o in offers {
-        let name = esc(&o.resource);
+        let name = esc(o.resource);
         let bar = match (o.amount, largest.get(&o.resource)) {
             (Some(v), Some(max)) if *max > 0.0 => format!("<meter max=\"{max}\" value=\"{v}\" title=\"{name}\"></meter>"),
             // Nothing to compare with (no peer offers any): the row keeps its three cells.
