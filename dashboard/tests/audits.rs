@@ -98,13 +98,15 @@ async fn serve(peers: usize) -> (String, impl Drop) {
     (url, Served(task, w))
 }
 
-/// The pages a person opens: the home, a peer's page, the question before Disconnect, the
-/// page of a peer there is none of, the list of Liqo objects, an object with its editor.
-fn pages(url: &str) -> [String; 6] {
+/// The pages a person opens: the home, a peer's page, the questions before Disconnect and
+/// Forget, the page of a peer there is none of, the list of Liqo objects, an object with its
+/// editor.
+fn pages(url: &str) -> [String; 7] {
     [
         format!("{url}/"),
         format!("{url}/peers/peer-00000"),
         format!("{url}/peers/peer-00000/disconnect"),
+        format!("{url}/peers/peer-00000/forget"),
         format!("{url}/peers/none"),
         format!("{url}/objects?kind=advertisements"),
         format!("{url}/objects/foreignclusters/peer-00000"),
