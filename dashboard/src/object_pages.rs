@@ -119,10 +119,20 @@ pub fn object(o: &ObjectPage<'_>, csrf: &str, error: Option<&FormError>) -> Stri
     } else {
         "<p class=\"hint\">Written by the peers and the reconciler; shown, not edited here.</p>".into()
     };
+    // The store keeps of an Advertisement only what the pages show (10,000 of them whole would
+    // cost the dashboard their kubeconfig references, timestamps and status): say so.
+    let kept = match (o.kind, o.namespace) {
+        (Kind::Advertisements, Some(ns)) => format!(
+            "<p class=\"hint\">The dashboard keeps only whom it is from and what it offers; <code>kubectl get advertisement -n {} {} -o yaml</code> shows it whole.</p>",
+            esc(ns),
+            esc(o.name)
+        ),
+        _ => String::new(),
+    };
     let ns = o.namespace.map(|ns| format!(" in <code>{}</code>", esc(ns))).unwrap_or_default();
     let main = format!(
         "<section aria-labelledby=\"object\"><p><a href=\"{}\">{}</a></p><h1 id=\"object\">{} {}{ns}</h1></section>\
-<section id=\"stored\" data-live aria-labelledby=\"stored-title\"><h2 id=\"stored-title\">As stored</h2><pre>{}</pre></section>\
+<section id=\"stored\" data-live aria-labelledby=\"stored-title\"><h2 id=\"stored-title\">As stored</h2>{kept}<pre>{}</pre></section>\
 <section aria-label=\"Edit\">{edit}</section>",
         esc(&query(o.kind, "", 1)),
         o.kind.title(),
@@ -206,8 +216,9 @@ mod tests {
         assert!(page.contains(">domain: &lt;x&gt;\n</textarea>"));
         let refused = object(&o, "tok", Some(&FormError { form: "edit", field: Some(FIELD), message: "denied: <no>".into() }));
         assert!(refused.contains("id=\"edit-spec-error\">denied: &lt;no&gt;</div>"), "{refused}");
-        let advert = object(&ObjectPage { kind: Kind::Advertisements, ..o }, "tok", None);
+        let advert = object(&ObjectPage { kind: Kind::Advertisements, namespace: Some("liqo-tenant-x"), ..o }, "tok", None);
         assert!(!advert.contains("<textarea") && advert.contains("shown, not edited here"));
+        assert!(advert.contains("<code>kubectl get advertisement -n liqo-tenant-x a&lt;b -o yaml</code> shows it whole"), "{advert}");
     }
 
     #[test]
