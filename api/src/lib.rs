@@ -14,6 +14,7 @@ pub mod foreign_cluster;
 pub mod holder;
 pub mod names;
 pub mod peering_request;
+pub mod quantity;
 pub mod reasons;
 pub mod search_domain;
 pub mod slim_store;

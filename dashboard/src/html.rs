@@ -144,19 +144,7 @@ pub fn confirm_forget(name: &str, joined: bool, discovered: bool, csrf: &str, wh
     if discovered {
         what.push_str(" It was discovered: while it still announces itself, discovery finds it again, as a new peer to connect.");
     }
-    let main = format!(
-        "<section aria-labelledby=\"confirm\"><h1 id=\"confirm\">Forget {}?</h1><p>{what}</p>\
-<form method=\"post\" action=\"/actions/forget\" class=\"inline\">{}<input type=\"hidden\" name=\"name\" value=\"{}\">\
-<button type=\"submit\" class=\"danger\" aria-label=\"Yes, forget {}\"{}>Forget</button></form> \
-<a href=\"/peers/{}\">Cancel</a></section>",
-        esc(name),
-        hidden_csrf(csrf),
-        esc(name),
-        esc(name),
-        denied(why),
-        esc(&urlencode(name))
-    );
-    page(&format!("Liqo · forget {name}?"), &main)
+    confirm(("Forget", "forget"), name, &what, csrf, why)
 }
 
 /// `s` as one path segment.
@@ -177,10 +165,16 @@ pub fn confirm_disconnect(name: &str, joined: bool, csrf: &str, why: &Option<Str
     } else {
         "The join under way stops; what was made for it on both sides is undone."
     };
+    confirm(("Disconnect", "disconnect"), name, what, csrf, why)
+}
+
+/// The question before a destructive action on peer `name`: what it undoes (`what`), the button
+/// that does it (a POST to `/actions/<verb>` with the CSRF token), and the way back.
+fn confirm((label, verb): (&str, &str), name: &str, what: &str, csrf: &str, why: &Option<String>) -> String {
     let main = format!(
-        "<section aria-labelledby=\"confirm\"><h1 id=\"confirm\">Disconnect {}?</h1><p>{what}</p>\
-<form method=\"post\" action=\"/actions/disconnect\" class=\"inline\">{}<input type=\"hidden\" name=\"name\" value=\"{}\">\
-<button type=\"submit\" class=\"danger\" aria-label=\"Yes, disconnect {}\"{}>Disconnect</button></form> \
+        "<section aria-labelledby=\"confirm\"><h1 id=\"confirm\">{label} {}?</h1><p>{what}</p>\
+<form method=\"post\" action=\"/actions/{verb}\" class=\"inline\">{}<input type=\"hidden\" name=\"name\" value=\"{}\">\
+<button type=\"submit\" class=\"danger\" aria-label=\"Yes, {verb} {}\"{}>{label}</button></form> \
 <a href=\"/peers/{}\">Cancel</a></section>",
         esc(name),
         hidden_csrf(csrf),
@@ -189,7 +183,7 @@ pub fn confirm_disconnect(name: &str, joined: bool, csrf: &str, why: &Option<Str
         denied(why),
         esc(&urlencode(name))
     );
-    page(&format!("Liqo · disconnect {name}?"), &main)
+    page(&format!("Liqo · {verb} {name}?"), &main)
 }
 
 fn switch(field: &str, label: &str, on: bool, csrf: &str, why: &Option<String>) -> String {

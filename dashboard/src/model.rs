@@ -98,35 +98,9 @@ pub struct Offer {
     pub amount: Option<f64>,
 }
 
-/// A Kubernetes quantity in base units (pure): `500m` is 0.5, `32Gi` is 32·2³⁰, `1e3` is
-/// 1000. `None` for anything else.
-pub fn quantity(s: &str) -> Option<f64> {
-    const SUFFIXES: [(&str, f64); 13] = [
-        ("Ki", 1024.0),
-        ("Mi", 1048576.0),
-        ("Gi", 1073741824.0),
-        ("Ti", 1099511627776.0),
-        ("Pi", 1125899906842624.0),
-        ("Ei", 1152921504606846976.0),
-        ("n", 1e-9),
-        ("u", 1e-6),
-        ("m", 1e-3),
-        ("k", 1e3),
-        ("M", 1e6),
-        ("G", 1e9),
-        ("T", 1e12),
-    ];
-    let s = s.trim();
-    let (number, factor) = SUFFIXES
-        .iter()
-        .find_map(|(suffix, f)| s.strip_suffix(suffix).map(|n| (n, *f)))
-        .or_else(|| s.strip_suffix('P').map(|n| (n, 1e15)))
-        .or_else(|| s.strip_suffix('E').filter(|n| !n.is_empty()).map(|n| (n, 1e18)))
-        .unwrap_or((s, 1.0));
-    let ok = !number.is_empty() && number.chars().all(|c| c.is_ascii_digit() || matches!(c, '.' | '+' | '-' | 'e' | 'E'));
-    let v: f64 = number.parse().ok().filter(|_| ok)?;
-    (v.is_finite() && v >= 0.0).then_some(v * factor)
-}
+/// A Kubernetes quantity in base units (`500m` is 0.5, `32Gi` is 32·2³⁰), `None` for
+/// anything else.
+pub use liqo_api::quantity::parse as quantity;
 
 /// The most any peer offers of each resource: a bar's full length.
 pub type Largest = std::collections::BTreeMap<&'static str, f64>;
@@ -606,20 +580,6 @@ mod tests {
         assert_eq!(offered, [("cpu", "8", Some(8.0)), ("memory", "32Gi", Some(32.0 * 1073741824.0)), ("pods", "220", Some(220.0))]);
         assert_eq!(p.available[0].found_in.as_deref(), Some("example.com"));
         assert_eq!(p.available[0].trust, "Untrusted");
-    }
-
-    #[test]
-    fn quantities_read_as_kubernetes_writes_them() {
-        assert_eq!(quantity("8"), Some(8.0));
-        assert_eq!(quantity("500m"), Some(0.5));
-        assert_eq!(quantity("32Gi"), Some(32.0 * 1073741824.0));
-        assert_eq!(quantity("2M"), Some(2e6));
-        assert_eq!(quantity("1e3"), Some(1000.0));
-        assert_eq!(quantity("1.5Ki"), Some(1536.0));
-        assert_eq!(quantity("3E"), Some(3e18));
-        for bad in ["", "Gi", "-1", "ten", "1x", "NaN", "inf", "1e999"] {
-            assert_eq!(quantity(bad), None, "{bad}");
-        }
     }
 
     #[test]

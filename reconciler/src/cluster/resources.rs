@@ -6,31 +6,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use liqo_api::ResourceSummary;
 
 /// A Kubernetes quantity in base units (cores, bytes, count); `None` when it does not parse.
-pub fn parse_quantity(q: &str) -> Option<f64> {
-    let q = q.trim();
-    let suffixes: [(&str, f64); 13] = [
-        ("Ki", 1024f64),
-        ("Mi", 1024f64.powi(2)),
-        ("Gi", 1024f64.powi(3)),
-        ("Ti", 1024f64.powi(4)),
-        ("Pi", 1024f64.powi(5)),
-        ("Ei", 1024f64.powi(6)),
-        ("n", 1e-9),
-        ("u", 1e-6),
-        ("m", 1e-3),
-        ("k", 1e3),
-        ("M", 1e6),
-        ("G", 1e9),
-        ("T", 1e12),
-    ];
-    for (suffix, factor) in suffixes {
-        if let Some(number) = q.strip_suffix(suffix) {
-            return number.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).map(|v| v * factor);
-        }
-    }
-    // Plain numbers, with or without an exponent (1e9).
-    q.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0)
-}
+pub use liqo_api::quantity::parse as parse_quantity;
 
 /// Sum of the nodes' allocatable resources. Nodes without a value, or with one that does not
 /// parse, add nothing.
