@@ -14,21 +14,7 @@ use crate::history::History;
 use crate::model::{Card, Chip, Direction, Domain, Listing, Shown, ThisCluster};
 use crate::pictures::{health_strip, offer_bars, time_ago};
 
-/// `s` safe in HTML text and attribute values (and in SVG).
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use crate::escape::esc;
 
 /// An error to show next to a form field: the field's name and the API server's words.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

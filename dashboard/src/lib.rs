@@ -1,6 +1,6 @@
 //! The dashboard of seed 003, served by `kubectl liqo dashboard` on loopback with the user's
 //! own credentials: this cluster and its switches, Available and Connected Peers, Add domain,
-//! Add remote peer, a peer view, a live picture of the peers.
+//! Add remote peer, a peer view, a live picture of the peers, every Liqo object and its editor.
 //!
 //! - [`stores`]: one set of watches shared by every open page;
 //! - [`model`]: what the pages show (pure); [`html`]: the pages, escaped everywhere (pure);
@@ -12,14 +12,16 @@
 //! Layers, top first (`reconciler/tests/layers.rs` holds the code to them: a module uses its
 //! own layer or one below, never a circle): the binary (`command`); the HTTP server (`server`);
 //! the logged-in users (`sessions`); one user's dashboard (`dashboard`); the pages and the
-//! actions (`html`, `actions`); what the pages show and who may see it (`model`, `access`,
-//! `stores`).
+//! actions (`html`, `actions`, `edit`, `object_pages`); the pictures (`pictures`, `topology`);
+//! what the pages show and who may see it (`model`, `access`, `stores`, `history`, `objects`,
+//! `escape`).
 
 pub mod access;
 pub mod actions;
 pub mod command;
 pub mod dashboard;
 pub mod edit;
+pub mod escape;
 pub mod history;
 pub mod html;
 pub mod model;

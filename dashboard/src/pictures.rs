@@ -7,8 +7,8 @@ use std::fmt::Write;
 
 use k8s_openapi::jiff::Timestamp;
 
+use crate::escape::esc;
 use crate::history::{History, stretches};
-use crate::html::esc;
 use crate::model::{Offer, ago};
 
 /// `then` as a `<time>` saying how long ago it was at `now`; app.js keeps it current.

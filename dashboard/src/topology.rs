@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::html::esc;
+use crate::escape::esc;
 use crate::model::{Card, Chip, Edge, Group, Health, Listing, ThisCluster, View};
 
 /// Above this many peers the picture draws groups, not peers.

@@ -19,8 +19,9 @@ type Layers = &'static [(&'static str, &'static [&'static str])];
 const CRATES: &[(&str, Layers)] = &[("reconciler", RECONCILER), ("dashboard", DASHBOARD), ("fleet", FLEET)];
 
 const DASHBOARD: Layers = &[
-    ("what the pages show, and who may see it", &["model", "access", "stores"]),
-    ("the pages and the actions", &["html", "actions"]),
+    ("what the pages show, and who may see it", &["model", "access", "stores", "history", "objects", "escape"]),
+    ("the pictures", &["pictures", "topology"]),
+    ("the pages and the actions", &["html", "actions", "edit", "object_pages"]),
     ("one user's dashboard", &["dashboard"]),
     ("the logged-in users", &["sessions"]),
     ("the HTTP server", &["server"]),
