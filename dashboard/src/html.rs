@@ -92,32 +92,26 @@ fn button_form(action: &str, name: &str, label: &str, csrf: &str, why: &Option<S
     )
 }
 
-/// Disconnect, which undoes a peering: it asks first ([`confirm_disconnect`], a page of its
-/// own: it works without script) and looks like what it is. A link to that page; a disabled
-/// button with the reason when RBAC refuses.
-fn disconnect_button(name: &str, why: &Option<String>) -> String {
+/// A destructive action on peer `name` (Disconnect, Forget): a link to the page that asks
+/// first ([`confirm`]: it works without script), looking like what it is; a disabled button
+/// with the reason when RBAC refuses.
+fn ask_button((label, verb): (&str, &str), name: &str, why: &Option<String>) -> String {
     match why {
         None => format!(
-            "<a class=\"button danger\" href=\"/peers/{}/disconnect\" aria-label=\"Disconnect {}\">Disconnect</a>",
+            "<a class=\"button danger\" href=\"/peers/{}/{verb}\" aria-label=\"{label} {}\">{label}</a>",
             esc(&urlencode(name)),
             esc(name)
         ),
-        Some(_) => {
-            format!("<button type=\"button\" class=\"danger\" aria-label=\"Disconnect {}\"{}>Disconnect</button>", esc(name), denied(why))
-        }
+        Some(_) => format!("<button type=\"button\" class=\"danger\" aria-label=\"{label} {}\"{}>{label}</button>", esc(name), denied(why)),
     }
 }
 
-/// Forget, which deletes the ForeignCluster: a link to its question, like Disconnect.
+fn disconnect_button(name: &str, why: &Option<String>) -> String {
+    ask_button(("Disconnect", "disconnect"), name, why)
+}
+
 fn forget_button(name: &str, why: &Option<String>) -> String {
-    match why {
-        None => format!(
-            "<a class=\"button danger\" href=\"/peers/{}/forget\" aria-label=\"Forget {}\">Forget</a>",
-            esc(&urlencode(name)),
-            esc(name)
-        ),
-        Some(_) => format!("<button type=\"button\" class=\"danger\" aria-label=\"Forget {}\"{}>Forget</button>", esc(name), denied(why)),
-    }
+    ask_button(("Forget", "forget"), name, why)
 }
 
 /// The question before Forget: what it undoes, and whether the peer comes back by itself.

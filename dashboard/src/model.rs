@@ -107,8 +107,13 @@ pub type Largest = std::collections::BTreeMap<&'static str, f64>;
 
 /// The largest amount of each resource any peer offers (pure): the full length of a bar.
 pub fn largest_offers(cards: &[Card]) -> Largest {
+    largest(cards.iter().flat_map(|c| &c.offers))
+}
+
+/// The most of each resource among `offers` (those with a readable amount).
+fn largest<'a>(offers: impl Iterator<Item = &'a Offer>) -> Largest {
     let mut out = Largest::new();
-    for o in cards.iter().flat_map(|c| &c.offers) {
+    for o in offers {
         if let Some(a) = o.amount {
             let e = out.entry(o.resource).or_insert(0.0_f64);
             *e = e.max(a);
@@ -164,14 +169,8 @@ fn own_advertisements<A: std::borrow::Borrow<Advertisement>>(adverts: &[A]) -> s
 
 /// The most any peer offers of each resource, from their own Advertisements (pure).
 pub fn largest_advertised<A: std::borrow::Borrow<Advertisement>>(adverts: &[A]) -> Largest {
-    let mut out = Largest::new();
-    for o in own_advertisements(adverts).values().flat_map(|a| offers_of(a)) {
-        if let Some(v) = o.amount {
-            let e = out.entry(o.resource).or_insert(0.0_f64);
-            *e = e.max(v);
-        }
-    }
-    out
+    let offers: Vec<Offer> = own_advertisements(adverts).values().flat_map(|a| offers_of(a)).collect();
+    largest(offers.iter())
 }
 
 /// Splits the ForeignClusters: Connected when a peering runs either way, else Available.
