@@ -387,7 +387,13 @@ async fn identification_fills_the_spec_from_the_remote() {
     let seen = w.home.lock().unwrap().clone();
     assert_eq!(
         seen[0].2,
-        json!({"spec": {"trustMode": "Untrusted", "clusterIdentity": {"clusterID": REMOTE, "clusterName": "remote"}, "namespace": "liqo-remote"}})
+        json!([
+            {"op": "add", "path": "/metadata/finalizers", "value": ["discovery.liqo.io/peered"]},
+            {"op": "add", "path": "/spec/clusterIdentity", "value": {"clusterID": REMOTE, "clusterName": "remote"}},
+            {"op": "add", "path": "/spec/namespace", "value": "liqo-remote"},
+            {"op": "add", "path": "/spec/trustMode", "value": "Untrusted"},
+        ]),
+        "what the remote told and our finalizer, in one JSON patch"
     );
     assert_eq!(*w.peer.asked.lock().unwrap(), ["probe", "ids"]);
     assert!(calls_of(&w.remote).is_empty());

@@ -552,6 +552,14 @@ pub(super) async fn patch_spec(client: &Client, fc: &ForeignCluster, patch: serd
     Ok(())
 }
 
+/// Applies JSON patch `ops` to `fc` (ops that test what they extend; see
+/// [`decide::identification_and_finalizer`](super::decide::identification_and_finalizer)).
+pub(super) async fn patch_json(client: &Client, fc: &ForeignCluster, ops: serde_json::Value) -> Result<()> {
+    let ops: json_patch::Patch = serde_json::from_value(ops).expect("a valid JSON patch");
+    Api::<ForeignCluster>::all(client.clone()).patch(&fc.name_any(), &PatchParams::default(), &Patch::Json::<()>(ops)).await?;
+    Ok(())
+}
+
 /// Adds our finalizer to `fc` when missing.
 pub(super) async fn add_finalizer(fc: &ForeignCluster, client: &Client) -> Result<()> {
     crate::machinery::finalizer::add(&Api::<ForeignCluster>::all(client.clone()), fc).await

@@ -78,6 +78,23 @@ pub fn identification_patch(
     (!patch.is_empty()).then(|| serde_json::json!({ "spec": patch }))
 }
 
+/// [`identification_patch`] as one JSON patch with our finalizer (pure): each spec field an
+/// `add` (which replaces a member already there), after the finalizer's own ops
+/// ([`crate::machinery::finalizer::add_patch`], which test the list they extend). A join's
+/// identification and its finalizer are then one write, not two, and one watch event.
+pub fn identification_and_finalizer(identification: &serde_json::Value, finalizers: Option<&[String]>) -> serde_json::Value {
+    let mut ops = match crate::machinery::finalizer::add_patch(finalizers) {
+        Some(serde_json::Value::Array(ops)) => ops,
+        _ => Vec::new(),
+    };
+    if let Some(fields) = identification.get("spec").and_then(serde_json::Value::as_object) {
+        for (field, value) in fields {
+            ops.push(serde_json::json!({"op": "add", "path": format!("/spec/{field}"), "value": value}));
+        }
+    }
+    serde_json::Value::Array(ops)
+}
+
 /// The PeeringRequest `<home ID>` we keep in the remote cluster.
 pub struct OurRequest<'a> {
     pub home_id: &'a str,
@@ -499,6 +516,45 @@ mod tests {
         // The seed-003 top-level clusterID counts as known.
         let s = spec(serde_json::json!({"clusterID": ID, "namespace": "liqo"}));
         assert!(!needs_identification(&s));
+    }
+
+    /// `ops` applied to `object` as the API server would (RFC 6902).
+    fn applied(mut object: serde_json::Value, ops: serde_json::Value) -> Result<serde_json::Value, String> {
+        let ops: json_patch::Patch = serde_json::from_value(ops).unwrap();
+        json_patch::patch(&mut object, &ops).map_err(|e| e.to_string())?;
+        Ok(object)
+    }
+
+    #[test]
+    fn identification_and_finalizer_are_one_write() {
+        let s = spec(serde_json::json!({"authUrl": "https://a:1", "clusterIdentity": {"clusterName": "mine"}}));
+        let p = identification_patch(&s, Some(TrustMode::Untrusted), Some((ID, "remote", "liqo"))).unwrap();
+        let object = serde_json::json!({
+            "metadata": {"name": "peer", "finalizers": ["other.io/keep"]},
+            "spec": {"authUrl": "https://a:1", "join": true, "clusterIdentity": {"clusterName": "mine"}},
+        });
+        let kept = vec!["other.io/keep".to_owned()];
+        let after = applied(object.clone(), identification_and_finalizer(&p, Some(&kept))).unwrap();
+        assert_eq!(after["metadata"]["finalizers"], serde_json::json!(["other.io/keep", liqo_api::names::FINALIZER_PEERED]));
+        assert_eq!(
+            after["spec"],
+            serde_json::json!({"authUrl": "https://a:1", "join": true, "trustMode": "Untrusted",
+                "clusterIdentity": {"clusterID": ID, "clusterName": "mine"}, "namespace": "liqo"}),
+            "the user's fields kept, the told ones filled"
+        );
+        // Finalizers changed since the object was read: the patch fails whole (retried on the
+        // next read), nobody's finalizer dropped and no spec field half written.
+        let raced = applied(object.clone(), identification_and_finalizer(&p, Some(&[])));
+        assert!(raced.is_err(), "{raced:?}");
+        // No finalizers at all: the list is made.
+        let mut bare = object;
+        bare["metadata"].as_object_mut().unwrap().remove("finalizers");
+        let after = applied(bare, identification_and_finalizer(&p, None)).unwrap();
+        assert_eq!(after["metadata"]["finalizers"], serde_json::json!([liqo_api::names::FINALIZER_PEERED]));
+        // Ours already there: only the spec.
+        let ours = vec![liqo_api::names::FINALIZER_PEERED.to_owned()];
+        let ops = identification_and_finalizer(&p, Some(&ours));
+        assert!(ops.as_array().unwrap().iter().all(|op| op["path"].as_str().unwrap().starts_with("/spec/")), "{ops}");
     }
 
     #[test]

@@ -312,7 +312,9 @@ async fn identify<P: Peers>(j: Join<'_, P>, r: &mut Report) -> Step<Remote> {
     }
     let answered = ids.as_ref().map(|i| (i.cluster_id.as_str(), i.cluster_name.as_str(), i.guest_namespace.as_str()));
     if let Some(patch) = decide::identification_patch(spec, probed, answered) {
-        patch_spec(&ctx.shared.client, fc, patch).await?;
+        // Our finalizer goes on with it: the join goes on from here (the claim was not refused).
+        let ops = decide::identification_and_finalizer(&patch, fc.metadata.finalizers.as_deref());
+        ctx::patch_json(&ctx.shared.client, fc, ops).await?;
         return Err(Stop::SpecChanged);
     }
     let id = spec.remote_cluster_id().unwrap_or_default().to_owned();
