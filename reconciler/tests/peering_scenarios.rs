@@ -425,9 +425,11 @@ async fn join_from_scratch() {
     let mut home = vec![
         call("PATCH", format!("{FCS}/{FC}"), 200, any_fc()), // finalizer
         call("POST", SECRETS, 201, Value::Null),             // <fc>-ca-data
-        // Our tenant namespace for the peer, before its identity is asked for.
-        call("GET", format!("/api/v1/namespaces/{HERE}"), 200, namespace_here()),
-        call("GET", format!("/api/v1/namespaces/{HERE}/resourcequotas/liqo-tenant"), 200, quota_here()),
+        // Our tenant namespace for the peer, before its identity is asked for: made without
+        // looking first (a first join), and its quota in it with the status of an empty one.
+        call("POST", "/api/v1/namespaces", 201, namespace_here()),
+        call("POST", format!("/api/v1/namespaces/{HERE}/resourcequotas"), 201, quota_here()),
+        call("PATCH", format!("/api/v1/namespaces/{HERE}/resourcequotas/liqo-tenant/status"), 200, quota_here()),
         call("GET", format!("{SECRETS}/remote-token-{REMOTE}"), 404, not_found()),
         call("POST", SECRETS, 201, Value::Null), // <fc>-identity
     ];
@@ -455,9 +457,11 @@ async fn join_from_scratch() {
     assert_eq!(ca["metadata"]["labels"]["discovery.liqo.io/cluster-id"], REMOTE);
     let stored: String = String::from_utf8(base64_decode(ca["data"]["ca.crt"].as_str().unwrap())).unwrap();
     assert_eq!(stored, w.pinned);
-    assert_eq!(seen[5].2["metadata"]["name"], format!("{FC}-identity"));
+    assert_eq!(seen[2].2["metadata"]["name"], HERE, "the tenant namespace made");
+    assert_eq!(seen[4].2["status"]["used"]["count/secrets"], "0", "the quota's status, so the API server admits");
+    assert_eq!(seen[6].2["metadata"]["name"], format!("{FC}-identity"));
     // The advertisement access: a RoleBinding in the peer's tenant namespace to the fixed role.
-    let binding = &seen[7].2;
+    let binding = &seen[8].2;
     assert_eq!(binding["metadata"]["namespace"], HERE);
     assert_eq!(binding["roleRef"]["name"], "liqo-peer-broadcaster");
     assert_eq!(binding["subjects"][0]["name"], REMOTE);
@@ -704,6 +708,14 @@ async fn a_changed_remote_ca_is_never_accepted_silently() {
 async fn a_refused_token_is_reported() {
     let (home_client, home_seen) = scripted(vec![
         call("POST", SECRETS, 201, Value::Null),
+        // The tenant namespace there already (made when the peer asked us for an identity):
+        // the create conflicts, then it and its quota are read.
+        call(
+            "POST",
+            "/api/v1/namespaces",
+            409,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "AlreadyExists", "code": 409}),
+        ),
         call("GET", format!("/api/v1/namespaces/{HERE}"), 200, namespace_here()),
         call("GET", format!("/api/v1/namespaces/{HERE}/resourcequotas/liqo-tenant"), 200, quota_here()),
         call(

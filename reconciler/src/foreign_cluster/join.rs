@@ -204,7 +204,7 @@ async fn pipeline<P: Peers>(
 /// for a few seconds (see [`crate::tenancy::retirement`]): asked for first, ours was taken back while
 /// we waited here (the chaos soak, seed 7), and the join started over.
 async fn our_tenant<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> Step<()> {
-    match crate::tenancy::tenant::ensure(&j.ctx.shared.client, &remote.id, FIELD_MANAGER).await {
+    match crate::tenancy::tenant::make(&j.ctx.shared.client, &remote.id, FIELD_MANAGER).await {
         Ok(_) => Ok(()),
         Err(e @ Error::TenantTerminating(_)) => Err(tenant_terminating(j, r, e)),
         Err(e) => Err(e.into()),

@@ -273,7 +273,12 @@ impl AuthService {
     /// first claim, which takes the ID only if nobody holds it ([`binding`]): the
     /// ServiceAccount is created, not applied, so of two first callers one wins.
     async fn issue(&self, peer: &str, own_id: &str, renewal: bool) -> Result<Issued, Error> {
-        let namespace = crate::tenancy::tenant::ensure(&self.client, peer, FIELD_MANAGER).await?;
+        // A first claim most likely comes from a peer new here: its namespace is made first.
+        let namespace = if renewal {
+            crate::tenancy::tenant::ensure(&self.client, peer, FIELD_MANAGER).await?
+        } else {
+            crate::tenancy::tenant::make(&self.client, peer, FIELD_MANAGER).await?
+        };
         let issued = self.issue_in(peer, &namespace, own_id, renewal).await;
         if issued.is_err() && !renewal {
             self.undo_namespace(peer, &namespace).await;
