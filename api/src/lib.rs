@@ -12,6 +12,7 @@ pub mod cluster_id;
 pub mod crds;
 pub mod foreign_cluster;
 pub mod holder;
+pub mod last_checks;
 pub mod names;
 pub mod peering_request;
 pub mod quantity;

@@ -206,7 +206,7 @@ fn the_dashboard_overlay_gives_its_own_identity_reading_only() {
         }
     }
     let reader = find("Role", "liqo-cluster-id-reader");
-    assert_eq!(reader["rules"][0]["resourceNames"], serde_json::json!(["cluster-id"]));
+    assert_eq!(reader["rules"][0]["resourceNames"], serde_json::json!(["cluster-id", "liqo-last-checks"]));
     assert_eq!(reader["rules"][0]["verbs"], serde_json::json!(["get", "list", "watch"]));
     for binding in objects.iter().filter(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("Binding"))) {
         if binding["subjects"][0]["name"] == "liqo-dashboard" {

@@ -288,7 +288,7 @@ async fn run(cli: Cli) -> Result<()> {
                     Err(CliError::Failed(overview.unhealthy_line()))
                 }
                 Command::Status { peer: Some(peer), output, .. } => {
-                    let detail = status::detail(&client, &peer).await?;
+                    let detail = status::detail(&client, ns, &peer).await?;
                     print!("{}", detail.render(output));
                     if detail.peer.healthy() {
                         Ok(())

@@ -230,6 +230,10 @@ pub struct PeerDetail {
     pub advertisement: Option<serde_json::Value>,
     /// Recent Events about the ForeignCluster: type, reason, note, count, last seen.
     pub events: Vec<EventLine>,
+    /// When the reconciler last checked it (its record, ConfigMap liqo-last-checks), when on
+    /// record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_check: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -264,6 +268,7 @@ impl PeerDetail {
                     ("OUTGOING", p.outgoing.to_string()),
                     ("INCOMING", p.incoming.to_string()),
                     ("STATE", p.state()),
+                    ("LAST-CHECK", dash(&self.last_check)),
                     ("AUTH-URL", dash(&p.auth_url)),
                     ("API-URL", dash(&p.api_url)),
                     ("CA-FINGERPRINT", dash(&p.fingerprint_shown())),
@@ -505,8 +510,16 @@ fn is_label_value(v: &str) -> bool {
         && v.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
-/// Everything about one peer.
-pub async fn detail(client: &Client, peer: &str) -> Result<PeerDetail> {
+/// When the reconciler last checked `name`, from its record in `namespace` (none when not on
+/// record or not readable).
+async fn last_check(client: &Client, namespace: &str, name: &str) -> Option<String> {
+    use liqo_api::last_checks::{CONFIGMAP, KEY, find, parse};
+    let cm = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), namespace).get_opt(CONFIGMAP).await.ok()??;
+    find(&parse(cm.data?.get(KEY)?), name).map(|t| t.to_string())
+}
+
+/// Everything about one peer (`namespace`: the Liqo namespace).
+pub async fn detail(client: &Client, namespace: &str, peer: &str) -> Result<PeerDetail> {
     let fc = find(client, peer).await?;
     let summary = Peer::of(&fc);
     let advertisement = match &summary.advertisement {
@@ -539,7 +552,8 @@ pub async fn detail(client: &Client, peer: &str) -> Result<PeerDetail> {
         .collect();
     lines.sort_by(|a, b| a.last_seen.cmp(&b.last_seen));
     let recent = lines.split_off(lines.len().saturating_sub(10));
-    Ok(PeerDetail { peer: summary, advertisement, events: recent })
+    let last_check = last_check(client, namespace, &fc.name_any()).await;
+    Ok(PeerDetail { peer: summary, advertisement, events: recent, last_check })
 }
 
 #[cfg(test)]
@@ -721,6 +735,7 @@ mod tests {
                 count: 1,
                 last_seen: "2026-11-23T10:00:00Z".into(),
             }],
+            last_check: None,
         };
         golden("peer-refused.table", &refused.render(Output::Table));
         golden("peer-refused.json", &refused.render(Output::Json));
@@ -728,6 +743,7 @@ mod tests {
             peer: p.remove(0),
             advertisement: Some(serde_json::json!({"cpu": "8", "memory": "32Gi", "pods": "220"})),
             events: vec![],
+            last_check: Some("2026-11-23T10:04:48Z".into()),
         };
         golden("peer-joined.table", &joined.render(Output::Table));
         golden("peer-joined.yaml", &joined.render(Output::Yaml));

@@ -39,11 +39,22 @@ pub struct Visible {
     pub config: bool,
     pub cluster_id: bool,
     pub events: bool,
+    /// The record of the last checks (ConfigMap liqo-last-checks): "checked 12 s ago".
+    pub last_checks: bool,
 }
 
 impl Default for Visible {
     fn default() -> Self {
-        Self { foreign: true, domains: true, requests: true, advertisements: true, config: true, cluster_id: true, events: true }
+        Self {
+            foreign: true,
+            domains: true,
+            requests: true,
+            advertisements: true,
+            config: true,
+            cluster_id: true,
+            events: true,
+            last_checks: true,
+        }
     }
 }
 
@@ -129,6 +140,7 @@ pub async fn visible(client: &Client, namespace: &str) -> Visible {
         cluster_id: may(client, ("", "configmaps", "get"), Some(namespace), Some("cluster-id")).await,
         // Events about cluster-scoped objects are kept in `default`.
         events: may(client, ("events.k8s.io", "events", "list"), Some("default"), None).await,
+        last_checks: may(client, ("", "configmaps", "get"), Some(namespace), Some(liqo_api::last_checks::CONFIGMAP)).await,
     }
 }
 

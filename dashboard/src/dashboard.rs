@@ -66,7 +66,17 @@ impl Dashboard {
     fn peers(&self, seen: &Visible) -> model::Peers {
         let fcs = if seen.foreign { self.stores.foreign.state() } else { Vec::new() };
         let adverts = if seen.advertisements { self.stores.advertisements.state() } else { Vec::new() };
-        model::peers(&fcs, &adverts)
+        self.checked(model::peers(&fcs, &adverts), seen)
+    }
+
+    /// `peers`, each with its last check where the user may read the record of them.
+    fn checked(&self, peers: model::Peers, seen: &Visible) -> model::Peers {
+        if !seen.last_checks {
+            return peers;
+        }
+        let mut peers = Some(peers);
+        let checked = self.stores.last_checks.with(liqo_api::last_checks::CONFIGMAP, |record| peers.take().map(|p| p.checked(record)));
+        checked.flatten().or(peers).unwrap_or_default()
     }
 
     /// The home view as `view` asks (a search, a state, a page of each table), with `error`
@@ -106,7 +116,7 @@ impl Dashboard {
         let name = fc.metadata.name.clone().unwrap_or_default();
         let name = name.as_str();
         let adverts = if seen.advertisements { self.stores.advertisements.state() } else { Vec::new() };
-        let peers = model::peers(std::slice::from_ref(&fc), &adverts);
+        let peers = self.checked(model::peers(std::slice::from_ref(&fc), &adverts), seen);
         let largest = model::largest_advertised(&adverts);
         let card = peers.connected.into_iter().chain(peers.available).next()?;
         let mut events = if seen.events { self.stores.events.collect(|e| (&*e.regarding == name).then(|| e.clone())) } else { Vec::new() };

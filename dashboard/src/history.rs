@@ -1,7 +1,9 @@
 //! Each peer's recent states, as the dashboard saw them change: kept in memory from the
 //! ForeignCluster watch, a few per peer, so a peer's page can draw its health over time. The
 //! API server keeps no such history (a check that changes nothing writes nothing), so the
-//! first entry of a peer says only "since the dashboard saw it".
+//! first entry of a peer says only "since the dashboard saw it". Its recent checks come from
+//! the reconciler's record of the last checks (ConfigMap liqo-last-checks, written every half
+//! health period), a few per peer too.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -14,6 +16,8 @@ use crate::model::Chip;
 
 /// The changes kept a peer: the oldest go first.
 pub const KEPT: usize = 24;
+/// The checks kept a peer: the oldest go first.
+pub const CHECKS_KEPT: usize = 16;
 
 /// One peer's states, oldest first: each from when the dashboard saw it until the next.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,6 +26,8 @@ pub struct History {
     /// The first entry is the first the dashboard knew of the peer (it started, or the peer
     /// appeared), not a change it saw; stays so until that entry is dropped.
     pub first_is_start: bool,
+    /// When the reconciler checked it, oldest first, as its record told them.
+    pub checks: VecDeque<Timestamp>,
 }
 
 impl History {
@@ -55,8 +61,25 @@ impl Histories {
                 h.changes.push_back((at, chip));
             }
             None => {
-                self.peers.insert(name.into(), History { changes: VecDeque::from([(at, chip)]), first_is_start: true });
+                self.peers
+                    .insert(name.into(), History { changes: VecDeque::from([(at, chip)]), first_is_start: true, checks: VecDeque::new() });
             }
+        }
+    }
+
+    /// Notes each peer's last check in `record` (sorted by name, see
+    /// [`crate::stores::CheckRecord`]) that is newer than the last it holds. Only peers the
+    /// ForeignCluster watch has shown are kept: a record never makes a peer up.
+    pub fn checked(&mut self, record: &[(Box<str>, Timestamp)]) {
+        for (name, at) in record {
+            let Some(h) = self.peers.get_mut(&**name) else { continue };
+            if h.checks.back().is_some_and(|last| last >= at) {
+                continue;
+            }
+            if h.checks.len() == CHECKS_KEPT {
+                h.checks.pop_front();
+            }
+            h.checks.push_back(*at);
         }
     }
 
@@ -172,6 +195,25 @@ mod tests {
         h.apply(&Event::InitDone, at(50));
         assert!(h.of("b").is_none());
         assert_eq!(h.len(), 1);
+    }
+
+    #[test]
+    fn the_record_adds_each_peers_new_checks_a_bounded_number() {
+        let mut h = Histories::default();
+        h.record("a", Chip::Joined, at(0));
+        h.record("b", Chip::Joined, at(0));
+        h.checked(&[("a".into(), at(10)), ("b".into(), at(12)), ("stranger".into(), at(12))]);
+        h.checked(&[("a".into(), at(10)), ("b".into(), at(42))]);
+        assert_eq!(h.of("a").unwrap().checks, VecDeque::from([at(10)]), "the same check told twice is one");
+        assert_eq!(h.of("b").unwrap().checks, VecDeque::from([at(12), at(42)]));
+        assert!(h.of("stranger").is_none(), "a record never makes a peer up");
+        h.checked(&[("b".into(), at(40))]);
+        assert_eq!(h.of("b").unwrap().checks.len(), 2, "an older record (a restarted leader's) adds nothing");
+        for i in 0..40 {
+            h.checked(&[("a".into(), at(100 + 30 * i))]);
+        }
+        let a = h.of("a").unwrap();
+        assert_eq!((a.checks.len(), a.checks.back()), (CHECKS_KEPT, Some(&at(100 + 30 * 39))));
     }
 
     #[test]

@@ -250,6 +250,10 @@ fn connected_table(cards: &[Card], largest: &BTreeMap<&'static str, f64>, now: T
         let p = &c.peer;
         let action = if p.join { disconnect_button(&p.name, &allowed.join) } else { "-".into() };
         let health = if c.healthy { "<span class=\"chip chip-joined\">healthy</span>".to_owned() } else { state_cell(p) };
+        let health = match c.last_check {
+            Some(t) => format!("{health} <span class=\"since\">checked {}</span>", time_ago(t, now)),
+            None => health,
+        };
         let health = match crate::model::last_change(p) {
             Some(t) => format!("{health} <span class=\"since\">changed {}</span>", time_ago(t, now)),
             None => health,
@@ -571,10 +575,16 @@ pub fn peer(v: &PeerPage<'_>, csrf: &str, allowed: &Allowed) -> String {
     let action = format!("{action} {}", forget_button(&p.name, &allowed.forget));
     let dash = |v: &Option<String>| esc(v.as_deref().unwrap_or("-"));
     let changed = crate::model::last_change(p).map_or("-".into(), |t| time_ago(t, v.now));
+    let checked = match v.card.last_check {
+        Some(t) => time_ago(t, v.now),
+        None if p.outgoing => "not on record yet (the reconciler writes its record every half health period)".into(),
+        // Only a peering of ours to them is checked.
+        None => "-".into(),
+    };
     let main = format!(
         "<section id=\"peer-view\" data-live><h1>Peer {}</h1><p>{action}</p><dl>\
 <dt>Cluster ID</dt><dd><code>{}</code></dd><dt>Type</dt><dd><span class=\"badge\">{}</span></dd><dt>State</dt><dd>{}</dd>\
-<dt>Last change</dt><dd>{changed}</dd>{}<dt>It offers</dt><dd>{}</dd>\
+<dt>Last change</dt><dd>{changed}</dd><dt>Last check</dt><dd>{checked}</dd>{}<dt>It offers</dt><dd>{}</dd>\
 <dt>Auth URL</dt><dd>{}</dd><dt>API URL</dt><dd>{}</dd><dt>CA fingerprint</dt><dd><code>{}</code></dd>\
 <dt>Our PeeringRequest on the remote</dt><dd>{}</dd><dt>Its Advertisement here</dt><dd>{}</dd>\
 <dt>Its PeeringRequest here, and our Advertisement there</dt><dd>{}</dd>\
@@ -732,6 +742,18 @@ mod tests {
         assert!(home_page.contains("<span class=\"since\">changed <time datetime=\"2026-11-23T10:02:00Z\" data-ago>3 min ago</time>"));
         let unknown = peer(&page_of(card, None, &[], ""), "t", &Allowed::default());
         assert!(unknown.contains("Nothing seen yet"), "a peer the dashboard has not seen change");
+        assert!(unknown.contains("<dt>Last check</dt><dd>not on record yet"), "{unknown}");
+        // The reconciler's record: when it last checked the peer, on its page and in the table.
+        let checked =
+            peers.checked(&[("a".into(), "2026-11-23T09:00:00Z".parse().unwrap()), ("b".into(), "2026-11-23T10:04:48Z".parse().unwrap())]);
+        let card = &checked.connected[0];
+        let view = peer(&page_of(card, None, &[], ""), "t", &Allowed::default());
+        assert!(view.contains("<dt>Last check</dt><dd><time datetime=\"2026-11-23T10:04:48Z\" data-ago>12 s ago</time></dd>"), "{view}");
+        let home_page = home(&ThisCluster::default(), &listing(&checked), &[], "t", None, &Allowed::default(), now());
+        assert!(
+            home_page.contains("<span class=\"since\">checked <time datetime=\"2026-11-23T10:04:48Z\" data-ago>12 s ago</time></span>"),
+            "{home_page}"
+        );
     }
 
     #[test]

@@ -85,6 +85,9 @@ pub struct Card {
     pub healthy: bool,
     /// The resources of the peer's Advertisement here, one by one (empty without one).
     pub offers: Vec<Offer>,
+    /// When the reconciler last checked it, from its record (none: not joined, not checked
+    /// since the record was last written, or the record not readable).
+    pub last_check: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 /// One resource a peer offers in its Advertisement.
@@ -195,10 +198,21 @@ pub fn peers<F: std::borrow::Borrow<ForeignCluster>, A: std::borrow::Borrow<Adve
             healthy,
             offers: by_sender.get(peer.cluster_id.as_str()).map_or_else(Vec::new, |a| offers_of(a)),
             peer,
+            last_check: None,
         };
         if card.direction.is_some() { out.connected.push(card) } else { out.available.push(card) }
     }
     out
+}
+
+impl Peers {
+    /// Each card with its last check from `record` (see [`crate::stores::CheckRecord`]).
+    pub fn checked(mut self, record: &[(Box<str>, k8s_openapi::jiff::Timestamp)]) -> Self {
+        for card in self.connected.iter_mut().chain(self.available.iter_mut()) {
+            card.last_check = liqo_api::last_checks::find(record, &card.peer.name);
+        }
+        self
+    }
 }
 
 /// How many peers a table of the home view shows at once: a screenful, and the home at

@@ -56,6 +56,17 @@ pub fn health_strip(h: Option<&History>, now: Timestamp) -> String {
         );
         x += s.share * 1000.0;
     }
+    // Its checks in the window, a tick each (the reconciler's record says when).
+    let whole = (now.as_millisecond() - since.as_millisecond()).max(1) as f64;
+    let checks: Vec<Timestamp> = h.checks.iter().copied().filter(|at| *at >= since && *at <= now).collect();
+    for at in &checks {
+        let x = ((at.as_millisecond() - since.as_millisecond()) as f64 / whole * 1000.0).min(998.0);
+        let _ = write!(
+            svg,
+            "<rect class=\"check\" x=\"{x:.1}\" y=\"0\" width=\"2\" height=\"24\"><title>checked at {}</title></rect>",
+            clock(*at, now)
+        );
+    }
     svg.push_str("</svg>");
     list.push_str("</ol>");
     let note = if is_start {
@@ -63,7 +74,12 @@ pub fn health_strip(h: Option<&History>, now: Timestamp) -> String {
     } else {
         format!("The latest {} changes.", h.changes.len())
     };
-    format!("{svg}<p class=\"hint\">{note}</p>{list}")
+    let ticks = match checks.len() {
+        0 => String::new(),
+        1 => " The tick is the reconciler's check in that time.".into(),
+        n => format!(" The {n} ticks are the reconciler's checks in that time."),
+    };
+    format!("{svg}<p class=\"hint\">{note}{ticks}</p>{list}")
 }
 
 /// What a peer offers, a bar a resource: full at the largest any peer offers (`largest`).
@@ -110,6 +126,21 @@ mod tests {
         assert!(html.contains("Since the dashboard saw it"), "{html}");
         assert_eq!(html.matches("<li>").count(), 3);
         assert!(health_strip(None, at(0)).contains("Nothing seen yet"));
+    }
+
+    #[test]
+    fn the_checks_are_ticks_where_they_happened() {
+        let mut hs = Histories::default();
+        hs.record("p", Chip::Joined, at(0));
+        hs.checked(&[("p".into(), at(50))]);
+        hs.checked(&[("p".into(), at(100))]);
+        let html = health_strip(hs.of("p").as_ref(), at(100));
+        assert!(
+            html.contains("<rect class=\"check\" x=\"500.0\" y=\"0\" width=\"2\" height=\"24\"><title>checked at 08:00:50 UTC</title>"),
+            "{html}"
+        );
+        assert!(html.contains("x=\"998.0\""), "a check at the very end stays inside: {html}");
+        assert!(html.contains("The 2 ticks are the reconciler's checks"), "{html}");
     }
 
     #[test]

@@ -33,8 +33,11 @@ pub struct Stores {
     pub cluster_id: Store<ConfigMap>,
     /// The Events about ForeignClusters, by name, as a peer's page shows them.
     pub events: SlimStore<ShownEvent>,
-    /// Each peer's recent states, from the ForeignCluster watch.
+    /// Each peer's recent states, from the ForeignCluster watch, and its recent checks, from
+    /// the record of the last checks.
     pub history: Arc<Mutex<Histories>>,
+    /// The record of the last checks (ConfigMap liqo-last-checks), read.
+    pub last_checks: SlimStore<CheckRecord>,
     /// Bumped on every change of any store.
     pub changes: watch::Receiver<u64>,
     /// The watches, stopped when the last clone of these stores is dropped.
@@ -102,10 +105,27 @@ where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     V: Send + Sync + 'static,
 {
+    follow_slim_seeing(api, config, changed, tasks, slim, |_| {})
+}
+
+/// [`follow_slim`], with each event of the watch also shown to `see`.
+fn follow_slim_seeing<K, V>(
+    api: Api<K>,
+    config: watcher::Config,
+    changed: watch::Sender<u64>,
+    tasks: &Tasks,
+    slim: fn(&K) -> V,
+    see: impl Fn(&watcher::Event<K>) + Send + 'static,
+) -> SlimStore<V>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+{
     let (store, mut writer) = slim_store(slim);
     let events = watcher(api, config).backoff(liqo_api::watch_backoff::WatchBackoff::default());
     let task = tokio::spawn(events.for_each(move |event| {
         if let Ok(event) = event {
+            see(&event);
             writer.apply_watcher_event(&event);
             if !matches!(event, watcher::Event::Init | watcher::Event::InitApply(_)) {
                 changed.send_modify(|n| *n += 1);
@@ -121,6 +141,15 @@ where
 /// ForeignCluster's size).
 fn no_managed_fields<K: Resource>(o: &mut K) {
     o.meta_mut().managed_fields = None;
+}
+
+/// The record of the last checks as the pages read it: (ForeignCluster name, when it was last
+/// checked), sorted by name (see [`liqo_api::last_checks`]).
+pub type CheckRecord = Vec<(Box<str>, k8s_openapi::jiff::Timestamp)>;
+
+/// The record a ConfigMap holds (pure; empty when it holds none).
+pub fn record_of(cm: &ConfigMap) -> CheckRecord {
+    cm.data.as_ref().and_then(|d| d.get(liqo_api::last_checks::KEY)).map(|t| liqo_api::last_checks::parse(t)).unwrap_or_default()
 }
 
 /// What a page shows of an Event: the ForeignCluster it is about, its type, reason and note,
@@ -171,6 +200,12 @@ impl Stores {
         let see = move |e: &watcher::Event<ForeignCluster>| {
             seen.lock().unwrap_or_else(|e| e.into_inner()).apply(e, k8s_openapi::jiff::Timestamp::now())
         };
+        let checked = history.clone();
+        let see_checks = move |e: &watcher::Event<ConfigMap>| {
+            if let watcher::Event::Apply(cm) | watcher::Event::InitApply(cm) = e {
+                checked.lock().unwrap_or_else(|e| e.into_inner()).checked(&record_of(cm));
+            }
+        };
         Self {
             foreign: follow_seeing(Api::all(client.clone()), any(), tx.clone(), &tasks, no_managed_fields, see),
             domains: follow(Api::all(client.clone()), any(), tx.clone(), &tasks, no_managed_fields),
@@ -189,6 +224,14 @@ impl Stores {
                 tx.clone(),
                 &tasks,
                 no_managed_fields,
+            ),
+            last_checks: follow_slim_seeing(
+                Api::namespaced(client.clone(), namespace),
+                any().fields(&format!("metadata.name={}", liqo_api::last_checks::CONFIGMAP)),
+                tx.clone(),
+                &tasks,
+                record_of,
+                see_checks,
             ),
             // Events about cluster-scoped objects are kept in `default`.
             events: follow_slim(
@@ -219,6 +262,7 @@ impl Stores {
         let (configs, cw) = reflector::store();
         let (cluster_id, iw) = reflector::store();
         let (events, ew) = slim_store(event_as_shown);
+        let (last_checks, lw) = slim_store(record_of);
         (
             Self {
                 foreign,
@@ -229,6 +273,7 @@ impl Stores {
                 cluster_id,
                 events,
                 history: Arc::default(),
+                last_checks,
                 changes,
                 tasks: Arc::default(),
             },
@@ -240,6 +285,7 @@ impl Stores {
                 configs: cw,
                 cluster_id: iw,
                 events: ew,
+                last_checks: lw,
                 changed: tx,
             },
         )
@@ -255,6 +301,7 @@ pub struct StoreWriters {
     pub configs: reflector::store::Writer<ClusterConfig>,
     pub cluster_id: reflector::store::Writer<ConfigMap>,
     pub events: SlimWriter<Event, ShownEvent>,
+    pub last_checks: SlimWriter<ConfigMap, CheckRecord>,
     pub changed: watch::Sender<u64>,
 }
 

@@ -148,6 +148,48 @@ async fn each_user_sees_and_acts_with_their_own_token() {
     assert_eq!(fc_watches(&admin).await, 1.0, "alice's page reads the shared watch: none opened for her");
     assert!(page.contains("action=\"/logout\""), "Log out offered");
 
+    // When the reconciler last checked the peer (its record, ConfigMap liqo-last-checks): on
+    // the peer's page of a user whose role lets them read the record, and of no one else.
+    let record = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "liqo-last-checks"},
+        "data": {"last-checks": "peer-one 2026-12-04T15:00:12Z\n"}});
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(admin.clone(), "liqo")
+        .create(&PostParams::default(), &serde_json::from_value(record).unwrap())
+        .await
+        .unwrap();
+    eventually("the last check on alice's page of peer-one", || {
+        let app = app.clone();
+        let alice = alice.clone();
+        async move {
+            let body = call(&app, "GET", "/peers/peer-one", Some(&alice), None).await.body;
+            body.contains("<dt>Last check</dt><dd><time datetime=\"2026-12-04T15:00:12Z\"").then_some(())
+        }
+    })
+    .await;
+    create_manifest(
+        &admin,
+        r#"apiVersion: v1
+kind: ServiceAccount
+metadata: {name: bob, namespace: liqo}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: bob-liqo}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: liqo-peering-operator}
+subjects: [{kind: ServiceAccount, name: bob, namespace: liqo}]
+"#,
+        "liqo",
+    )
+    .await;
+    let bob = service_account_token(&admin, "liqo", "bob").await;
+    assert_eq!(call(&app, "POST", "/login", None, Some(&format!("token={bob}"))).await.status, StatusCode::SEE_OTHER);
+    let bobs = eventually("peer-one's page for bob", || {
+        let app = app.clone();
+        let bob = bob.clone();
+        async move { Some(call(&app, "GET", "/peers/peer-one", Some(&bob), None).await.body).filter(|b| b.contains("<dt>Last check</dt>")) }
+    })
+    .await;
+    assert!(!bobs.contains("2026-12-04T15:00:12Z"), "bob may not read the record: {bobs}");
+
     // Her Connect is done with her token: the object changes.
     let connect = call(&app, "POST", "/actions/connect", Some(&alice), Some(&format!("csrf={}&name=peer-one", csrf(&page)))).await;
     assert_eq!(connect.status, StatusCode::SEE_OTHER, "{}", connect.body);
@@ -199,12 +241,12 @@ async fn each_user_sees_and_acts_with_their_own_token() {
     assert_eq!(crossed.status, StatusCode::FORBIDDEN);
 
     // Log out: the cookie is cleared and the session's watches end.
-    assert_eq!(sessions.len(), 2);
+    assert_eq!(sessions.len(), 3);
     let page = call(&app, "GET", "/", Some(&alice), None).await.body;
     let out = call(&app, "POST", "/logout", Some(&alice), Some(&format!("csrf={}", csrf(&page)))).await;
     assert_eq!((out.status, out.location.as_str()), (StatusCode::SEE_OTHER, "/login"));
     assert!(out.cookie.contains("Max-Age=0"), "{}", out.cookie);
-    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions.len(), 2);
 }
 
 /// Starts the `liqo-dashboard` binary with a generated certificate, as the overlay's

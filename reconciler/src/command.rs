@@ -95,6 +95,11 @@ struct Args {
     /// Seconds between health checks of a joined peer.
     #[arg(long, default_value_t = 30)]
     health_period_seconds: u64,
+    /// Keep the record of when each joined peer was last checked (ConfigMap liqo-last-checks,
+    /// written every half health period; the dashboard and `kubectl liqo status` read it).
+    /// `false`: no record, and no "last check" shown.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    last_checks_record: bool,
     /// Seconds the deletion of a ForeignCluster waits for an unreachable remote before it
     /// completes locally.
     #[arg(long, default_value_t = 120)]
@@ -442,6 +447,10 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     let mut held = leadership.as_ref().map(|l| l.is_leader.clone());
     let leader_gauge = metrics.clone();
     let published_client = client.clone();
+    let record = args.last_checks_record.then(|| {
+        let period = Duration::from_secs(args.health_period_seconds).max(Duration::from_secs(1));
+        crate::reporting::checks_record::keep(client.clone(), args.namespace.clone(), metrics.clone(), period, shutdown_signal())
+    });
     let controllers = tokio::spawn(async move {
         if !stores_ready.await {
             tracing::error!("the watch-fed stores never became ready");
@@ -475,6 +484,11 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
                 shutdown_signal(),
             ),
             sources,
+            async move {
+                if let Some(record) = record {
+                    record.await
+                }
+            },
             async move {
                 tokio::select! {
                     _ = remember => {}

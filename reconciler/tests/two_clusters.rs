@@ -66,6 +66,22 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     // The remote wrote it with the access we granted, in its tenant namespace here.
     common::identities_of(&home, &remote_id).get(&remote_id).await.unwrap();
 
+    // The record of the last checks names the joined peer, checked since it joined (the
+    // leader writes it every half period, here 1 s).
+    let joined_at = liqo_reconciler::reporting::conditions::get(&status.conditions, "Joined").unwrap().last_transition_time.0;
+    let record: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(home.clone(), "liqo");
+    let checked = eventually("the joined peer in the record of the last checks", || async {
+        let cm = record.get_opt(liqo_api::last_checks::CONFIGMAP).await.ok()??;
+        let lines = liqo_api::last_checks::parse(cm.data?.get(liqo_api::last_checks::KEY)?);
+        liqo_api::last_checks::find(&lines, "my-remote").filter(|at| at.as_second() >= joined_at.as_second())
+    })
+    .await;
+    assert!(checked <= k8s_openapi::jiff::Timestamp::now(), "a check in the future: {checked}");
+    assert_eq!(
+        record.get(liqo_api::last_checks::CONFIGMAP).await.unwrap().annotations().get(liqo_api::last_checks::OMITTED_ANNOTATION),
+        None
+    );
+
     // The ops port counts the work done.
     let (_, metrics) = ops_get(&home_rec, "/metrics").await.unwrap();
     assert!(metrics.contains(r#"liqo_reconciler_reconciles_total{controller="foreign_cluster",result="ok"}"#), "{metrics}");
@@ -113,6 +129,12 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     })
     .await;
     assert!(!liqo_reconciler::reporting::conditions::is_true(&unjoined.status.unwrap().conditions, "Joined"));
+    eventually("the unjoined peer out of the record of the last checks", || async {
+        let cm = record.get_opt(liqo_api::last_checks::CONFIGMAP).await.ok()??;
+        let lines = liqo_api::last_checks::parse(cm.data?.get(liqo_api::last_checks::KEY)?);
+        liqo_api::last_checks::find(&lines, "my-remote").is_none().then_some(())
+    })
+    .await;
     fc_where(&remote, &home_id, "the remote's incoming.joined cleared", |f| {
         f.status.as_ref().and_then(|s| s.incoming.as_ref()).is_some_and(|i| !i.joined)
     })

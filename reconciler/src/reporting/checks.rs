@@ -39,6 +39,17 @@ impl LastChecks {
         map.values().min().map(|oldest| now.saturating_duration_since(*oldest))
     }
 
+    /// Every peer's last check, as wall-clock times at `now` (`Instant`s have no calendar).
+    pub fn at_times(&self, now: (Instant, std::time::SystemTime)) -> Vec<(String, k8s_openapi::jiff::Timestamp)> {
+        let map = self.at.lock().expect("not poisoned");
+        map.iter()
+            .filter_map(|(name, at)| {
+                let wall = now.1.checked_sub(now.0.saturating_duration_since(*at))?;
+                Some((name.clone(), k8s_openapi::jiff::Timestamp::try_from(wall).ok()?))
+            })
+            .collect()
+    }
+
     /// How many peers have a check on record.
     pub fn len(&self) -> usize {
         self.at.lock().expect("not poisoned").len()

@@ -4,9 +4,10 @@
 //! - [`conditions`]: one condition per type, `lastTransitionTime` kept while the status holds;
 //! - [`events`]: one way to publish Events, best effort; [`event_budget`]: how many go out;
 //! - [`metrics`]: the metrics served on the operations port; [`checks`]: when each joined peer
-//!   was last checked.
+//!   was last checked, and [`checks_record`] the record of it the dashboard reads.
 
 pub mod checks;
+pub mod checks_record;
 pub mod conditions;
 pub mod event_budget;
 pub mod events;
