@@ -82,6 +82,8 @@ async fn the_dashboard_in(kind: Kind) {
     assert!(Api::<ForeignCluster>::all(t.home.clone()).get("remote").await.unwrap().spec.join());
     let picture = text_where(&b, "#picture-section", "the picture showing the peer", |s| s.contains("remote")).await;
     assert!(picture.contains("Manual"), "the type as the node's badge: {picture}");
+    // When our reconciler last checked it, from its record (ConfigMap liqo-last-checks).
+    text_where(&b, "#connected-section", "the peer's last check", |s| s.contains("checked") && s.contains("ago")).await;
     shot(&b, "03-connected").await;
 
     // Disconnect reverses it.
@@ -132,10 +134,15 @@ async fn the_dashboard_in(kind: Kind) {
         .await;
     // Its health over time, as the dashboard's watch saw it: available, then joined on the way
     // (Connect), then available again (Disconnect).
-    let strip = b.execute("return Array.from(document.querySelectorAll('svg.strip rect')).map(r => r.getAttribute('class'))", vec![]).await;
+    let strip = b
+        .execute("return Array.from(document.querySelectorAll('svg.strip rect:not(.check)')).map(r => r.getAttribute('class'))", vec![])
+        .await;
     let strip: Vec<String> = serde_json::from_value(strip.unwrap()).unwrap();
     assert!(strip.len() >= 3 && strip.contains(&"chip-joined".to_owned()), "{strip:?}");
     assert_eq!(strip.last().map(String::as_str), Some("chip-available"), "{strip:?}");
+    // The reconciler's checks while it was joined, as ticks on the strip.
+    let ticks = b.execute("return document.querySelectorAll('svg.strip rect.check').length", vec![]).await.unwrap();
+    assert!(ticks.as_u64().is_some_and(|n| n >= 1), "{ticks}");
     shot(&b, "06-peer-view").await;
 
     // Its ForeignCluster as an object: the YAML, and its spec edited. Our webhook refuses an

@@ -98,7 +98,7 @@ struct Args {
     /// Keep the record of when each joined peer was last checked (ConfigMap liqo-last-checks,
     /// written every half health period; the dashboard and `kubectl liqo status` read it).
     /// `false`: no record, and no "last check" shown.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, env = "LIQO_LAST_CHECKS_RECORD", default_value_t = true, action = clap::ArgAction::Set)]
     last_checks_record: bool,
     /// Seconds the deletion of a ForeignCluster waits for an unreachable remote before it
     /// completes locally.

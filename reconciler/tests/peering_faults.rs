@@ -299,7 +299,9 @@ async fn peering_again_after_a_deletion_while_the_remote_was_down() {
     advertisement_status(&remote_prs, &t.home_id, liqo_api::AdvertisementState::Created, "Published").await;
     eventually("converged", || converged(&t, false)).await;
     let log = std::fs::read_to_string(&t.remote_rec.log).unwrap();
-    assert!(log.contains("the peer's kubeconfig Secret changed: reconnecting with it"), "{}", log_tail(&t.remote_rec));
+    let told: Vec<&str> =
+        log.lines().filter(|l| ["broadcast", "kubeconfig", "dvertisement", "efus"].iter().any(|w| l.contains(w))).collect();
+    assert!(log.contains("the peer's kubeconfig Secret changed: reconnecting with it"), "{}\n{}", told.join("\n"), log_tail(&t.remote_rec));
 }
 
 /// Joined, then `join: false` with the remote's reconciler paused (its finalizer holds our
