@@ -288,6 +288,16 @@ async fn peering_again_after_a_deletion_while_the_remote_was_down() {
     gone(&Api::<ForeignCluster>::all(t.home.clone()), FC, "the ForeignCluster deleted with the remote down").await;
     assert_eq!(event_count(&t.home, "RemoteGone", FC).await, 1);
     nothing_left_here(&t, FC).await;
+    // The remote's broadcaster, refused here (our access to it is gone: 401), now waits its
+    // 10 min. (Before the ServiceAccount's deletion reaches our API server's authenticator it
+    // may meet a 403 or a 404 first, which it retries within seconds, reading its kubeconfig
+    // again each time: a re-join in that window is found by such a retry, not by the watch
+    // this test is about.)
+    eventually("the remote's broadcaster refused by a 401", || async {
+        let log = std::fs::read_to_string(&t.remote_rec.log).ok()?;
+        log.lines().any(|l| l.contains("advertising to the peer failed") && l.contains("HTTP 401")).then_some(())
+    })
+    .await;
 
     // The remote comes back, still holding the old request; peering again converges alone.
     t.remote_cp.restart_apiserver().await;
