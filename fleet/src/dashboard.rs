@@ -109,3 +109,113 @@ impl Dashboard {
         Ok(rx)
     }
 }
+
+/// What Lighthouse scored of one page (desktop preset).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Audit {
+    pub performance: f64,
+    pub accessibility: f64,
+    pub best_practices: f64,
+    /// First contentful paint, ms.
+    pub fcp_ms: f64,
+    /// The document's own bytes.
+    pub document_bytes: f64,
+}
+
+impl Audit {
+    /// Accessibility and best practices at 0.95 or more (performance is a timing: told).
+    pub fn passes(&self) -> bool {
+        self.accessibility >= 0.95 && self.best_practices >= 0.95
+    }
+
+    /// The figures of a Lighthouse JSON report (pure).
+    pub fn of(report: &serde_json::Value) -> anyhow::Result<Self> {
+        let score = |c: &str| report["categories"][c]["score"].as_f64().with_context(|| format!("no {c} score in the report"));
+        let document = report["audits"]["network-requests"]["details"]["items"]
+            .as_array()
+            .and_then(|items| items.iter().find(|i| i["resourceType"] == "Document"))
+            .and_then(|i| i["resourceSize"].as_f64())
+            .unwrap_or(f64::NAN);
+        Ok(Self {
+            performance: score("performance")?,
+            accessibility: score("accessibility")?,
+            best_practices: score("best-practices")?,
+            fcp_ms: report["audits"]["first-contentful-paint"]["numericValue"].as_f64().unwrap_or(f64::NAN),
+            document_bytes: document,
+        })
+    }
+}
+
+impl std::fmt::Display for Audit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "performance {:.2}, accessibility {:.2}, best practices {:.2}, first contentful paint {:.0} ms, {:.1} KB",
+            self.performance,
+            self.accessibility,
+            self.best_practices,
+            self.fcp_ms,
+            self.document_bytes / 1000.0
+        )
+    }
+}
+
+impl Dashboard {
+    /// The port it serves on (loopback).
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+}
+
+/// Lighthouse (from the npm tools in `tools`, in Debian's Chromium, headless, a fresh profile;
+/// the dashboard's own certificate accepted) on `path` of the dashboard serving on loopback
+/// `port`, as the user whose token is `token` (its session cookie sent with every request).
+/// Blocking: minutes at most.
+pub fn lighthouse(port: u16, tools: &Path, path: &str, token: &str) -> anyhow::Result<Audit> {
+    {
+        let out = tempfile::tempdir()?;
+        let report = out.path().join("report.json");
+        let chrome = format!(
+            "--headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --disable-background-networking \
+             --disable-component-update --disable-sync --no-first-run --ignore-certificate-errors --user-data-dir={}",
+            out.path().join("profile").display()
+        );
+        let headers = serde_json::json!({ "Cookie": format!("{COOKIE}={token}") }).to_string();
+        let status = std::process::Command::new("node")
+            .arg(tools.join("node_modules/lighthouse/cli/index.js"))
+            .arg(format!("https://localhost:{port}{path}"))
+            .args(["--preset=desktop", "--only-categories=performance,accessibility,best-practices", "--output=json", "--quiet"])
+            .arg(format!("--output-path={}", report.display()))
+            .arg(format!("--extra-headers={headers}"))
+            .arg(format!("--chrome-flags={chrome}"))
+            .env("CHROME_PATH", "/usr/bin/chromium")
+            .stdout(std::process::Stdio::null())
+            .status()
+            .context("running node (Lighthouse)")?;
+        anyhow::ensure!(status.success(), "Lighthouse on {path}: {status}");
+        Audit::of(&serde_json::from_slice(&std::fs::read(&report)?)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_gives_its_scores_paint_and_document_size() {
+        let report = serde_json::json!({
+            "categories": {"performance": {"score": 0.99}, "accessibility": {"score": 1.0}, "best-practices": {"score": 0.96}},
+            "audits": {"first-contentful-paint": {"numericValue": 251.4},
+                       "network-requests": {"details": {"items": [{"resourceType": "Script", "resourceSize": 9.0}, {"resourceType": "Document", "resourceSize": 38_700.0}]}}}
+        });
+        let a = Audit::of(&report).unwrap();
+        assert_eq!((a.performance, a.accessibility, a.best_practices, a.fcp_ms, a.document_bytes), (0.99, 1.0, 0.96, 251.4, 38_700.0));
+        assert!(a.passes());
+        assert!(!Audit { best_practices: 0.93, ..a.clone() }.passes(), "under 0.95 fails the row");
+        assert_eq!(a.to_string(), "performance 0.99, accessibility 1.00, best practices 0.96, first contentful paint 251 ms, 38.7 KB");
+        assert!(
+            Audit::of(&serde_json::json!({"categories": {}})).is_err(),
+            "a report without scores (a page that did not load) is an error"
+        );
+    }
+}

@@ -60,6 +60,11 @@ struct Args {
     /// More flags for the reconciler (e.g. --reconciler-flag=--kube-api-qps=50).
     #[arg(long = "reconciler-flag")]
     reconciler_flags: Vec<String>,
+    /// The folder of the npm tools (`npm i -E --prefix DIR lighthouse@12.2.3`): the dashboard's
+    /// row (g) then audits its home and a peer's page with Lighthouse in Chromium, and holds
+    /// accessibility and best practices to 0.95 and the home to 50 KB.
+    #[arg(long)]
+    lighthouse: Option<std::path::PathBuf>,
 }
 
 fn parse_scenarios(s: &str) -> Result<String, String> {
@@ -135,6 +140,7 @@ async fn run(args: &Args) -> anyhow::Result<Vec<Row>> {
     let fleet = Fleet::start(args.peers, endpoints, access).await?;
     eprintln!("liqo-fleet: {} peers with their CAs made in {:.1} s", args.peers, made.elapsed().as_secs_f64());
     let mut run = Run::new(hub, fleet, Duration::from_secs(args.health_period_seconds));
+    run.lighthouse = args.lighthouse.clone();
     if args.outage_wholly {
         run.outage = liqo_fleet::peer::Mode::Off;
     }

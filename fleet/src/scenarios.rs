@@ -177,6 +177,9 @@ pub struct Run {
     /// for peers whose every answer then takes that long (`liqo-fleet
     /// --answer-delay-after-outage-ms`).
     pub answering: Mode,
+    /// Where the npm tools are (`lighthouse`): (g) then audits the home and a peer's page in
+    /// Chromium (`liqo-fleet --lighthouse DIR`).
+    pub lighthouse: Option<std::path::PathBuf>,
     fcs: Store<ForeignCluster>,
     /// The reconciler's turns and oldest check, read every 5 s.
     readings: Arc<std::sync::Mutex<Vec<Reading>>>,
@@ -243,7 +246,17 @@ impl Run {
         tokio::spawn(stream.applied_objects().for_each(|_| async {}));
         let readings = Arc::default();
         sample_reconciler(hub.reconciler_ops, Arc::clone(&readings));
-        Self { hub, fleet, health, outage: Mode::Down, flood: Duration::from_secs(120), answering: Mode::Accepting, fcs, readings }
+        Self {
+            hub,
+            fleet,
+            health,
+            outage: Mode::Down,
+            flood: Duration::from_secs(120),
+            answering: Mode::Accepting,
+            lighthouse: None,
+            fcs,
+            readings,
+        }
     }
 
     fn n(&self) -> usize {
@@ -679,7 +692,8 @@ impl Run {
         let mut row = self.row("g. dashboard", self.n(), (&before, &after), None, CHANGES as f64);
         match measured {
             Ok(f) => {
-                row.ok = f.all_served && f.changes_seen == CHANGES;
+                let audited = f.audits.iter().all(|(path, a)| a.passes() && (path != "/" || a.document_bytes <= 50_000.0));
+                row.ok = f.all_served && f.changes_seen == CHANGES && audited;
                 row.converged_seconds = f.slowest_change.map(|d| round(d.as_secs_f64()));
                 row.converged_periods = f.slowest_change.map(|d| round(d.as_secs_f64() / self.health.as_secs_f64()));
                 (row.rss_mib, row.peak_rss_mib) = (round(f.rss.0 as f64 / 1024.0), round(f.rss.1 as f64 / 1024.0));
@@ -735,7 +749,17 @@ impl Run {
                 slowest = slowest.max(Some(at - changed));
             }
         }
+        // In a browser: Lighthouse on the home and the last peer's page, one after the other.
+        let mut audits = Vec::new();
+        if let Some(tools) = &self.lighthouse {
+            for path in ["/".to_owned(), format!("/peers/{last}")] {
+                let (port, tools, p) = (d.port(), tools.clone(), path.clone());
+                let audit = tokio::task::spawn_blocking(move || crate::dashboard::lighthouse(port, &tools, &p, token)).await??;
+                audits.push((path, audit));
+            }
+        }
         Ok(DashboardFigures {
+            audits,
             all_served: first.status == 200,
             first: first.took,
             home: pages[0],
@@ -761,6 +785,8 @@ struct DashboardFigures {
     changes_seen: usize,
     slowest_change: Option<Duration>,
     rss: (u64, u64),
+    /// Lighthouse's figures of each page audited (`--lighthouse`).
+    audits: Vec<(String, crate::dashboard::Audit)>,
 }
 
 impl std::fmt::Display for DashboardFigures {
@@ -783,7 +809,11 @@ impl std::fmt::Display for DashboardFigures {
             self.slowest_change.map_or(f64::NAN, ms),
             self.rss.0 as f64 / 1024.0,
             self.rss.1 as f64 / 1024.0,
-        )
+        )?;
+        for (path, audit) in &self.audits {
+            write!(f, "; Lighthouse (desktop) on {path}: {audit}")?;
+        }
+        Ok(())
     }
 }
 
