@@ -147,6 +147,7 @@ impl Dashboard {
             raw_yaml: &raw_yaml,
             history: history.as_ref(),
             largest: &largest,
+            checks_recorded: seen.last_checks && self.stores.last_checks.contains(liqo_api::last_checks::CONFIGMAP),
             now: k8s_openapi::jiff::Timestamp::now(),
         };
         Some(self.framed(html::peer(&page, &self.csrf, &allowed)))

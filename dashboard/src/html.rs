@@ -522,6 +522,8 @@ pub struct PeerPage<'a> {
     pub history: Option<&'a History>,
     /// The most any peer offers of each resource (a bar's full length).
     pub largest: &'a BTreeMap<&'static str, f64>,
+    /// The reconciler keeps its record of the last checks and the user may read it.
+    pub checks_recorded: bool,
     pub now: Timestamp,
 }
 
@@ -577,7 +579,8 @@ pub fn peer(v: &PeerPage<'_>, csrf: &str, allowed: &Allowed) -> String {
     let changed = crate::model::last_change(p).map_or("-".into(), |t| time_ago(t, v.now));
     let checked = match v.card.last_check {
         Some(t) => time_ago(t, v.now),
-        None if p.outgoing => "not on record yet (the reconciler writes its record every half health period)".into(),
+        None if p.outgoing && v.checks_recorded => "not on record yet (the reconciler writes its record every half health period)".into(),
+        None if p.outgoing => "- (no record of the checks to read: the reconciler's --last-checks-record, or your role)".into(),
         // Only a peering of ours to them is checked.
         None => "-".into(),
     };
@@ -622,7 +625,7 @@ mod tests {
     /// A peer's page with no history and no offers to compare.
     fn page_of<'a>(card: &'a Card, incoming: Option<&'a str>, events: &'a [(String, String, String)], raw_yaml: &'a str) -> PeerPage<'a> {
         static NONE: BTreeMap<&'static str, f64> = BTreeMap::new();
-        PeerPage { card, incoming, events, raw_yaml, history: None, largest: &NONE, now: now() }
+        PeerPage { card, incoming, events, raw_yaml, history: None, largest: &NONE, checks_recorded: true, now: now() }
     }
 
     /// Every peer, the first page of each table.
@@ -743,6 +746,8 @@ mod tests {
         let unknown = peer(&page_of(card, None, &[], ""), "t", &Allowed::default());
         assert!(unknown.contains("Nothing seen yet"), "a peer the dashboard has not seen change");
         assert!(unknown.contains("<dt>Last check</dt><dd>not on record yet"), "{unknown}");
+        let unrecorded = peer(&PeerPage { checks_recorded: false, ..page_of(card, None, &[], "") }, "t", &Allowed::default());
+        assert!(unrecorded.contains("<dt>Last check</dt><dd>- (no record of the checks to read"), "{unrecorded}");
         // The reconciler's record: when it last checked the peer, on its page and in the table.
         let checked =
             peers.checked(&[("a".into(), "2026-11-23T09:00:00Z".parse().unwrap()), ("b".into(), "2026-11-23T10:04:48Z".parse().unwrap())]);

@@ -170,8 +170,8 @@ impl Dashboard {
 /// Lighthouse (from the npm tools in `tools`, in Debian's Chromium, headless, a fresh profile;
 /// the dashboard's own certificate accepted) on `path` of the dashboard serving on loopback
 /// `port`, as the user whose token is `token` (its session cookie sent with every request).
-/// Blocking: minutes at most.
-pub fn lighthouse(port: u16, tools: &Path, path: &str, token: &str) -> anyhow::Result<Audit> {
+/// Blocking: minutes at most. The whole report is kept as `keep` when given.
+pub fn lighthouse(port: u16, tools: &Path, path: &str, token: &str, keep: Option<&Path>) -> anyhow::Result<Audit> {
     {
         let out = tempfile::tempdir()?;
         let report = out.path().join("report.json");
@@ -193,6 +193,9 @@ pub fn lighthouse(port: u16, tools: &Path, path: &str, token: &str) -> anyhow::R
             .status()
             .context("running node (Lighthouse)")?;
         anyhow::ensure!(status.success(), "Lighthouse on {path}: {status}");
+        if let Some(keep) = keep {
+            std::fs::copy(&report, keep).with_context(|| format!("keeping the report as {}", keep.display()))?;
+        }
         Audit::of(&serde_json::from_slice(&std::fs::read(&report)?)?)
     }
 }

@@ -62,7 +62,8 @@ struct Args {
     reconciler_flags: Vec<String>,
     /// The folder of the npm tools (`npm i -E --prefix DIR lighthouse@12.2.3`): the dashboard's
     /// row (g) then audits its home and a peer's page with Lighthouse in Chromium, and holds
-    /// accessibility and best practices to 0.95 and the home to 50 KB.
+    /// accessibility and best practices to 0.95 and the home to 50 KB. With --json PATH, the
+    /// whole reports are kept beside it (PATH.lighthouse-home.json, PATH.lighthouse-peer.json).
     #[arg(long)]
     lighthouse: Option<std::path::PathBuf>,
 }
@@ -141,6 +142,7 @@ async fn run(args: &Args) -> anyhow::Result<Vec<Row>> {
     eprintln!("liqo-fleet: {} peers with their CAs made in {:.1} s", args.peers, made.elapsed().as_secs_f64());
     let mut run = Run::new(hub, fleet, Duration::from_secs(args.health_period_seconds));
     run.lighthouse = args.lighthouse.clone();
+    run.lighthouse_reports = args.json.clone();
     if args.outage_wholly {
         run.outage = liqo_fleet::peer::Mode::Off;
     }

@@ -65,6 +65,10 @@ pub struct Row {
     pub status_writes: f64,
     pub events: f64,
     pub lease_writes: f64,
+    /// ConfigMap writes: the reconciler's record of its last checks (ConfigMap
+    /// liqo-last-checks, at most one every half period whatever the number of peers), apart
+    /// from `hub_writes` as Lease renewals are.
+    pub configmap_writes: f64,
     /// Requests to peers (auth services and API servers) per peer per health period, and in
     /// the whole window.
     pub peer_requests_per_peer_period: f64,
@@ -180,6 +184,8 @@ pub struct Run {
     /// Where the npm tools are (`lighthouse`): (g) then audits the home and a peer's page in
     /// Chromium (`liqo-fleet --lighthouse DIR`).
     pub lighthouse: Option<std::path::PathBuf>,
+    /// Where Lighthouse's whole reports are kept (`<--json>.lighthouse-home.json`, `…-peer.json`).
+    pub lighthouse_reports: Option<std::path::PathBuf>,
     fcs: Store<ForeignCluster>,
     /// The reconciler's turns and oldest check, read every 5 s.
     readings: Arc<std::sync::Mutex<Vec<Reading>>>,
@@ -254,6 +260,7 @@ impl Run {
             flood: Duration::from_secs(120),
             answering: Mode::Accepting,
             lighthouse: None,
+            lighthouse_reports: None,
             fcs,
             readings,
         }
@@ -293,7 +300,8 @@ impl Run {
         let in_periods = |s: Option<f64>| s.map(|s| round(s / self.health.as_secs_f64()));
         let ms = |d: Option<Duration>| d.map(|d| round(d.as_secs_f64() * 1000.0));
         // The fleet writes Advertisements; the API server its own Endpoints.
-        let ours = |r: &str| !matches!(r, "advertisements" | "leases" | "events" | "endpoints" | "endpointslices");
+        // The record of the last checks (ConfigMaps) is counted apart, as the Lease is.
+        let ours = |r: &str| !matches!(r, "advertisements" | "leases" | "events" | "endpoints" | "endpointslices" | "configmaps");
         let writes = api.sum(|v, r, _| is_write(v) && ours(r)) - own_writes;
         Row {
             scenario: scenario.to_owned(),
@@ -317,6 +325,7 @@ impl Run {
             status_writes: api.sum(|v, r, s| is_write(v) && r == "foreignclusters" && s == "status"),
             events: api.sum(|v, r, _| is_write(v) && r == "events"),
             lease_writes: api.sum(|v, r, _| is_write(v) && r == "leases"),
+            configmap_writes: api.sum(|v, r, _| is_write(v) && r == "configmaps"),
             peer_requests_per_peer_period: round(fleet.requests() as f64 / self.n().max(1) as f64 / periods.max(1e-9)),
             peer_requests_per_peer: round(fleet.requests() as f64 / affected.max(1) as f64),
             handshakes_per_period: round(fleet.handshakes as f64 / periods.max(1e-9)),
@@ -752,9 +761,15 @@ impl Run {
         // In a browser: Lighthouse on the home and the last peer's page, one after the other.
         let mut audits = Vec::new();
         if let Some(tools) = &self.lighthouse {
-            for path in ["/".to_owned(), format!("/peers/{last}")] {
+            for (path, page) in [("/".to_owned(), "home"), (format!("/peers/{last}"), "peer")] {
                 let (port, tools, p) = (d.port(), tools.clone(), path.clone());
-                let audit = tokio::task::spawn_blocking(move || crate::dashboard::lighthouse(port, &tools, &p, token)).await??;
+                let keep = self.lighthouse_reports.as_ref().map(|base| {
+                    let mut name = base.as_os_str().to_owned();
+                    name.push(format!(".lighthouse-{page}.json"));
+                    std::path::PathBuf::from(name)
+                });
+                let audit =
+                    tokio::task::spawn_blocking(move || crate::dashboard::lighthouse(port, &tools, &p, token, keep.as_deref())).await??;
                 audits.push((path, audit));
             }
         }
@@ -849,12 +864,12 @@ fn join_deadline(n: usize, health: Duration) -> f64 {
 /// or more, totals in the window (per affected peer for requests) otherwise.
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "scenario                   | peers | ok | conv. s | periods | RSS MiB | peak | CPU s/period | API ms/req | API s/period | fleet s/period | peer p50/p99 ms | dropped | waiting max/end | oldest check max/end | hub GET | LIST | writes | status w | events | peer req/peer | TLS all/resumed | peer writes | auth calls | identities | log lines\n",
+        "scenario                   | peers | ok | conv. s | periods | RSS MiB | peak | CPU s/period | API ms/req | API s/period | fleet s/period | peer p50/p99 ms | dropped | waiting max/end | oldest check max/end | hub GET | LIST | writes | status w | cm w | events | peer req/peer | TLS all/resumed | peer writes | auth calls | identities | log lines\n",
     );
     for r in rows {
         let opt = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v}"));
         out += &format!(
-            "{:<26} | {:>5} | {:<2} | {:>7} | {:>7} | {:>7} | {:>4} | {:>12} | {:>10} | {:>12} | {:>14} | {:>15} | {:>7} | {:>15} | {:>20} | {:>7} | {:>4} | {:>6} | {:>8} | {:>6} | {:>13} | {:>15} | {:>11} | {:>10} | {:>10} | {:>9}\n",
+            "{:<26} | {:>5} | {:<2} | {:>7} | {:>7} | {:>7} | {:>4} | {:>12} | {:>10} | {:>12} | {:>14} | {:>15} | {:>7} | {:>15} | {:>20} | {:>7} | {:>4} | {:>6} | {:>8} | {:>4} | {:>6} | {:>13} | {:>15} | {:>11} | {:>10} | {:>10} | {:>9}\n",
             r.scenario,
             r.affected,
             if r.ok { "ok" } else { "NO" },
@@ -874,6 +889,7 @@ pub fn table(rows: &[Row]) -> String {
             r.hub_lists,
             r.hub_writes,
             r.status_writes,
+            r.configmap_writes,
             r.events,
             r.peer_requests_per_peer,
             format!("{}/{}", r.handshakes, r.resumed),
