@@ -51,8 +51,9 @@ fn csrf(page: &str) -> String {
     page[at..].split('"').next().unwrap().to_owned()
 }
 
-/// Installs the overlay's RBAC and two users: alice (bound to liqo-peering-operator) and
-/// mallory (bound to nothing).
+/// Installs the overlay's RBAC and three users: alice (bound to liqo-peering-operator and
+/// liqo-cluster-id-reader), bob (to liqo-peering-operator alone) and mallory (to nothing); the
+/// tokens of the dashboard's ServiceAccount, alice and mallory.
 async fn users(admin: &Client) -> (String, String, String) {
     for file in ["rbac.yaml", "user-role.yaml"] {
         create_manifest(admin, &std::fs::read_to_string(Path::new(MANIFESTS).join(file)).unwrap(), "liqo").await;
@@ -78,6 +79,17 @@ kind: RoleBinding
 metadata: {name: alice-cluster-id, namespace: liqo}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: liqo-cluster-id-reader}
 subjects: [{kind: ServiceAccount, name: alice, namespace: liqo}]
+---
+# Bob may use the dashboard as alice, but not read the cluster ID or the record of the checks.
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: bob, namespace: liqo}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: bob-liqo}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: liqo-peering-operator}
+subjects: [{kind: ServiceAccount, name: bob, namespace: liqo}]
 "#,
         "liqo",
     )
@@ -164,21 +176,6 @@ async fn each_user_sees_and_acts_with_their_own_token() {
             body.contains("<dt>Last check</dt><dd><time datetime=\"2026-12-04T15:00:12Z\"").then_some(())
         }
     })
-    .await;
-    create_manifest(
-        &admin,
-        r#"apiVersion: v1
-kind: ServiceAccount
-metadata: {name: bob, namespace: liqo}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: bob-liqo}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: liqo-peering-operator}
-subjects: [{kind: ServiceAccount, name: bob, namespace: liqo}]
-"#,
-        "liqo",
-    )
     .await;
     let bob = service_account_token(&admin, "liqo", "bob").await;
     assert_eq!(call(&app, "POST", "/login", None, Some(&format!("token={bob}"))).await.status, StatusCode::SEE_OTHER);
