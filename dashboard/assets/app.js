@@ -26,35 +26,48 @@
 })();
 
 // Live pages: when the shared watches see a change, fetch this page again and swap its live
-// sections (never the forms, so what the user types stays). The page works without this.
+// sections whose markup changed (never the forms, so what the user types stays). Refreshes are
+// paced: the next starts no sooner than a second, or four times as long as the last one took,
+// after it; a hidden page waits until it is shown. The page works without this.
 (function () {
   'use strict';
   if (!window.EventSource || !window.fetch) return;
-  var busy = false, again = false;
+  var busy = false, due = false, last = {}, notBefore = 0, timer = null;
+  document.querySelectorAll('[data-live]').forEach(function (section) { last[section.id] = section.innerHTML; });
+  function swap(html) {
+    var next = new DOMParser().parseFromString(html, 'text/html');
+    document.querySelectorAll('[data-live]').forEach(function (section) {
+      var fresh = next.getElementById(section.id);
+      if (!fresh || fresh.innerHTML === last[section.id]) return;
+      last[section.id] = fresh.innerHTML;
+      var focused = document.activeElement && section.contains(document.activeElement) ? document.activeElement.getAttribute('aria-label') : null;
+      section.replaceWith(fresh);
+      if (focused) {
+        var again = fresh.querySelector('[aria-label="' + focused.replace(/"/g, '\\"') + '"]');
+        if (again) again.focus();
+      }
+    });
+    document.body.setAttribute('data-version', next.body.getAttribute('data-version') || '');
+  }
   function refresh() {
-    if (busy) { again = true; return; }
-    busy = true;
+    due = true;
+    if (busy || timer || document.hidden) return;
+    var wait = notBefore - Date.now();
+    if (wait > 0) { timer = setTimeout(function () { timer = null; refresh(); }, wait); return; }
+    busy = true; due = false;
+    var started = Date.now();
     fetch(location.pathname + location.search, { credentials: 'same-origin', headers: { Accept: 'text/html' } })
       .then(function (r) { return r.ok ? r.text() : null; })
-      .then(function (html) {
-        if (!html) return;
-        var next = new DOMParser().parseFromString(html, 'text/html');
-        document.querySelectorAll('[data-live]').forEach(function (section) {
-          var fresh = next.getElementById(section.id);
-          if (!fresh) return;
-          var focused = document.activeElement && section.contains(document.activeElement) ? document.activeElement.getAttribute('aria-label') : null;
-          section.replaceWith(fresh);
-          if (focused) {
-            var again = fresh.querySelector('[aria-label="' + focused.replace(/"/g, '\\"') + '"]');
-            if (again) again.focus();
-          }
-        });
-        document.body.setAttribute('data-version', next.body.getAttribute('data-version') || '');
-      })
+      .then(function (html) { if (html) swap(html); })
       .catch(function () {})
-      .then(function () { busy = false; if (again) { again = false; refresh(); } });
+      .then(function () {
+        busy = false;
+        notBefore = Date.now() + Math.max(1000, 4 * (Date.now() - started));
+        if (due) refresh();
+      });
   }
   new EventSource('/events').addEventListener('change', refresh);
+  document.addEventListener('visibilitychange', function () { if (!document.hidden && due) refresh(); });
 })();
 
 // "3 min ago" stays true while the page is open: each <time data-ago> is said again from its

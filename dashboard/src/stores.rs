@@ -6,6 +6,8 @@
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
+#[cfg(test)]
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -85,14 +87,14 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
-    let events = watcher(api, config).modify(trim).backoff(liqo_api::watch_backoff::WatchBackoff::default()).inspect(move |e| {
-        if let Ok(e) = e {
-            see(e)
+    let events = watcher(api, config).modify(trim).backoff(liqo_api::watch_backoff::WatchBackoff::default());
+    let task = tokio::spawn(reflector::reflector(writer, events).for_each(move |event| {
+        if let Ok(event) = event {
+            see(&event);
+            if is_change(&event) {
+                changed.send_modify(|n| *n += 1);
+            }
         }
-    });
-    let stream = reflector::reflector(writer, events).touched_objects();
-    let task = tokio::spawn(stream.for_each(move |_| {
-        changed.send_modify(|n| *n += 1);
         async {}
     }));
     tasks.add(task.abort_handle());
@@ -127,7 +129,7 @@ where
         if let Ok(event) = event {
             see(&event);
             writer.apply_watcher_event(&event);
-            if !matches!(event, watcher::Event::Init | watcher::Event::InitApply(_)) {
+            if is_change(&event) {
                 changed.send_modify(|n| *n += 1);
             }
         }
@@ -135,6 +137,13 @@ where
     }));
     tasks.add(task.abort_handle());
     store
+}
+
+/// Whether a watch's event changes what the pages show (pure): an object applied or deleted,
+/// or a (re)list complete. The objects of a list are one change when it is complete, not one
+/// each (10,000 of them would send an open page 10,000 refreshes); a failed request is none.
+fn is_change<K>(event: &watcher::Event<K>) -> bool {
+    !matches!(event, watcher::Event::Init | watcher::Event::InitApply(_))
 }
 
 /// No page shows who wrote which field: the managed fields are not kept (about half of a
@@ -308,6 +317,56 @@ pub struct StoreWriters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A mock API server's answer: `status` with the JSON `body`.
+    fn answer(status: u16, body: serde_json::Value) -> http::Response<kube::client::Body> {
+        http::Response::builder().status(status).body(kube::client::Body::from(serde_json::to_vec(&body).unwrap())).unwrap()
+    }
+
+    type Mock = tower_test::mock::Handle<http::Request<kube::client::Body>, http::Response<kube::client::Body>>;
+
+    /// The mock API server's next request, and how to answer it.
+    async fn next(
+        handle: &mut Mock,
+    ) -> (http::Request<kube::client::Body>, tower_test::mock::SendResponse<http::Response<kube::client::Body>>) {
+        tokio::time::timeout(Duration::from_secs(30), handle.next_request())
+            .await
+            .expect("a request within 30 s")
+            .expect("the watch asks again")
+    }
+
+    #[tokio::test]
+    async fn a_refused_watch_is_no_change_and_a_list_is_one_change_however_long() {
+        let (mock, mut handle) = tower_test::mock::pair::<http::Request<kube::client::Body>, http::Response<kube::client::Body>>();
+        let (tx, changes) = watch::channel(0);
+        let tasks = Tasks::default();
+        let store: Store<ConfigMap> = follow(
+            Api::namespaced(Client::new(mock, "liqo"), "liqo"),
+            watcher::Config::default().any_semantic(),
+            tx,
+            &tasks,
+            no_managed_fields,
+        );
+        let refused = serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+                                         "message": "configmaps is forbidden"});
+        for _ in 0..3 {
+            let (request, reply) = next(&mut handle).await;
+            assert!(!request.uri().query().unwrap_or_default().contains("watch=true"), "{:?}", request.uri());
+            reply.send_response(answer(403, refused.clone()));
+        }
+        // The fourth request comes after the third refusal went through the stream.
+        let (_, reply) = next(&mut handle).await;
+        assert_eq!(*changes.borrow(), 0, "a refused list changes nothing on the pages");
+        let items: Vec<_> = (0..3).map(|i| serde_json::json!({"metadata": {"name": format!("cm-{i}"), "namespace": "liqo"}})).collect();
+        reply.send_response(answer(
+            200,
+            serde_json::json!({"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {"resourceVersion": "10"}, "items": items}),
+        ));
+        let (watch, _held) = next(&mut handle).await;
+        assert!(watch.uri().query().unwrap_or_default().contains("watch=true"), "{:?}", watch.uri());
+        assert_eq!(store.state().len(), 3);
+        assert_eq!(*changes.borrow(), 1, "a list of three is one change, when it is complete");
+    }
 
     #[test]
     fn an_event_keeps_what_the_peer_page_shows_and_nothing_else() {

@@ -1,5 +1,5 @@
 //! The dashboard at size (scenario g): the `liqo-dashboard` binary as it runs in a cluster
-//! (its ServiceAccount and RBAC from `manifests/dashboard/`), on the hub with every
+//! (its ServiceAccount, its RBAC and the users' Role from `manifests/dashboard/`), on the hub with every
 //! ForeignCluster the run made, and a user logged in with a token, as a browser is: pages
 //! fetched over TLS with the session cookie, the live channel (`/events`) held open.
 
@@ -38,8 +38,10 @@ impl Dashboard {
     /// serving on loopback with a certificate of its own; once it serves.
     pub async fn start(cp: &ControlPlane, bin: &Path) -> anyhow::Result<Self> {
         let admin = cp.admin();
-        let rbac = std::fs::read_to_string(Path::new(MANIFESTS).join("rbac.yaml")).context("manifests/dashboard/rbac.yaml")?;
-        create_manifest(&admin, &rbac, "liqo").await;
+        for file in ["rbac.yaml", "user-role.yaml"] {
+            let text = std::fs::read_to_string(Path::new(MANIFESTS).join(file)).with_context(|| format!("manifests/dashboard/{file}"))?;
+            create_manifest(&admin, &text, "liqo").await;
+        }
         let own = service_account_token(&admin, "liqo", "liqo-dashboard").await;
         let port = free_port();
         let certs = cp.path().join("dashboard-certs");
