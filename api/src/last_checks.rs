@@ -1,38 +1,108 @@
 //! The record of when the reconciler last checked each joined peer: ConfigMap
-//! `liqo-last-checks` in the Liqo namespace, one line a peer (`<ForeignCluster name> <RFC 3339
-//! time>`, sorted by name) under one key. The leader writes it every half health period when
-//! `--last-checks-record=true` (off by default: at 10,000 peers a write of its 580 KB cost the
-//! API server about 2.6 CPU-s); the dashboard and `kubectl liqo status` read it to say "checked
-//! 12 s ago".
+//! `liqo-last-checks` in the Liqo namespace, one key. The leader writes it every half health
+//! period (`--last-checks-record`, on by default); the dashboard and `kubectl liqo status` read
+//! it to say "checked within 20 s" or "checked 3 min ago".
 //!
 //! A check that changes nothing writes no status (10,000 peers would cost the API server a
-//! write each every period), so the ForeignClusters cannot say when they were last looked at:
-//! this one object does, for every peer, at the cost of one write every half period. One key,
-//! not a key a peer: the API server then tracks one managed field, not 10,000. It is capped
-//! below the API server's 1 MiB limit for a ConfigMap ([`MAX_BYTES`]): past that (about
-//! 15,000 peers named by their cluster IDs) the peers that do not fit are left out, counted in
-//! the annotation [`OMITTED_ANNOTATION`].
+//! write each every period), so the ForeignClusters cannot say when they were last looked at.
+//! This record does, at a size that grows with the peers that are late, not with the peers:
+//!
+//! ```text
+//! * 2026-12-04T15:00:02Z
+//! peer-b 2026-12-04T14:52:40Z
+//! ```
+//!
+//! - The first line, `* <time>` (`*` is in no object's name), says that every peer on record and
+//!   not named below was last checked at or after that time: within the last health period
+//!   when it was written.
+//! - Then one line a peer checked longer ago than that (late: unreachable peers wait their
+//!   connect, a busy reconciler falls behind), `<ForeignCluster name> <time>`, sorted by name.
+//!
+//! At 10,000 peers checked on time it is one line: an earlier form, a line for every peer
+//! (580 KB at 10,000), cost the API server seconds of CPU a write, and still reads (every peer
+//! named, no `*` line). The late lines are capped below the 1 MiB a ConfigMap may hold
+//! ([`MAX_BYTES`]); peers that do not fit are counted in the annotation
+//! [`OMITTED_ANNOTATION`]. A peer joined after the last write and not yet checked reads as
+//! checked since the `*` time until the next write, half a period later at most.
 
-use k8s_openapi::jiff::Timestamp;
+use std::time::Duration;
+
+use k8s_openapi::jiff::{Timestamp, Unit};
 
 /// The ConfigMap's name, in the Liqo namespace.
 pub const CONFIGMAP: &str = "liqo-last-checks";
 /// Its one data key.
 pub const KEY: &str = "last-checks";
-/// How many peers did not fit (absent: none).
+/// How many late peers did not fit (absent: none).
 pub const OMITTED_ANNOTATION: &str = "discovery.liqo.io/last-checks-omitted";
 /// The most the record's text holds: room under the 1 MiB a ConfigMap may hold, with its
 /// metadata.
 pub const MAX_BYTES: usize = 900 * 1024;
+/// What the first line starts with: no object's name does.
+const ON_TIME: &str = "*";
 
-/// The record's text for `checks` (ForeignCluster name, when it was last checked), sorted by
-/// name, and how many did not fit in `max_bytes` (pure).
-pub fn render(checks: &mut [(String, Timestamp)], max_bytes: usize) -> (String, usize) {
+/// What the record says of a peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LastCheck {
+    /// Checked at this time (a late peer, named in the record).
+    At(Timestamp),
+    /// Checked at or after this time (on time: not named).
+    Since(Timestamp),
+}
+
+impl LastCheck {
+    /// The instant it gives: the check's, or the earliest it can have been.
+    pub fn time(self) -> Timestamp {
+        match self {
+            LastCheck::At(t) | LastCheck::Since(t) => t,
+        }
+    }
+}
+
+/// A record read back.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Record {
+    /// Every peer on record and not in `late` was checked at or after this.
+    pub since: Option<Timestamp>,
+    /// The late peers: (name, when last checked), sorted by name.
+    pub late: Vec<(Box<str>, Timestamp)>,
+}
+
+impl Record {
+    /// A record naming each of `late` (and no "checked since" time).
+    pub fn naming(late: impl IntoIterator<Item = (Box<str>, Timestamp)>) -> Self {
+        let mut late: Vec<_> = late.into_iter().collect();
+        late.sort_by(|a, b| a.0.cmp(&b.0));
+        late.dedup_by(|b, a| a.0 == b.0);
+        Self { since: None, late }
+    }
+
+    /// What the record says of `name`, a joined peer (pure). A peer that is not joined has
+    /// no check to tell: ask [`Record::named`].
+    pub fn find(&self, name: &str) -> Option<LastCheck> {
+        self.named(name).map(LastCheck::At).or(self.since.map(LastCheck::Since))
+    }
+
+    /// When `name` was checked, if the record names it (pure).
+    pub fn named(&self, name: &str) -> Option<Timestamp> {
+        self.late.binary_search_by(|(n, _)| (**n).cmp(name)).ok().map(|i| self.late[i].1)
+    }
+}
+
+/// The record's text for `checks` (ForeignCluster name, when it was last checked) at `now`,
+/// checks being due every `period`, and how many late peers did not fit in `max_bytes`
+/// (pure). Times are to the second: the `*` time rounded down, so that it stays true.
+pub fn render(checks: &mut [(String, Timestamp)], now: Timestamp, period: Duration, max_bytes: usize) -> (String, usize) {
+    let due = now.checked_sub(period).unwrap_or(now);
+    let since = checks.iter().map(|(_, at)| *at).filter(|at| *at >= due).min();
+    let mut text = String::new();
+    if let Some(since) = since {
+        text = format!("{ON_TIME} {}\n", Timestamp::from_second(since.as_second()).unwrap_or(since));
+    }
     checks.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut text = String::with_capacity(checks.len().saturating_mul(60).min(max_bytes));
     let mut omitted = 0;
-    for (name, at) in checks.iter() {
-        let line = format!("{name} {}\n", at.round(k8s_openapi::jiff::Unit::Second).unwrap_or(*at));
+    for (name, at) in checks.iter().filter(|(_, at)| *at < due) {
+        let line = format!("{name} {}\n", at.round(Unit::Second).unwrap_or(*at));
         if text.len() + line.len() > max_bytes {
             omitted += 1;
             continue;
@@ -42,25 +112,22 @@ pub fn render(checks: &mut [(String, Timestamp)], max_bytes: usize) -> (String, 
     (text, omitted)
 }
 
-/// The record read back: (name, time) sorted by name. A line that is not a name and a time
-/// is skipped (pure: the text is whoever wrote the ConfigMap's).
-pub fn parse(text: &str) -> Vec<(Box<str>, Timestamp)> {
-    let mut out: Vec<(Box<str>, Timestamp)> = text
-        .lines()
-        .filter_map(|line| {
-            let (name, at) = line.split_once(' ')?;
-            Some((name.into(), at.trim().parse().ok()?))
-        })
-        .filter(|(name, _): &(Box<str>, Timestamp)| !name.is_empty())
-        .collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out.dedup_by(|b, a| a.0 == b.0);
-    out
-}
-
-/// When `name` was last checked, in a parsed record (pure).
-pub fn find(record: &[(Box<str>, Timestamp)], name: &str) -> Option<Timestamp> {
-    record.binary_search_by(|(n, _)| (**n).cmp(name)).ok().map(|i| record[i].1)
+/// The record read back. A line that is not a name (or `*`) and a time is skipped (pure: the
+/// text is whoever wrote the ConfigMap's).
+pub fn parse(text: &str) -> Record {
+    let mut record = Record::default();
+    for line in text.lines() {
+        let Some((name, at)) = line.split_once(' ') else { continue };
+        let Ok(at) = at.trim().parse::<Timestamp>() else { continue };
+        match name {
+            "" => {}
+            ON_TIME => record.since = record.since.or(Some(at)),
+            name => record.late.push((name.into(), at)),
+        }
+    }
+    record.late.sort_by(|a, b| a.0.cmp(&b.0));
+    record.late.dedup_by(|b, a| a.0 == b.0);
+    record
 }
 
 #[cfg(test)]
@@ -71,23 +138,61 @@ mod tests {
         s.parse().unwrap()
     }
 
+    const PERIOD: Duration = Duration::from_secs(30);
+
     #[test]
-    fn a_record_reads_back_as_written_sorted_to_the_second() {
-        let mut checks = vec![("b".to_owned(), t("2026-12-04T15:00:12.7Z")), ("a".to_owned(), t("2026-12-04T15:00:01Z"))];
-        let (text, omitted) = render(&mut checks, MAX_BYTES);
-        assert_eq!(text, "a 2026-12-04T15:00:01Z\nb 2026-12-04T15:00:13Z\n");
+    fn peers_checked_on_time_are_one_line_and_the_late_are_named() {
+        let now = t("2026-12-04T15:00:30Z");
+        let mut checks = vec![
+            ("c".to_owned(), t("2026-12-04T15:00:12.7Z")),
+            ("b".to_owned(), t("2026-12-04T14:52:40.2Z")),
+            ("a".to_owned(), t("2026-12-04T15:00:01.9Z")),
+        ];
+        let (text, omitted) = render(&mut checks, now, PERIOD, MAX_BYTES);
+        assert_eq!(text, "* 2026-12-04T15:00:01Z\nb 2026-12-04T14:52:40Z\n", "the * time rounded down, so it stays true");
         assert_eq!(omitted, 0);
         let record = parse(&text);
-        assert_eq!(find(&record, "a"), Some(t("2026-12-04T15:00:01Z")));
-        assert_eq!(find(&record, "b"), Some(t("2026-12-04T15:00:13Z")));
-        assert_eq!(find(&record, "c"), None);
+        assert_eq!(record.find("a"), Some(LastCheck::Since(t("2026-12-04T15:00:01Z"))));
+        assert_eq!(record.find("c"), Some(LastCheck::Since(t("2026-12-04T15:00:01Z"))));
+        assert_eq!(record.find("b"), Some(LastCheck::At(t("2026-12-04T14:52:40Z"))));
+        assert_eq!((record.named("a"), record.named("b")), (None, Some(t("2026-12-04T14:52:40Z"))));
+    }
+
+    #[test]
+    fn ten_thousand_peers_on_time_are_one_line() {
+        let now = t("2026-12-04T15:00:30Z");
+        let mut checks: Vec<(String, Timestamp)> = (0..10_000)
+            .map(|i| (format!("{:08x}-0000-4000-8000-{:012x}", i, i), now.checked_sub(Duration::from_millis(i * 2)).unwrap()))
+            .collect();
+        let (text, _) = render(&mut checks, now, PERIOD, MAX_BYTES);
+        assert_eq!(text, "* 2026-12-04T15:00:10Z\n");
+    }
+
+    #[test]
+    fn no_peer_no_record_and_all_late_all_named() {
+        let now = t("2026-12-04T15:00:30Z");
+        assert_eq!(render(&mut [], now, PERIOD, MAX_BYTES), (String::new(), 0));
+        assert_eq!(parse("").find("a"), None, "an empty record tells nothing");
+        let mut late = vec![("a".to_owned(), t("2026-12-04T14:00:00Z"))];
+        let (text, _) = render(&mut late, now, PERIOD, MAX_BYTES);
+        assert_eq!(text, "a 2026-12-04T14:00:00Z\n");
+        assert_eq!(parse(&text).find("other"), None, "without a * line, only the named are on record");
+    }
+
+    #[test]
+    fn the_earlier_form_a_line_a_peer_still_reads() {
+        let record = parse("a 2026-12-04T15:00:01Z\nb 2026-12-04T15:00:13Z\n");
+        assert_eq!(record.find("a"), Some(LastCheck::At(t("2026-12-04T15:00:01Z"))));
+        assert_eq!(record.find("b"), Some(LastCheck::At(t("2026-12-04T15:00:13Z"))));
+        assert_eq!(record.find("c"), None);
     }
 
     #[test]
     fn what_does_not_fit_is_counted_not_cut_in_half() {
+        let now = t("2026-12-04T16:00:00Z");
         let mut checks: Vec<(String, Timestamp)> = (0..10).map(|i| (format!("peer-{i}"), t("2026-12-04T15:00:00Z"))).collect();
         let line = "peer-0 2026-12-04T15:00:00Z\n".len();
-        let (text, omitted) = render(&mut checks, line * 3 + 5);
+        let (text, omitted) = render(&mut checks, now, PERIOD, line * 3 + 5);
         assert_eq!((text.lines().count(), omitted), (3, 7));
         assert!(text.ends_with('\n'));
     }
@@ -95,19 +200,11 @@ mod tests {
     #[test]
     fn a_hostile_record_is_read_without_panic() {
         let record = parse(
-            "\n no-name\nx not-a-time\n 2026-12-04T15:00:00Z\nz 2026-12-04T15:00:00Z\nz 2026-12-04T16:00:00Z\ny  2026-12-04T15:00:00Z",
+            "\n no-name\nx not-a-time\n 2026-12-04T15:00:00Z\nz 2026-12-04T15:00:00Z\nz 2026-12-04T16:00:00Z\ny  2026-12-04T15:00:00Z\n* 2026-12-04T15:00:09Z\n* 2026-12-04T15:00:08Z\n* x",
         );
-        assert_eq!(record.len(), 2, "{record:?}");
-        assert_eq!(find(&record, "z"), Some(t("2026-12-04T15:00:00Z")), "the first of two lines for a name");
-        assert_eq!(find(&record, "y"), Some(t("2026-12-04T15:00:00Z")), "spaces around the time are not a fault");
-    }
-
-    #[test]
-    fn ten_thousand_peers_named_by_cluster_id_fit() {
-        let mut checks: Vec<(String, Timestamp)> =
-            (0..10_000).map(|i| (format!("{:08x}-0000-4000-8000-{:012x}", i, i), t("2026-12-04T15:00:00Z"))).collect();
-        let (text, omitted) = render(&mut checks, MAX_BYTES);
-        assert_eq!(omitted, 0);
-        assert!(text.len() < 600 * 1024, "{} bytes", text.len());
+        assert_eq!(record.late.len(), 2, "{record:?}");
+        assert_eq!(record.named("z"), Some(t("2026-12-04T15:00:00Z")), "the first of two lines for a name");
+        assert_eq!(record.named("y"), Some(t("2026-12-04T15:00:00Z")), "spaces around the time are not a fault");
+        assert_eq!(record.since, Some(t("2026-12-04T15:00:09Z")), "the first * line");
     }
 }

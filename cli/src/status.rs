@@ -231,7 +231,7 @@ pub struct PeerDetail {
     /// Recent Events about the ForeignCluster: type, reason, note, count, last seen.
     pub events: Vec<EventLine>,
     /// When the reconciler last checked it (its record, ConfigMap liqo-last-checks), when on
-    /// record.
+    /// record: a time, or `since <time>` (checked on time, at or after it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_check: Option<String>,
 }
@@ -511,11 +511,16 @@ fn is_label_value(v: &str) -> bool {
 }
 
 /// When the reconciler last checked `name`, from its record in `namespace` (none when not on
-/// record or not readable).
-async fn last_check(client: &Client, namespace: &str, name: &str) -> Option<String> {
-    use liqo_api::last_checks::{CONFIGMAP, KEY, find, parse};
+/// record or not readable): its time, or `since <time>` for a peer we joined that is checked
+/// on time (at or after that time, see [`liqo_api::last_checks`]).
+async fn last_check(client: &Client, namespace: &str, name: &str, joined: bool) -> Option<String> {
+    use liqo_api::last_checks::{CONFIGMAP, KEY, LastCheck, parse};
     let cm = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), namespace).get_opt(CONFIGMAP).await.ok()??;
-    find(&parse(cm.data?.get(KEY)?), name).map(|t| t.to_string())
+    let record = parse(cm.data?.get(KEY)?);
+    match if joined { record.find(name) } else { record.named(name).map(LastCheck::At) }? {
+        LastCheck::At(t) => Some(t.to_string()),
+        LastCheck::Since(t) => Some(format!("since {t}")),
+    }
 }
 
 /// Everything about one peer (`namespace`: the Liqo namespace).
@@ -552,7 +557,7 @@ pub async fn detail(client: &Client, namespace: &str, peer: &str) -> Result<Peer
         .collect();
     lines.sort_by(|a, b| a.last_seen.cmp(&b.last_seen));
     let recent = lines.split_off(lines.len().saturating_sub(10));
-    let last_check = last_check(client, namespace, &fc.name_any()).await;
+    let last_check = last_check(client, namespace, &fc.name_any(), summary.outgoing).await;
     Ok(PeerDetail { peer: summary, advertisement, events: recent, last_check })
 }
 

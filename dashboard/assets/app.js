@@ -70,8 +70,9 @@
   document.addEventListener('visibilitychange', function () { if (!document.hidden && due) refresh(); });
 })();
 
-// "3 min ago" stays true while the page is open: each <time data-ago> is said again from its
-// instant every 15 s (as the server says it: s, min, h, d).
+// "3 min ago" and "within 20 s" stay true while the page is open: each <time data-ago> or
+// <time data-within> is said again from its instant every 15 s (as the server says it: s, min,
+// h, d).
 (function () {
   'use strict';
   function say(s) {
@@ -82,9 +83,11 @@
   }
   function tick() {
     var now = Date.now();
-    document.querySelectorAll('time[data-ago]').forEach(function (t) {
+    document.querySelectorAll('time[data-ago], time[data-within]').forEach(function (t) {
       var then = Date.parse(t.getAttribute('datetime'));
-      if (!isNaN(then)) t.textContent = say(Math.max(0, Math.floor((now - then) / 1000))) + ' ago';
+      if (isNaN(then)) return;
+      var said = say(Math.max(0, Math.floor((now - then) / 1000)));
+      t.textContent = t.hasAttribute('data-ago') ? said + ' ago' : said;
     });
   }
   setInterval(tick, 15000);

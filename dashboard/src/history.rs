@@ -13,6 +13,7 @@ use liqo_api::ForeignCluster;
 use liqo_api::summary::Peer;
 
 use crate::model::Chip;
+use crate::stores::CheckRecord;
 
 /// The changes kept a peer: the oldest go first.
 pub const KEPT: usize = 24;
@@ -67,19 +68,27 @@ impl Histories {
         }
     }
 
-    /// Notes each peer's last check in `record` (sorted by name, see
-    /// [`crate::stores::CheckRecord`]) that is newer than the last it holds. Only peers the
-    /// ForeignCluster watch has shown are kept: a record never makes a peer up.
-    pub fn checked(&mut self, record: &[(Box<str>, Timestamp)]) {
-        for (name, at) in record {
-            let Some(h) = self.peers.get_mut(&**name) else { continue };
-            if h.checks.back().is_some_and(|last| last >= at) {
+    /// Notes each peer's last check in `record` (see [`crate::stores::CheckRecord`]) that is
+    /// newer than the last it holds: a late peer's at its time; a peer shown joined and not
+    /// named, at the record's "checked since" time (the earliest its check can have been).
+    /// Only peers the ForeignCluster watch has shown are kept: a record never makes a peer up.
+    pub fn checked(&mut self, record: &CheckRecord) {
+        for (name, h) in self.peers.iter_mut() {
+            let joined = h.changes.back().is_some_and(|(_, chip)| *chip == Chip::Joined);
+            let at = match record.named(name) {
+                Some(at) => at,
+                None => match record.since {
+                    Some(since) if joined => since,
+                    _ => continue,
+                },
+            };
+            if h.checks.back().is_some_and(|last| *last >= at) {
                 continue;
             }
             if h.checks.len() == CHECKS_KEPT {
                 h.checks.pop_front();
             }
-            h.checks.push_back(*at);
+            h.checks.push_back(at);
         }
     }
 
@@ -202,18 +211,32 @@ mod tests {
         let mut h = Histories::default();
         h.record("a", Chip::Joined, at(0));
         h.record("b", Chip::Joined, at(0));
-        h.checked(&[("a".into(), at(10)), ("b".into(), at(12)), ("stranger".into(), at(12))]);
-        h.checked(&[("a".into(), at(10)), ("b".into(), at(42))]);
+        h.checked(&CheckRecord::naming([("a".into(), at(10)), ("b".into(), at(12)), ("stranger".into(), at(12))]));
+        h.checked(&CheckRecord::naming([("a".into(), at(10)), ("b".into(), at(42))]));
         assert_eq!(h.of("a").unwrap().checks, VecDeque::from([at(10)]), "the same check told twice is one");
         assert_eq!(h.of("b").unwrap().checks, VecDeque::from([at(12), at(42)]));
         assert!(h.of("stranger").is_none(), "a record never makes a peer up");
-        h.checked(&[("b".into(), at(40))]);
+        h.checked(&CheckRecord::naming([("b".into(), at(40))]));
         assert_eq!(h.of("b").unwrap().checks.len(), 2, "an older record (a restarted leader's) adds nothing");
         for i in 0..40 {
-            h.checked(&[("a".into(), at(100 + 30 * i))]);
+            h.checked(&CheckRecord::naming([("a".into(), at(100 + 30 * i))]));
         }
         let a = h.of("a").unwrap();
         assert_eq!((a.checks.len(), a.checks.back()), (CHECKS_KEPT, Some(&at(100 + 30 * 39))));
+    }
+
+    #[test]
+    fn peers_checked_on_time_tick_at_the_records_since_if_joined() {
+        let mut h = Histories::default();
+        h.record("on-time", Chip::Joined, at(0));
+        h.record("late", Chip::Joined, at(0));
+        h.record("refused", Chip::Refused, at(0));
+        let record = CheckRecord { since: Some(at(40)), late: vec![("late".into(), at(5))] };
+        h.checked(&record);
+        h.checked(&record);
+        assert_eq!(h.of("on-time").unwrap().checks, VecDeque::from([at(40)]), "once, at the earliest it can have been");
+        assert_eq!(h.of("late").unwrap().checks, VecDeque::from([at(5)]), "a late peer at its own time");
+        assert!(h.of("refused").unwrap().checks.is_empty(), "a peer not joined is not checked");
     }
 
     #[test]

@@ -251,7 +251,7 @@ fn connected_table(cards: &[Card], largest: &BTreeMap<&'static str, f64>, now: T
         let action = if p.join { disconnect_button(&p.name, &allowed.join) } else { "-".into() };
         let health = if c.healthy { "<span class=\"chip chip-joined\">healthy</span>".to_owned() } else { state_cell(p) };
         let health = match c.last_check {
-            Some(t) => format!("{health} <span class=\"since\">checked {}</span>", time_ago(t, now)),
+            Some(check) => format!("{health} <span class=\"since\">checked {}</span>", crate::pictures::check_ago(check, now)),
             None => health,
         };
         let health = match crate::model::last_change(p) {
@@ -578,7 +578,7 @@ pub fn peer(v: &PeerPage<'_>, csrf: &str, allowed: &Allowed) -> String {
     let dash = |v: &Option<String>| esc(v.as_deref().unwrap_or("-"));
     let changed = crate::model::last_change(p).map_or("-".into(), |t| time_ago(t, v.now));
     let checked = match v.card.last_check {
-        Some(t) => time_ago(t, v.now),
+        Some(check) => crate::pictures::check_ago(check, v.now),
         None if p.outgoing && v.checks_recorded => "not on record yet (the reconciler writes its record every half health period)".into(),
         None if p.outgoing => "- (no record of the checks to read: the reconciler's --last-checks-record, or your role)".into(),
         // Only a peering of ours to them is checked.
@@ -749,8 +749,10 @@ mod tests {
         let unrecorded = peer(&PeerPage { checks_recorded: false, ..page_of(card, None, &[], "") }, "t", &Allowed::default());
         assert!(unrecorded.contains("<dt>Last check</dt><dd>- (no record of the checks to read"), "{unrecorded}");
         // The reconciler's record: when it last checked the peer, on its page and in the table.
-        let checked =
-            peers.checked(&[("a".into(), "2026-11-23T09:00:00Z".parse().unwrap()), ("b".into(), "2026-11-23T10:04:48Z".parse().unwrap())]);
+        let checked = peers.clone().checked(&crate::stores::CheckRecord::naming([
+            ("a".into(), "2026-11-23T09:00:00Z".parse().unwrap()),
+            ("b".into(), "2026-11-23T10:04:48Z".parse().unwrap()),
+        ]));
         let card = &checked.connected[0];
         let view = peer(&page_of(card, None, &[], ""), "t", &Allowed::default());
         assert!(view.contains("<dt>Last check</dt><dd><time datetime=\"2026-11-23T10:04:48Z\" data-ago>12 s ago</time></dd>"), "{view}");
@@ -758,6 +760,13 @@ mod tests {
         assert!(
             home_page.contains("<span class=\"since\">checked <time datetime=\"2026-11-23T10:04:48Z\" data-ago>12 s ago</time></span>"),
             "{home_page}"
+        );
+        // A peer checked on time: at or after the record's "since" time, said as "within".
+        let on_time = peers.checked(&crate::stores::CheckRecord { since: Some("2026-11-23T10:04:30Z".parse().unwrap()), late: Vec::new() });
+        let view = peer(&page_of(&on_time.connected[0], None, &[], ""), "t", &Allowed::default());
+        assert!(
+            view.contains("<dt>Last check</dt><dd>within <time datetime=\"2026-11-23T10:04:30Z\" data-within>30 s</time></dd>"),
+            "{view}"
         );
     }
 

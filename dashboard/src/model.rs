@@ -85,9 +85,9 @@ pub struct Card {
     pub healthy: bool,
     /// The resources of the peer's Advertisement here, one by one (empty without one).
     pub offers: Vec<Offer>,
-    /// When the reconciler last checked it, from its record (none: not joined, not checked
-    /// since the record was last written, or the record not readable).
-    pub last_check: Option<k8s_openapi::jiff::Timestamp>,
+    /// When the reconciler last checked it, from its record (none: not joined by us, not on
+    /// record yet, or the record not readable).
+    pub last_check: Option<liqo_api::last_checks::LastCheck>,
 }
 
 /// One resource a peer offers in its Advertisement.
@@ -206,10 +206,13 @@ pub fn peers<F: std::borrow::Borrow<ForeignCluster>, A: std::borrow::Borrow<Adve
 }
 
 impl Peers {
-    /// Each card with its last check from `record` (see [`crate::stores::CheckRecord`]).
-    pub fn checked(mut self, record: &[(Box<str>, k8s_openapi::jiff::Timestamp)]) -> Self {
+    /// Each card with its last check from `record` (see [`crate::stores::CheckRecord`]): what
+    /// it says of a peer we joined, and of another only if it names it.
+    pub fn checked(mut self, record: &crate::stores::CheckRecord) -> Self {
+        use liqo_api::last_checks::LastCheck;
         for card in self.connected.iter_mut().chain(self.available.iter_mut()) {
-            card.last_check = liqo_api::last_checks::find(record, &card.peer.name);
+            let name = &card.peer.name;
+            card.last_check = if card.peer.outgoing { record.find(name) } else { record.named(name).map(LastCheck::At) };
         }
         self
     }

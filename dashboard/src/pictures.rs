@@ -16,6 +16,17 @@ pub fn time_ago(then: Timestamp, now: Timestamp) -> String {
     format!("<time datetime=\"{then}\" data-ago>{} ago</time>", ago(then, now))
 }
 
+/// A last check as a person reads it: "3 min ago" (a late peer's, to the second), or "within
+/// 20 s" (a peer checked on time: at or after `since`), each kept true by the page's script.
+pub fn check_ago(check: liqo_api::last_checks::LastCheck, now: Timestamp) -> String {
+    match check {
+        liqo_api::last_checks::LastCheck::At(then) => time_ago(then, now),
+        liqo_api::last_checks::LastCheck::Since(since) => {
+            format!("within <time datetime=\"{since}\" data-within>{}</time>", ago(since, now))
+        }
+    }
+}
+
 /// A clock time a person reads: `14:02:11 UTC` today, with the date before when not today.
 fn clock(t: Timestamp, now: Timestamp) -> String {
     let (t, today) = (t.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC), now.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC));
@@ -132,8 +143,8 @@ mod tests {
     fn the_checks_are_ticks_where_they_happened() {
         let mut hs = Histories::default();
         hs.record("p", Chip::Joined, at(0));
-        hs.checked(&[("p".into(), at(50))]);
-        hs.checked(&[("p".into(), at(100))]);
+        hs.checked(&crate::stores::CheckRecord::naming([("p".into(), at(50))]));
+        hs.checked(&crate::stores::CheckRecord { since: Some(at(100)), late: Vec::new() });
         let html = health_strip(hs.of("p").as_ref(), at(100));
         assert!(
             html.contains("<rect class=\"check\" x=\"500.0\" y=\"0\" width=\"2\" height=\"24\"><title>checked at 08:00:50 UTC</title>"),

@@ -152,9 +152,8 @@ fn no_managed_fields<K: Resource>(o: &mut K) {
     o.meta_mut().managed_fields = None;
 }
 
-/// The record of the last checks as the pages read it: (ForeignCluster name, when it was last
-/// checked), sorted by name (see [`liqo_api::last_checks`]).
-pub type CheckRecord = Vec<(Box<str>, k8s_openapi::jiff::Timestamp)>;
+/// The record of the last checks as the pages read it (see [`liqo_api::last_checks`]).
+pub type CheckRecord = liqo_api::last_checks::Record;
 
 /// The record a ConfigMap holds (pure; empty when it holds none).
 pub fn record_of(cm: &ConfigMap) -> CheckRecord {

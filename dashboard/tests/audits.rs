@@ -73,11 +73,14 @@ async fn serve(peers: usize) -> (String, impl Drop) {
         w.foreign.apply_watcher_event(&Event::Apply(fc(i)));
         w.advertisements.apply_watcher_event(&Event::Apply(advertisement(i)));
     }
-    // The reconciler's record of its last checks: every joined peer, a few seconds ago each.
+    // The reconciler's record of its last checks: most peers checked a few seconds ago, one in
+    // seven late (minutes ago), one in ten never.
     let t = |s: i64| Timestamp::now().checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(s)).unwrap();
+    let ago = |i: usize| if i.is_multiple_of(7) { 200 + (i % 30) as i64 } else { (i % 30) as i64 };
     let mut checks: Vec<(String, Timestamp)> =
-        (0..peers).filter(|i| !i.is_multiple_of(10)).map(|i| (format!("peer-{i:05}"), t((i % 30) as i64))).collect();
-    let (text, _) = liqo_api::last_checks::render(&mut checks, liqo_api::last_checks::MAX_BYTES);
+        (0..peers).filter(|i| !i.is_multiple_of(10)).map(|i| (format!("peer-{i:05}"), t(ago(i)))).collect();
+    let period = std::time::Duration::from_secs(30);
+    let (text, _) = liqo_api::last_checks::render(&mut checks, Timestamp::now(), period, liqo_api::last_checks::MAX_BYTES);
     let mut record = k8s_openapi::api::core::v1::ConfigMap::default();
     record.metadata.name = Some(liqo_api::last_checks::CONFIGMAP.into());
     record.data = Some([(liqo_api::last_checks::KEY.to_owned(), text)].into());
@@ -89,7 +92,7 @@ async fn serve(peers: usize) -> (String, impl Drop) {
         history.record("peer-00000", Chip::Unreachable, t(300));
         history.record("peer-00000", Chip::Joined, t(120));
         for ago in [90, 60, 30] {
-            history.checked(&[("peer-00000".into(), t(ago))]);
+            history.checked(&liqo_dashboard::stores::CheckRecord { since: Some(t(ago)), late: Vec::new() });
         }
     }
     // Nothing reaches an API server in these tests: a client to a closed port.

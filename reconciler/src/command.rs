@@ -96,10 +96,9 @@ struct Args {
     #[arg(long, default_value_t = 30)]
     health_period_seconds: u64,
     /// Keep the record of when each joined peer was last checked (ConfigMap liqo-last-checks,
-    /// written every half health period; the dashboard and `kubectl liqo status` read it).
-    /// Off by default: at 10,000 peers each write of it cost the API server seconds of CPU
-    /// (docs/scaling.md); for hubs of up to about a thousand peers.
-    #[arg(long, env = "LIQO_LAST_CHECKS_RECORD", default_value_t = false, action = clap::ArgAction::Set)]
+    /// written every half health period; the dashboard and `kubectl liqo status` read it). One
+    /// line while every peer is checked on time, a line more for each late peer.
+    #[arg(long, env = "LIQO_LAST_CHECKS_RECORD", default_value_t = true, action = clap::ArgAction::Set)]
     last_checks_record: bool,
     /// Seconds the deletion of a ForeignCluster waits for an unreachable remote before it
     /// completes locally.

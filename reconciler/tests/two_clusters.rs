@@ -72,11 +72,15 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     let record: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(home.clone(), "liqo");
     let checked = eventually("the joined peer in the record of the last checks", || async {
         let cm = record.get_opt(liqo_api::last_checks::CONFIGMAP).await.ok()??;
-        let lines = liqo_api::last_checks::parse(cm.data?.get(liqo_api::last_checks::KEY)?);
-        liqo_api::last_checks::find(&lines, "my-remote").filter(|at| at.as_second() >= joined_at.as_second())
+        let text = cm.data?.get(liqo_api::last_checks::KEY)?.clone();
+        let check = liqo_api::last_checks::parse(&text).find("my-remote")?;
+        (check.time().as_second() >= joined_at.as_second()).then_some((check, text))
     })
     .await;
-    assert!(checked <= k8s_openapi::jiff::Timestamp::now(), "a check in the future: {checked}");
+    let (checked, text) = checked;
+    assert!(checked.time() <= k8s_openapi::jiff::Timestamp::now(), "a check in the future: {checked:?}");
+    // Checked on time, so not named: the record is its one "checked since" line.
+    assert!(matches!(checked, liqo_api::last_checks::LastCheck::Since(_)) && text.lines().count() == 1, "{text}");
     assert_eq!(
         record.get(liqo_api::last_checks::CONFIGMAP).await.unwrap().annotations().get(liqo_api::last_checks::OMITTED_ANNOTATION),
         None
@@ -131,8 +135,8 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     assert!(!liqo_reconciler::reporting::conditions::is_true(&unjoined.status.unwrap().conditions, "Joined"));
     eventually("the unjoined peer out of the record of the last checks", || async {
         let cm = record.get_opt(liqo_api::last_checks::CONFIGMAP).await.ok()??;
-        let lines = liqo_api::last_checks::parse(cm.data?.get(liqo_api::last_checks::KEY)?);
-        liqo_api::last_checks::find(&lines, "my-remote").is_none().then_some(())
+        let record = liqo_api::last_checks::parse(cm.data?.get(liqo_api::last_checks::KEY)?);
+        record.find("my-remote").is_none().then_some(())
     })
     .await;
     fc_where(&remote, &home_id, "the remote's incoming.joined cleared", |f| {

@@ -1,9 +1,9 @@
 //! The leader's record of when it last checked each joined peer (ConfigMap
-//! `liqo-last-checks`, see [`liqo_api::last_checks`]): written every half health period while
-//! it leads, first one health period after it began (by then it has checked every joined
-//! peer; an earlier record would drop the peers it has not reached yet), and only when it
-//! changed. Best effort: a failed write is tried again at the next turn, and nothing else
-//! waits on it.
+//! `liqo-last-checks`, see [`liqo_api::last_checks`]: one line while all are checked on time, a
+//! line more for each late peer): written every half health period while it leads, first one
+//! health period after it began (by then it has checked every joined peer; an earlier record
+//! would drop the peers it has not reached yet), and only when it changed. Best effort: a
+//! failed write is tried again at the next turn, and nothing else waits on it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -45,7 +45,10 @@ pub async fn keep(
         tokio::time::sleep(period).await;
         let mut written: Option<String> = None;
         loop {
-            let (text, omitted) = render(&mut metrics.checks.at_times((Instant::now(), SystemTime::now())), MAX_BYTES);
+            let now = SystemTime::now();
+            let mut checks = metrics.checks.at_times((Instant::now(), now));
+            let now = k8s_openapi::jiff::Timestamp::try_from(now).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+            let (text, omitted) = render(&mut checks, now, period, MAX_BYTES);
             if written.as_deref() != Some(text.as_str()) {
                 match write(&api, text.clone(), omitted).await {
                     Ok(()) => written = Some(text),
@@ -66,8 +69,8 @@ pub async fn keep(
     }
 }
 
-/// One write: a JSON merge patch of the whole record (JSON, not an apply: the API server
-/// parses an apply's body as YAML, slow for half a megabyte), or a create if it is not there.
+/// One write: a JSON merge patch of the whole record (small: a line, and one a late peer), or
+/// a create if it is not there.
 async fn write(api: &Api<ConfigMap>, text: String, omitted: usize) -> kube::Result<()> {
     let body = body(text, omitted);
     let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };

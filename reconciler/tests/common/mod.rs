@@ -86,8 +86,6 @@ pub fn start_reconciler_on(cp: &ControlPlane, name: &str, token: &str, extra: &[
         format!("--api-url={}", cp.url),
         format!("--auth-url={auth_url}"),
         "--health-period-seconds=2".to_owned(),
-        // The record of the last checks (off by default) is proven where two clusters peer.
-        "--last-checks-record=true".to_owned(),
         "--advertise-period-seconds=2".to_owned(),
         "--unjoin-grace-seconds=5".to_owned(),
         // Both reconcilers run in this machine's own network namespace: no multicast here.
