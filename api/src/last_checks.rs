@@ -83,6 +83,12 @@ impl Record {
         self.named(name).map(LastCheck::At).or(self.since.map(LastCheck::Since))
     }
 
+    /// What the record says of `name`: [`Record::find`] for a peer we joined, else only if it
+    /// names it (pure).
+    pub fn of(&self, name: &str, joined: bool) -> Option<LastCheck> {
+        if joined { self.find(name) } else { self.named(name).map(LastCheck::At) }
+    }
+
     /// When `name` was checked, if the record names it (pure).
     pub fn named(&self, name: &str) -> Option<Timestamp> {
         self.late.binary_search_by(|(n, _)| (**n).cmp(name)).ok().map(|i| self.late[i].1)
@@ -115,19 +121,17 @@ pub fn render(checks: &mut [(String, Timestamp)], now: Timestamp, period: Durati
 /// The record read back. A line that is not a name (or `*`) and a time is skipped (pure: the
 /// text is whoever wrote the ConfigMap's).
 pub fn parse(text: &str) -> Record {
-    let mut record = Record::default();
+    let (mut since, mut late) = (None, Vec::new());
     for line in text.lines() {
         let Some((name, at)) = line.split_once(' ') else { continue };
         let Ok(at) = at.trim().parse::<Timestamp>() else { continue };
         match name {
             "" => {}
-            ON_TIME => record.since = record.since.or(Some(at)),
-            name => record.late.push((name.into(), at)),
+            ON_TIME => since = since.or(Some(at)),
+            name => late.push((name.into(), at)),
         }
     }
-    record.late.sort_by(|a, b| a.0.cmp(&b.0));
-    record.late.dedup_by(|b, a| a.0 == b.0);
-    record
+    Record { since, ..Record::naming(late) }
 }
 
 #[cfg(test)]

@@ -517,7 +517,7 @@ async fn last_check(client: &Client, namespace: &str, name: &str, joined: bool) 
     use liqo_api::last_checks::{CONFIGMAP, KEY, LastCheck, parse};
     let cm = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), namespace).get_opt(CONFIGMAP).await.ok()??;
     let record = parse(cm.data?.get(KEY)?);
-    match if joined { record.find(name) } else { record.named(name).map(LastCheck::At) }? {
+    match record.of(name, joined)? {
         LastCheck::At(t) => Some(t.to_string()),
         LastCheck::Since(t) => Some(format!("since {t}")),
     }

@@ -209,10 +209,8 @@ impl Peers {
     /// Each card with its last check from `record` (see [`crate::stores::CheckRecord`]): what
     /// it says of a peer we joined, and of another only if it names it.
     pub fn checked(mut self, record: &crate::stores::CheckRecord) -> Self {
-        use liqo_api::last_checks::LastCheck;
         for card in self.connected.iter_mut().chain(self.available.iter_mut()) {
-            let name = &card.peer.name;
-            card.last_check = if card.peer.outgoing { record.find(name) } else { record.named(name).map(LastCheck::At) };
+            card.last_check = record.of(&card.peer.name, card.peer.outgoing);
         }
         self
     }
