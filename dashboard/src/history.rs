@@ -13,7 +13,7 @@ use liqo_api::ForeignCluster;
 use liqo_api::summary::Peer;
 
 use crate::model::Chip;
-use crate::stores::CheckRecord;
+use liqo_api::last_checks::Record as CheckRecord;
 
 /// The changes kept a peer: the oldest go first.
 pub const KEPT: usize = 24;
@@ -68,7 +68,7 @@ impl Histories {
         }
     }
 
-    /// Notes each peer's last check in `record` (see [`crate::stores::CheckRecord`]) that is
+    /// Notes each peer's last check in `record` (see [`liqo_api::last_checks::Record`]) that is
     /// newer than the last it holds: a late peer's at its time; a peer shown joined and not
     /// named, at the record's "checked since" time (the earliest its check can have been).
     /// Only peers the ForeignCluster watch has shown are kept: a record never makes a peer up.

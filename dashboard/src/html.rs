@@ -749,7 +749,7 @@ mod tests {
         let unrecorded = peer(&PeerPage { checks_recorded: false, ..page_of(card, None, &[], "") }, "t", &Allowed::default());
         assert!(unrecorded.contains("<dt>Last check</dt><dd>- (no record of the checks to read"), "{unrecorded}");
         // The reconciler's record: when it last checked the peer, on its page and in the table.
-        let checked = peers.clone().checked(&crate::stores::CheckRecord::naming([
+        let checked = peers.clone().checked(&liqo_api::last_checks::Record::naming([
             ("a".into(), "2026-11-23T09:00:00Z".parse().unwrap()),
             ("b".into(), "2026-11-23T10:04:48Z".parse().unwrap()),
         ]));
@@ -762,7 +762,7 @@ mod tests {
             "{home_page}"
         );
         // A peer checked on time: at or after the record's "since" time, said as "within".
-        let on_time = peers.checked(&crate::stores::CheckRecord { since: Some("2026-11-23T10:04:30Z".parse().unwrap()), late: Vec::new() });
+        let on_time = peers.checked(&liqo_api::last_checks::Record { since: Some("2026-11-23T10:04:30Z".parse().unwrap()), late: Vec::new() });
         let view = peer(&page_of(&on_time.connected[0], None, &[], ""), "t", &Allowed::default());
         assert!(
             view.contains("<dt>Last check</dt><dd>within <time datetime=\"2026-11-23T10:04:30Z\" data-within>30 s</time></dd>"),

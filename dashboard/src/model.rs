@@ -206,9 +206,9 @@ pub fn peers<F: std::borrow::Borrow<ForeignCluster>, A: std::borrow::Borrow<Adve
 }
 
 impl Peers {
-    /// Each card with its last check from `record` (see [`crate::stores::CheckRecord`]): what
+    /// Each card with its last check from `record` (see [`liqo_api::last_checks::Record`]): what
     /// it says of a peer we joined, and of another only if it names it.
-    pub fn checked(mut self, record: &crate::stores::CheckRecord) -> Self {
+    pub fn checked(mut self, record: &liqo_api::last_checks::Record) -> Self {
         for card in self.connected.iter_mut().chain(self.available.iter_mut()) {
             card.last_check = record.of(&card.peer.name, card.peer.outgoing);
         }

@@ -143,8 +143,8 @@ mod tests {
     fn the_checks_are_ticks_where_they_happened() {
         let mut hs = Histories::default();
         hs.record("p", Chip::Joined, at(0));
-        hs.checked(&crate::stores::CheckRecord::naming([("p".into(), at(50))]));
-        hs.checked(&crate::stores::CheckRecord { since: Some(at(100)), late: Vec::new() });
+        hs.checked(&liqo_api::last_checks::Record::naming([("p".into(), at(50))]));
+        hs.checked(&liqo_api::last_checks::Record { since: Some(at(100)), late: Vec::new() });
         let html = health_strip(hs.of("p").as_ref(), at(100));
         assert!(
             html.contains("<rect class=\"check\" x=\"500.0\" y=\"0\" width=\"2\" height=\"24\"><title>checked at 08:00:50 UTC</title>"),
