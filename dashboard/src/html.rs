@@ -25,11 +25,25 @@ pub struct FormError {
 }
 
 /// The start of a table: its caption (for screen readers only when `hidden`) and column heads.
-pub(crate) fn table_start(caption: &str, hidden: bool, heads: &[&str]) -> String {
+/// A table with a `stack` class (`app.css` names each cell's column there) shows a row as a
+/// card on a phone's width; one without scrolls sideways in its wrapper.
+pub(crate) fn table_start(caption: &str, hidden: bool, stack: Option<&str>, heads: &[&str]) -> String {
     let class = if hidden { " class=\"sr\"" } else { "" };
+    let table = stack.map(|s| format!(" class=\"stack {s}\"")).unwrap_or_default();
     let heads: String = heads.iter().map(|h| format!("<th scope=\"col\">{h}</th>")).collect();
-    format!("<div class=\"table-wrap\"><table><caption{class}>{caption}</caption><thead><tr>{heads}</tr></thead><tbody>")
+    format!("<div class=\"table-wrap\"><table{table}><caption{class}>{caption}</caption><thead><tr>{heads}</tr></thead><tbody>")
 }
+
+/// The tables whose rows are cards on a phone's width: each one's class and column heads
+/// (`app.css` names the columns again, for the cards).
+#[cfg(test)]
+const STACKED: &[(&str, &[&str])] = &[AVAILABLE, CONNECTED, DOMAINS, REFUSED, PHASES, EVENTS];
+const AVAILABLE: (&str, &[&str]) = ("t-available", &["Name", "Cluster ID", "Type", "Found in", "Trust", "State", "Action"]);
+const CONNECTED: (&str, &[&str]) = ("t-connected", &["Name", "Cluster ID", "Type", "Direction", "Health", "Resources", "Action"]);
+const DOMAINS: (&str, &[&str]) = ("t-domains", &["Name", "Domain", "Ready", "Reason", "Found"]);
+const REFUSED: (&str, &[&str]) = ("t-refused", &["Cluster ID", "Name", "Count", "Last", "Why"]);
+const PHASES: (&str, &[&str]) = ("t-phases", &["Type", "Status", "Reason", "Message", "Since", "Hint"]);
+const EVENTS: (&str, &[&str]) = ("t-events", &["Type", "Reason", "Message"]);
 
 /// The end of a table [`table_start`] began (its wrapper scrolls sideways on a narrow screen,
 /// the page does not).
@@ -212,7 +226,7 @@ fn available_table(cards: &[Card], csrf: &str, allowed: &Allowed) -> String {
     if cards.is_empty() {
         return "<p>None: add a domain or a remote peer below, or turn discovery on.</p>".into();
     }
-    let mut t = table_start("Available peers", true, &["Name", "Cluster ID", "Type", "Found in", "Trust", "State", "Action"]);
+    let mut t = table_start("Available peers", true, Some(AVAILABLE.0), AVAILABLE.1);
     for c in cards {
         let p = &c.peer;
         let action = if p.join {
@@ -245,7 +259,7 @@ fn connected_table(cards: &[Card], largest: &BTreeMap<&'static str, f64>, now: T
     if cards.is_empty() {
         return "<p>None yet.</p>".into();
     }
-    let mut t = table_start("Connected peers", true, &["Name", "Cluster ID", "Type", "Direction", "Health", "Resources", "Action"]);
+    let mut t = table_start("Connected peers", true, Some(CONNECTED.0), CONNECTED.1);
     for c in cards {
         let p = &c.peer;
         let action = if p.join { disconnect_button(&p.name, &allowed.join) } else { "-".into() };
@@ -329,7 +343,7 @@ fn domains_table(domains: &[Domain]) -> String {
     if domains.is_empty() {
         return String::new();
     }
-    let mut t = table_start("Domains", false, &["Name", "Domain", "Ready", "Reason", "Found"]);
+    let mut t = table_start("Domains", false, Some(DOMAINS.0), DOMAINS.1);
     for d in domains {
         let _ = write!(
             t,
@@ -392,7 +406,7 @@ fn told(this: &ThisCluster) -> String {
         let _ = write!(out, "<p class=\"warning\" role=\"alert\">Peers may not reach this cluster: {}</p>", esc(w));
     }
     if !this.refused.is_empty() {
-        out.push_str(&table_start("Refused peering requests", false, &["Cluster ID", "Name", "Count", "Last", "Why"]));
+        out.push_str(&table_start("Refused peering requests", false, Some(REFUSED.0), REFUSED.1));
         for r in &this.refused {
             let _ = write!(
                 out,
@@ -542,7 +556,7 @@ fn directions(p: &Peer) -> String {
 
 /// The phases as a table, each with its hint and when it last changed.
 fn phases_table(p: &Peer) -> String {
-    let mut phases = table_start("Phases", false, &["Type", "Status", "Reason", "Message", "Since", "Hint"]);
+    let mut phases = table_start("Phases", false, Some(PHASES.0), PHASES.1);
     for ph in &p.phases {
         let _ = write!(
             phases,
@@ -564,7 +578,7 @@ fn phases_table(p: &Peer) -> String {
 /// Advertisement, the raw object.
 pub fn peer(v: &PeerPage<'_>, csrf: &str, allowed: &Allowed) -> String {
     let p = &v.card.peer;
-    let mut ev = table_start("Events", false, &["Type", "Reason", "Message"]);
+    let mut ev = table_start("Events", false, Some(EVENTS.0), EVENTS.1);
     for (t, r, n) in v.events {
         let _ = write!(ev, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(t), esc(r), esc(n));
     }
@@ -631,6 +645,20 @@ mod tests {
     /// Every peer, the first page of each table.
     fn listing(peers: &crate::model::Peers) -> Listing {
         Listing::of(peers.clone(), Default::default())
+    }
+
+    #[test]
+    fn each_stacked_tables_cells_are_named_in_the_stylesheet_as_its_heads() {
+        let css = include_str!("../assets/app.css");
+        for (class, heads) in STACKED {
+            for (i, head) in heads.iter().enumerate() {
+                let rule = format!(".{class} td:nth-child({}) ::before {{ content: \"{head}\"; }}", i + 1).replace(" ::", "::");
+                assert!(css.contains(&rule), "app.css lacks {rule}");
+            }
+            let extra = format!(".{class} td:nth-child({})::before", heads.len() + 1);
+            assert!(!css.contains(&extra), "app.css names a column {class} does not have: {extra}");
+            assert!(table_start("c", false, Some(class), heads).contains(&format!("<table class=\"stack {class}\">")));
+        }
     }
 
     #[test]
@@ -762,7 +790,8 @@ mod tests {
             "{home_page}"
         );
         // A peer checked on time: at or after the record's "since" time, said as "within".
-        let on_time = peers.checked(&liqo_api::last_checks::Record { since: Some("2026-11-23T10:04:30Z".parse().unwrap()), late: Vec::new() });
+        let on_time =
+            peers.checked(&liqo_api::last_checks::Record { since: Some("2026-11-23T10:04:30Z".parse().unwrap()), late: Vec::new() });
         let view = peer(&page_of(&on_time.connected[0], None, &[], ""), "t", &Allowed::default());
         assert!(
             view.contains("<dt>Last check</dt><dd>within <time datetime=\"2026-11-23T10:04:30Z\" data-within>30 s</time></dd>"),

@@ -52,7 +52,7 @@ pub fn list(kind: Kind, counts: &[(Kind, usize)], items: &[Listed], view: &ListV
     let selected: Vec<&Listed> = items.iter().filter(|l| q.is_empty() || l.name.to_lowercase().contains(&q)).collect();
     let pages = selected.len().div_ceil(PAGE).max(1);
     let at = view.page.clamp(1, pages);
-    let mut t = table_start(kind.title(), true, if kind.namespaced() { &["Name", "Namespace"] } else { &["Name"] });
+    let mut t = table_start(kind.title(), true, None, if kind.namespaced() { &["Name", "Namespace"] } else { &["Name"] });
     for l in selected.iter().skip((at - 1) * PAGE).take(PAGE) {
         let ns = l.namespace.as_deref().map(|ns| format!("<td><code>{}</code></td>", esc(ns))).unwrap_or_default();
         let _ = write!(t, "<tr><td><a href=\"{}\">{}</a></td>{ns}</tr>", esc(&link(kind, l)), esc(&l.name));

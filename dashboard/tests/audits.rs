@@ -238,3 +238,62 @@ async fn lighthouse_scores_the_home_and_a_peers_page() {
         }
     }
 }
+
+/// At a phone's width (390 px), in both themes: the peers' tables, a peer's phases and events
+/// are cards, each cell under its column's name; nothing scrolls sideways, not the page and not
+/// a table; axe-core still finds nothing (when the npm tools are there). Screenshots the docs
+/// show.
+async fn phone(kind: Kind) {
+    let Some(b) = browser::start(kind).await else { return };
+    let axe_source = tools().map(|dir| std::fs::read_to_string(dir.join("node_modules/axe-core/axe.min.js")).unwrap());
+    let (url, _served) = serve(12).await;
+    b.set_window_size(390, 1400).await.unwrap();
+    for (page, shot) in [(format!("{url}/"), "13-home-cards"), (format!("{url}/peers/peer-00000"), "13-peer-cards")] {
+        b.open(&page).await;
+        for theme in ["light", "dark"] {
+            b.execute("document.documentElement.setAttribute('data-theme', arguments[0])", vec![json!(theme)]).await.unwrap();
+            let measured = b
+                .execute(
+                    "const wraps = [...document.querySelectorAll('.table-wrap')];\
+                     return { page: document.documentElement.scrollWidth <= window.innerWidth,\
+                              tables: wraps.length,\
+                              sideways: wraps.filter(w => w.scrollWidth > w.clientWidth + 1).map(w => w.querySelector('caption').textContent),\
+                              labels: [...document.querySelectorAll('table.stack td:nth-child(2)')].slice(0, 3)\
+                                .map(td => getComputedStyle(td, '::before').content) };",
+                    vec![],
+                )
+                .await
+                .unwrap();
+            let at = format!("{}: {page} at 390 px, {theme}", kind.name());
+            assert_eq!(measured["page"], json!(true), "{at}: the page scrolls sideways");
+            assert!(measured["tables"].as_u64().unwrap() >= 1, "{at}: no table: {measured}");
+            assert_eq!(measured["sideways"], json!([]), "{at}: tables scroll sideways");
+            let labels = measured["labels"].as_array().unwrap();
+            assert!(!labels.is_empty(), "{at}: no card: {measured}");
+            assert!(
+                labels.iter().all(|l| l.as_str().is_some_and(|l| l.len() > 2 && l != "none")),
+                "{at}: cells without their column's name: {labels:?}"
+            );
+            if let Some(source) = &axe_source {
+                let found = axe(&b, source).await;
+                assert!(found.is_empty(), "{at}: {found:#?}");
+            }
+            browser::shot(&b, &format!("{shot}-{theme}-390")).await;
+        }
+    }
+    // Wide again, the same page: a table, not cards.
+    b.set_window_size(1280, 1000).await.unwrap();
+    let display = b.execute("return getComputedStyle(document.querySelector('table.stack tr')).display", vec![]).await.unwrap();
+    assert_eq!(display, json!("table-row"), "{}: at 1,280 px a row is a table's row", kind.name());
+    b.client.clone().close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_phone_shows_rows_as_cards_in_chromium() {
+    phone(Kind::Chromium).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_phone_shows_rows_as_cards_in_firefox() {
+    phone(Kind::Firefox).await;
+}
