@@ -573,6 +573,29 @@ fn phases_table(p: &Peer) -> String {
     phases
 }
 
+/// What the peering made on either side, each only where it is known; a sentence when none is.
+fn peering_objects(p: &Peer, incoming: Option<&str>) -> String {
+    let known = [
+        ("Our PeeringRequest on the remote", p.remote_peering_request.as_deref(), false),
+        ("Its Advertisement here", p.advertisement.as_deref(), false),
+        ("Its PeeringRequest here, and our Advertisement there", incoming, false),
+        ("Its tenant namespace here", p.tenant_namespace.as_deref(), true),
+        ("Ours on the remote", p.remote_tenant_namespace.as_deref(), true),
+    ];
+    let items: String = known
+        .iter()
+        .filter_map(|(label, value, code)| {
+            let value = esc((*value)?);
+            Some(if *code { format!("<dt>{label}</dt><dd><code>{value}</code></dd>") } else { format!("<dt>{label}</dt><dd>{value}</dd>") })
+        })
+        .collect();
+    if items.is_empty() {
+        "<p>None yet, on either side: no PeeringRequest, Advertisement or tenant namespace.</p>".into()
+    } else {
+        format!("<dl>{items}</dl>")
+    }
+}
+
 /// The peer view: spec, both directions, what it offers, its health over time, every phase
 /// with its hint, Events, the CA fingerprint, our request on the remote and its
 /// Advertisement, the raw object.
@@ -601,11 +624,9 @@ pub fn peer(v: &PeerPage<'_>, csrf: &str, allowed: &Allowed) -> String {
     let main = format!(
         "<section id=\"peer-view\" data-live><h1>Peer {}</h1><p>{action}</p><dl>\
 <dt>Cluster ID</dt><dd><code>{}</code></dd><dt>Type</dt><dd><span class=\"badge\">{}</span></dd><dt>State</dt><dd>{}</dd>\
-<dt>Last change</dt><dd>{changed}</dd><dt>Last check</dt><dd>{checked}</dd>{}<dt>It offers</dt><dd>{}</dd>\
-<dt>Auth URL</dt><dd>{}</dd><dt>API URL</dt><dd>{}</dd><dt>CA fingerprint</dt><dd><code>{}</code></dd>\
-<dt>Our PeeringRequest on the remote</dt><dd>{}</dd><dt>Its Advertisement here</dt><dd>{}</dd>\
-<dt>Its PeeringRequest here, and our Advertisement there</dt><dd>{}</dd>\
-<dt>Its tenant namespace here</dt><dd><code>{}</code></dd><dt>Ours on the remote</dt><dd><code>{}</code></dd></dl>\
+<dt>Last change</dt><dd>{changed}</dd><dt>Last check</dt><dd>{checked}</dd>{}<dt>It offers</dt><dd>{}</dd></dl>\
+<h2>How we reach it</h2><dl><dt>Auth URL</dt><dd>{}</dd><dt>API URL</dt><dd>{}</dd><dt>CA fingerprint</dt><dd><code>{}</code></dd></dl>\
+<h2>The peering's objects</h2>{}\
 <h2>Health</h2>{}{}{ev}<details><summary>The object (YAML)</summary><pre>{}</pre></details></section>",
         esc(&p.name),
         esc(&p.cluster_id),
@@ -616,11 +637,7 @@ pub fn peer(v: &PeerPage<'_>, csrf: &str, allowed: &Allowed) -> String {
         dash(&p.auth_url),
         dash(&p.api_url),
         dash(&p.fingerprint_shown()),
-        dash(&p.remote_peering_request),
-        dash(&p.advertisement),
-        esc(v.incoming.unwrap_or("-")),
-        dash(&p.tenant_namespace),
-        dash(&p.remote_tenant_namespace),
+        peering_objects(p, v.incoming),
         health_strip(v.history, v.now),
         phases_table(p),
         esc(v.raw_yaml)
@@ -843,6 +860,34 @@ mod tests {
         let card = crate::model::peers(&[fc], &[] as &[liqo_api::Advertisement]).available.remove(0);
         let page = peer(&page_of(&card, None, &[], ""), "t", &Allowed::default());
         assert!(page.contains(&format!("<dt>CA fingerprint</dt><dd><code>{fp} (presented, not approved)</code></dd>")), "{page}");
+    }
+
+    #[test]
+    fn the_peer_view_lists_only_the_peerings_objects_that_exist() {
+        let fc = |status: serde_json::Value| -> liqo_api::ForeignCluster {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "metadata": {"name": "a"},
+                "spec": {"clusterIdentity": {"clusterID": "x"}, "join": true}, "status": status}))
+            .unwrap()
+        };
+        let view = |f: liqo_api::ForeignCluster, incoming: Option<&str>| {
+            let peers = crate::model::peers(&[f], &[] as &[liqo_api::Advertisement]);
+            let card = peers.available.first().or(peers.connected.first()).unwrap().clone();
+            peer(&page_of(&card, incoming, &[], ""), "t", &Allowed::default())
+        };
+        let none = view(fc(serde_json::json!({})), None);
+        assert!(none.contains("<h2>The peering's objects</h2><p>None yet, on either side"), "{none}");
+        assert!(!none.contains("Ours on the remote"), "{none}");
+        let some = view(
+            fc(
+                serde_json::json!({"outgoing": {"joined": true, "remotePeeringRequestName": "pr-<1>"}, "tenantNamespace": {"local": "liqo-tenant-x"}}),
+            ),
+            Some("Created"),
+        );
+        assert!(some.contains("<dt>Our PeeringRequest on the remote</dt><dd>pr-&lt;1&gt;</dd>"), "{some}");
+        assert!(some.contains("<dt>Its PeeringRequest here, and our Advertisement there</dt><dd>Created</dd>"), "{some}");
+        assert!(some.contains("<dt>Its tenant namespace here</dt><dd><code>liqo-tenant-x</code></dd>"), "{some}");
+        assert!(!some.contains("Its Advertisement here") && !some.contains("Ours on the remote") && !some.contains("None yet"), "{some}");
     }
 
     #[test]
