@@ -556,6 +556,9 @@ fn directions(p: &Peer) -> String {
 
 /// The phases as a table, each with its hint and when it last changed.
 fn phases_table(p: &Peer) -> String {
+    if p.phases.is_empty() {
+        return "<h3 class=\"caption\">Phases</h3><p>None reported yet: the reconciler has not written this peer's conditions.</p>".into();
+    }
     let mut phases = table_start("Phases", false, Some(PHASES.0), PHASES.1);
     for ph in &p.phases {
         let _ = write!(
@@ -606,6 +609,9 @@ pub fn peer(v: &PeerPage<'_>, csrf: &str, allowed: &Allowed) -> String {
         let _ = write!(ev, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(t), esc(r), esc(n));
     }
     ev.push_str(TABLE_END);
+    if v.events.is_empty() {
+        ev = "<h3 class=\"caption\">Events</h3><p>None: no Event of this peer is kept (the API server keeps them an hour).</p>".into();
+    }
     let action = if p.join {
         disconnect_button(&p.name, &allowed.join)
     } else {
@@ -878,6 +884,10 @@ mod tests {
         let none = view(fc(serde_json::json!({})), None);
         assert!(none.contains("<h2>The peering's objects</h2><p>None yet, on either side"), "{none}");
         assert!(!none.contains("Ours on the remote"), "{none}");
+        // No empty tables of headers only: a sentence says there is nothing yet.
+        assert!(none.contains("<h3 class=\"caption\">Events</h3><p>None: no Event"), "{none}");
+        assert!(none.contains("<h3 class=\"caption\">Phases</h3><p>None reported yet"), "{none}");
+        assert!(!none.contains("<caption>"), "{none}");
         let some = view(
             fc(
                 serde_json::json!({"outgoing": {"joined": true, "remotePeeringRequestName": "pr-<1>"}, "tenantNamespace": {"local": "liqo-tenant-x"}}),
