@@ -239,7 +239,7 @@ async fn lighthouse_scores_the_home_and_a_peers_page() {
     }
 }
 
-/// At a phone's width (390 px), in both themes: the peers' tables, a peer's phases and events
+/// At a phone's width (390 and 360 px), in both themes: the peers' tables, a peer's phases and events
 /// are cards, each cell under its column's name; nothing scrolls sideways, not the page and not
 /// a table; axe-core still finds nothing (when the npm tools are there). Screenshots the docs
 /// show.
@@ -247,9 +247,10 @@ async fn phone(kind: Kind) {
     let Some(b) = browser::start(kind).await else { return };
     let axe_source = tools().map(|dir| std::fs::read_to_string(dir.join("node_modules/axe-core/axe.min.js")).unwrap());
     let (url, _served) = serve(12).await;
-    b.set_window_size(390, 1400).await.unwrap();
-    for (page, shot) in [(format!("{url}/"), "13-home-cards"), (format!("{url}/peers/peer-00000"), "13-peer-cards")] {
-        b.open(&page).await;
+    let pages = [(format!("{url}/"), "13-home-cards"), (format!("{url}/peers/peer-00000"), "13-peer-cards")];
+    for ((page, shot), width) in pages.iter().flat_map(|p| [(p, 390), (p, 360)]) {
+        b.set_window_size(width, 1400).await.unwrap();
+        b.open(page).await;
         for theme in ["light", "dark"] {
             b.execute("document.documentElement.setAttribute('data-theme', arguments[0])", vec![json!(theme)]).await.unwrap();
             let measured = b
@@ -264,7 +265,7 @@ async fn phone(kind: Kind) {
                 )
                 .await
                 .unwrap();
-            let at = format!("{}: {page} at 390 px, {theme}", kind.name());
+            let at = format!("{}: {page} at {width} px, {theme}", kind.name());
             assert_eq!(measured["page"], json!(true), "{at}: the page scrolls sideways");
             assert!(measured["tables"].as_u64().unwrap() >= 1, "{at}: no table: {measured}");
             assert_eq!(measured["sideways"], json!([]), "{at}: tables scroll sideways");
@@ -278,13 +279,19 @@ async fn phone(kind: Kind) {
                 let found = axe(&b, source).await;
                 assert!(found.is_empty(), "{at}: {found:#?}");
             }
-            browser::shot(&b, &format!("{shot}-{theme}-390")).await;
+            if width == 390 {
+                browser::shot(&b, &format!("{shot}-{theme}-390")).await;
+            }
         }
     }
-    // Wide again, the same page: a table, not cards.
-    b.set_window_size(1280, 1000).await.unwrap();
-    let display = b.execute("return getComputedStyle(document.querySelector('table.stack tr')).display", vec![]).await.unwrap();
-    assert_eq!(display, json!("table-row"), "{}: at 1,280 px a row is a table's row", kind.name());
+    // Wide again, the same page: a table, not cards, and still nothing wider than the window.
+    for width in [1280, 1920] {
+        b.set_window_size(width, 1000).await.unwrap();
+        let display = b.execute("return getComputedStyle(document.querySelector('table.stack tr')).display", vec![]).await.unwrap();
+        assert_eq!(display, json!("table-row"), "{}: at {width} px a row is a table's row", kind.name());
+        let fits = b.execute("return document.documentElement.scrollWidth <= window.innerWidth", vec![]).await.unwrap();
+        assert_eq!(fits, json!(true), "{}: at {width} px the page scrolls sideways", kind.name());
+    }
     b.client.clone().close().await.unwrap();
 }
 
