@@ -495,11 +495,12 @@ impl Run {
         let converged = settled.and(still).map(|_| Duration::ZERO);
         let mut row = self.row("c. steady, 3 periods", self.n(), (&before, &after), converged, 0.0);
         row.note = format!(
-            "per health period: {} requests per peer, {} TLS handshakes ({:.1} % full); Events written in the window: {}",
+            "per health period: {} requests per peer, {} TLS handshakes ({:.1} % full); Events written in the window: {}; {}",
             row.peer_requests_per_peer_period,
             row.handshakes_per_period,
             100.0 * (row.handshakes - row.resumed) as f64 / row.handshakes.max(1) as f64,
-            self.events_since(before.wall).await
+            self.events_since(before.wall).await,
+            self.record_size().await
         );
         [row.clone(), self.broadcasters_at_hub(row, (&before, &after))]
     }
@@ -547,6 +548,21 @@ impl Run {
     }
 
     /// The reasons of the Events written (first or again) since `since`, with counts.
+    /// The record of the last checks as it stands: its lines and bytes (one line while every
+    /// peer is checked on time).
+    async fn record_size(&self) -> String {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let api = Api::<ConfigMap>::namespaced(self.hub.admin.clone(), "liqo");
+        match api.get_opt(liqo_api::last_checks::CONFIGMAP).await {
+            Ok(Some(cm)) => {
+                let text = cm.data.and_then(|mut d| d.remove(liqo_api::last_checks::KEY)).unwrap_or_default();
+                format!("the record of the last checks: {} lines, {} bytes", text.lines().count(), text.len())
+            }
+            Ok(None) => "no record of the last checks".into(),
+            Err(e) => format!("the record of the last checks not read: {e}"),
+        }
+    }
+
     async fn events_since(&self, since: k8s_openapi::jiff::Timestamp) -> String {
         use k8s_openapi::api::events::v1::Event;
         let events = Api::<Event>::all(self.hub.admin.clone()).list(&Default::default()).await.map(|l| l.items).unwrap_or_default();
