@@ -610,11 +610,17 @@ pub async fn uninstall(client: &Client, u: &Uninstall<'_>, out: &mut impl Write)
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let ns = u.namespace.to_owned();
     wait_for(&format!("namespace {ns} and the tenant namespaces gone"), deadline, out, || async {
-        let tenants = namespaces
+        let listed = namespaces
             .list(&ListParams::default().labels("discovery.liqo.io/tenant-namespace=true"))
             .await
-            .map(|l| l.items.len())
-            .unwrap_or(0);
+            .map(|l| l.items)
+            .unwrap_or_default();
+        // One made again after they were deleted (a reconciler still shutting down, answering
+        // a peer that put its request back) is deleted too, not waited for.
+        for made_again in listed.iter().filter(|n| n.metadata.deletion_timestamp.is_none()) {
+            let _ = namespaces.delete(&made_again.name_any(), &DeleteParams::default()).await;
+        }
+        let tenants = listed.len();
         let own = namespaces.get_opt(&ns).await.ok().flatten().is_some();
         Ok(match (own, tenants) {
             (false, 0) => Ok(String::new()),

@@ -113,3 +113,50 @@ async fn uninstall_keeps_the_crds_only_when_asked() {
     assert_eq!(code, Some(1), "{said}");
     liqo_testenv::eventually("our CRDs gone", || async { (ours().await == 0).then_some(()) }).await;
 }
+
+/// A tenant namespace made again while `uninstall` waits for them to go (a reconciler still
+/// shutting down answers a peer that put its request back) is deleted too, not waited for until
+/// the deadline. Whether the namespaces finish terminating here depends on the test API
+/// server's controllers, so the run may end at its deadline; what is asserted is that the
+/// namespace made again was deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_namespace_made_again_during_the_uninstall_is_deleted_too() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let Some(cp) = ControlPlane::start_or_skip().await else { return };
+    let admin = cp.admin();
+    install_liqo(&admin, "liqo").await;
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    let tenant = |name: &str| -> Namespace {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"discovery.liqo.io/tenant-namespace": "true"}}
+        }))
+        .unwrap()
+    };
+    namespaces.create(&PostParams::default(), &tenant("liqo-tenant-first")).await.unwrap();
+    let kubeconfig = cp.kubeconfig(liqo_testenv::ADMIN_TOKEN);
+    let run = std::thread::spawn(move || {
+        let out = Command::new(env!("CARGO_BIN_EXE_kubectl-liqo"))
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["uninstall", "--timeout", "8s"])
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap();
+        (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    });
+    // Once the uninstall has deleted the first, another is made, as a reconciler would.
+    liqo_testenv::eventually("the first tenant namespace deleted", || async {
+        namespaces.get("liqo-tenant-first").await.ok().and_then(|n| n.metadata.deletion_timestamp).map(|_| ())
+    })
+    .await;
+    namespaces.create(&PostParams::default(), &tenant("liqo-tenant-again")).await.unwrap();
+    let (code, said) = tokio::task::spawn_blocking(move || run.join().unwrap()).await.unwrap();
+    // Gone, or deleted and still terminating (then the run says so at its deadline).
+    let again = namespaces.get_opt("liqo-tenant-again").await.unwrap();
+    assert!(again.is_none_or(|n| n.metadata.deletion_timestamp.is_some()), "the namespace made again is deleted too: {said}");
+    match code {
+        Some(0) => assert!(said.contains("the tenant namespaces gone ("), "{said}"),
+        _ => assert!(said.contains("tenant namespace(s) left") || said.contains("namespace liqo terminating"), "{said}"),
+    }
+}
