@@ -10,10 +10,16 @@ use liqo_testenv::{ControlPlane, install_liqo};
 
 /// `kubectl liqo uninstall --timeout 3s` as a user runs it: its exit code and what it said.
 fn uninstall(cp: &ControlPlane) -> (Option<i32>, String) {
+    uninstall_with(&cp.kubeconfig(liqo_testenv::ADMIN_TOKEN), &["--timeout", "3s"])
+}
+
+/// `kubectl liqo uninstall ARGS` with `kubeconfig`: its exit code and what it said.
+fn uninstall_with(kubeconfig: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_kubectl-liqo"))
         .arg("--kubeconfig")
-        .arg(cp.kubeconfig(liqo_testenv::ADMIN_TOKEN))
-        .args(["uninstall", "--timeout", "3s"])
+        .arg(kubeconfig)
+        .arg("uninstall")
+        .args(args)
         .env_remove("KUBECONFIG")
         .output()
         .unwrap();
@@ -92,17 +98,8 @@ async fn uninstall_keeps_the_crds_only_when_asked() {
         let all = crds.list(&ListParams::default()).await.unwrap();
         all.items.iter().filter(|c| c.metadata.name.as_deref().is_some_and(|n| n.ends_with(".liqo.io"))).count()
     };
-    let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_kubectl-liqo"))
-            .arg("--kubeconfig")
-            .arg(cp.kubeconfig(liqo_testenv::ADMIN_TOKEN))
-            .arg("uninstall")
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .output()
-            .unwrap();
-        (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-    };
+    let kubeconfig = cp.kubeconfig(liqo_testenv::ADMIN_TOKEN);
+    let run = |args: &[&str]| uninstall_with(&kubeconfig, args);
     // This API server has no namespace controller: namespace liqo stays terminating, and
     // each run says so (exit 1) after deleting what it deletes.
     let (code, said) = run(&["--keep-crds", "--timeout", "3s"]);
@@ -135,16 +132,7 @@ async fn a_tenant_namespace_made_again_during_the_uninstall_is_deleted_too() {
     };
     namespaces.create(&PostParams::default(), &tenant("liqo-tenant-first")).await.unwrap();
     let kubeconfig = cp.kubeconfig(liqo_testenv::ADMIN_TOKEN);
-    let run = std::thread::spawn(move || {
-        let out = Command::new(env!("CARGO_BIN_EXE_kubectl-liqo"))
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(["uninstall", "--timeout", "8s"])
-            .env_remove("KUBECONFIG")
-            .output()
-            .unwrap();
-        (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-    });
+    let run = std::thread::spawn(move || uninstall_with(&kubeconfig, &["--timeout", "8s"]));
     // Once the uninstall has deleted the first, another is made, as a reconciler would.
     liqo_testenv::eventually("the first tenant namespace deleted", || async {
         namespaces.get("liqo-tenant-first").await.ok().and_then(|n| n.metadata.deletion_timestamp).map(|_| ())

@@ -10,10 +10,10 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::watcher::Event;
 use liqo_api::ForeignCluster;
+use liqo_api::last_checks::Record;
 use liqo_api::summary::Peer;
 
 use crate::model::Chip;
-use liqo_api::last_checks::Record as CheckRecord;
 
 /// The changes kept a peer: the oldest go first.
 pub const KEPT: usize = 24;
@@ -72,7 +72,7 @@ impl Histories {
     /// newer than the last it holds: a late peer's at its time; a peer shown joined and not
     /// named, at the record's "checked since" time (the earliest its check can have been).
     /// Only peers the ForeignCluster watch has shown are kept: a record never makes a peer up.
-    pub fn checked(&mut self, record: &CheckRecord) {
+    pub fn checked(&mut self, record: &Record) {
         for (name, h) in self.peers.iter_mut() {
             let joined = h.changes.back().is_some_and(|(_, chip)| *chip == Chip::Joined);
             let at = match record.named(name) {
@@ -211,15 +211,15 @@ mod tests {
         let mut h = Histories::default();
         h.record("a", Chip::Joined, at(0));
         h.record("b", Chip::Joined, at(0));
-        h.checked(&CheckRecord::naming([("a".into(), at(10)), ("b".into(), at(12)), ("stranger".into(), at(12))]));
-        h.checked(&CheckRecord::naming([("a".into(), at(10)), ("b".into(), at(42))]));
+        h.checked(&Record::naming([("a".into(), at(10)), ("b".into(), at(12)), ("stranger".into(), at(12))]));
+        h.checked(&Record::naming([("a".into(), at(10)), ("b".into(), at(42))]));
         assert_eq!(h.of("a").unwrap().checks, VecDeque::from([at(10)]), "the same check told twice is one");
         assert_eq!(h.of("b").unwrap().checks, VecDeque::from([at(12), at(42)]));
         assert!(h.of("stranger").is_none(), "a record never makes a peer up");
-        h.checked(&CheckRecord::naming([("b".into(), at(40))]));
+        h.checked(&Record::naming([("b".into(), at(40))]));
         assert_eq!(h.of("b").unwrap().checks.len(), 2, "an older record (a restarted leader's) adds nothing");
         for i in 0..40 {
-            h.checked(&CheckRecord::naming([("a".into(), at(100 + 30 * i))]));
+            h.checked(&Record::naming([("a".into(), at(100 + 30 * i))]));
         }
         let a = h.of("a").unwrap();
         assert_eq!((a.checks.len(), a.checks.back()), (CHECKS_KEPT, Some(&at(100 + 30 * 39))));
@@ -231,7 +231,7 @@ mod tests {
         h.record("on-time", Chip::Joined, at(0));
         h.record("late", Chip::Joined, at(0));
         h.record("refused", Chip::Refused, at(0));
-        let record = CheckRecord { since: Some(at(40)), late: vec![("late".into(), at(5))] };
+        let record = Record { since: Some(at(40)), late: vec![("late".into(), at(5))] };
         h.checked(&record);
         h.checked(&record);
         assert_eq!(h.of("on-time").unwrap().checks, VecDeque::from([at(40)]), "once, at the earliest it can have been");

@@ -554,10 +554,15 @@ fn directions(p: &Peer) -> String {
     format!("<dt>Ours to them</dt><dd>{ours}</dd><dt>Theirs to us</dt><dd>{theirs}</dd>")
 }
 
+/// In place of a table with nothing to show: its caption as a heading, and `sentence`.
+fn none_yet(caption: &str, sentence: &str) -> String {
+    format!("<h3 class=\"caption\">{caption}</h3><p>{sentence}</p>")
+}
+
 /// The phases as a table, each with its hint and when it last changed.
 fn phases_table(p: &Peer) -> String {
     if p.phases.is_empty() {
-        return "<h3 class=\"caption\">Phases</h3><p>None reported yet: the reconciler has not written this peer's conditions.</p>".into();
+        return none_yet("Phases", "None reported yet: the reconciler has not written this peer's conditions.");
     }
     let mut phases = table_start("Phases", false, Some(PHASES.0), PHASES.1);
     for ph in &p.phases {
@@ -604,14 +609,16 @@ fn peering_objects(p: &Peer, incoming: Option<&str>) -> String {
 /// Advertisement, the raw object.
 pub fn peer(v: &PeerPage<'_>, csrf: &str, allowed: &Allowed) -> String {
     let p = &v.card.peer;
-    let mut ev = table_start("Events", false, Some(EVENTS.0), EVENTS.1);
-    for (t, r, n) in v.events {
-        let _ = write!(ev, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(t), esc(r), esc(n));
-    }
-    ev.push_str(TABLE_END);
-    if v.events.is_empty() {
-        ev = "<h3 class=\"caption\">Events</h3><p>None: no Event of this peer is kept (the API server keeps them an hour).</p>".into();
-    }
+    let ev = if v.events.is_empty() {
+        none_yet("Events", "None: no Event of this peer is kept (the API server keeps them an hour).")
+    } else {
+        let mut ev = table_start("Events", false, Some(EVENTS.0), EVENTS.1);
+        for (t, r, n) in v.events {
+            let _ = write!(ev, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(t), esc(r), esc(n));
+        }
+        ev.push_str(TABLE_END);
+        ev
+    };
     let action = if p.join {
         disconnect_button(&p.name, &allowed.join)
     } else {

@@ -16,6 +16,7 @@ use kube::api::ObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
+use liqo_api::last_checks::Record;
 use liqo_api::slim_store::{SlimStore, SlimWriter, slim_store};
 use liqo_api::{Advertisement, ClusterConfig, ForeignCluster, PeeringRequest, SearchDomain};
 use serde::de::DeserializeOwned;
@@ -39,7 +40,7 @@ pub struct Stores {
     /// the record of the last checks.
     pub history: Arc<Mutex<Histories>>,
     /// The record of the last checks (ConfigMap liqo-last-checks), read.
-    pub last_checks: SlimStore<CheckRecord>,
+    pub last_checks: SlimStore<Record>,
     /// Bumped on every change of any store.
     pub changes: watch::Receiver<u64>,
     /// The watches, stopped when the last clone of these stores is dropped.
@@ -152,11 +153,8 @@ fn no_managed_fields<K: Resource>(o: &mut K) {
     o.meta_mut().managed_fields = None;
 }
 
-/// The record of the last checks as the pages read it (see [`liqo_api::last_checks`]).
-pub type CheckRecord = liqo_api::last_checks::Record;
-
 /// The record a ConfigMap holds (pure; empty when it holds none).
-pub fn record_of(cm: &ConfigMap) -> CheckRecord {
+pub fn record_of(cm: &ConfigMap) -> Record {
     cm.data.as_ref().and_then(|d| d.get(liqo_api::last_checks::KEY)).map(|t| liqo_api::last_checks::parse(t)).unwrap_or_default()
 }
 
@@ -309,7 +307,7 @@ pub struct StoreWriters {
     pub configs: reflector::store::Writer<ClusterConfig>,
     pub cluster_id: reflector::store::Writer<ConfigMap>,
     pub events: SlimWriter<Event, ShownEvent>,
-    pub last_checks: SlimWriter<ConfigMap, CheckRecord>,
+    pub last_checks: SlimWriter<ConfigMap, Record>,
     pub changed: watch::Sender<u64>,
 }
 

@@ -92,7 +92,7 @@ async fn serve(peers: usize) -> (String, impl Drop) {
         history.record("peer-00000", Chip::Unreachable, t(300));
         history.record("peer-00000", Chip::Joined, t(120));
         for ago in [90, 60, 30] {
-            history.checked(&liqo_dashboard::stores::CheckRecord { since: Some(t(ago)), late: Vec::new() });
+            history.checked(&liqo_api::last_checks::Record { since: Some(t(ago)), late: Vec::new() });
         }
     }
     // Nothing reaches an API server in these tests: a client to a closed port.

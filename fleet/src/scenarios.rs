@@ -547,7 +547,6 @@ impl Run {
         }
     }
 
-    /// The reasons of the Events written (first or again) since `since`, with counts.
     /// The record of the last checks as it stands: its lines and bytes (one line while every
     /// peer is checked on time).
     async fn record_size(&self) -> String {
@@ -563,6 +562,7 @@ impl Run {
         }
     }
 
+    /// The reasons of the Events written (first or again) since `since`, with counts.
     async fn events_since(&self, since: k8s_openapi::jiff::Timestamp) -> String {
         use k8s_openapi::api::events::v1::Event;
         let events = Api::<Event>::all(self.hub.admin.clone()).list(&Default::default()).await.map(|l| l.items).unwrap_or_default();
