@@ -131,6 +131,11 @@ struct Args {
     /// behind slow or lossy links).
     #[arg(long, env = "LIQO_CONNECT_WAIT_SECONDS", default_value_t = crate::machinery::connect_first::CONNECT_WAIT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=60))]
     connect_wait_seconds: u64,
+    /// Connections kept from one health check of a peer to the next, at most (0: none; each
+    /// check then makes a connection and a TLS handshake of its own). A kept connection is a
+    /// socket and about 0.4 KiB here; the peer's API server holds it open between checks.
+    #[arg(long, env = "LIQO_KEPT_CONNECTIONS", default_value_t = crate::remote::kept::DEFAULT_MOST)]
+    kept_connections: usize,
     /// POST /identity requests one client address (an IPv6 /64) may make at once…
     #[arg(long, default_value_t = 5)]
     auth_identity_burst: u32,
@@ -335,7 +340,8 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         }
     }
     let sessions = Arc::new(Sessions::counting(metrics.tls_handshakes.clone()));
-    let peers = Arc::new(Network { roots: Verify::Roots(Arc::new(roots)), api_timeout: Duration::from_secs(10), sessions });
+    let kept = Arc::new(crate::remote::kept::KeptConnections::keeping(args.kept_connections));
+    let peers = Arc::new(Network { roots: Verify::Roots(Arc::new(roots)), api_timeout: Duration::from_secs(10), sessions, kept });
     let recorder =
         Recorder::new(client.clone(), Reporter { controller: "liqo-reconciler".into(), instance: std::env::var("POD_NAME").ok() })
             .with_budget(args.events_per_second, args.events_burst);

@@ -289,7 +289,8 @@ impl World {
     /// [`World::reconcile`] of a peer whose API server took no connection when connected to first.
     async fn reconcile_silent(&self, fc: Value) -> Result<Action, Error> {
         let fc: ForeignCluster = serde_json::from_value(fc).unwrap();
-        let gate = Gate::Silent(Silent { address: "remote.example:6443".into(), waited: Duration::from_secs(5), closed: false });
+        let gate =
+            Gate::Silent(Silent { address: "remote.example:6443".into(), waited: Duration::from_secs(5), closed: false, on_kept: false });
         tokio::time::timeout(Duration::from_secs(10), reconcile_through(Arc::new(fc), self.ctx.clone(), gate)).await.expect("hangs")
     }
 }

@@ -7,7 +7,7 @@ use crate::machinery::error::{Result, is_conflict};
 use crate::machinery::slim_store::{SecretData, SlimStore, namespaced_key};
 use crate::machinery::writes;
 use crate::remote::auth::service::{ApiServer, kubeconfig};
-use crate::remote::peer::Peers;
+use crate::remote::peer::{Peers, RemoteAccess};
 use crate::tenancy::access::advertisement_access;
 use crate::tenancy::grant;
 use futures::StreamExt;
@@ -221,24 +221,26 @@ impl<P: Peers> Ctx<P> {
         self
     }
 
-    /// The API server URL to connect to before `fc`'s turn: only for a peer joined before whose
-    /// round needs nothing more than its health check (its CA pinned and, on the auth way, our
-    /// identity stored).
-    pub(super) fn connect_first_url(&self, fc: &ForeignCluster) -> Option<String> {
+    /// The API server URL to connect to before `fc`'s turn, and the access its check uses: only
+    /// for a peer joined before whose round needs nothing more than its health check (its CA
+    /// pinned and, on the auth way, our identity stored). The access is the one the round
+    /// makes (`join::pipeline`) from the same Secrets.
+    pub(super) fn connect_first_target(&self, fc: &ForeignCluster) -> Option<(String, RemoteAccess)> {
         let joined_before = fc.finalizers().iter().any(|f| f == FINALIZER_PEERED);
         if !fc.spec.join() || fc.metadata.deletion_timestamp.is_some() || !joined_before {
             return None;
         }
         let name = fc.name_any();
-        self.secret_value(&liqo_api::names::ca_data_secret(&name), CA_KEY)?;
+        let ca = self.secret_value(&liqo_api::names::ca_data_secret(&name), CA_KEY)?;
         let kubeconfig = match way::Way::of(fc)? {
             way::Way::AuthService { .. } => self.secret_value(&identity_secret(&name), KUBECONFIG_KEY)?,
             way::Way::Anonymous { .. } => crate::remote::peer::ANONYMOUS_KUBECONFIG.to_owned(),
         };
-        match fc.spec.api_url.as_deref().filter(|u| !u.is_empty()) {
-            Some(url) => Some(url.to_owned()),
-            None => self.kubeconfigs.of(&kubeconfig).server.clone(),
-        }
+        let url = match fc.spec.api_url.as_deref().filter(|u| !u.is_empty()) {
+            Some(url) => url.to_owned(),
+            None => self.kubeconfigs.of(&kubeconfig).server.clone()?,
+        };
+        Some((url, RemoteAccess { kubeconfig, api_url: fc.spec.api_url.clone(), ca_pem: Some(ca) }))
     }
 
     /// How long a health check's own round trip (its TLS handshake and its call, over the
@@ -249,15 +251,36 @@ impl<P: Peers> Ctx<P> {
         self.connector.as_ref().map_or(crate::machinery::connect_first::CONNECT_WAIT, |c| c.wait())
     }
 
-    /// What connecting first to `fc`'s API server finds, and the permit to hold until its turn.
+    /// What connecting first to `fc`'s API server finds, and the permit to hold until its turn:
+    /// the check itself when a connection is kept from the last one
+    /// ([`crate::remote::kept`]), else a connection made now.
     pub(super) async fn connect_first(
         &self,
         fc: &ForeignCluster,
     ) -> (crate::machinery::connect_first::Gate, Option<tokio::sync::OwnedSemaphorePermit>) {
-        let (Some(connector), Some(url)) = (&self.connector, self.connect_first_url(fc)) else {
-            return (crate::machinery::connect_first::Gate::Untried, None);
+        use crate::machinery::connect_first::{Early, Gate, Silent};
+        use crate::remote::kept::Outcome;
+        let (Some(connector), Some((url, access))) = (&self.connector, self.connect_first_target(fc)) else {
+            return (Gate::Untried, None);
         };
-        let (gate, permit) = connector.connect(&url).await;
+        let permit = connector.permit().await;
+        let name = fc.name_any();
+        let started = std::time::Instant::now();
+        let gate = match self.shared.peers.check_kept(&name, &access, connector.wait()).await {
+            Outcome::Answered { answer, path } => {
+                let at = std::time::Instant::now();
+                Some(Gate::Answered(Box::new(Early { answer, path, access, at, took: at - started })))
+            }
+            Outcome::Silent(waited) => {
+                let address = crate::machinery::connect_first::endpoint(&url).map_or(url.clone(), |(h, p)| format!("{h}:{p}"));
+                Some(Gate::Silent(Silent { address, waited, closed: false, on_kept: true }))
+            }
+            Outcome::NotKept | Outcome::Broken(_) => None,
+        };
+        let (gate, permit) = match gate {
+            Some(gate) => (gate, permit),
+            None => connector.connect_with(permit, &url).await,
+        };
         self.metrics.connected_first(&gate);
         (gate, Some(permit))
     }

@@ -170,6 +170,7 @@ async fn pipeline<P: Peers>(
         return Err(Stop::Report(Action::await_change()));
     }
     let silent = gate.silent().cloned();
+    let early = gate.take_answer();
     let stream = gate.take_stream();
     let j = Join { fc, ctx, way, own_id, config, silent: silent.as_ref() };
     let remote = identify(j, r).await?;
@@ -188,13 +189,35 @@ async fn pipeline<P: Peers>(
         ctx.metrics.checks.checked(&fc.name_any(), std::time::Instant::now());
         return Err(remote_failed(j, r, silent_error(silent)));
     }
-    let client = match stream {
-        Some(stream) => ctx.shared.peers.api_client_over(&access, stream).await?,
-        None => ctx.shared.peers.api_client(&access).await?,
-    };
-    let reached = reach(j, &client, &remote, &there, &pinned, r).await?;
-    offer(j, &client, &remote, &there, reached, tenant_made, r).await?;
+    let checked = Checked { access: &access, stream, early };
+    let (reached, client) = reach(j, checked, &remote, &there, &pinned, r).await?;
+    let client = RemoteClient { access: &access, client };
+    offer(j, client, &remote, &there, reached, tenant_made, r).await?;
     Ok(finish(j, &remote, r))
+}
+
+/// What the round's health check goes over: the access, the connection made first, and the
+/// answer got before the turn over a kept connection.
+struct Checked<'a> {
+    access: &'a RemoteAccess,
+    stream: Option<tokio::net::TcpStream>,
+    early: Option<Box<crate::machinery::connect_first::Early>>,
+}
+
+/// A client for the remote's API server, made only when the round writes there (a steady round
+/// does not): the check's own when it made one.
+struct RemoteClient<'a> {
+    access: &'a RemoteAccess,
+    client: Option<kube::Client>,
+}
+
+impl RemoteClient<'_> {
+    async fn get<P: Peers>(self, peers: &P) -> Result<kube::Client> {
+        match self.client {
+            Some(client) => Ok(client),
+            None => peers.api_client(self.access).await,
+        }
+    }
 }
 
 /// Our tenant namespace for the peer, made before we ask the remote for an identity (only
@@ -531,30 +554,44 @@ async fn tenant_on_remote<P: Peers>(j: Join<'_, P>, remote: &Remote, credentials
 /// never accepted.
 async fn reach<P: Peers>(
     j: Join<'_, P>,
-    client: &kube::Client,
+    checked: Checked<'_>,
     remote: &Remote,
     there: &str,
     pinned: &Pinned,
     r: &mut Report,
-) -> Step<Reached> {
+) -> Step<(Reached, Option<kube::Client>)> {
     let Join { fc, ctx, way, own_id, .. } = j;
     let name = fc.name_any();
-    let started = std::time::Instant::now();
+    let path = way.check_path(there, own_id);
     // The check's own round trip has a deadline of its own: a peer that took the connection
     // and then went silent holds this turn that long, not the client's timeouts twice over.
     let deadline = ctx.check_deadline();
-    let (reached, timed_out) = match tokio::time::timeout(deadline, way.reach(client, there, own_id)).await {
-        Ok(reached) => (reached, false),
-        Err(_) => (Err(no_answer_within(deadline)), true),
+    // Made before the turn over the connection kept from the last check, for this very access
+    // and path (else it is made now).
+    let early = checked.early.filter(|e| e.access == *checked.access && e.path == path);
+    let (answer, took, timed_out, client) = match early {
+        Some(early) => (Ok(early.answer), early.took, false, None),
+        None => {
+            let started = std::time::Instant::now();
+            let check = ctx.shared.peers.check(&name, checked.access, &path, checked.stream);
+            match tokio::time::timeout(deadline, check).await {
+                Ok(Ok((answer, client))) => (Ok(answer), started.elapsed(), false, client),
+                // Not the remote's answer (a kubeconfig that does not parse, say): as before the check.
+                Ok(Err(e)) if !matches!(e, Error::Remote { .. } | Error::RemoteInvalid { .. }) => return Err(e.into()),
+                Ok(Err(e)) => (Err(e), started.elapsed(), false, None),
+                Err(_) => (Err(no_answer_within(deadline)), started.elapsed(), true, None),
+            }
+        }
     };
-    ctx.metrics.observe_health_check(&reached, started.elapsed());
+    let reached = answer.and_then(|answer| way.read_answer(answer));
+    ctx.metrics.observe_health_check(&reached, took);
     ctx.metrics.checks.checked(&name, std::time::Instant::now());
     let e = match reached {
         Ok(existing) => {
             r.set(Phase::RemoteReachable, Status::True, Reason::Reachable, "the remote API server answered");
             let message = format!("the remote API server certificate verified against CA {}", pinned.fingerprint);
             r.set(Phase::CaVerified, Status::True, Reason::Pinned, message);
-            return Ok(Reached(existing));
+            return Ok((Reached(existing), client));
         }
         Err(e) => e,
     };
@@ -602,7 +639,7 @@ struct Reached(Option<Option<PeeringRequest>>);
 /// made sure of the peer's tenant namespace here already).
 async fn offer<P: Peers>(
     j: Join<'_, P>,
-    client: &kube::Client,
+    client: RemoteClient<'_>,
     remote: &Remote,
     there: &str,
     reached: Reached,
@@ -653,7 +690,8 @@ async fn offer<P: Peers>(
         Offer::Keep => return Ok(()),
         Offer::AwaitDeletion => {
             if let Some(Some(terminating)) = &reached.0 {
-                ctx.wake_when_gone(fc, kube::Api::namespaced(client.clone(), there), terminating);
+                let client = client.get(&*ctx.shared.peers).await?;
+                ctx.wake_when_gone(fc, kube::Api::namespaced(client, there), terminating);
             }
             let message = "a PeeringRequest of ours is still being deleted on the remote; offering again once it is gone";
             r.set(Phase::Joined, Status::False, Reason::WaitingForAdvertisement, message);
@@ -666,7 +704,8 @@ async fn offer<P: Peers>(
         Err(e @ Error::TenantTerminating(_)) => return Err(tenant_terminating(j, r, e)),
         Err(e) => return Err(e.into()),
     };
-    match way.put_offer(client, &secret, &ours.object()).await {
+    let client = client.get(&*ctx.shared.peers).await?;
+    match way.put_offer(&client, &secret, &ours.object()).await {
         Ok(()) => {
             ctx.record_offer(&name, &handed);
             ctx.metrics.offered(plan.as_str(), on_remote.as_str());

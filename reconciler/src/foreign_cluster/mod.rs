@@ -64,6 +64,7 @@ pub async fn reconcile_through<P: Peers>(
     }
     if deleting || !fc.spec.join() {
         ctx.metrics.checks.forget(&fc.name_any());
+        ctx.shared.peers.forget_kept(&fc.name_any());
         if peered {
             return unjoin::unjoin(&fc, &ctx, &own_id).await;
         }

@@ -15,12 +15,13 @@
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use liqo_api::{ForeignCluster, PeeringRequest};
 
 use super::names::FIELD_MANAGER;
 use crate::machinery::error::{Error, Result, Step, is_conflict};
 use crate::machinery::writes;
+use crate::remote::http1::{Answer, status_of};
 use crate::remote::peer::{Peers, Trust};
 
 /// How a ForeignCluster reaches its remote.
@@ -86,14 +87,32 @@ impl<'a> Way<'a> {
         }
     }
 
-    /// Whether the remote API server answers; with an identity, our PeeringRequest there, in
-    /// `namespace` (`Some(None)`: it is not there). `None`: answers, but we cannot read it.
-    pub async fn reach(self, remote: &Client, namespace: &str, own_id: &str) -> Result<Option<Option<PeeringRequest>>> {
-        let answer = match self {
-            Way::AuthService { .. } => Api::<PeeringRequest>::namespaced(remote.clone(), namespace).get_opt(own_id).await.map(Some),
-            Way::Anonymous { .. } => remote.apiserver_version().await.map(|_| None),
-        };
-        answer.map_err(|e| Error::remote_api(Step::ApiServer, e))
+    /// What the health check asks the remote API server: with an identity, our PeeringRequest
+    /// in `namespace`; anonymously, `/version`.
+    pub fn check_path(self, namespace: &str, own_id: &str) -> String {
+        match self {
+            Way::AuthService { .. } => format!("{}/{own_id}", PeeringRequest::url_path(&(), Some(namespace))),
+            Way::Anonymous { .. } => "/version".to_owned(),
+        }
+    }
+
+    /// What the health check's answer says: the remote API server answers; with an identity,
+    /// our PeeringRequest there (`Some(None)`: it is not there). `None`: answers, but we cannot
+    /// read it. Any other answer is the remote's failure, read as kube reads one.
+    pub fn read_answer(self, answer: Answer) -> Result<Option<Option<PeeringRequest>>> {
+        if (200..300).contains(&answer.status) {
+            return match self {
+                Way::AuthService { .. } => serde_json::from_slice(&answer.body)
+                    .map(|request| Some(Some(request)))
+                    .map_err(|e| Error::RemoteInvalid { step: Step::ApiServer, message: format!("our PeeringRequest: {e}") }),
+                Way::Anonymous { .. } => Ok(None),
+            };
+        }
+        let status = status_of(&answer);
+        if self.reads_requests() && status.is_not_found() {
+            return Ok(Some(None));
+        }
+        Err(Error::remote_api(Step::ApiServer, kube::Error::Api(Box::new(status))))
     }
 
     /// Puts our Secret and PeeringRequest on the remote, in the namespace they name: applied
@@ -142,5 +161,36 @@ mod tests {
         assert!(!Way::of(&api).unwrap().reads_requests());
         assert_eq!(Way::of(&fc(serde_json::json!({"apiUrl": "https://b:2"}))), None);
         assert_eq!(Way::of(&fc(serde_json::json!({"authUrl": "", "clusterID": "x"}))), None);
+    }
+
+    #[test]
+    fn a_checks_answer_reads_as_the_object_its_absence_or_the_remotes_failure() {
+        let auth = Way::AuthService { auth_url: "https://a:1" };
+        assert_eq!(
+            auth.check_path("liqo-tenant-x", "home-id"),
+            "/apis/discovery.liqo.io/v1alpha1/namespaces/liqo-tenant-x/peeringrequests/home-id"
+        );
+        let anonymous = Way::Anonymous { api_url: "https://b:2" };
+        assert_eq!(anonymous.check_path("liqo", "home-id"), "/version");
+        let request = serde_json::json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "PeeringRequest",
+            "metadata": {"name": "home-id", "namespace": "liqo-tenant-x"},
+            "spec": {"clusterIdentity": {"clusterID": "home-id"}, "namespace": "liqo",
+                     "kubeConfigRef": {"name": "k", "namespace": "liqo"}}});
+        let ok = |body: serde_json::Value| Answer { status: 200, body: serde_json::to_vec(&body).unwrap() };
+        let read = auth.read_answer(ok(request)).unwrap().unwrap().unwrap();
+        assert_eq!(read.name_any(), "home-id");
+        let not_found =
+            serde_json::json!({"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"});
+        let answer = |status: u16, body: &serde_json::Value| Answer { status, body: serde_json::to_vec(body).unwrap() };
+        assert!(matches!(auth.read_answer(answer(404, &not_found)), Ok(Some(None))), "not there");
+        assert!(anonymous.read_answer(answer(404, &not_found)).is_err(), "no /version: a failure");
+        assert!(matches!(anonymous.read_answer(ok(serde_json::json!({"major": "1"}))), Ok(None)));
+        let unauthorized =
+            serde_json::json!({"kind": "Status", "status": "Failure", "reason": "Unauthorized", "code": 401, "message": "Unauthorized"});
+        assert!(auth.read_answer(answer(401, &unauthorized)).unwrap_err().is_revocation());
+        let page = Answer { status: 404, body: b"404 page not found".to_vec() };
+        assert_eq!(auth.read_answer(page).unwrap_err().answered(), Some(404), "a page, not an absent object");
+        let garbage = Answer { status: 200, body: b"not json".to_vec() };
+        assert!(matches!(auth.read_answer(garbage), Err(Error::RemoteInvalid { .. })));
     }
 }

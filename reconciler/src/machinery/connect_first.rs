@@ -17,7 +17,11 @@
 //!   session ticket of the next check is not spent on a ClientHello nobody reads: rustls gives
 //!   a ticket once, and a check that offers it to a dead connection makes the check after the
 //!   peer's return a full handshake;
-//! - refused, or anything else: the reconcile calls the peer as before and says what it met.
+//! - refused, or anything else: the reconcile calls the peer as before and says what it met;
+//! - answered over the connection kept from its last check ([`crate::remote::kept`]): the check
+//!   itself is made here, outside the turns, and the reconcile reads its answer
+//!   ([`Gate::Answered`]); a kept connection the peer closed is made again here, as above; one
+//!   that says nothing within the wait is silent.
 //!
 //! Only a peer with everything stored (its CA and, on the auth way, our identity) is connected
 //! to first: its round's only call is the health check. Joining peers go as before.
@@ -65,6 +69,19 @@ pub enum Gate {
     Silent(Silent),
     /// Refused, no route, a name that does not resolve: the check finds out and says so.
     Failed,
+    /// The health check made over the connection kept from the last one.
+    Answered(Box<Early>),
+}
+
+/// A health check's answer got over a kept connection before the reconcile's turn: what it asked,
+/// for which access, when, and how long it took.
+#[derive(Debug)]
+pub struct Early {
+    pub answer: crate::remote::http1::Answer,
+    pub path: String,
+    pub access: crate::remote::peer::RemoteAccess,
+    pub at: Instant,
+    pub took: Duration,
 }
 
 /// A peer's API server that said nothing: it took no connection within the wait, or it
@@ -75,6 +92,8 @@ pub struct Silent {
     pub waited: Duration,
     /// Taken, then closed (reset or ended) by the peer before the check spoke.
     pub closed: bool,
+    /// Asked over the connection kept from the last check, and no answer within the wait.
+    pub on_kept: bool,
 }
 
 impl Silent {
@@ -83,6 +102,8 @@ impl Silent {
         if self.closed {
             // The same words as a check that met it in its turn: a status written once.
             crate::machinery::error::CLOSED_BEFORE_A_WORD.to_owned()
+        } else if self.on_kept {
+            format!("{} did not answer within {} s on its open connection (packets dropped?)", self.address, self.waited.as_secs())
         } else {
             format!("{} took no connection within {} s (no answer, no refusal: packets dropped?)", self.address, self.waited.as_secs())
         }
@@ -98,10 +119,25 @@ impl Gate {
         }
     }
 
-    /// Connected, but longer ago than [`FRESH_FOR`]: the reconcile connects first again rather
-    /// than connect in its turn ([`STALE_RETRIES`] times at most).
+    /// The answer got over a kept connection, when there is one (taken).
+    pub fn take_answer(&mut self) -> Option<Box<Early>> {
+        match std::mem::take(self) {
+            Gate::Answered(early) => Some(early),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+
+    /// Connected or answered, but longer ago than [`FRESH_FOR`]: the reconcile connects (or
+    /// asks) first again rather than connect in its turn ([`STALE_RETRIES`] times at most).
     pub fn stale(&self) -> bool {
-        matches!(self, Gate::Connected(_, at) if at.elapsed() > FRESH_FOR)
+        match self {
+            Gate::Connected(_, at) => at.elapsed() > FRESH_FOR,
+            Gate::Answered(early) => early.at.elapsed() > FRESH_FOR,
+            _ => false,
+        }
     }
 
     /// A fresh connection the peer has closed meanwhile becomes [`Gate::Silent`] (closed);
@@ -114,7 +150,7 @@ impl Gate {
             return false;
         }
         let address = stream.peer_addr().map_or_else(|_| "the remote API server".to_owned(), |a| a.to_string());
-        *self = Gate::Silent(Silent { address, waited: at.elapsed(), closed: true });
+        *self = Gate::Silent(Silent { address, waited: at.elapsed(), closed: true, on_kept: false });
         true
     }
 
@@ -173,13 +209,23 @@ impl Connector {
     /// watched for [`CLOSE_WAIT`] (or [`Connector::watching`]) for the peer's close
     /// ([`Gate::settle`]): a close ends the watch at once.
     pub async fn connect(&self, url: &str) -> (Gate, OwnedSemaphorePermit) {
-        let permit = self.in_flight.clone().acquire_owned().await.expect("never closed");
+        let permit = self.permit().await;
+        self.connect_with(permit, url).await
+    }
+
+    /// One of the connections that may be made (or checks over kept ones) at once.
+    pub async fn permit(&self) -> OwnedSemaphorePermit {
+        self.in_flight.clone().acquire_owned().await.expect("never closed")
+    }
+
+    /// [`Connector::connect`] under `permit`, already taken.
+    pub async fn connect_with(&self, permit: OwnedSemaphorePermit, url: &str) -> (Gate, OwnedSemaphorePermit) {
         let Some((host, port)) = endpoint(url) else { return (Gate::Failed, permit) };
         let started = Instant::now();
         let mut gate = match tokio::time::timeout(self.wait, TcpStream::connect((host.as_str(), port))).await {
             Ok(Ok(stream)) => Gate::Connected(stream, Instant::now()),
             Ok(Err(_)) => Gate::Failed,
-            Err(_) => Gate::Silent(Silent { address: format!("{host}:{port}"), waited: started.elapsed(), closed: false }),
+            Err(_) => Gate::Silent(Silent { address: format!("{host}:{port}"), waited: started.elapsed(), closed: false, on_kept: false }),
         };
         if let Gate::Connected(stream, _) = &gate {
             // Readable: closed, or (unlike a TLS server) it spoke first; either way settled below.

@@ -77,6 +77,38 @@ pub trait Peers: Send + Sync + 'static {
         drop(stream);
         self.api_client(access)
     }
+    /// The health check: `GET path` on the peer's API server for `access`, over `stream` when
+    /// one was made first ([`crate::machinery::connect_first`]), the connection kept under the
+    /// ForeignCluster `name` for its next check where it can be ([`crate::remote::kept`]). A
+    /// client made for it comes back for the round's other calls. By default through
+    /// [`Peers::api_client_over`] or [`Peers::api_client`], keeping nothing.
+    fn check(
+        &self,
+        name: &str,
+        access: &RemoteAccess,
+        path: &str,
+        stream: Option<tokio::net::TcpStream>,
+    ) -> impl Future<Output = Result<(Answer, Option<Client>)>> + Send {
+        let _ = name;
+        async move {
+            let client = match stream {
+                Some(stream) => self.api_client_over(access, stream).await?,
+                None => self.api_client(access).await?,
+            };
+            let answer = get_through(&client, path).await?;
+            Ok((answer, Some(client)))
+        }
+    }
+    /// The health check over the connection kept for `name`, when one is kept for `access`,
+    /// within `wait`. By default none is.
+    fn check_kept(&self, name: &str, access: &RemoteAccess, wait: Duration) -> impl Future<Output = Outcome> + Send {
+        let _ = (name, access, wait);
+        std::future::ready(Outcome::NotKept)
+    }
+    /// Closes the connection kept for `name`, if any (unjoined, or deleted).
+    fn forget_kept(&self, name: &str) {
+        let _ = name;
+    }
     /// The peer's API server CA from its `kube-public/cluster-info` (for peers known by
     /// `apiUrl` only), verified as `trust` says.
     fn cluster_info_ca(&self, api_url: &str, trust: Trust) -> impl Future<Output = Result<String>> + Send;
@@ -98,12 +130,14 @@ pub struct Network {
     pub api_timeout: Duration,
     /// What calls to peers' API servers keep from one to the next (their TLS sessions).
     pub sessions: Arc<Sessions>,
+    /// The connections health checks keep ([`crate::remote::kept`]).
+    pub kept: Arc<KeptConnections>,
 }
 
 impl Network {
     /// The network with `roots` and `api_timeout`, keeping sessions of its own.
     pub fn new(roots: Verify, api_timeout: Duration) -> Self {
-        Self { roots, api_timeout, sessions: Arc::default() }
+        Self { roots, api_timeout, sessions: Arc::default(), kept: Arc::default() }
     }
 
     fn verify(&self, trust: Trust) -> Verify {
@@ -147,6 +181,73 @@ impl Peers for Network {
         let p = self.prepared(access).await?;
         client_over(p.config, p.tls, Some(stream), p.tally)
     }
+    async fn check(
+        &self,
+        name: &str,
+        access: &RemoteAccess,
+        path: &str,
+        stream: Option<tokio::net::TcpStream>,
+    ) -> Result<(Answer, Option<Client>)> {
+        let key = key_of(&access.kubeconfig, access.api_url.as_deref(), access.ca_pem.as_deref());
+        let p = self.prepared_for(key, access).await?;
+        let plan = if p.keepable && self.kept.keeps() { p.check_plan(path) } else { None };
+        let Some(plan) = plan else {
+            let client = client_over(p.config, p.tls, stream, p.tally)?;
+            let answer = get_through(&client, path).await?;
+            return Ok((answer, Some(client)));
+        };
+        let address = format!("{}:{}", plan.host, plan.port);
+        let stream = match stream {
+            Some(stream) => stream,
+            None => match tokio::time::timeout(self.api_timeout, tokio::net::TcpStream::connect((plan.host.as_str(), plan.port))).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => return Err(Error::unreachable(Step::ApiServer, format!("connecting to {address}: {e}"))),
+                Err(_) => {
+                    return Err(Error::unreachable(
+                        Step::ApiServer,
+                        format!("connecting to {address}: no answer within {:?}", self.api_timeout),
+                    ));
+                }
+            },
+        };
+        let tally = p.tally.clone();
+        let fresh = kept::fresh(stream, plan.tls, plan.server, &plan.request, |kind| tally.saw(kind)).await.map_err(|e| match e {
+            FreshError::ClosedBeforeAWord => Error::unreachable(Step::ApiServer, crate::machinery::error::CLOSED_BEFORE_A_WORD),
+            FreshError::Handshake(e) => Error::unreachable(Step::ApiServer, format!("TLS with {address}: {e}")),
+            FreshError::Exchange(message) => Error::unreachable(Step::ApiServer, format!("{address}: {message}")),
+        })?;
+        if let Some((stream, secrets)) = fresh.keep
+            && let Some(kept) = Kept::new(stream, secrets, key, path)
+        {
+            self.kept.put(name, kept);
+            self.sessions.kept_a_connection(&key);
+        }
+        Ok((fresh.answer, None))
+    }
+    async fn check_kept(&self, name: &str, access: &RemoteAccess, wait: Duration) -> Outcome {
+        let key = key_of(&access.kubeconfig, access.api_url.as_deref(), access.ca_pem.as_deref());
+        let Some(kept) = self.kept.take(name, &key, || self.sessions.full_next(&key)) else { return Outcome::NotKept };
+        let Some(request) = self.sessions.request(&key, kept.path()) else { return Outcome::NotKept };
+        self.kept.check(name, kept, &request, wait).await
+    }
+    fn forget_kept(&self, name: &str) {
+        self.kept.forget(name);
+    }
+}
+
+/// `GET path` through `client`: the answer whatever its status, read whole (up to
+/// [`crate::remote::client_over::MAX_API_ANSWER`]).
+pub async fn get_through(client: &Client, path: &str) -> Result<Answer> {
+    use http_body_util::BodyExt;
+    let request = http::Request::get(path).body(kube::client::Body::empty()).map_err(|e| Error::invalid("path", e.to_string()))?;
+    let response = client.send(request).await.map_err(|e| Error::remote_api(Step::ApiServer, e))?;
+    let status = response.status().as_u16();
+    let body = http_body_util::Limited::new(response.into_body(), crate::remote::client_over::MAX_API_ANSWER)
+        .collect()
+        .await
+        .map_err(|e| Error::unreachable(Step::ApiServer, format!("reading the answer: {e}")))?
+        .to_bytes();
+    Ok(Answer { status, body: body.to_vec() })
 }
 
 impl Network {
@@ -154,6 +255,11 @@ impl Network {
     /// or made now and kept ([`crate::remote::sessions`]).
     async fn prepared(&self, access: &RemoteAccess) -> Result<Prepared> {
         let key = key_of(&access.kubeconfig, access.api_url.as_deref(), access.ca_pem.as_deref());
+        self.prepared_for(key, access).await
+    }
+
+    /// [`Network::prepared`] for the access of `key`.
+    async fn prepared_for(&self, key: [u8; 32], access: &RemoteAccess) -> Result<Prepared> {
         if let Some(prepared) = self.sessions.reuse(&key) {
             return Ok(prepared);
         }
@@ -195,7 +301,10 @@ pub fn server_in(k: &Kubeconfig) -> Option<String> {
     cluster?.cluster.as_ref()?.server.clone()
 }
 
+use crate::machinery::error::Step;
 use crate::remote::client_over::client_over;
+use crate::remote::http1::Answer;
+use crate::remote::kept::{self, FreshError, Kept, KeptConnections, Outcome};
 use crate::remote::sessions::{Prepared, Sessions, Tls, key_of};
 
 /// A kubeconfig without credentials: requests are anonymous. Its server is a placeholder;

@@ -258,6 +258,47 @@ pub struct Prepared {
     pub config: kube::Config,
     pub tls: rustls::ClientConfig,
     pub tally: Tally,
+    /// Whether its health checks may keep their connection ([`crate::remote::kept`]): a bearer
+    /// token (or none) and a pinned CA, nothing else.
+    pub keepable: bool,
+}
+
+impl Prepared {
+    /// Where a health check of `path` connects, and what it sends: the host and port, the TLS
+    /// server name, and the GET ([`crate::remote::http1::get`]).
+    pub fn check_plan(&self, path: &str) -> Option<CheckPlan> {
+        let url = &self.config.cluster_url;
+        let host = url.host()?.trim_start_matches('[').trim_end_matches(']').to_owned();
+        let port = url.port_u16().unwrap_or(443);
+        let name = self.config.tls_server_name.clone().unwrap_or_else(|| host.clone());
+        let server = ServerName::try_from(name).ok()?;
+        use secrecy::ExposeSecret;
+        let token = self.config.auth_info.token.as_ref().map(|t| t.expose_secret().to_owned());
+        let request = request_of(url, path, token.as_deref());
+        let mut tls = self.tls.clone();
+        tls.enable_secret_extraction = true;
+        Some(CheckPlan { host, port, server, request, tls: Arc::new(tls) })
+    }
+}
+
+/// The GET of `path` (under `url`'s own path, if it has one) with `token`.
+fn request_of(url: &http::Uri, path: &str, token: Option<&str>) -> Vec<u8> {
+    let authority = url.authority().map_or("", |a| a.as_str());
+    let base = url.path().trim_end_matches('/');
+    if base.is_empty() {
+        crate::remote::http1::get(authority, path, token)
+    } else {
+        crate::remote::http1::get(authority, &format!("{base}{path}"), token)
+    }
+}
+
+/// What a health check over a new connection needs ([`Prepared::check_plan`]).
+pub struct CheckPlan {
+    pub host: String,
+    pub port: u16,
+    pub server: ServerName<'static>,
+    pub request: Vec<u8>,
+    pub tls: Arc<rustls::ClientConfig>,
 }
 
 /// The entries of every access, and the handshake counts.
@@ -313,6 +354,37 @@ impl Sessions {
         Some(self.prepared(&kept))
     }
 
+    /// The GET of `path` a health check over a kept connection sends for the access of `key`
+    /// (`None`: nothing kept for it, or not a token's). Counts as a use of the access.
+    pub fn request(&self, key: &[u8; 32], path: &str) -> Option<Vec<u8>> {
+        let mut entries = self.entries.lock().expect("not poisoned");
+        let entry = entries.map.get_mut(key)?;
+        entry.used = Instant::now();
+        match &*entry.kept.config {
+            Target::Small { url, token, .. } => {
+                use secrecy::ExposeSecret;
+                Some(request_of(url, path, token.as_ref().map(|t| t.expose_secret())))
+            }
+            Target::Whole(_) => None,
+        }
+    }
+
+    /// The access of `key` holds a connection now ([`crate::remote::kept`]): its session ticket
+    /// is let go (a connection that goes between its retirements makes a full handshake).
+    pub fn kept_a_connection(&self, key: &[u8; 32]) {
+        if let Some(entry) = self.entries.lock().expect("not poisoned").map.get(key) {
+            entry.kept.store.ticket.lock().expect("not poisoned").take();
+        }
+    }
+
+    /// The next connection of the access of `key` is to be a full handshake (a kept connection
+    /// retired after its checks).
+    pub fn full_next(&self, key: &[u8; 32]) {
+        if let Some(entry) = self.entries.lock().expect("not poisoned").map.get(key) {
+            entry.kept.resumed.store(FULL_HANDSHAKE_EVERY, Ordering::Relaxed);
+        }
+    }
+
     /// Keeps `config` and `tls` (just made) for the access of `key`, and what a call with them
     /// needs.
     pub fn keep(&self, key: [u8; 32], config: kube::Config, tls: Tls) -> Prepared {
@@ -332,7 +404,8 @@ impl Sessions {
         // TLS 1.2 sessions are not resumed (the store keeps none).
         tls.resumption = Resumption::store(kept.store.clone()).tls12_resumption(rustls::client::Tls12Resumption::Disabled);
         let tally = Tally { resumed: kept.resumed.clone(), handshakes: self.handshakes.clone() };
-        Prepared { config: kept.config.config(), tls, tally }
+        let keepable = matches!(*kept.config, Target::Small { .. }) && matches!(*kept.tls, Tls::Pinned(_));
+        Prepared { config: kept.config.config(), tls, tally, keepable }
     }
 }
 
@@ -356,7 +429,8 @@ pub struct Tally {
 }
 
 impl Tally {
-    fn saw(&self, kind: Option<rustls::HandshakeKind>) {
+    /// Counts a handshake of `kind`.
+    pub fn saw(&self, kind: Option<rustls::HandshakeKind>) {
         let resumed = matches!(kind, Some(rustls::HandshakeKind::Resumed));
         if resumed {
             self.resumed.fetch_add(1, Ordering::Relaxed);

@@ -251,7 +251,7 @@ impl Default for Metrics {
         let connects_first = Family::<OutcomeLabels, Counter>::default();
         registry.register(
             "connects_first",
-            "Connections to joined peers' API servers made before their reconcile's turn, by outcome: connected, silent (no answer within the wait: reported unreachable without a call), failed (the check says why), stale (waited too long for the turn: made again), closed (closed by the peer before a word: reported unreachable without a call)",
+            "Connections to joined peers' API servers made before their reconcile's turn, by outcome: connected, silent (no answer within the wait: reported unreachable without a call), failed (the check says why), stale (waited too long for the turn: made again), closed (closed by the peer before a word: reported unreachable without a call), kept_answered (the health check made over the connection kept from the last one), kept_silent (no answer on the kept connection within the wait: reported unreachable)",
             connects_first.clone(),
         );
         let tls_handshakes = Family::<HandshakeLabels, Counter>::default();
@@ -412,8 +412,10 @@ impl Metrics {
             Gate::Untried => return,
             Gate::Connected(..) => "connected",
             Gate::Silent(s) if s.closed => "closed",
+            Gate::Silent(s) if s.on_kept => "kept_silent",
             Gate::Silent(_) => "silent",
             Gate::Failed => "failed",
+            Gate::Answered(_) => "kept_answered",
         };
         self.connects_first.get_or_create(&OutcomeLabels { outcome }).inc();
     }
@@ -558,8 +560,12 @@ mod tests {
         m.join_failed(ConditionType::Joined, Reason::PeerRefused);
         m.join_failed(ConditionType::Joined, Reason::PeerRefused);
         m.offered("make", "missing");
-        let silent =
-            crate::machinery::connect_first::Silent { address: "10.0.0.1:6443".into(), waited: Duration::from_secs(5), closed: false };
+        let silent = crate::machinery::connect_first::Silent {
+            address: "10.0.0.1:6443".into(),
+            waited: Duration::from_secs(5),
+            closed: false,
+            on_kept: false,
+        };
         m.connected_first(&crate::machinery::connect_first::Gate::Silent(silent));
         m.connected_first(&crate::machinery::connect_first::Gate::Untried);
         m.health_period.set(30);
