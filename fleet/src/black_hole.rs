@@ -1,8 +1,9 @@
 //! Peers whose API servers drop packets: no answer, no refusal, as a cluster behind a firewall
 //! that drops, or a route to nowhere. Only in the fleet's own network namespace (`just
-//! fleet`), where the peers are 127.1.x.y on one port: `iptables` drops the SYNs to them on
-//! that port, in rules that cover the peers' addresses by a few CIDR blocks. The peers'
-//! broadcasters still reach the hub (an outage one way).
+//! fleet`), where the peers are 127.1.x.y on one port: `iptables` drops every packet to them on
+//! that port (new connections' SYNs, and what is sent on connections already open, as a hub
+//! keeps them from one health check to the next), in rules that cover the peers' addresses by a
+//! few CIDR blocks. The peers' broadcasters still reach the hub (an outage one way).
 
 use std::net::Ipv4Addr;
 use std::process::Command;
@@ -15,7 +16,7 @@ pub struct BlackHole {
 }
 
 impl BlackHole {
-    /// Drops TCP SYNs to `port` of the addresses from `first` to `last` (inclusive).
+    /// Drops TCP packets to `port` of the addresses from `first` to `last` (inclusive).
     pub fn drop_to(first: Ipv4Addr, last: Ipv4Addr, port: u16) -> anyhow::Result<Self> {
         let mut hole = Self { rules: Vec::new() };
         for (base, prefix) in cidrs(u32::from(first), u32::from(last)) {
@@ -23,7 +24,7 @@ impl BlackHole {
                 ["INPUT", "-p", "tcp", "-d", &format!("{}/{prefix}", Ipv4Addr::from(base)), "--dport", &port.to_string()]
                     .into_iter()
                     .map(str::to_owned)
-                    .chain(["--syn", "-j", "DROP"].map(str::to_owned))
+                    .chain(["-j", "DROP"].map(str::to_owned))
                     .collect();
             iptables("-I", &rule)?;
             hole.rules.push(rule);

@@ -119,7 +119,10 @@ impl Fleet {
             self.counts.resumed.fetch_add(1, Ordering::Relaxed);
         }
         let fleet = self.clone();
+        let last = Arc::new(std::sync::Mutex::new(Instant::now()));
+        let heard = last.clone();
         let service = hyper::service::service_fn(move |req| {
+            *heard.lock().expect("not poisoned") = Instant::now();
             let waited = first.lock().expect("not poisoned").take().unwrap_or_default();
             let since = Instant::now().checked_sub(waited).unwrap_or_else(Instant::now);
             fleet.clone().handle(peer.clone(), req, since)
@@ -128,6 +131,7 @@ impl Fleet {
         tokio::select! {
             _ = conn => {}
             _ = cut.changed() => {}
+            _ = idle_for(&last, IDLE_TIMEOUT) => {}
         }
     }
 
@@ -203,4 +207,19 @@ fn shared_listener(port: u16) -> anyhow::Result<TcpListener> {
     socket.set_reuseaddr(true)?;
     socket.bind(std::net::SocketAddr::from(([0, 0, 0, 0], port)))?;
     Ok(socket.listen(SHARED_BACKLOG)?)
+}
+
+/// How long a connection with no request stays open: kube-apiserver's `IdleTimeout` (90 s, "matches
+/// http.DefaultTransport keep-alive timeout", k8s.io/apiserver's secure serving).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Ends once no request has come for `idle` since the time in `last` (which each request sets).
+async fn idle_for(last: &std::sync::Mutex<Instant>, idle: Duration) {
+    loop {
+        let until = *last.lock().expect("not poisoned") + idle;
+        if Instant::now() >= until {
+            return;
+        }
+        tokio::time::sleep_until(until.into()).await;
+    }
 }

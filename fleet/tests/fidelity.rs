@@ -132,17 +132,18 @@ async fn a_simulated_peer_is_joined_and_unjoined_as_a_real_one() {
         sim.objects.lock().unwrap().secrets.get(&format!("{tenant}/{name}")).cloned().expect("our Secret on the simulated peer");
     assert_eq!(object_shape(&sim_secret, &sim.id, &hub_id), object_shape(&real_secret, &real_id, &hub_id), "the kubeconfig Secrets");
 
-    // Checks over about three periods resume TLS sessions with the simulated peer as with the
-    // real API server: the hub's handshakes with both, less the simulated peer's (counted where
-    // it serves), are the real one's.
-    let (sim_full, sim_resumed, real_full, real_resumed) = three_periods_of_handshakes(&hub, &fleet).await;
+    // Checks over about three periods go over the connection kept from the check before, with
+    // the simulated peer as with the real API server (which keeps an idle connection 90 s): the
+    // hub's checks and handshakes with both, less the simulated peer's (counted where it
+    // serves), are the real one's.
+    let (sim_kept, sim_handshakes, real_kept, real_handshakes) = three_periods_of_checks(&hub, &fleet, &sim).await;
     println!(
-        "handshakes over about 3 periods: simulated {sim_full} full, {sim_resumed} resumed; real {real_full} full, {real_resumed} resumed"
+        "over about 3 periods: simulated {sim_kept} checks over a kept connection, {sim_handshakes} handshakes; real {real_kept}, {real_handshakes}"
     );
-    // Each resumes all but at most the one full handshake made on purpose in the window (one in
-    // 16 connections to a peer).
-    assert!(real_resumed >= 2 && real_full <= 1, "the real API server: {real_full} full, {real_resumed} resumed");
-    assert!(sim_resumed >= 2 && sim_full <= 1, "the simulated peer: {sim_full} full, {sim_resumed} resumed");
+    // Each keeps its connection, but for the one retired on purpose in the window (every 16
+    // checks a peer gets a new connection and a full handshake).
+    assert!(real_kept >= 3 && real_handshakes <= 1, "the real API server: {real_kept} kept, {real_handshakes} handshakes");
+    assert!(sim_kept >= 3 && sim_handshakes <= 1, "the simulated peer: {sim_kept} kept, {sim_handshakes} handshakes");
 
     // The cipher suite each chooses for a client that prefers another (rustls's own order,
     // AES-256-GCM first): the simulated peer as the real API server (Go's crypto/tls).
@@ -174,29 +175,38 @@ async fn a_simulated_peer_is_joined_and_unjoined_as_a_real_one() {
     }
 }
 
-/// The hub reconciler's TLS handshakes with its peers' API servers of `kind`, from its metrics.
-async fn hub_handshakes(hub: &liqo_fleet::hub::Hub, kind: &str) -> u64 {
+/// A counter of the hub reconciler's metrics (`series` with its labels), 0 while it has none.
+async fn hub_counter(hub: &liqo_fleet::hub::Hub, series: &str) -> u64 {
     let text = hub.reconciler_metrics().await.unwrap();
-    let series = format!("liqo_reconciler_tls_handshakes_total{{kind=\"{kind}\"}} ");
+    let series = format!("{series} ");
     text.lines().find_map(|l| l.strip_prefix(&series)).map_or(0, |v| v.trim().parse::<f64>().unwrap() as u64)
 }
 
-/// Handshakes from now until each peer has made at least three (about three health periods),
-/// full and resumed: the simulated peer's (as it counted them), then the real one's (the hub's
-/// less the simulated peer's).
-async fn three_periods_of_handshakes(hub: &liqo_fleet::hub::Hub, fleet: &liqo_fleet::server::Fleet) -> (u64, u64, u64, u64) {
+/// From now until each peer has answered at least three checks over a kept connection (about
+/// three health periods): the simulated peer's checks over a kept connection and its handshakes
+/// (as it counted them), then the real one's (the hub's less the simulated peer's).
+async fn three_periods_of_checks(
+    hub: &liqo_fleet::hub::Hub,
+    fleet: &liqo_fleet::server::Fleet,
+    sim: &liqo_fleet::peer::Peer,
+) -> (u64, u64, u64, u64) {
     use std::sync::atomic::Ordering::Relaxed;
-    let sim = || (fleet.counts.handshakes.load(Relaxed), fleet.counts.resumed.load(Relaxed));
-    let hub_now = || async { (hub_handshakes(hub, "full").await, hub_handshakes(hub, "resumed").await) };
-    let (sim_before, hub_before) = (sim(), hub_now().await);
-    eventually("three handshakes with each peer", || async {
-        let (sim_after, hub_after) = (sim(), hub_now().await);
-        let sim_all = sim_after.0 - sim_before.0;
-        let sim_resumed = sim_after.1 - sim_before.1;
-        let (hub_full, hub_resumed) = (hub_after.0 - hub_before.0, hub_after.1 - hub_before.1);
-        let sim_full = sim_all - sim_resumed;
-        let (real_full, real_resumed) = (hub_full.saturating_sub(sim_full), hub_resumed.saturating_sub(sim_resumed));
-        (sim_all >= 3 && real_full + real_resumed >= 3).then_some((sim_full, sim_resumed, real_full, real_resumed))
+    let sim_now = || (sim.reads.load(Relaxed), fleet.counts.handshakes.load(Relaxed));
+    let hub_now = || async {
+        let kept = hub_counter(hub, r#"liqo_reconciler_connects_first_total{outcome="kept_answered"}"#).await;
+        let full = hub_counter(hub, r#"liqo_reconciler_tls_handshakes_total{kind="full"}"#).await;
+        let resumed = hub_counter(hub, r#"liqo_reconciler_tls_handshakes_total{kind="resumed"}"#).await;
+        (kept, full + resumed)
+    };
+    let (sim_before, hub_before) = (sim_now(), hub_now().await);
+    eventually("three checks of each peer over a kept connection", || async {
+        let (sim_after, hub_after) = (sim_now(), hub_now().await);
+        let sim_handshakes = sim_after.1 - sim_before.1;
+        // Each new connection carries one check; the others went over a kept one.
+        let sim_kept = (sim_after.0 - sim_before.0).saturating_sub(sim_handshakes);
+        let (hub_kept, hub_handshakes) = (hub_after.0 - hub_before.0, hub_after.1 - hub_before.1);
+        let (real_kept, real_handshakes) = (hub_kept.saturating_sub(sim_kept), hub_handshakes.saturating_sub(sim_handshakes));
+        (sim_kept >= 3 && real_kept >= 3).then_some((sim_kept, sim_handshakes, real_kept, real_handshakes))
     })
     .await
 }

@@ -115,7 +115,7 @@ async fn check(network: &Network, name: &str, access: &RemoteAccess) -> (u16, bo
             (answer.status, true)
         }
         Outcome::NotKept | Outcome::Broken(_) => {
-            let (answer, client) = network.check(name, access, "/version", None).await.expect("answered");
+            let (answer, client) = network.health_check(name, access, "/version", None).await.expect("answered");
             assert!(client.is_none(), "no client made for a token and a pinned CA");
             (answer.status, false)
         }
@@ -195,7 +195,7 @@ async fn a_kept_connection_serves_only_the_access_it_was_made_for() {
         assert_eq!(check(&network, "to-peer", &ours).await, (200, false), "made again for ours");
     }
     // Another CA than the peer's: the new connection's handshake refuses it, and nothing is kept.
-    let refused = network.check("to-peer", &access(s.addr, "our-identity", &other_ca.cert_pem), "/version", None).await;
+    let refused = network.health_check("to-peer", &access(s.addr, "our-identity", &other_ca.cert_pem), "/version", None).await;
     let Err(e) = refused else { panic!("a certificate not of the pinned CA answered") };
     assert!(e.to_string().contains("TLS with"), "{e}");
     network.forget_kept("to-peer");

@@ -573,7 +573,7 @@ async fn reach<P: Peers>(
         Some(early) => (Ok(early.answer), early.took, false, None),
         None => {
             let started = std::time::Instant::now();
-            let check = ctx.shared.peers.check(&name, checked.access, &path, checked.stream);
+            let check = ctx.shared.peers.health_check(&name, checked.access, &path, checked.stream);
             match tokio::time::timeout(deadline, check).await {
                 Ok(Ok((answer, client))) => (Ok(answer), started.elapsed(), false, client),
                 // Not the remote's answer (a kubeconfig that does not parse, say): as before the check.

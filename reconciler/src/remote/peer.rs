@@ -82,7 +82,7 @@ pub trait Peers: Send + Sync + 'static {
     /// ForeignCluster `name` for its next check where it can be ([`crate::remote::kept`]). A
     /// client made for it comes back for the round's other calls. By default through
     /// [`Peers::api_client_over`] or [`Peers::api_client`], keeping nothing.
-    fn check(
+    fn health_check(
         &self,
         name: &str,
         access: &RemoteAccess,
@@ -181,7 +181,7 @@ impl Peers for Network {
         let p = self.prepared(access).await?;
         client_over(p.config, p.tls, Some(stream), p.tally)
     }
-    async fn check(
+    async fn health_check(
         &self,
         name: &str,
         access: &RemoteAccess,
