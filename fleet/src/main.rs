@@ -82,7 +82,17 @@ fn parse_scenarios(s: &str) -> Result<String, String> {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let _ = rustls::crypto::ring::default_provider().install_default();
-    raise_open_files_limit();
+    let open_files = raise_open_files_limit();
+    // Each peer holds the hub's kept health-check connection and its broadcaster's watch: two
+    // sockets, besides the hub's and the fleet's own.
+    let needed = args.peers as u64 * 2 + 1_000;
+    if open_files < needed {
+        eprintln!(
+            "liqo-fleet: WARNING: open files limited to {open_files} here (the hard limit), and {} peers need about {needed} (the hub's kept connection and a broadcaster's watch each): peers will fail to accept or to watch; run at most {} peers, or raise the hard limit",
+            args.peers,
+            open_files.saturating_sub(1_000) / 2
+        );
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     // Interrupted, the run is dropped: the hub's processes (etcd, the API server, the webhook,
     // the reconciler) are killed with it, none left behind.
@@ -193,17 +203,20 @@ fn own_network_namespace() -> bool {
     names == ["lo"]
 }
 
-/// N peers hold a connection each: the soft limit on open files is raised to the hard one
-/// (inherited by the hub's processes).
-fn raise_open_files_limit() {
+/// N peers hold two connections each: the soft limit on open files is raised to the hard one
+/// (inherited by the hub's processes), which is returned.
+fn raise_open_files_limit() -> u64 {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit and setrlimit only read and write the struct given.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
             limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                return limit.rlim_cur as u64;
+            }
         }
     }
+    1024
 }
 
 #[cfg(test)]

@@ -313,8 +313,9 @@ fn settle(fc: Arc<ForeignCluster>, fp: &str) -> Arc<ForeignCluster> {
 /// What one health check costs the reconciler's CPU over real TLS on loopback (the server on a
 /// thread of its own, not counted): as before sessions were kept (a Network made for each check:
 /// the kubeconfig parsed, the TLS configuration built, a full handshake) and now (one Network:
-/// the session resumed, a full handshake every `FULL_HANDSHAKE_EVERY`), in alternating rounds;
-/// and the memory an access kept costs, over 1,000 identities.
+/// the session resumed, a full handshake every `FULL_HANDSHAKE_EVERY`) and with the connection
+/// kept from one check to the next (a new one, in full, every `RETIRE_AFTER` checks), in
+/// alternating rounds; and the memory an access kept costs, over 1,000 identities.
 mod check_cost {
     use std::sync::Arc;
     use std::time::Duration;
@@ -404,13 +405,33 @@ mod check_cost {
         api.get("liqo").await.unwrap();
     }
 
+    /// A health check as the reconciler makes it now: over the connection kept from the last
+    /// one, else over a new one (kept after it); the answer read as the object it is.
+    async fn kept_check(network: &Network, access: &RemoteAccess) {
+        use liqo_reconciler::remote::kept::Outcome;
+        let answer = match network.check_kept("peer", access, Duration::from_secs(5)).await {
+            Outcome::Answered { answer, .. } => answer,
+            _ => network.health_check("peer", access, "/api/v1/namespaces/liqo", None).await.unwrap().0,
+        };
+        let _: k8s_openapi::api::core::v1::Namespace = serde_json::from_slice(&answer.body).unwrap();
+    }
+
+    /// How a round's checks are made.
+    #[derive(Clone, Copy)]
+    enum Way<'a> {
+        Fresh,
+        Resumed(&'a Network),
+        Kept(&'a Network),
+    }
+
     /// Client CPU per check, in microseconds, over `CHECKS` checks.
-    async fn round(kept: Option<&Network>, access: &RemoteAccess) -> f64 {
+    async fn round(way: Way<'_>, access: &RemoteAccess) -> f64 {
         let started = thread_cpu();
         for _ in 0..CHECKS {
-            match kept {
-                Some(network) => check(network, access).await,
-                None => check(&Network::new(Verify::Nothing, Duration::from_secs(10)), access).await,
+            match way {
+                Way::Resumed(network) => check(network, access).await,
+                Way::Fresh => check(&Network::new(Verify::Nothing, Duration::from_secs(10)), access).await,
+                Way::Kept(network) => kept_check(network, access).await,
             }
         }
         (thread_cpu() - started).as_secs_f64() * 1e6 / CHECKS as f64
@@ -428,12 +449,16 @@ mod check_cost {
             let ours = access(addr, &ca, &"t".repeat(900));
             let kept = Network::new(Verify::Nothing, Duration::from_secs(10));
             check(&kept, &ours).await;
-            let (mut fresh, mut resumed) = (Vec::new(), Vec::new());
+            let connections = Network::new(Verify::Nothing, Duration::from_secs(10));
+            kept_check(&connections, &ours).await;
+            let (mut fresh, mut resumed, mut over_kept) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..ROUNDS {
-                fresh.push(round(None, &ours).await);
-                resumed.push(round(Some(&kept), &ours).await);
+                fresh.push(round(Way::Fresh, &ours).await);
+                resumed.push(round(Way::Resumed(&kept), &ours).await);
+                over_kept.push(round(Way::Kept(&connections), &ours).await);
             }
             let (before, after) = (median(fresh.clone()), median(resumed.clone()));
+            let on_kept = median(over_kept.clone());
             println!("a health check's client CPU over real TLS, {ROUNDS} alternating rounds of {CHECKS} checks, medians");
             println!(
                 "  a client made from nothing (kubeconfig parsed, TLS configuration built, full handshake): {before:.0} us {fresh:.0?}"
@@ -443,6 +468,17 @@ mod check_cost {
                 liqo_reconciler::remote::sessions::FULL_HANDSHAKE_EVERY
             );
             println!("  ratio: {:.2}x", after / before);
+            println!(
+                "  connections kept (a new one, in full, every {} checks): {on_kept:.0} us {over_kept:.0?}: {:.2}x the resumed, {:.2}x from nothing",
+                liqo_reconciler::remote::kept::RETIRE_AFTER,
+                on_kept / after,
+                on_kept / before
+            );
+            println!(
+                "  handshakes of the kept connections: {} full, {} resumed",
+                connections.sessions.handshakes("full"),
+                connections.sessions.handshakes("resumed")
+            );
             println!(
                 "  handshakes of the kept sessions: {} full, {} resumed",
                 kept.sessions.handshakes("full"),

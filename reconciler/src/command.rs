@@ -133,7 +133,8 @@ struct Args {
     connect_wait_seconds: u64,
     /// Connections kept from one health check of a peer to the next, at most (0: none; each
     /// check then makes a connection and a TLS handshake of its own). A kept connection is a
-    /// socket and about 0.4 KiB here; the peer's API server holds it open between checks.
+    /// socket and about 0.4 KiB here; the peer's API server holds it open between checks. No
+    /// more are kept than the open files limit (raised to its hard one) leaves room for.
     #[arg(long, env = "LIQO_KEPT_CONNECTIONS", default_value_t = crate::remote::kept::DEFAULT_MOST)]
     kept_connections: usize,
     /// POST /identity requests one client address (an IPv6 /64) may make at once…
@@ -340,7 +341,12 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         }
     }
     let sessions = Arc::new(Sessions::counting(metrics.tls_handshakes.clone()));
-    let kept = Arc::new(crate::remote::kept::KeptConnections::keeping(args.kept_connections));
+    let open_files = crate::remote::kept::raise_open_files();
+    let keeping = crate::remote::kept::most_within(args.kept_connections, open_files, args.connects_in_flight);
+    if keeping < args.kept_connections {
+        tracing::warn!(asked = args.kept_connections, keeping, open_files, "fewer connections kept than asked: the open files limit leaves room for no more");
+    }
+    let kept = Arc::new(crate::remote::kept::KeptConnections::keeping(keeping));
     let peers = Arc::new(Network { roots: Verify::Roots(Arc::new(roots)), api_timeout: Duration::from_secs(10), sessions, kept });
     let recorder =
         Recorder::new(client.clone(), Reporter { controller: "liqo-reconciler".into(), instance: std::env::var("POD_NAME").ok() })

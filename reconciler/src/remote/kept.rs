@@ -40,6 +40,33 @@ pub const RETIRE_AFTER: u32 = crate::remote::sessions::FULL_HANDSHAKE_EVERY;
 /// Default `--kept-connections`: the most connections kept at once (a socket each).
 pub const DEFAULT_MOST: usize = 16_384;
 
+/// Open files kept for everything but kept connections: the connections made first
+/// (`--connects-in-flight`) come on top.
+pub const OTHER_FILES: u64 = 4_096;
+
+/// How many connections may be kept (pure): `asked`, within the open files the process may hold
+/// (`open_files`) less what its other connections need (`connects_in_flight` and
+/// [`OTHER_FILES`]). A kept connection past that would leave a check, a watch or a call to our
+/// auth service without a socket.
+pub fn most_within(asked: usize, open_files: u64, connects_in_flight: usize) -> usize {
+    let room = open_files.saturating_sub(OTHER_FILES + connects_in_flight as u64);
+    asked.min(usize::try_from(room).unwrap_or(usize::MAX))
+}
+
+/// Raises the soft limit on open files to the hard one (as Go's runtime does) and returns it.
+pub fn raise_open_files() -> u64 {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit only read and write the struct given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
+        }
+        let soft = limit.rlim_cur;
+        limit.rlim_cur = limit.rlim_max;
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 { limit.rlim_max as u64 } else { soft as u64 }
+    }
+}
+
 /// A connection kept for a peer's next health check.
 pub struct Kept {
     stream: TcpStream,
@@ -286,5 +313,18 @@ pub async fn fresh(
         if plain.capacity() - plain.len() < 1024 {
             plain.reserve(16 * 1024);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_connections_leave_room_for_every_other_socket() {
+        assert_eq!(most_within(DEFAULT_MOST, 1 << 20, 1024), DEFAULT_MOST, "a pod's usual limit: as asked");
+        assert_eq!(most_within(DEFAULT_MOST, 20_000, 1024), 20_000 - 4_096 - 1_024);
+        assert_eq!(most_within(DEFAULT_MOST, 1024, 1024), 0, "the old default limit: none kept");
+        assert_eq!(most_within(0, 1 << 20, 1024), 0, "turned off");
     }
 }

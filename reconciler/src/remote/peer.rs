@@ -57,11 +57,11 @@ pub trait Peers: Send + Sync + 'static {
     fn ca(&self, auth_url: &str, trust: Trust) -> impl Future<Output = Result<String>> + Send;
     /// `POST /identity`.
     fn identity(&self, auth_url: &str, trust: Trust, request: &IdentityRequest) -> impl Future<Output = Result<IdentityResponse>> + Send;
-    /// A client for the peer's API server. Callers make one for each round and drop it after
-    /// it: a client kept per peer held 23-31 KiB (its pool and buffer task), 300 MiB at 10,000
-    /// peers, and the connection is not kept between health checks anyway (our 10 s read
-    /// timeout closes it). What is worth keeping is kept below it: the parsed configuration and
-    /// the TLS session ([`crate::remote::sessions`]). Measured by the fleet (docs/scaling.md).
+    /// A client for the peer's API server. Callers make one for each round that writes there and
+    /// drop it after it: a client kept per peer held 23-31 KiB (its pool and buffer task), 300
+    /// MiB at 10,000 peers. What is worth keeping is kept below it: the parsed configuration and
+    /// the TLS session ([`crate::remote::sessions`]); the health check keeps its own connection
+    /// ([`Peers::health_check`]). Measured by the fleet (docs/scaling.md).
     fn api_client(&self, access: &RemoteAccess) -> impl Future<Output = Result<Client>> + Send;
     /// [`Peers::api_client`] that waits up to `quiet` for the peer to say anything, so that it
     /// can hold a watch that long (a broadcaster's); its caller bounds its other calls itself.

@@ -24,8 +24,8 @@
 //! verifier (the TLS configuration is made around it at each call, [`Tls`]) and one ticket with
 //! the certificate chain it was made under;
 //! entries unused for [`IDLE`] are dropped. docs/scaling.md gives the measured bytes per peer.
-//! No connection is kept between checks: each one costs the peer's API server a goroutine and
-//! buffers for as long as it is open.
+//! The connection itself is kept by the health checks ([`crate::remote::kept`]); while one is,
+//! the access's ticket is let go ([`Sessions::kept_a_connection`]).
 
 use std::collections::HashMap;
 use std::future::Future;
