@@ -212,7 +212,7 @@ fn raise_open_files_limit() -> u64 {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
             limit.rlim_cur = limit.rlim_max;
             if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
-                return limit.rlim_cur as u64;
+                return limit.rlim_cur;
             }
         }
     }

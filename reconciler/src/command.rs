@@ -344,7 +344,12 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     let open_files = crate::remote::kept::raise_open_files();
     let keeping = crate::remote::kept::most_within(args.kept_connections, open_files, args.connects_in_flight);
     if keeping < args.kept_connections {
-        tracing::warn!(asked = args.kept_connections, keeping, open_files, "fewer connections kept than asked: the open files limit leaves room for no more");
+        tracing::warn!(
+            asked = args.kept_connections,
+            keeping,
+            open_files,
+            "fewer connections kept than asked: the open files limit leaves room for no more"
+        );
     }
     let kept = Arc::new(crate::remote::kept::KeptConnections::keeping(keeping));
     let peers = Arc::new(Network { roots: Verify::Roots(Arc::new(roots)), api_timeout: Duration::from_secs(10), sessions, kept });

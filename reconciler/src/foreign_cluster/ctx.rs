@@ -269,6 +269,7 @@ impl<P: Peers> Ctx<P> {
         let gate = match self.shared.peers.check_kept(&name, &access, connector.wait()).await {
             Outcome::Answered { answer, path } => {
                 let at = std::time::Instant::now();
+                let access = crate::remote::sessions::key_of(&access.kubeconfig, access.api_url.as_deref(), access.ca_pem.as_deref());
                 Some(Gate::Answered(Box::new(Early { answer, path, access, at, took: at - started })))
             }
             Outcome::Silent(waited) => {

@@ -568,7 +568,11 @@ async fn reach<P: Peers>(
     let deadline = ctx.check_deadline();
     // Made before the turn over the connection kept from the last check, for this very access
     // and path (else it is made now).
-    let early = checked.early.filter(|e| e.access == *checked.access && e.path == path);
+    let ours = |e: &crate::machinery::connect_first::Early| {
+        let a = checked.access;
+        e.path == path && e.access == crate::remote::sessions::key_of(&a.kubeconfig, a.api_url.as_deref(), a.ca_pem.as_deref())
+    };
+    let early = checked.early.filter(|e| ours(e));
     let (answer, took, timed_out, client) = match early {
         Some(early) => (Ok(early.answer), early.took, false, None),
         None => {

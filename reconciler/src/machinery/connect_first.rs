@@ -74,12 +74,13 @@ pub enum Gate {
 }
 
 /// A health check's answer got over a kept connection before the reconcile's turn: what it asked,
-/// for which access, when, and how long it took.
+/// for which access (its key, [`crate::remote::sessions::key_of`]: a reconcile waiting for its
+/// turn holds 32 bytes, not the kubeconfig and CA), when, and how long it took.
 #[derive(Debug)]
 pub struct Early {
     pub answer: crate::remote::http1::Answer,
     pub path: String,
-    pub access: crate::remote::peer::RemoteAccess,
+    pub access: [u8; 32],
     pub at: Instant,
     pub took: Duration,
 }

@@ -63,7 +63,7 @@ pub fn raise_open_files() -> u64 {
         }
         let soft = limit.rlim_cur;
         limit.rlim_cur = limit.rlim_max;
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 { limit.rlim_max as u64 } else { soft as u64 }
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 { limit.rlim_max } else { soft }
     }
 }
 
@@ -122,7 +122,8 @@ impl Kept {
         let mut sealed = Vec::with_capacity(request.len() + 64);
         self.tx.seal(request, &mut sealed).map_err(|e| format!("sealing the request: {e:?}"))?;
         self.stream.write_all(&sealed).await.map_err(|e| format!("sending: {e}"))?;
-        let (mut records, mut plain) = (Vec::with_capacity(4096), Vec::new());
+        // Sized to what arrives: up to 1,024 checks are in flight at once.
+        let (mut records, mut plain) = (Vec::with_capacity(2048), Vec::new());
         loop {
             while let Some(len) = record::record_len(&records).map_err(|e| format!("a record: {e:?}"))? {
                 let (kind, data) = self.rx.open(&mut records[..len]).map_err(|e| format!("a record: {e:?}"))?;
@@ -142,8 +143,11 @@ impl Kept {
             if read == 0 {
                 return Err("the peer closed the connection".to_owned());
             }
-            if records.capacity() - records.len() < 1024 {
-                records.reserve(16 * 1024);
+            if records.capacity() - records.len() < 512 {
+                // The rest of the record begun, or room for the next header and more.
+                let begun =
+                    (records.len() >= record::HEADER).then(|| record::HEADER + usize::from(u16::from_be_bytes([records[3], records[4]])));
+                records.reserve(begun.map_or(2048, |whole| whole.saturating_sub(records.len()).max(512)));
             }
         }
     }
