@@ -123,13 +123,18 @@ async fn check(network: &Network, name: &str, access: &RemoteAccess) -> (u16, bo
     }
 }
 
-#[tokio::test]
-async fn checks_go_over_one_connection_with_a_full_handshake_every_so_many() {
+/// A peer's server, a network with nothing kept, and our access to the peer.
+async fn one_peer() -> (Server, Network, RemoteAccess) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let peer_ca = ca("peer-ca");
     let s = server(serving(&peer_ca)).await;
-    let network = Network::new(Verify::Nothing, Duration::from_secs(10));
     let ours = access(s.addr, "our-identity", &peer_ca.cert_pem);
+    (s, Network::new(Verify::Nothing, Duration::from_secs(10)), ours)
+}
+
+#[tokio::test]
+async fn checks_go_over_one_connection_with_a_full_handshake_every_so_many() {
+    let (s, network, ours) = one_peer().await;
     let checks = RETIRE_AFTER as usize * 3;
     let mut over_kept = 0;
     for _ in 0..checks {
@@ -147,11 +152,7 @@ async fn checks_go_over_one_connection_with_a_full_handshake_every_so_many() {
 
 #[tokio::test]
 async fn a_connection_the_peer_closed_is_made_again_and_a_silent_one_is_told_within_the_wait() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let peer_ca = ca("peer-ca");
-    let s = server(serving(&peer_ca)).await;
-    let network = Network::new(Verify::Nothing, Duration::from_secs(10));
-    let ours = access(s.addr, "our-identity", &peer_ca.cert_pem);
+    let (s, network, ours) = one_peer().await;
     assert_eq!(check(&network, "to-peer", &ours).await, (200, false));
     assert_eq!(check(&network, "to-peer", &ours).await, (200, true));
 
