@@ -86,6 +86,19 @@ async fn the_dashboard_in(kind: Kind) {
     // Checked on time, so "checked within 12 s" (a late peer's would say "checked 3 min ago").
     text_where(&b, "#connected-section", "the peer's last check", |s| s.contains("checked within")).await;
     shot(&b, "03-connected").await;
+    // The peer's view ticks the reconciler's checks made while the dashboard shows it joined:
+    // the record written with the check made on the way to joined can reach the dashboard
+    // before the status that says joined, so the tick comes with the next record (one health
+    // period, 2 s here). Waited for here, before Disconnect ends the joined stretch.
+    let peer_view = format!("{url}peers/remote");
+    eventually("a check ticked on the peer's strip while joined", || async {
+        b.open(&peer_view).await;
+        let ticks = b.execute("return document.querySelectorAll('svg.strip rect.check').length", vec![]).await.ok()?;
+        ticks.as_u64().filter(|n| *n >= 1)
+    })
+    .await;
+    b.open(&url).await;
+    text_where(&b, "#connected-section", "the peer in Connected Peers again", |s| s.contains("remote") && s.contains("healthy")).await;
 
     // Disconnect reverses it.
     b.click("[aria-label='Disconnect remote']").await;
