@@ -62,10 +62,11 @@ async fn fifty_peers_through_every_scenario() {
         assert!(row.status_writes <= affected, "at most one status write per peer per transition: {}", show(row));
         assert_eq!(row.peer_writes, 0, "{}", show(row));
     }
-    // A peer that took the connection and reset it was told so without a ClientHello: its
-    // session ticket was not spent, and the checks after its return resume (a full handshake
-    // every 16 still, on purpose; before, 25 % resumed at 10,000).
-    assert!(all_back.resumed * 4 >= all_back.handshakes * 3, "the return's checks resume their sessions: {}", show(&all_back));
+    // A peer that took the connection and reset it was told so without a ClientHello. On its
+    // return, its first check makes one new connection (a full handshake: the access's ticket
+    // was let go while its connection was kept, docs/scaling.md) and keeps it: one handshake
+    // a returning peer at most, never one a check.
+    assert!(all_back.handshakes <= 50, "one handshake a returning peer at most: {}", show(&all_back));
 
     // Wholly down: the peers' broadcasters stop writing to the hub too.
     run.outage = liqo_fleet::peer::Mode::Off;

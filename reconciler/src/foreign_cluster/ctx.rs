@@ -270,7 +270,7 @@ impl<P: Peers> Ctx<P> {
             Outcome::Answered { answer, path } => {
                 let at = std::time::Instant::now();
                 let access = crate::remote::sessions::key_of(&access.kubeconfig, access.api_url.as_deref(), access.ca_pem.as_deref());
-                Some(Gate::Answered(Box::new(Early { answer, path, access, at, took: at - started })))
+                Some(Gate::Answered(Box::new(Early { status: answer.status, body: answer.body, path, access, at, took: at - started })))
             }
             Outcome::Silent(waited) => {
                 let address = crate::machinery::connect_first::endpoint(&url).map_or(url.clone(), |(h, p)| format!("{h}:{p}"));

@@ -574,7 +574,7 @@ async fn reach<P: Peers>(
     };
     let early = checked.early.filter(|e| ours(e));
     let (answer, took, timed_out, client) = match early {
-        Some(early) => (Ok(early.answer), early.took, false, None),
+        Some(early) => (Ok(crate::remote::http1::Answer { status: early.status, body: early.body }), early.took, false, None),
         None => {
             let started = std::time::Instant::now();
             let check = ctx.shared.peers.health_check(&name, checked.access, &path, checked.stream);

@@ -78,7 +78,9 @@ pub enum Gate {
 /// turn holds 32 bytes, not the kubeconfig and CA), when, and how long it took.
 #[derive(Debug)]
 pub struct Early {
-    pub answer: crate::remote::http1::Answer,
+    /// The answer's status code and body.
+    pub status: u16,
+    pub body: Vec<u8>,
     pub path: String,
     pub access: [u8; 32],
     pub at: Instant,

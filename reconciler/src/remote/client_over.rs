@@ -46,9 +46,7 @@ impl tower::Service<http::Uri> for FirstConnection {
     }
 }
 
-/// Largest answer read from a peer's API server: every call there reads or writes one small
-/// object. A hostile server streaming without end fails the call instead of filling our memory.
-pub const MAX_API_ANSWER: usize = 4 << 20;
+pub use crate::remote::http1::MAX_API_ANSWER;
 
 /// `response` with its body read up to [`MAX_API_ANSWER`] at most.
 pub fn capped<B>(response: http::Response<B>) -> http::Response<http_body_util::Limited<B>> {

@@ -3,7 +3,9 @@
 //! connection needs and nothing more ([`crate::remote::kept`]); every other call to a peer goes
 //! through kube's client.
 
-use crate::remote::client_over::MAX_API_ANSWER;
+/// Largest answer read from a peer's API server: every call there reads or writes one small
+/// object. A hostile server streaming without end fails the call instead of filling our memory.
+pub const MAX_API_ANSWER: usize = 4 << 20;
 
 /// An API server's answer: its status code and body.
 #[derive(Clone, Debug, PartialEq, Eq)]
