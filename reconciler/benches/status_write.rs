@@ -46,7 +46,7 @@ fn status(i: usize, up: bool, lean: bool, stamp: &str) -> Value {
     let (reach, reason, why) = if up {
         ("True", "Reachable", said("the remote API server answered"))
     } else {
-        ("False", "RemoteUnreachable", said("the remote API server took no connection within 5 s (https://10.77.3.4:6443)"))
+        ("False", "RemoteUnreachable", said("10.77.3.4:6443 did not answer within 5 s (no answer, no refusal: packets dropped?)"))
     };
     json!({
         "conditions": [

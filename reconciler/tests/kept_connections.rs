@@ -110,8 +110,13 @@ const WAIT: Duration = Duration::from_secs(5);
 /// over a new one. Returns the answer's status, and whether it went over a kept connection.
 async fn check(network: &Network, name: &str, access: &RemoteAccess) -> (u16, bool) {
     match network.check_kept(name, access, WAIT).await {
-        Outcome::Answered { answer, path } => {
+        Outcome::Answered { answer, path, key } => {
             assert_eq!(path, "/version");
+            assert_eq!(
+                key,
+                liqo_reconciler::remote::sessions::key_of(&access.kubeconfig, access.api_url.as_deref(), access.ca_pem.as_deref()),
+                "for this access"
+            );
             (answer.status, true)
         }
         Outcome::NotKept | Outcome::Broken(_) => {

@@ -662,7 +662,7 @@ async fn a_silent_remote_is_reported_without_any_call() {
     let written = w.home.lock().unwrap()[0].2["status"].clone();
     let (status, reason, message) = condition_of(&written, "RemoteReachable");
     assert_eq!((status.as_str(), reason.as_str()), ("False", "RemoteUnreachable"));
-    assert!(message.contains("remote.example:6443 took no connection within 5 s"), "{message}");
+    assert!(message.contains("remote.example:6443 did not answer within 5 s (no answer, no refusal"), "{message}");
     assert_eq!(condition_of(&written, "CaVerified").0, "Unknown", "not checked, as when a call gets no answer");
     assert_eq!(condition_of(&written, "Authenticated").0, "True", "our identity stands");
 }

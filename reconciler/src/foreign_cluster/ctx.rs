@@ -267,14 +267,20 @@ impl<P: Peers> Ctx<P> {
         let name = fc.name_any();
         let started = std::time::Instant::now();
         let gate = match self.shared.peers.check_kept(&name, &access, connector.wait()).await {
-            Outcome::Answered { answer, path } => {
+            Outcome::Answered { answer, path, key } => {
                 let at = std::time::Instant::now();
-                let access = crate::remote::sessions::key_of(&access.kubeconfig, access.api_url.as_deref(), access.ca_pem.as_deref());
-                Some(Gate::Answered(Box::new(Early { status: answer.status, body: answer.body, path, access, at, took: at - started })))
+                Some(Gate::Answered(Box::new(Early {
+                    status: answer.status,
+                    body: answer.body,
+                    path,
+                    access: key,
+                    at,
+                    took: at - started,
+                })))
             }
-            Outcome::Silent(waited) => {
+            Outcome::Silent(_) => {
                 let address = crate::machinery::connect_first::endpoint(&url).map_or(url.clone(), |(h, p)| format!("{h}:{p}"));
-                Some(Gate::Silent(Silent { address, waited, closed: false, on_kept: true }))
+                Some(Gate::Silent(Silent { address, waited: connector.wait(), closed: false, on_kept: true }))
             }
             Outcome::NotKept | Outcome::Broken(_) => None,
         };

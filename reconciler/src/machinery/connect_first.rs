@@ -92,6 +92,7 @@ pub struct Early {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Silent {
     pub address: String,
+    /// The wait it was given (`--connect-wait-seconds`): what its status says.
     pub waited: Duration,
     /// Taken, then closed (reset or ended) by the peer before the check spoke.
     pub closed: bool,
@@ -105,10 +106,13 @@ impl Silent {
         if self.closed {
             // The same words as a check that met it in its turn: a status written once.
             crate::machinery::error::CLOSED_BEFORE_A_WORD.to_owned()
-        } else if self.on_kept {
-            format!("{} did not answer within {} s on its open connection (packets dropped?)", self.address, self.waited.as_secs())
         } else {
-            format!("{} took no connection within {} s (no answer, no refusal: packets dropped?)", self.address, self.waited.as_secs())
+            // The same words whether it was asked on its kept connection or took no new one,
+            // and the wait given, not the time measured: a black-holed peer is asked on its
+            // kept connection once, then connected to, and a status that said it otherwise
+            // the second time would be written twice (the fleet's row h saw 1.8 writes a peer
+            // where one reconcile's turn served them all).
+            format!("{} did not answer within {} s (no answer, no refusal: packets dropped?)", self.address, self.waited.as_secs())
         }
     }
 }
@@ -224,11 +228,10 @@ impl Connector {
     /// [`Connector::connect`] under `permit`, already taken.
     pub async fn connect_with(&self, permit: OwnedSemaphorePermit, url: &str) -> (Gate, OwnedSemaphorePermit) {
         let Some((host, port)) = endpoint(url) else { return (Gate::Failed, permit) };
-        let started = Instant::now();
         let mut gate = match tokio::time::timeout(self.wait, TcpStream::connect((host.as_str(), port))).await {
             Ok(Ok(stream)) => Gate::Connected(stream, Instant::now()),
             Ok(Err(_)) => Gate::Failed,
-            Err(_) => Gate::Silent(Silent { address: format!("{host}:{port}"), waited: started.elapsed(), closed: false, on_kept: false }),
+            Err(_) => Gate::Silent(Silent { address: format!("{host}:{port}"), waited: self.wait, closed: false, on_kept: false }),
         };
         if let Gate::Connected(stream, _) = &gate {
             // Readable: closed, or (unlike a TLS server) it spoke first; either way settled below.
@@ -280,7 +283,16 @@ mod tests {
         let (gate, _permit) = connector.connect(&format!("https://{}", hole.addr)).await;
         let silent = gate.silent().expect("silent").clone();
         assert_eq!(silent.address, hole.addr.to_string());
-        assert!(silent.message().contains("took no connection within 0 s"), "{}", silent.message());
+        assert!(silent.message().contains("did not answer within 0 s (no answer, no refusal"), "{}", silent.message());
+    }
+
+    #[test]
+    fn a_silent_peer_is_told_in_the_same_words_on_its_kept_connection_or_a_new_one() {
+        let silent = |on_kept| Silent { address: "10.0.0.1:6443".into(), waited: CONNECT_WAIT, closed: false, on_kept };
+        assert_eq!(silent(false).message(), "10.0.0.1:6443 did not answer within 5 s (no answer, no refusal: packets dropped?)");
+        assert_eq!(silent(true).message(), silent(false).message(), "one status write, not two");
+        let closed = Silent { closed: true, ..silent(false) };
+        assert_eq!(closed.message(), crate::machinery::error::CLOSED_BEFORE_A_WORD);
     }
 
     /// Connects first to a server that does `then` with the connection it takes; returns the

@@ -24,7 +24,6 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -158,22 +157,19 @@ impl Kept {
 pub enum Outcome {
     /// None kept for it (or one kept for another access or path, now closed).
     NotKept,
-    /// Answered (what it asked).
-    Answered { answer: Answer, path: String },
+    /// Answered (what it asked, for the access of `key`: [`crate::remote::sessions::key_of`]).
+    Answered { answer: Answer, path: String, key: [u8; 32] },
     /// No answer within the wait.
     Silent(Duration),
     /// The connection went (the reason): the check is made over a new one.
     Broken(String),
 }
 
-/// The kept connections, by ForeignCluster name, and what became of their checks.
+/// The kept connections, by ForeignCluster name (what became of their checks is counted by
+/// `liqo_reconciler_connects_first_total`).
 pub struct KeptConnections {
     map: Mutex<HashMap<Box<str>, Kept>>,
     most: usize,
-    /// Checks answered over a kept connection, found silent, found broken.
-    pub answered: AtomicU64,
-    pub silent: AtomicU64,
-    pub broken: AtomicU64,
 }
 
 impl Default for KeptConnections {
@@ -191,7 +187,7 @@ impl std::fmt::Debug for KeptConnections {
 impl KeptConnections {
     /// Keeping at most `most` connections (0: none).
     pub fn keeping(most: usize) -> Self {
-        Self { map: Mutex::default(), most, answered: AtomicU64::new(0), silent: AtomicU64::new(0), broken: AtomicU64::new(0) }
+        Self { map: Mutex::default(), most }
     }
 
     /// Connections kept now.
@@ -244,21 +240,14 @@ impl KeptConnections {
         let started = Instant::now();
         match kept.round_trip(request, wait).await {
             Ok((answer, reusable)) => {
-                self.answered.fetch_add(1, Ordering::Relaxed);
-                let path = kept.path.to_string();
+                let (path, key) = (kept.path.to_string(), kept.key);
                 if reusable {
                     self.put(name, kept);
                 }
-                Outcome::Answered { answer, path }
+                Outcome::Answered { answer, path, key }
             }
-            Err(Failure::Silent) => {
-                self.silent.fetch_add(1, Ordering::Relaxed);
-                Outcome::Silent(started.elapsed())
-            }
-            Err(Failure::Broken(why)) => {
-                self.broken.fetch_add(1, Ordering::Relaxed);
-                Outcome::Broken(why)
-            }
+            Err(Failure::Silent) => Outcome::Silent(started.elapsed()),
+            Err(Failure::Broken(why)) => Outcome::Broken(why),
         }
     }
 }
