@@ -45,6 +45,7 @@ fn exposition() -> String {
     r.count_foreign_clusters([&peer]);
     r.count_peers([&peer], SystemTime::now());
     r.tls_handshakes.get_or_create(&liqo_reconciler::reporting::metrics::HandshakeLabels { kind: "resumed" }).inc();
+    r.connects_first.get_or_create(&liqo_reconciler::reporting::metrics::OutcomeLabels { outcome: "kept_answered" }).inc();
     let w = liqo_webhook::metrics::Metrics::default();
     w.record_admission(liqo_webhook::admission::Endpoint::Validate, "PeeringRequest", "CREATE", None, 0.001);
     w.bad_requests.get_or_create(&liqo_webhook::metrics::ReasonLabels { reason: "malformed" }).inc();
