@@ -24,6 +24,12 @@ async fn handed_server(t: &Two) -> Option<String> {
     config.clusters.first()?.cluster.as_ref()?.server.clone()
 }
 
+/// Waits for an Event of `reason` about our ForeignCluster: it is sent after the write it tells
+/// of, so it is waited for, not raced.
+async fn told(t: &Two, reason: &str) {
+    eventually(reason, || async { (event_count(&t.home, reason, "to-remote").await >= 1).then_some(()) }).await;
+}
+
 async fn joined(t: &Two) -> bool {
     let fc = Api::<liqo_api::ForeignCluster>::all(t.home.clone()).get_opt("to-remote").await.ok().flatten();
     fc.as_ref().is_some_and(outgoing_joined)
@@ -49,7 +55,7 @@ async fn the_kubeconfig_we_keep_on_a_peer_follows_our_api_server_address() {
         .await;
     let after = requests_of(&t.remote, &t.home_id).get(&t.home_id).await.unwrap().metadata.uid;
     assert_eq!(after, request_uid, "no re-join: the same PeeringRequest");
-    assert!(event_count(&t.home, "KubeconfigRewritten", "to-remote").await >= 1);
+    told(&t, "KubeconfigRewritten").await;
     // The remote's broadcaster goes on with it.
     advertisement_status(&requests_of(&t.remote, &t.home_id), &t.home_id, liqo_api::AdvertisementState::Created, "Published").await;
     assert!(joined(&t).await);
@@ -98,8 +104,8 @@ async fn identities_of_a_year_are_renewed_to_the_lifetime_now_given_with_no_rejo
     eprintln!("renewed to {renewed:?}");
     let after = requests_of(&t.remote, &t.home_id).get(&t.home_id).await.unwrap().metadata.uid;
     assert_eq!(after, request_uid, "no re-join: the same PeeringRequest");
-    assert!(event_count(&t.home, "IdentityRenewed", "to-remote").await >= 1);
-    assert!(event_count(&t.home, "KubeconfigRewritten", "to-remote").await >= 1);
+    told(&t, "IdentityRenewed").await;
+    told(&t, "KubeconfigRewritten").await;
     fc_where(&t.home, "to-remote", "joined", outgoing_joined).await;
 }
 
