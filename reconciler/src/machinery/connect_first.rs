@@ -180,13 +180,6 @@ fn closed_by_peer(stream: &TcpStream) -> bool {
     }
 }
 
-/// Whether a connect failed because the peer reset (or aborted) the connection it had taken
-/// (pure): told as closed before a word, whichever side of the connect's end the reset fell
-/// on, so that a peer's status does not change its words from one check to the next.
-pub fn reset_on_connect(e: &std::io::Error) -> bool {
-    matches!(e.kind(), std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted)
-}
-
 /// Makes the connections, at most so many at once.
 #[derive(Clone, Debug)]
 pub struct Connector {
@@ -235,15 +228,14 @@ impl Connector {
     /// [`Connector::connect`] under `permit`, already taken.
     pub async fn connect_with(&self, permit: OwnedSemaphorePermit, url: &str) -> (Gate, OwnedSemaphorePermit) {
         let Some((host, port)) = endpoint(url) else { return (Gate::Failed, permit) };
+        let silent = |closed| Gate::Silent(Silent { address: format!("{host}:{port}"), waited: self.wait, closed, on_kept: false });
         let mut gate = match tokio::time::timeout(self.wait, TcpStream::connect((host.as_str(), port))).await {
             Ok(Ok(stream)) => Gate::Connected(stream, Instant::now()),
             // Reset while connecting: the peer took the connection and closed it at once, the
             // same fact (and words) as a close seen after the connect.
-            Ok(Err(e)) if reset_on_connect(&e) => {
-                Gate::Silent(Silent { address: format!("{host}:{port}"), waited: self.wait, closed: true, on_kept: false })
-            }
+            Ok(Err(e)) if crate::machinery::error::io_closed_before_a_word(&e) => silent(true),
             Ok(Err(_)) => Gate::Failed,
-            Err(_) => Gate::Silent(Silent { address: format!("{host}:{port}"), waited: self.wait, closed: false, on_kept: false }),
+            Err(_) => silent(false),
         };
         if let Gate::Connected(stream, _) = &gate {
             // Readable: closed, or (unlike a TLS server) it spoke first; either way settled below.
@@ -296,15 +288,6 @@ mod tests {
         let silent = gate.silent().expect("silent").clone();
         assert_eq!(silent.address, hole.addr.to_string());
         assert!(silent.message().contains("did not answer within 0 s (no answer, no refusal"), "{}", silent.message());
-    }
-
-    #[test]
-    fn a_reset_while_connecting_is_a_close_before_a_word_a_refusal_is_not() {
-        use std::io::{Error, ErrorKind};
-        assert!(reset_on_connect(&Error::from(ErrorKind::ConnectionReset)));
-        assert!(reset_on_connect(&Error::from(ErrorKind::ConnectionAborted)));
-        assert!(!reset_on_connect(&Error::from(ErrorKind::ConnectionRefused)), "refused: the check says so");
-        assert!(!reset_on_connect(&Error::from(ErrorKind::TimedOut)));
     }
 
     #[test]

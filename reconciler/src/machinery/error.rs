@@ -174,6 +174,15 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub const CLOSED_BEFORE_A_WORD: &str =
     "the remote API server took the connection and closed it before a word (a proxy or load balancer with no API server behind it?)";
 
+/// Whether a socket's error says the peer closed the connection (reset, aborted or ended) while
+/// it was being made, its TLS handshake included: told as [`CLOSED_BEFORE_A_WORD`], whichever
+/// side of the connect's end the close fell on, so a peer's status keeps its words from one
+/// check to the next.
+pub fn io_closed_before_a_word(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind as K;
+    matches!(e.kind(), K::ConnectionReset | K::UnexpectedEof | K::ConnectionAborted | K::BrokenPipe)
+}
+
 /// Whether `e` is a connection closed by the server (reset or ended) while it was being made,
 /// its TLS handshake included: nothing was answered.
 fn closed_before_a_word(e: &kube::Error) -> bool {
@@ -185,8 +194,7 @@ fn closed_before_a_word(e: &kube::Error) -> bool {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(client);
     while let Some(c) = cause {
         if let Some(io) = c.downcast_ref::<std::io::Error>() {
-            use std::io::ErrorKind as K;
-            if matches!(io.kind(), K::ConnectionReset | K::UnexpectedEof | K::ConnectionAborted | K::BrokenPipe) {
+            if io_closed_before_a_word(io) {
                 return true;
             }
             // A connector's timeout layer wraps the socket's error in one of kind Other, whose
@@ -204,6 +212,15 @@ fn closed_before_a_word(e: &kube::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reset_while_connecting_is_a_close_before_a_word_a_refusal_is_not() {
+        use std::io::{Error, ErrorKind};
+        assert!(io_closed_before_a_word(&Error::from(ErrorKind::ConnectionReset)));
+        assert!(io_closed_before_a_word(&Error::from(ErrorKind::ConnectionAborted)));
+        assert!(!io_closed_before_a_word(&Error::from(ErrorKind::ConnectionRefused)), "refused: the check says so");
+        assert!(!io_closed_before_a_word(&Error::from(ErrorKind::TimedOut)));
+    }
 
     fn api(code: u16) -> kube::Error {
         kube::Error::Api(Box::new(kube::core::Status::failure("no", "Forbidden").with_code(code)))

@@ -281,12 +281,7 @@ pub async fn fresh(
     saw: impl FnOnce(Option<rustls::HandshakeKind>),
 ) -> Result<Fresh, FreshError> {
     let mut tls_stream = tokio_rustls::TlsConnector::from(tls).connect(server, stream).await.map_err(|e| {
-        use std::io::ErrorKind as K;
-        if matches!(e.kind(), K::ConnectionReset | K::UnexpectedEof | K::ConnectionAborted | K::BrokenPipe) {
-            FreshError::ClosedBeforeAWord
-        } else {
-            FreshError::Handshake(e)
-        }
+        if crate::machinery::error::io_closed_before_a_word(&e) { FreshError::ClosedBeforeAWord } else { FreshError::Handshake(e) }
     })?;
     saw(tls_stream.get_ref().1.handshake_kind());
     tls_stream.write_all(request).await.map_err(|e| FreshError::Exchange(format!("sending: {e}")))?;

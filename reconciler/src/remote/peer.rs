@@ -202,7 +202,7 @@ impl Peers for Network {
             None => match tokio::time::timeout(self.api_timeout, tokio::net::TcpStream::connect((plan.host.as_str(), plan.port))).await {
                 Ok(Ok(stream)) => stream,
                 // The same words as a reset seen after the connect (and as connecting first).
-                Ok(Err(e)) if crate::machinery::connect_first::reset_on_connect(&e) => {
+                Ok(Err(e)) if crate::machinery::error::io_closed_before_a_word(&e) => {
                     return Err(Error::unreachable(Step::ApiServer, crate::machinery::error::CLOSED_BEFORE_A_WORD));
                 }
                 Ok(Err(e)) => return Err(Error::unreachable(Step::ApiServer, format!("connecting to {address}: {e}"))),
