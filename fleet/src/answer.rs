@@ -53,6 +53,8 @@ pub enum Then {
     Offered(String),
     /// The requester's PeeringRequest was deleted: withdraw the Advertisement.
     Withdrawn(String),
+    /// The Secret of the requester's kubeconfig was deleted: its broadcaster has none now.
+    SecretDeleted(String),
 }
 
 const REQUESTS: &str = "/apis/discovery.liqo.io/v1alpha1/namespaces/";
@@ -233,7 +235,10 @@ fn secret_call(objects: &mut Objects, asked: &Asked<'_>, requester: &str, ns: &s
             Answer { then, ..write(200, secret) }
         }
         Method::DELETE => match objects.secrets.remove(&key) {
-            Some(_) => write(200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
+            Some(_) => Answer {
+                then: Then::SecretDeleted(requester.to_owned()),
+                ..write(200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}))
+            },
             None => Answer { kind: Kind::Write, ..not_found("secrets", name) },
         },
         _ => status(405, "MethodNotAllowed", format!("{} on a Secret", asked.method)),

@@ -352,7 +352,7 @@ pub fn fleet_cpu_seconds() -> f64 {
 }
 
 /// CPU seconds process `pid` used so far (user + system), from `/proc/PID/stat`.
-fn cpu_seconds_of(pid: u32) -> f64 {
+pub fn cpu_seconds_of(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
     let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();

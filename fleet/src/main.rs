@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use liqo_fleet::advertiser::HubAccess;
+use liqo_fleet::advertiser::{Broadcasters, HubAccess};
 use liqo_fleet::hub::Hub;
 use liqo_fleet::scenarios::{Row, Run, table};
 use liqo_fleet::server::{Endpoints, Fleet};
@@ -60,6 +60,13 @@ struct Args {
     /// More flags for the reconciler (e.g. --reconciler-flag=--kube-api-qps=50).
     #[arg(long = "reconciler-flag")]
     reconciler_flags: Vec<String>,
+    /// The peers' broadcasters run in this process instead of a child of their own (whose
+    /// open files then hold their watches of the hub: fewer peers fit a limit on open files).
+    #[arg(long)]
+    broadcasters_in_process: bool,
+    /// Be the child that runs a fleet's broadcasters (the fleet starts it; lines on stdin and stdout).
+    #[arg(long, hide = true)]
+    serve_broadcasters: bool,
     /// The folder of the npm tools (`npm i -E --prefix DIR lighthouse@12.2.3`): the dashboard's
     /// row (g) then audits its home and a peer's page with Lighthouse in Chromium, and holds
     /// accessibility and best practices to 0.95 and the home to 50 KB. With --json PATH, the
@@ -83,17 +90,23 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let _ = rustls::crypto::ring::default_provider().install_default();
     let open_files = raise_open_files_limit();
-    // Each peer holds the hub's kept health-check connection and its broadcaster's watch: two
-    // sockets, besides the hub's and the fleet's own.
-    let needed = args.peers as u64 * 2 + 1_000;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    if args.serve_broadcasters {
+        let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+        return rt.block_on(liqo_fleet::advertiser::remote::serve(stdin, tokio::io::stdout()));
+    }
+    // Each peer holds the hub's kept health-check connection, and its broadcaster's watch of
+    // the hub: one socket each in this process, and one in the broadcasters' child (or two
+    // here), besides the hub's and the fleet's own.
+    let per_peer = if args.broadcasters_in_process { 2 } else { 1 };
+    let needed = args.peers as u64 * per_peer + 1_000;
     if open_files < needed {
         eprintln!(
-            "liqo-fleet: WARNING: open files limited to {open_files} here (the hard limit), and {} peers need about {needed} (the hub's kept connection and a broadcaster's watch each): peers will fail to accept or to watch; run at most {} peers, or raise the hard limit",
+            "liqo-fleet: WARNING: open files limited to {open_files} here (the hard limit), and {} peers need about {needed} in one process ({per_peer} a peer): peers will fail to accept or to watch; run at most {} peers, or raise the hard limit",
             args.peers,
-            open_files.saturating_sub(1_000) / 2
+            open_files.saturating_sub(1_000) / per_peer
         );
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     // Interrupted, the run is dropped: the hub's processes (etcd, the API server, the webhook,
     // the reconciler) are killed with it, none left behind.
     let rows = rt.block_on(async {
@@ -148,7 +161,12 @@ async fn run(args: &Args) -> anyhow::Result<Vec<Row>> {
         watch: !args.broadcasters_poll,
     };
     let made = std::time::Instant::now();
-    let fleet = Fleet::start(args.peers, endpoints, access).await?;
+    let broadcasters = if args.broadcasters_in_process {
+        Broadcasters::InProcess
+    } else {
+        Broadcasters::Child(std::env::current_exe().context("this binary, to run the broadcasters")?)
+    };
+    let fleet = Fleet::start(args.peers, endpoints, access, &broadcasters).await?;
     eprintln!("liqo-fleet: {} peers with their CAs made in {:.1} s", args.peers, made.elapsed().as_secs_f64());
     let mut run = Run::new(hub, fleet, Duration::from_secs(args.health_period_seconds));
     run.lighthouse = args.lighthouse.clone();

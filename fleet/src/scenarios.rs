@@ -97,8 +97,8 @@ pub struct Row {
     /// start), p50 and p99 in milliseconds…
     pub peer_p50_ms: Option<f64>,
     pub peer_p99_ms: Option<f64>,
-    /// …the fleet process's own CPU seconds per health period (the peers, their broadcasters,
-    /// the scenarios), beside the reconciler's and the hub API server's…
+    /// …the fleet's own CPU seconds per health period (the peers, their broadcasters, the
+    /// scenarios: its process and the broadcasters' child), beside the reconciler's and the hub API server's…
     pub fleet_cpu_seconds_per_period: f64,
     /// …the reconciles due and not yet in their turn (connecting first included), the most
     /// seen and at the end of the window…
@@ -279,7 +279,7 @@ impl Run {
             logs: self.hub.log_lines(),
             cpu: self.hub.cpu_seconds(),
             api_cpu: self.hub.api_cpu_seconds(),
-            fleet_cpu: crate::hub::fleet_cpu_seconds(),
+            fleet_cpu: crate::hub::fleet_cpu_seconds() + self.fleet.advertiser.cpu_seconds_elsewhere(),
             overflows: crate::hub::listen_overflows(),
         }
     }

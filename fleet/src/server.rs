@@ -14,7 +14,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::advertiser::{Advertiser, HubAccess};
+use crate::advertiser::{Advertising, Broadcasters, HubAccess};
 use crate::answer::{Asked, Kind, Then, answer};
 pub use crate::counts::{Counts, Snapshot};
 use crate::peer::{Mode, Peer, address};
@@ -37,15 +37,14 @@ pub struct Fleet {
     pub peers: Vec<Arc<Peer>>,
     pub endpoints: Endpoints,
     pub counts: Arc<Counts>,
-    pub advertiser: Arc<Advertiser>,
+    pub advertiser: Advertising,
 }
 
 impl Fleet {
     /// Makes `n` peers (their CAs and certificates), starts serving them and acting as their
-    /// broadcasters toward `hub`.
-    pub async fn start(n: usize, endpoints: Endpoints, hub: HubAccess) -> anyhow::Result<Arc<Self>> {
+    /// broadcasters toward `hub` (where `broadcasters` says).
+    pub async fn start(n: usize, endpoints: Endpoints, hub: HubAccess, broadcasters: &Broadcasters) -> anyhow::Result<Arc<Self>> {
         let counts = Arc::new(Counts::default());
-        let advertiser = Arc::new(Advertiser::new(hub, counts.clone())?);
         let mut listeners = Vec::new();
         let addresses: Vec<SocketAddr> = match endpoints {
             Endpoints::Ports => {
@@ -61,6 +60,7 @@ impl Fleet {
             addresses.iter().enumerate().map(|(i, a)| Ok(Arc::new(Peer::new(i, *a)?))).collect()
         })
         .await??;
+        let advertiser = Advertising::start(broadcasters, hub, &peers, counts.clone())?;
         let fleet = Arc::new(Self { peers, endpoints, counts, advertiser });
         match endpoints {
             Endpoints::Ports => {
@@ -78,9 +78,10 @@ impl Fleet {
 
     /// Sets the mode of the peers in `range`.
     pub fn set_mode(&self, range: std::ops::Range<usize>, mode: Mode) {
-        for p in &self.peers[range] {
+        for p in &self.peers[range.clone()] {
             p.set_mode(mode);
         }
+        self.advertiser.off_changed(range, mode == Mode::Off);
     }
 
     async fn accept(self: Arc<Self>, listener: TcpListener, only: Option<usize>) {
@@ -181,8 +182,9 @@ impl Fleet {
         }
         match answer.then {
             Then::Nothing => {}
-            Then::Offered(requester) => self.advertiser.offered(peer.clone(), requester),
+            Then::Offered(requester) => self.advertiser.offered(&peer, requester),
             Then::Withdrawn(requester) => self.advertiser.withdrawn(&peer, &requester),
+            Then::SecretDeleted(requester) => self.advertiser.credentials_changed(&peer, &requester),
         }
         let response = Response::builder()
             .status(answer.status)

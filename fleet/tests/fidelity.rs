@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use liqo_api::names::{advertisement_name, ca_data_secret, identity_secret, peering_kubeconfig_secret, tenant_namespace};
 use liqo_api::{Advertisement, ForeignCluster, PeeringRequest};
-use liqo_fleet::advertiser::HubAccess;
+use liqo_fleet::advertiser::{Broadcasters, HubAccess};
 use liqo_fleet::scenarios::healthy;
 use liqo_fleet::server::{Endpoints, Fleet};
 use liqo_testenv::eventually;
@@ -69,7 +69,7 @@ async fn a_simulated_peer_is_joined_and_unjoined_as_a_real_one() {
     let Some(hub) = common::hub().await else { return };
     let Some(real) = common::hub().await else { return };
     let access = HubAccess { url: hub.cp.url.clone(), ca_pem: hub.cp.ca_pem.clone(), period: common::HEALTH, watch: true };
-    let fleet = Fleet::start(1, Endpoints::Ports, access).await.unwrap();
+    let fleet = Fleet::start(1, Endpoints::Ports, access, &Broadcasters::InProcess).await.unwrap();
     let sim = fleet.peers[0].clone();
     let hub_id = cluster_id(&hub.admin).await;
     let real_id = cluster_id(&real.admin).await;

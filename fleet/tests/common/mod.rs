@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use liqo_fleet::advertiser::HubAccess;
+use liqo_fleet::advertiser::{Broadcasters, HubAccess};
 use liqo_fleet::hub::Hub;
 use liqo_fleet::server::{Endpoints, Fleet};
 
@@ -50,6 +50,8 @@ pub async fn hub_and_fleet(n: usize) -> Option<(Hub, Arc<Fleet>, Duration)> {
 pub async fn hub_and_fleet_with(n: usize, more: &[&str]) -> Option<(Hub, Arc<Fleet>, Duration)> {
     let hub = hub_with(more).await?;
     let access = HubAccess { url: hub.cp.url.clone(), ca_pem: hub.cp.ca_pem.clone(), period: HEALTH, watch: true };
-    let fleet = Fleet::start(n, Endpoints::Ports, access).await.expect("the fleet");
+    // As `liqo-fleet` runs them: in a child process of their own.
+    let broadcasters = Broadcasters::Child(env!("CARGO_BIN_EXE_liqo-fleet").into());
+    let fleet = Fleet::start(n, Endpoints::Ports, access, &broadcasters).await.expect("the fleet");
     Some((hub, fleet, HEALTH))
 }

@@ -15,7 +15,6 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use base64::Engine;
 use kube::Client;
 use kube::client::Body;
 use liqo_api::AdvertisementSpec;
@@ -25,8 +24,9 @@ use tokio::task::JoinHandle;
 
 use liqo_reconciler::incoming::broadcaster::follow;
 
+use super::round::Round;
+use super::side::{Credentials, Side, Who};
 use crate::counts::Counts;
-use crate::peer::{Mode, NAMESPACE, Peer};
 
 /// The hub as the peers reach it.
 #[derive(Clone, Debug)]
@@ -51,54 +51,27 @@ pub struct Advertiser {
     /// Watches open now.
     watching: Arc<std::sync::atomic::AtomicUsize>,
     counts: Arc<Counts>,
+    /// The peers they run for.
+    side: Arc<dyn Side>,
     running: Mutex<HashMap<(usize, String), JoinHandle<()>>>,
 }
 
-/// How a round went, as our broadcaster reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Round {
-    Created,
-    KubeconfigMissing,
-    /// 401: the token is not known (a new kubeconfig restarts the broadcaster).
-    Refused,
-    /// 403: reported as a refusal, but tried again soon (the hub may not have read the binding
-    /// made for this token yet).
-    Forbidden,
-    Failed,
-}
-
-impl Round {
-    /// When the next round runs, as our broadcaster's `retry_after`: a period after a success or
-    /// a 401 (new credentials restart it at once), sooner after any other failure (the hub
-    /// busy or not answering, its RBAC not caught up, the kubeconfig not there yet), so that a
-    /// peer does not wait a whole period for a hub that was briefly behind; backing off to the
-    /// period over `failures` in a row, at the broadcaster's place `spread` in the window.
-    fn next_after(self, period: Duration, failures: u32, spread: f64) -> Duration {
-        match self {
-            Round::Created | Round::Refused => period,
-            Round::Forbidden | Round::Failed | Round::KubeconfigMissing => {
-                liqo_reconciler::incoming::broadcaster::backoff(period, failures, spread)
-            }
-        }
-    }
-}
-
 impl Advertiser {
-    pub fn new(hub: HubAccess, counts: Arc<Counts>) -> anyhow::Result<Self> {
+    pub fn new(hub: HubAccess, counts: Arc<Counts>, side: Arc<dyn Side>) -> anyhow::Result<Self> {
         let mut config = kube::Config::new(hub.url.parse()?);
         config.root_cert = Some(vec![pem_der(&hub.ca_pem)?]);
         config.read_timeout = Some(Duration::from_secs(30));
         let client = Client::try_from(config.clone())?;
         config.read_timeout = Some(follow::longest_watch(hub.period) + liqo_reconciler::incoming::broadcaster::QUIET_MARGIN);
         let watcher = Client::try_from(config)?;
-        Ok(Self { hub, client, watcher, watching: Arc::default(), counts, running: Mutex::default() })
+        Ok(Self { hub, client, watcher, watching: Arc::default(), counts, side, running: Mutex::default() })
     }
 
     /// `requester`'s PeeringRequest was accepted by `peer` (new or changed): its broadcaster
     /// starts again, its first round at once.
-    pub fn offered(self: &Arc<Self>, peer: Arc<Peer>, requester: String) {
-        let key = (peer.index, requester.clone());
-        let task = tokio::spawn(self.clone().broadcast(peer, requester));
+    pub fn offered(self: &Arc<Self>, who: Who, requester: String) {
+        let key = (who.index, requester.clone());
+        let task = tokio::spawn(self.clone().broadcast(who, requester));
         if let Some(old) = self.running.lock().expect("not poisoned").insert(key, task) {
             old.abort();
         }
@@ -106,15 +79,15 @@ impl Advertiser {
 
     /// `requester`'s PeeringRequest was deleted: the broadcaster stops and its Advertisement
     /// is withdrawn (the hub may have revoked our access first: then it removed it itself).
-    pub fn withdrawn(self: &Arc<Self>, peer: &Arc<Peer>, requester: &str) {
-        if let Some(task) = self.running.lock().expect("not poisoned").remove(&(peer.index, requester.to_owned())) {
+    pub fn withdrawn(self: &Arc<Self>, who: &Who, requester: &str) {
+        if let Some(task) = self.running.lock().expect("not poisoned").remove(&(who.index, requester.to_owned())) {
             task.abort();
         }
-        let (this, peer) = (self.clone(), peer.clone());
-        let secret = kubeconfig_token(&peer, requester);
+        let (this, id) = (self.clone(), who.id.clone());
+        let secret = self.side.credentials(who, requester);
         tokio::spawn(async move {
-            if let Some((token, namespace)) = secret {
-                let path = format!("/apis/sharing.liqo.io/v1alpha1/namespaces/{namespace}/advertisements/{}", advertisement_name(&peer.id));
+            if let Some(Credentials { token, namespace }) = secret {
+                let path = format!("/apis/sharing.liqo.io/v1alpha1/namespaces/{namespace}/advertisements/{}", advertisement_name(&id));
                 this.counts.hub_writes.fetch_add(1, Ordering::Relaxed);
                 let _ = this.call(http::Method::DELETE, &path, &token, None).await;
             }
@@ -131,7 +104,7 @@ impl Advertiser {
         self.running.lock().expect("not poisoned").len()
     }
 
-    async fn broadcast(self: Arc<Self>, peer: Arc<Peer>, requester: String) {
+    async fn broadcast(self: Arc<Self>, peer: Who, requester: String) {
         let (mut last, mut previous) = (None, None);
         let (mut failures, spread) = (0u32, liqo_reconciler::incoming::broadcaster::spread_of(&format!("{}/{requester}", peer.name)));
         // A peer whose hub refused its watch is not asked again before then.
@@ -143,21 +116,21 @@ impl Advertiser {
             let watchable = unwatchable_until.is_none_or(|t| tokio::time::Instant::now() >= t);
             // As ours: a round after which a watch opens reads by the LIST that watch starts from.
             let listing = watchable && self.hub.watch;
-            let (round, watch_from) = match kubeconfig_token(&peer, &requester) {
+            let (round, watch_from) = match self.side.credentials(&peer, &requester) {
                 // A peer that is off reaches nothing: its round fails without a request.
-                _ if peer.mode() == Mode::Off => (Round::Failed, None),
+                _ if self.side.off(&peer) => (Round::Failed, None),
                 // As ours: the round is the watch resumed from the version seen (one request;
                 // its answer is the round's, told when the watch opens or fails).
-                Some((token, _)) if listing && seen.as_ref().is_some_and(|(t, _)| *t == token) => {
+                Some(c) if listing && seen.as_ref().is_some_and(|(t, _)| *t == c.token) => {
                     (Round::Created, seen.as_ref().map(|(_, v)| v.clone()))
                 }
-                Some((token, namespace)) => self.publish(&peer, &token, &namespace, listing).await,
+                Some(Credentials { token, namespace }) => self.publish(&peer, &token, &namespace, listing).await,
                 None => (Round::KubeconfigMissing, None),
             };
             // A 403 is told once the next try is refused too, as our broadcaster does.
             let passing = round == Round::Forbidden && previous != Some(Round::Forbidden);
             if !passing && last != Some(round) {
-                report(&peer, &requester, round);
+                self.side.report(&peer, &requester, round);
                 last = Some(round);
             }
             previous = Some(round);
@@ -179,7 +152,7 @@ impl Advertiser {
     /// The first watch starts from `first_version` when the round before read ours at it.
     async fn follow(
         &self,
-        peer: &Peer,
+        peer: &Who,
         requester: &str,
         spread: f64,
         mut first_version: Option<String>,
@@ -190,7 +163,7 @@ impl Advertiser {
         let resources = liqo_reconciler::cluster::resources::summarize(std::iter::empty());
         let mut breaks = 0u32;
         loop {
-            let Some((token, namespace)) = kubeconfig_token(peer, requester) else { return Followed::Changed };
+            let Some(Credentials { token, namespace }) = self.side.credentials(peer, requester) else { return Followed::Changed };
             let seconds = follow::watch_seconds(period, spread);
             let (opened, lasts) = (tokio::time::Instant::now(), Duration::from_secs(seconds.into()));
             self.counts.hub_watches.fetch_add(1, Ordering::Relaxed);
@@ -201,7 +174,7 @@ impl Advertiser {
                     told = events.next() => told,
                     // The peer going off drops its connections; checked each period.
                     () = tokio::time::sleep(period) => {
-                        if peer.mode() == Mode::Off { return Followed::Off }
+                        if self.side.off(peer) { return Followed::Off }
                         continue;
                     }
                 };
@@ -240,7 +213,7 @@ impl Advertiser {
                 }
             };
             tokio::time::sleep(wait).await;
-            if peer.mode() == Mode::Off {
+            if self.side.off(peer) {
                 return Followed::Off;
             }
         }
@@ -303,7 +276,7 @@ impl Advertiser {
 
     /// One round: the Advertisement exists in the hub. With `listing` (a watch follows) it is
     /// read by a LIST by name, as ours does, and the version to watch from is returned.
-    async fn publish(&self, peer: &Peer, token: &str, namespace: &str, listing: bool) -> (Round, Option<String>) {
+    async fn publish(&self, peer: &Who, token: &str, namespace: &str, listing: bool) -> (Round, Option<String>) {
         let name = advertisement_name(&peer.id);
         let path = format!("/apis/sharing.liqo.io/v1alpha1/namespaces/{namespace}/advertisements/{name}");
         let (read, version) = if listing {
@@ -329,7 +302,7 @@ impl Advertiser {
     }
 
     /// The rest of a round, after ours was read with status `read`.
-    async fn publish_read(&self, peer: &Peer, token: &str, namespace: &str, read: Option<u16>) -> Round {
+    async fn publish_read(&self, peer: &Who, token: &str, namespace: &str, read: Option<u16>) -> Round {
         let name = advertisement_name(&peer.id);
         match read {
             Some(200) => Round::Created,
@@ -410,67 +383,8 @@ enum Followed {
     Refused,
 }
 
-/// The token of the kubeconfig `requester` handed `peer` with its PeeringRequest (the Secret
-/// its `kubeConfigRef` names), if it is there and carries one.
-/// The token of the kubeconfig `requester` handed `peer`, and the namespace its context names
-/// (the peer's tenant namespace at the requester, where the Advertisement goes).
-fn kubeconfig_token(peer: &Peer, requester: &str) -> Option<(String, String)> {
-    let objects = peer.objects.lock().expect("not poisoned");
-    let pr = objects.requests.get(requester)?;
-    let reference = &pr["spec"]["kubeConfigRef"];
-    let key = format!("{}/{}", reference["namespace"].as_str().unwrap_or(NAMESPACE), reference["name"].as_str()?);
-    let data = objects.secrets.get(&key)?["data"]["kubeconfig"].as_str()?.to_owned();
-    drop(objects);
-    let yaml = String::from_utf8(base64::engine::general_purpose::STANDARD.decode(data).ok()?).ok()?;
-    let config = kube::config::Kubeconfig::from_yaml(&yaml).ok()?;
-    let token = config.auth_infos.first()?.auth_info.as_ref()?.token.as_ref()?;
-    let namespace = config.contexts.first()?.context.as_ref()?.namespace.clone()?;
-    Some((secrecy::ExposeSecret::expose_secret(token).to_owned(), namespace))
-}
-
-/// Writes how the last round went into `requester`'s PeeringRequest status.
-fn report(peer: &Peer, requester: &str, round: Round) {
-    use liqo_api::reasons::Reason;
-    // The states and reasons of our broadcaster's report (liqo_reconciler::incoming::broadcaster::report).
-    let (state, status, reason, message) = match round {
-        Round::Created => ("Created", "True", Reason::Published, "our Advertisement is in the peer's cluster"),
-        Round::KubeconfigMissing => {
-            ("Pending", "False", Reason::KubeconfigMissing, "the kubeconfig Secret is missing: waiting for the peer to put it back")
-        }
-        Round::Refused | Round::Forbidden => ("Refused", "False", Reason::PeerRefused, "the peer refuses the kubeconfig it gave us"),
-        Round::Failed => ("Pending", "False", Reason::RemoteUnreachable, "cannot reach the peer's cluster yet"),
-    };
-    let reason = reason.as_str();
-    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
-    let mut objects = peer.objects.lock().expect("not poisoned");
-    if let Some(pr) = objects.requests.get_mut(requester) {
-        pr["status"] = json!({"advertisementStatus": state, "conditions": [{
-            "type": "Advertised", "status": status, "reason": reason, "message": message, "lastTransitionTime": now}]});
-    }
-}
-
 fn pem_der(pem: &str) -> anyhow::Result<Vec<u8>> {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
     Ok(CertificateDer::from_pem_slice(pem.as_bytes())?.to_vec())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_failed_round_is_retried_sooner_than_a_period_a_refused_one_is_not() {
-        let period = Duration::from_secs(120);
-        let retry = liqo_reconciler::context::RETRY;
-        assert_eq!(Round::Created.next_after(period, 0, 1.0), period);
-        assert_eq!(Round::Refused.next_after(period, 1, 1.0), period);
-        assert_eq!(Round::Forbidden.next_after(period, 1, 1.0), retry, "a 403 may pass soon");
-        assert_eq!(Round::KubeconfigMissing.next_after(period, 1, 1.0), retry);
-        assert_eq!(Round::Failed.next_after(period, 1, 1.0), retry);
-        assert_eq!(Round::Failed.next_after(period, 2, 1.0), retry * 2, "backing off");
-        assert_eq!(Round::Failed.next_after(period, 9, 1.0), period, "up to the period");
-        assert_eq!(Round::Failed.next_after(period, 1, 0.0), retry / 2, "at its place in the window");
-        assert_eq!(Round::Failed.next_after(Duration::from_secs(3), 1, 1.0), Duration::from_secs(3));
-    }
 }
