@@ -1,4 +1,5 @@
-//! A fleet of simulated Liqo peers in one process, and the hub scenarios measured against it.
+//! A fleet of simulated Liqo peers in one process (their broadcasters in a child of their own),
+//! and the hub scenarios measured against it.
 //!
 //! Each simulated peer is a distinct endpoint (its own address, or its own port) with its own
 //! cluster ID and its own CA, serving over real TLS what a peer serves to a hub that joins it:
@@ -10,7 +11,7 @@
 //! - [`peer`]: one simulated peer (identity, certificates, mode, the objects stored there);
 //! - [`answer`]: what a peer answers to one request (pure over its state);
 //! - [`server`]: the TLS listeners, one connection at a time, and the counts;
-//! - [`advertiser`]: the peers' broadcasters, writing to the hub;
+//! - [`advertiser`]: the peers' broadcasters, writing to the hub (in this process or a child);
 //! - [`black_hole`]: peers whose packets are dropped (iptables, in the fleet's own namespace);
 //! - [`hub`]: the hub (a real API server, our webhook and reconciler as binaries) and its readings;
 //! - [`cpu_limit`]: CPU limits of the hub's side and the peers' side (control groups);
