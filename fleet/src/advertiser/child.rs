@@ -80,12 +80,7 @@ async fn send_all(mut messages: mpsc::UnboundedReceiver<ToChild>, mut stdin: tok
     }
 }
 
-async fn read_all(
-    stdout: BufReader<tokio::process::ChildStdout>,
-    peers: Vec<Arc<Peer>>,
-    counts: Arc<Counts>,
-    told: Arc<Mutex<Told>>,
-) {
+async fn read_all(stdout: BufReader<tokio::process::ChildStdout>, peers: Vec<Arc<Peer>>, counts: Arc<Counts>, told: Arc<Mutex<Told>>) {
     let mut lines = stdout.lines();
     while let Ok(Some(text)) = lines.next_line().await {
         match serde_json::from_str(&text) {

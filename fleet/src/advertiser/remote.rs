@@ -162,7 +162,8 @@ mod tests {
         let child = tokio::spawn(serve(BufReader::new(child_in), child_out));
         let mut lines = BufReader::new(from_child).lines();
         let send = |m: ToChild| line(&m);
-        let hello = ToChild::Hello { url: format!("https://{closed}"), ca_pem: ca.cert_pem.clone(), period_ms: 60_000, watch: true, peers: 2 };
+        let hello =
+            ToChild::Hello { url: format!("https://{closed}"), ca_pem: ca.cert_pem.clone(), period_ms: 60_000, watch: true, peers: 2 };
         let who = Who { index: 1, id: "f1ee7000-0000-4000-8000-000000000001".into(), name: "fleet-00001".into() };
         let credentials = Some(Credentials { token: "t".into(), namespace: "liqo-tenant-hub".into() });
         let offer = ToChild::Offer { who: who.clone(), requester: "hub".into(), credentials };
