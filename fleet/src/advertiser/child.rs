@@ -8,12 +8,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::engine::HubAccess;
 use super::local::report_on;
-use super::wire::{FromChild, ToChild, Told, line};
+use super::wire::{FromChild, ToChild, Told, write_lines};
 use crate::counts::Counts;
 use crate::peer::Peer;
 
@@ -67,16 +67,9 @@ impl Child {
     }
 }
 
-async fn send_all(mut messages: mpsc::UnboundedReceiver<ToChild>, mut stdin: tokio::process::ChildStdin) {
-    while let Some(first) = messages.recv().await {
-        let mut text = line(&first);
-        while let Ok(next) = messages.try_recv() {
-            text.push_str(&line(&next));
-        }
-        if let Err(e) = stdin.write_all(text.as_bytes()).await {
-            eprintln!("liqo-fleet: the broadcasters' process does not read: {e}");
-            return;
-        }
+async fn send_all(messages: mpsc::UnboundedReceiver<ToChild>, stdin: tokio::process::ChildStdin) {
+    if let Err(e) = write_lines(messages, stdin).await {
+        eprintln!("liqo-fleet: the broadcasters' process does not read: {e}");
     }
 }
 

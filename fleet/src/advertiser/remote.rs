@@ -10,13 +10,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite};
 use tokio::sync::mpsc;
 
 use super::engine::{Advertiser, HubAccess};
 use super::round::Round;
 use super::side::{Credentials, Side, Who};
-use super::wire::{FromChild, ToChild, Told, line};
+use super::wire::{FromChild, ToChild, Told, write_lines};
 use crate::counts::Counts;
 
 /// How often the child tells its figures when they changed.
@@ -67,7 +67,7 @@ pub async fn serve(input: impl AsyncBufRead + Unpin, output: impl AsyncWrite + U
     let counts = Arc::new(Counts::default());
     let hub = HubAccess { url, ca_pem, period: Duration::from_millis(period_ms), watch };
     let advertiser = Arc::new(Advertiser::new(hub, counts.clone(), side.clone())?);
-    let writer = tokio::spawn(write_all(told, output));
+    let writer = tokio::spawn(write_lines(told, output));
     let teller = tokio::spawn(tell(advertiser.clone(), counts, side.out.clone()));
     while let Some(text) = lines.next_line().await? {
         let message: ToChild = serde_json::from_str(&text).with_context(|| format!("a line from the fleet: {text}"))?;
@@ -121,20 +121,9 @@ async fn tell(advertiser: Arc<Advertiser>, counts: Arc<Counts>, out: mpsc::Unbou
     }
 }
 
-/// Writes each message as a line, flushing once none waits.
-async fn write_all(mut messages: mpsc::UnboundedReceiver<FromChild>, mut output: impl AsyncWrite + Unpin) -> std::io::Result<()> {
-    while let Some(first) = messages.recv().await {
-        output.write_all(line(&first).as_bytes()).await?;
-        while let Ok(next) = messages.try_recv() {
-            output.write_all(line(&next).as_bytes()).await?;
-        }
-        output.flush().await?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::wire::line;
     use super::*;
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 

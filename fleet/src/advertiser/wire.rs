@@ -46,6 +46,24 @@ pub struct Told {
     pub running: usize,
 }
 
+/// Writes each message `messages` brings as a line of `output`, those waiting together, flushed
+/// once none waits; ends when the sender does, or on the first error.
+pub async fn write_lines<T: Serialize>(
+    mut messages: tokio::sync::mpsc::UnboundedReceiver<T>,
+    mut output: impl tokio::io::AsyncWrite + Unpin,
+) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    while let Some(first) = messages.recv().await {
+        let mut text = line(&first);
+        while let Ok(next) = messages.try_recv() {
+            text.push_str(&line(&next));
+        }
+        output.write_all(text.as_bytes()).await?;
+        output.flush().await?;
+    }
+    Ok(())
+}
+
 /// One message as its line (no newline in it: JSON escapes them).
 pub fn line<T: Serialize>(message: &T) -> String {
     let mut line = serde_json::to_string(message).expect("serializable");
