@@ -12,6 +12,8 @@ use std::time::Duration;
 use hickory_proto::rr::{LowerName, Name};
 use hickory_proto::serialize::txt::Parser;
 use hickory_server::Server;
+use hickory_server::net::runtime::Time;
+use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::store::in_memory::InMemoryZoneHandler;
 use hickory_server::zone_handler::{AxfrPolicy, Catalog, ZoneType};
 
@@ -51,11 +53,28 @@ pub fn clusters_zone(n: usize, per: usize) -> String {
     zone_file("example.com.", &z)
 }
 
-/// hickory-server serving one zone on 127.0.0.1.
+/// hickory-server serving one zone on 127.0.0.1. Its zone is replaced in place
+/// ([`ZoneServer::set_zone`]): the sockets stay bound, so no other socket (a resolver's random
+/// source port, another test's server) can take the address between two zones.
 pub struct ZoneServer {
     pub addr: SocketAddr,
     origin: String,
-    server: Option<Server<Catalog>>,
+    zone: Arc<Swappable>,
+    server: Option<Server<SwappableHandler>>,
+}
+
+/// The catalog a running server answers from, replaceable while it runs.
+struct Swappable(std::sync::RwLock<Arc<Catalog>>);
+
+/// The server's handler: answers each request from the catalog of the moment.
+struct SwappableHandler(Arc<Swappable>);
+
+#[async_trait::async_trait]
+impl RequestHandler for SwappableHandler {
+    async fn handle_request<R: ResponseHandler, T: Time>(&self, request: &Request, response_handle: R) -> ResponseInfo {
+        let catalog = Arc::clone(&self.0.0.read().unwrap_or_else(|e| e.into_inner()));
+        catalog.handle_request::<R, T>(request, response_handle).await
+    }
 }
 
 fn catalog(origin: &str, zone: &str) -> Result<Catalog, String> {
@@ -72,27 +91,49 @@ fn catalog(origin: &str, zone: &str) -> Result<Catalog, String> {
     Ok(catalog)
 }
 
+/// A UDP socket and a TCP listener on the same address, or the error of the first that failed.
+async fn bind_both(addr: SocketAddr) -> std::io::Result<(tokio::net::UdpSocket, tokio::net::TcpListener)> {
+    let udp = tokio::net::UdpSocket::bind(addr).await?;
+    let tcp = tokio::net::TcpListener::bind(addr).await?;
+    Ok((udp, tcp))
+}
+
 impl ZoneServer {
-    /// Serves `zone` (a zone file) for `origin` on a free port.
+    /// Serves `zone` (a zone file) for `origin` on a port free for both UDP and TCP.
     pub async fn start(origin: &str, zone: &str) -> Self {
-        let port = crate::free_port();
-        let mut s = Self { addr: SocketAddr::from(([127, 0, 0, 1], port)), origin: origin.to_owned(), server: None };
-        s.set_zone(zone).await;
-        s
+        let catalog = catalog(origin, zone).expect("a valid zone");
+        for _ in 0..64 {
+            // A port free for TCP when chosen may be some resolver's UDP source port by now.
+            let addr = SocketAddr::from(([127, 0, 0, 1], crate::free_port()));
+            if let Ok(sockets) = bind_both(addr).await {
+                let zone = Arc::new(Swappable(std::sync::RwLock::new(Arc::new(catalog))));
+                let mut s = Self { addr, origin: origin.to_owned(), zone, server: None };
+                s.serve(sockets);
+                return s;
+            }
+        }
+        panic!("no port in the test range was free for both UDP and TCP in 64 tries");
     }
 
-    /// Serves `zone` from now on (same address).
-    pub async fn set_zone(&mut self, zone: &str) {
-        self.stop().await;
-        let mut server = Server::new(catalog(&self.origin, zone).expect("a valid zone"));
-        let udp = tokio::net::UdpSocket::bind(self.addr).await.expect("binding the DNS UDP port");
-        let tcp = tokio::net::TcpListener::bind(self.addr).await.expect("binding the DNS TCP port");
+    fn serve(&mut self, (udp, tcp): (tokio::net::UdpSocket, tokio::net::TcpListener)) {
+        let mut server = Server::new(SwappableHandler(Arc::clone(&self.zone)));
         server.register_socket(udp);
         server.register_listener(tcp, Duration::from_secs(5), 64 * 1024);
         self.server = Some(server);
     }
 
-    /// Stops answering (the address stays reserved for [`ZoneServer::set_zone`]).
+    /// Serves `zone` from now on (same address; a stopped server starts again on it).
+    pub async fn set_zone(&mut self, zone: &str) {
+        let catalog = catalog(&self.origin, zone).expect("a valid zone");
+        *self.zone.0.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalog);
+        if self.server.is_none() {
+            let sockets = bind_both(self.addr).await.expect("binding the stopped server's address again");
+            self.serve(sockets);
+        }
+    }
+
+    /// Stops answering: the sockets are closed, so a query is refused as by a server that is
+    /// down.
     pub async fn stop(&mut self) {
         if let Some(mut s) = self.server.take() {
             let _ = s.shutdown_gracefully().await;
@@ -117,11 +158,23 @@ impl Named {
             .ok_or_else(|| "named (BIND 9) is not installed: apt-get install bind9".to_owned())
     }
 
-    /// Starts `named` serving `zone` for `origin` and waits until it answers.
+    /// Starts `named` serving `zone` for `origin` and waits until it answers. A port taken
+    /// between its choice and named's bind (a resolver's random UDP source port) is given up for
+    /// another, up to 5 times.
     pub async fn start(origin: &str, zone: &str) -> Result<Self, String> {
+        let mut last = String::new();
+        for _ in 0..5 {
+            match Self::start_on(origin, zone, free_udp_and_tcp_port()).await {
+                Ok(me) => return Ok(me),
+                Err(why) => last = why,
+            }
+        }
+        Err(last)
+    }
+
+    async fn start_on(origin: &str, zone: &str, port: u16) -> Result<Self, String> {
         let named = Self::binary()?;
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let port = crate::free_port();
         let zone_path = dir.path().join("zone.db");
         std::fs::write(&zone_path, zone).map_err(|e| e.to_string())?;
         let conf = format!(
@@ -158,14 +211,27 @@ impl Named {
 
     /// Replaces the zone and makes named load it (SIGHUP reloads every zone).
     pub async fn set_zone(&mut self, origin: &str, zone: &str) -> Result<(), String> {
+        let before = self.reloads();
         std::fs::write(self.dir.path().join("zone.db"), zone).map_err(|e| e.to_string())?;
         let pid = self.child.id().to_string();
         let ok = Command::new("kill").args(["-HUP", &pid]).status().map_err(|e| e.to_string())?.success();
         if !ok {
             return Err("kill -HUP named failed".into());
         }
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Reloaded when named says so (it logs each reload), not after some fixed time.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while self.reloads() <= before {
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!("named did not reload in 20 s: {}", self.log()));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         if answers_soa(self.addr, origin).await { Ok(()) } else { Err(format!("named stopped answering: {}", self.log())) }
+    }
+
+    /// How many reloads named has logged as done.
+    fn reloads(&self) -> usize {
+        self.log().matches(RELOADED).count()
     }
 
     pub fn log(&self) -> String {
@@ -177,6 +243,19 @@ impl Drop for Named {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// What named logs when a reload (SIGHUP) is done.
+const RELOADED: &str = "reloading zones succeeded";
+
+/// A port of the test range that is free, right now, for both UDP and TCP on 127.0.0.1.
+fn free_udp_and_tcp_port() -> u16 {
+    loop {
+        let port = crate::free_port();
+        if std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
     }
 }
 
