@@ -88,45 +88,46 @@ pub struct Peer {
 
 impl Peer {
     pub fn of(fc: &ForeignCluster) -> Self {
-        let status = fc.status.clone().unwrap_or_default();
-        let outgoing = status.outgoing.clone().unwrap_or_default();
+        // Borrowed, not cloned whole: a scrape of the metrics reads every peer this way.
+        let status = fc.status.as_ref();
+        let outgoing = status.and_then(|s| s.outgoing.as_ref());
+        let conditions = status.map_or(&[][..], |s| &s.conditions[..]);
+        let name = fc.metadata.name.clone().unwrap_or_default();
+        let cluster_id = fc.spec.remote_cluster_id().unwrap_or_default().to_owned();
         let phases = ConditionType::PEERING
             .iter()
-            .filter_map(|t| status.conditions.iter().find(|c| c.type_ == t.as_str()))
-            .map(|c| Phase {
+            .filter_map(|t| conditions.iter().find(|c| c.type_ == t.as_str()).map(|c| (t, c)))
+            .map(|(t, c)| Phase {
                 type_: c.type_.clone(),
                 status: c.status.clone(),
                 reason: c.reason.clone(),
                 message: c.message.clone(),
+                // The hints name this peer's objects where the table says `<remote ID>` or `<fc>`.
                 hint: Reason::parse(&c.reason)
-                    .and_then(|r| ConditionType::PEERING.iter().find(|t| t.as_str() == c.type_).map(|t| r.entry_for(*t).hint))
-                    .unwrap_or_default()
-                    .to_owned(),
+                    .map(|r| r.entry_for(*t).hint)
+                    .filter(|h| !h.is_empty())
+                    .map_or_else(String::new, |h| h.replace("<remote ID>", &cluster_id).replace("<fc>", &name)),
                 last_transition_time: Some(c.last_transition_time.0.to_string()),
             })
             .collect::<Vec<Phase>>();
-        let name = fc.metadata.name.clone().unwrap_or_default();
-        let cluster_id = fc.spec.remote_cluster_id().unwrap_or_default().to_owned();
-        // The hints name this peer's objects where the table says `<remote ID>` or `<fc>`.
-        let phases =
-            phases.into_iter().map(|p| Phase { hint: p.hint.replace("<remote ID>", &cluster_id).replace("<fc>", &name), ..p }).collect();
+        let tenant = status.and_then(|s| s.tenant_namespace.as_ref());
         Self {
-            name: name.clone(),
-            cluster_id: cluster_id.clone(),
             cluster_name: fc.spec.cluster_identity.as_ref().and_then(|i| i.cluster_name.clone()),
             discovery_type: fc.spec.discovery_type().as_str().to_owned(),
             join: fc.spec.join(),
-            outgoing: outgoing.joined,
-            incoming: status.incoming.as_ref().is_some_and(|i| i.joined),
+            outgoing: outgoing.is_some_and(|o| o.joined),
+            incoming: status.and_then(|s| s.incoming.as_ref()).is_some_and(|i| i.joined),
             auth_url: fc.spec.auth_url.clone().filter(|u| !u.is_empty()),
             api_url: fc.spec.api_url.clone().filter(|u| !u.is_empty()),
-            ca_fingerprint: status.ca_fingerprint.clone(),
-            presented_fingerprint: outgoing.presented_fingerprint.clone(),
-            remote_peering_request: outgoing.remote_peering_request_name.clone(),
-            advertisement: outgoing.advertisement.clone(),
-            tenant_namespace: status.tenant_namespace.as_ref().and_then(|t| t.local.clone()),
-            remote_tenant_namespace: status.tenant_namespace.as_ref().and_then(|t| t.remote.clone()),
+            ca_fingerprint: status.and_then(|s| s.ca_fingerprint.clone()),
+            presented_fingerprint: outgoing.and_then(|o| o.presented_fingerprint.clone()),
+            remote_peering_request: outgoing.and_then(|o| o.remote_peering_request_name.clone()),
+            advertisement: outgoing.and_then(|o| o.advertisement.clone()),
+            tenant_namespace: tenant.and_then(|t| t.local.clone()),
+            remote_tenant_namespace: tenant.and_then(|t| t.remote.clone()),
             phases,
+            name,
+            cluster_id,
         }
     }
 

@@ -76,7 +76,13 @@ pub fn fingerprint_sha256(cert_pem: &str) -> Result<String> {
 
 /// Lowercase hex SHA-256 of a DER certificate: its fingerprint.
 pub fn der_fingerprint(der: &[u8]) -> String {
-    Sha256::digest(der).iter().map(|b| format!("{b:02x}")).collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(64);
+    for b in Sha256::digest(der) {
+        hex.push(char::from(HEX[usize::from(b >> 4)]));
+        hex.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    hex
 }
 
 /// Whether `cert_pem` was signed by the CA `ca_pem`.
@@ -167,5 +173,7 @@ mod tests {
         assert_ne!(fp, fingerprint_sha256(&new_ca("liqo-ca", now(), Duration::days(1)).unwrap().cert_pem).unwrap());
         assert!(matches!(fingerprint_sha256(&ca.key_pem), Err(CertsError::Pem(_))));
         assert!(inspect("").is_err());
+        // Lowercase hex of the digest (FIPS 180-2's "abc" vector), as `openssl x509 -fingerprint` less the colons.
+        assert_eq!(der_fingerprint(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 }

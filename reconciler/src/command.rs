@@ -482,56 +482,71 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         }
         leader_gauge.leader.set(1);
         tracing::info!("controllers starting");
-        tokio::join!(
+        // Each part is a task of its own, polled when it is woken: one future joining them all
+        // would poll every part at each wake of any (a health check's answer polled the install
+        // watches, the LAN, the other controllers and a dozen signal handlers).
+        let mut parts = Parts::default();
+        parts.spawn(
+            "foreign-clusters",
             foreign_cluster::run(fc_ctx, foreign_followed.follow(), adverts_touched, identities_due, m1, shutdown_signal()),
-            incoming::run::<PeeringRequest, _>(in_ctx.clone(), m2, shutdown_signal()),
-            incoming::run::<FederationRequest, _>(in_ctx, m3, shutdown_signal()),
-            search_domain::run(sd_ctx, m4, shutdown_signal()),
-            sweep.run(shutdown_signal()),
-            install_check.clone().watch(shutdown_signal()),
-            install_check.follow(
-                move |said| {
-                    install_told.send_if_modified(|t| {
-                        let changed = t.install_missing != said;
-                        t.install_missing = said;
-                        changed
-                    });
-                },
-                Duration::from_secs(10),
-                shutdown_signal(),
-            ),
-            sources,
-            async move {
-                if let Some(record) = record {
-                    record.await
-                }
-            },
-            async move {
-                tokio::select! {
-                    _ = remember => {}
-                    _ = shutdown_signal() => {}
-                }
-            },
-            async move {
-                tokio::select! {
-                    _ = summaries => {}
-                    _ = shutdown_signal() => {}
-                }
-            },
-            async move {
-                tokio::select! {
-                    _ = published::keep(published_client, told_rx, crate::context::RETRY) => {}
-                    _ = shutdown_signal() => {}
-                }
-            },
-            async move {
-                if no_mdns {
-                    tracing::info!("mDNS disabled by --no-mdns: no LAN discovery or advertisement");
-                } else {
-                    lan::run(lan_ctx, shutdown_signal()).await;
-                }
-            },
         );
+        parts.spawn("peering-requests", incoming::run::<PeeringRequest, _>(in_ctx.clone(), m2, shutdown_signal()));
+        parts.spawn("federation-requests", incoming::run::<FederationRequest, _>(in_ctx, m3, shutdown_signal()));
+        parts.spawn("search-domains", search_domain::run(sd_ctx, m4, shutdown_signal()));
+        parts.spawn("sweep", sweep.run(shutdown_signal()));
+        parts.spawn("install-watch", install_check.clone().watch(shutdown_signal()));
+        parts.spawn("install-check", async move {
+            install_check
+                .follow(
+                    move |said| {
+                        install_told.send_if_modified(|t| {
+                            let changed = t.install_missing != said;
+                            t.install_missing = said;
+                            changed
+                        });
+                    },
+                    Duration::from_secs(10),
+                    shutdown_signal(),
+                )
+                .await
+        });
+        parts.spawn("broadcaster-sources", sources);
+        parts.spawn("checks-record", async move {
+            if let Some(record) = record {
+                record.await
+            }
+        });
+        parts.spawn("identities-remembered", async move {
+            tokio::select! {
+                _ = remember => {}
+                _ = shutdown_signal() => {}
+            }
+        });
+        parts.spawn("summaries", async move {
+            tokio::select! {
+                _ = summaries => {}
+                _ = shutdown_signal() => {}
+            }
+        });
+        parts.spawn("published", async move {
+            tokio::select! {
+                _ = published::keep(published_client, told_rx, crate::context::RETRY) => {}
+                _ = shutdown_signal() => {}
+            }
+        });
+        parts.spawn("lan", async move {
+            if no_mdns {
+                tracing::info!("mDNS disabled by --no-mdns: no LAN discovery or advertisement");
+            } else {
+                lan::run(lan_ctx, shutdown_signal()).await;
+            }
+        });
+        // A part that panicked leaves the process without it: exit, to be started again whole,
+        // rather than run on lamed.
+        if let Err(part) = parts.wait().await {
+            tracing::error!(part, "a part of the reconciler panicked: exiting");
+            std::process::exit(1);
+        }
     });
 
     let ready = move || id_rx.borrow().is_some() && cfg_rx.borrow().is_some();
@@ -589,9 +604,53 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The parts of the reconciler that run while it leads, each a task of its own.
+#[derive(Default)]
+struct Parts {
+    tasks: tokio::task::JoinSet<()>,
+    names: std::collections::HashMap<tokio::task::Id, &'static str>,
+}
+
+impl Parts {
+    fn spawn(&mut self, name: &'static str, part: impl std::future::Future<Output = ()> + Send + 'static) {
+        let id = self.tasks.spawn(part).id();
+        self.names.insert(id, name);
+    }
+
+    /// Until every part has ended (at shutdown), or the name of the first that panicked.
+    async fn wait(mut self) -> Result<(), &'static str> {
+        while let Some(ended) = self.tasks.join_next_with_id().await {
+            if let Err(e) = ended
+                && e.is_panic()
+            {
+                return Err(self.names.get(&e.id()).copied().unwrap_or("?"));
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn parts_end_together_and_a_panic_names_its_part() {
+        let mut parts = Parts::default();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        parts.spawn("quick", async {});
+        parts.spawn("waits", async move {
+            let _ = rx.await;
+        });
+        let waited = tokio::spawn(parts.wait());
+        tx.send(()).unwrap();
+        assert_eq!(waited.await.unwrap(), Ok(()));
+
+        let mut parts = Parts::default();
+        parts.spawn("steady", std::future::pending());
+        parts.spawn("broken", async { panic!("a part fails") });
+        assert_eq!(parts.wait().await, Err("broken"));
+    }
 
     #[test]
     fn the_client_rate_limit_has_documented_defaults_and_can_be_turned_off() {

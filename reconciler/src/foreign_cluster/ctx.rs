@@ -75,6 +75,9 @@ pub struct Ctx<P: Peers> {
     pub shared: Shared<P>,
     /// How the peer reaches our API server (for the kubeconfig we hand it).
     pub api_server: ApiServer,
+    /// SHA-256 of `api_server`'s CA (of its first certificate), read once: each health check
+    /// compares it with what the kubeconfig we keep on the peer records.
+    api_ca_fingerprint: String,
     /// Our auth service URL, written into our PeeringRequests (fixed, or found at each use).
     pub auth_url: crate::cluster::addresses::Live<Option<String>>,
     /// The data of the Secrets of our namespace labelled [`MANAGED_BY`].
@@ -153,6 +156,7 @@ impl<P: Peers> Ctx<P> {
     ) -> Self {
         Self {
             shared,
+            api_ca_fingerprint: liqo_certs::inspect::fingerprint_sha256(&api_server.ca_pem).unwrap_or_default(),
             api_server,
             auth_url: crate::cluster::addresses::Live::Fixed(auth_url),
             secrets,
@@ -552,7 +556,7 @@ impl<P: Peers> Ctx<P> {
         // Its context names the peer's tenant namespace here: where its broadcaster writes.
         let url = self.api_server.url.get();
         let config = kubeconfig(&self.api_server, ours.home_id, remote_id, access.namespace(), token)?;
-        let handed = decide::handed(&url, &self.api_ca_fingerprint(), issued, expires);
+        let handed = decide::handed(&url, self.api_ca_fingerprint(), issued, expires);
         let secret = Secret {
             metadata: ObjectMeta {
                 name: Some(peering_kubeconfig_secret(ours.home_id)),
@@ -567,8 +571,8 @@ impl<P: Peers> Ctx<P> {
     }
 
     /// SHA-256 of our API server's CA as we hand it to peers (of its first certificate).
-    pub(super) fn api_ca_fingerprint(&self) -> String {
-        liqo_certs::inspect::fingerprint_sha256(&self.api_server.ca_pem).unwrap_or_default()
+    pub(super) fn api_ca_fingerprint(&self) -> &str {
+        &self.api_ca_fingerprint
     }
 }
 

@@ -684,7 +684,7 @@ async fn offer<P: Peers>(
     let (url, ca) = (ctx.api_server.url.get(), ctx.api_ca_fingerprint());
     let by_earlier_release = r.handed.is_none() && previous.is_some_and(|o| o.remote_peering_request_name.is_some());
     let rewrite = (r.handed.is_some() || by_earlier_release)
-        .then(|| decide::rewrite_kubeconfig(r.handed.as_ref(), &url, &ca, ctx.token_lifetime, &ctx::now()))
+        .then(|| decide::rewrite_kubeconfig(r.handed.as_ref(), &url, ca, ctx.token_lifetime, &ctx::now()))
         .flatten();
     let plan = match decide::offer(on_remote, offered, advertised) {
         Offer::Keep if rewrite.is_some() => Offer::Rewrite,
