@@ -241,4 +241,41 @@ mod tests {
         assert!(!l.admit(site(), "RemoteUnreachable".into(), Level::WARN, line, t0));
         assert_eq!(l.len(), 2);
     }
+
+    #[test]
+    fn under_a_level_filter_repeats_are_counted_and_spans_and_other_causes_pass() {
+        use tracing_subscriber::Layer;
+        use tracing_subscriber::filter::FilterExt;
+        use tracing_subscriber::layer::SubscriberExt;
+        #[derive(Clone, Default)]
+        struct Lines(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Lines {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let layer = tracing_subscriber::fmt::layer().with_ansi(false).with_writer(move || writer.clone());
+        let filter = tracing_subscriber::EnvFilter::new("info").and(Quiet::new(Duration::from_secs(3600)));
+        let subscriber = tracing_subscriber::registry().with(layer.with_filter(filter));
+        tracing::subscriber::with_default(subscriber, || {
+            for i in 0..50 {
+                let span = tracing::info_span!("reconciling object", object.ref = %format!("fc-{i}"));
+                let _in = span.enter();
+                tracing::warn!(cause = "RemoteUnreachable", "peer unreachable");
+                tracing::debug!("below the level");
+            }
+            tracing::warn!(cause = "PeerRefused", "peer refused");
+        });
+        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.matches("peer unreachable").count(), 1, "{text}");
+        assert!(text.contains("reconciling object{object.ref=fc-0}"), "the span's fields are on the line: {text}");
+        assert_eq!(text.matches("peer refused").count(), 1, "{text}");
+        assert!(!text.contains("below the level"), "{text}");
+    }
 }

@@ -40,15 +40,16 @@ impl Report {
     /// The start of a join: what the stored status knows (pinned CA, identity, outgoing) stands
     /// until a phase finds otherwise; no phase has a condition yet.
     pub fn joining(previous: Option<&ForeignClusterStatus>) -> Self {
-        let p = previous.cloned().unwrap_or_default();
+        // What it keeps, taken field by field (not a copy of the whole status, conditions and all).
+        let outgoing = previous.and_then(|p| p.outgoing.clone());
         Self {
             phases: vec![],
-            ca_data_ref: p.ca_data_ref,
-            ca_fingerprint: p.ca_fingerprint,
-            auth_status: p.auth_status,
-            handed: p.outgoing.as_ref().and_then(|o| o.handed_kubeconfig.clone()),
-            outgoing: p.outgoing,
-            tenant_namespace: p.tenant_namespace,
+            ca_data_ref: previous.and_then(|p| p.ca_data_ref.clone()),
+            ca_fingerprint: previous.and_then(|p| p.ca_fingerprint.clone()),
+            auth_status: previous.and_then(|p| p.auth_status),
+            handed: outgoing.as_ref().and_then(|o| o.handed_kubeconfig.clone()),
+            outgoing,
+            tenant_namespace: previous.and_then(|p| p.tenant_namespace.clone()),
             settled: false,
         }
     }
@@ -177,7 +178,20 @@ pub fn changes(before: &[Condition], after: &[Condition]) -> Vec<Change> {
 /// Whether `status` differs from the part of `fc`'s this controller owns (pure): only then is
 /// it written.
 pub fn differs(fc: &ForeignCluster, status: &ForeignClusterStatus) -> bool {
-    owned(fc.status.as_ref()) != *status
+    // Field by field, not a copy of the status compared (each round of every peer asks).
+    let empty = ForeignClusterStatus::default();
+    let now = fc.status.as_ref().unwrap_or(&empty);
+    let ForeignClusterStatus { conditions, ttl, last_seen, ca_data_ref, ca_fingerprint, outgoing, incoming, auth_status, tenant_namespace } =
+        status;
+    *conditions != now.conditions
+        || *ttl != now.ttl
+        || *last_seen != now.last_seen
+        || *ca_data_ref != now.ca_data_ref
+        || *ca_fingerprint != now.ca_fingerprint
+        || *outgoing != now.outgoing
+        || incoming.is_some()
+        || *auth_status != now.auth_status
+        || *tenant_namespace != now.tenant_namespace
 }
 
 /// Writes `status` whole (server-side apply, forced: this controller owns these fields);
@@ -254,6 +268,38 @@ mod tests {
         assert!(s.outgoing.unwrap().joined);
         assert_eq!(s.incoming, None, "incoming belongs to another controller");
         assert_eq!(owned(Some(&previous)).incoming, None);
+        // Whether a write is due is what comparing with the owned part says, field by field.
+        let mut fc = ForeignCluster::new("peer", Default::default());
+        fc.status = Some(previous.clone());
+        let same = owned(Some(&previous));
+        assert!(!differs(&fc, &same), "the same but for another controller's incoming");
+        assert_eq!(differs(&fc, &same), owned(fc.status.as_ref()) != same);
+        let changed = [
+            ForeignClusterStatus { ttl: Some(3), ..same.clone() },
+            ForeignClusterStatus { ca_fingerprint: None, ..same.clone() },
+            ForeignClusterStatus { outgoing: None, ..same.clone() },
+            ForeignClusterStatus { incoming: previous.incoming.clone(), ..same.clone() },
+            ForeignClusterStatus { auth_status: Some(AuthStatus::Accepted), ..same.clone() },
+            ForeignClusterStatus { tenant_namespace: Some(Default::default()), ..same.clone() },
+            ForeignClusterStatus { last_seen: Some(t(9)), ..same.clone() },
+            ForeignClusterStatus {
+                conditions: vec![Condition {
+                    type_: "Joined".into(),
+                    status: "True".into(),
+                    reason: "Joined".into(),
+                    message: String::new(),
+                    last_transition_time: t(1),
+                    observed_generation: None,
+                }],
+                ..same.clone()
+            },
+        ];
+        for status in &changed {
+            assert!(differs(&fc, status), "{status:?}");
+            assert_eq!(differs(&fc, status), owned(fc.status.as_ref()) != *status);
+        }
+        fc.status = None;
+        assert!(!differs(&fc, &ForeignClusterStatus::default()), "nothing written, nothing to write");
     }
 
     #[test]

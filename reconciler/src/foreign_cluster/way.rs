@@ -24,6 +24,60 @@ use crate::machinery::writes;
 use crate::remote::http1::{Answer, status_of};
 use crate::remote::peer::{Peers, Trust};
 
+/// Our PeeringRequest as a health check reads it: its `metadata.managedFields` skipped unread
+/// (a real API server answers with an entry for each field manager, about as long as the rest of
+/// the object; nothing here reads them), every other field as the object has it.
+#[derive(serde::Deserialize)]
+struct Read {
+    #[serde(default)]
+    metadata: ReadMeta,
+    spec: liqo_api::peering_request::PeeringRequestSpec,
+    #[serde(default)]
+    status: Option<liqo_api::peering_request::PeeringRequestStatus>,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct ReadMeta {
+    name: Option<String>,
+    generate_name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    generation: Option<i64>,
+    creation_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    deletion_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    deletion_grace_period_seconds: Option<i64>,
+    labels: Option<std::collections::BTreeMap<String, String>>,
+    annotations: Option<std::collections::BTreeMap<String, String>>,
+    finalizers: Option<Vec<String>>,
+    owner_references: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
+}
+
+impl From<Read> for PeeringRequest {
+    fn from(read: Read) -> Self {
+        let m = read.metadata;
+        let metadata = kube::api::ObjectMeta {
+            name: m.name,
+            generate_name: m.generate_name,
+            namespace: m.namespace,
+            uid: m.uid,
+            resource_version: m.resource_version,
+            generation: m.generation,
+            creation_timestamp: m.creation_timestamp,
+            deletion_timestamp: m.deletion_timestamp,
+            deletion_grace_period_seconds: m.deletion_grace_period_seconds,
+            labels: m.labels,
+            annotations: m.annotations,
+            finalizers: m.finalizers,
+            owner_references: m.owner_references,
+            managed_fields: None,
+            self_link: None,
+        };
+        PeeringRequest { metadata, spec: read.spec, status: read.status }
+    }
+}
+
 /// How a ForeignCluster reaches its remote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Way<'a> {
@@ -102,8 +156,8 @@ impl<'a> Way<'a> {
     pub fn read_answer(self, answer: Answer) -> Result<Option<Option<PeeringRequest>>> {
         if (200..300).contains(&answer.status) {
             return match self {
-                Way::AuthService { .. } => serde_json::from_slice(&answer.body)
-                    .map(|request| Some(Some(request)))
+                Way::AuthService { .. } => serde_json::from_slice::<Read>(&answer.body)
+                    .map(|read| Some(Some(read.into())))
                     .map_err(|e| Error::RemoteInvalid { step: Step::ApiServer, message: format!("our PeeringRequest: {e}") }),
                 Way::Anonymous { .. } => Ok(None),
             };
@@ -177,8 +231,23 @@ mod tests {
             "spec": {"clusterIdentity": {"clusterID": "home-id"}, "namespace": "liqo",
                      "kubeConfigRef": {"name": "k", "namespace": "liqo"}}});
         let ok = |body: serde_json::Value| Answer { status: 200, body: serde_json::to_vec(&body).unwrap() };
-        let read = auth.read_answer(ok(request)).unwrap().unwrap().unwrap();
+        let read = auth.read_answer(ok(request.clone())).unwrap().unwrap().unwrap();
         assert_eq!(read.name_any(), "home-id");
+        // As a real API server answers: every field read but the field managers'.
+        let mut full = request;
+        full["metadata"] = serde_json::json!({"name": "home-id", "namespace": "liqo-tenant-x", "uid": "u-1",
+            "resourceVersion": "42", "generation": 3, "creationTimestamp": "2026-12-06T08:00:00Z",
+            "deletionTimestamp": "2026-12-06T09:00:00Z", "deletionGracePeriodSeconds": 0,
+            "labels": {"a": "b"}, "annotations": {"c": "d"}, "finalizers": ["f"],
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Namespace", "name": "n", "uid": "u-0"}],
+            "managedFields": [{"manager": "liqo-reconciler", "operation": "Apply", "apiVersion": "discovery.liqo.io/v1alpha1",
+                               "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:namespace": {}}}}]});
+        full["status"] = serde_json::json!({"conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+            "message": "ok", "lastTransitionTime": "2026-12-06T08:00:01Z"}]});
+        let read = auth.read_answer(ok(full.clone())).unwrap().unwrap().unwrap();
+        let mut expected: PeeringRequest = serde_json::from_value(full).unwrap();
+        expected.metadata.managed_fields = None;
+        assert_eq!(serde_json::to_value(&read).unwrap(), serde_json::to_value(&expected).unwrap());
         let not_found =
             serde_json::json!({"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"});
         let answer = |status: u16, body: &serde_json::Value| Answer { status, body: serde_json::to_vec(body).unwrap() };

@@ -342,6 +342,14 @@ impl Default for Metrics {
 
 /// Where a peer asked to join stands, as [`PeerStateLabels`]: label values only from the typed
 /// lists (a phase or reason this version does not know is `Unknown`), so the series stay few.
+/// Whether `fc` is joined, read from it as it is ([`Peer::joined`] of its summary, without
+/// making the summary: a scrape asks it of every peer).
+pub fn joined(fc: &liqo_api::ForeignCluster) -> bool {
+    let Some(status) = fc.status.as_ref() else { return false };
+    status.outgoing.as_ref().is_some_and(|o| o.joined)
+        && status.conditions.iter().find(|c| c.type_ == ConditionType::Joined.as_str()).is_some_and(|c| c.status == "True")
+}
+
 pub fn peer_state(peer: &Peer) -> PeerStateLabels {
     let typed = |type_: &str, reason: &str| {
         let phase = ConditionType::PEERING.into_iter().find(|t| t.as_str() == type_).map_or("Unknown", ConditionType::as_str);
@@ -435,18 +443,23 @@ impl Metrics {
         let mut unhealthy = Vec::new();
         let mut still_unhealthy = HashMap::new();
         for fc in fcs {
-            let peer = Peer::of(fc);
-            if !peer.join {
+            if !fc.spec.join() {
                 continue;
             }
-            *states.entry(peer_state(&peer)).or_default() += 1;
-            let labels = PeerLabels { foreign_cluster: peer.name.clone(), cluster_id: peer.cluster_id.clone() };
-            let mut seconds = 0;
-            if !peer.joined() {
-                let first = *since.get(&labels).unwrap_or(&now);
-                seconds = now.duration_since(first).unwrap_or_default().as_secs() as i64;
-                still_unhealthy.insert(labels.clone(), first);
+            let labels = PeerLabels {
+                foreign_cluster: fc.metadata.name.clone().unwrap_or_default(),
+                cluster_id: fc.spec.remote_cluster_id().unwrap_or_default().to_owned(),
+            };
+            // A joined peer (most of them, in steady state) is told without its summary.
+            if joined(fc) {
+                *states.entry(PeerStateLabels { state: "joined", phase: "", reason: "" }).or_default() += 1;
+                unhealthy.push((labels, 0));
+                continue;
             }
+            *states.entry(peer_state(&Peer::of(fc))).or_default() += 1;
+            let first = *since.get(&labels).unwrap_or(&now);
+            let seconds = now.duration_since(first).unwrap_or_default().as_secs() as i64;
+            still_unhealthy.insert(labels.clone(), first);
             unhealthy.push((labels, seconds));
         }
         *since = still_unhealthy;
@@ -511,6 +524,10 @@ mod tests {
         let odd = peer("d", true, false, &[("Trusted", "False", "SomethingNew")]);
         let not_asked = peer("e", false, false, &[]);
         let labels = |fc: &liqo_api::ForeignCluster| peer_state(&Peer::of(fc));
+        let said_joined_not_ready = peer("f", true, true, &[("Joined", "False", "RemoteUnreachable")]);
+        for fc in [&joined, &failing, &joining, &odd, &not_asked, &said_joined_not_ready] {
+            assert_eq!(super::joined(fc), Peer::of(fc).joined(), "{:?}", fc.metadata.name);
+        }
         assert_eq!(labels(&joined), PeerStateLabels { state: "joined", phase: "", reason: "" });
         assert_eq!(labels(&failing), PeerStateLabels { state: "failing", phase: "RemoteReachable", reason: "RemoteUnreachable" });
         assert_eq!(labels(&joining), PeerStateLabels { state: "joining", phase: "Joined", reason: "Waiting" });
