@@ -71,7 +71,23 @@ pub fn leaf_not_after_unix<C: AsRef<[u8]>>(chain: &[C]) -> i64 {
 
 /// Lowercase hex SHA-256 of the DER of the first certificate in `cert_pem`.
 pub fn fingerprint_sha256(cert_pem: &str) -> Result<String> {
-    Ok(der_fingerprint(&first_pem(cert_pem)?.contents))
+    Ok(der_fingerprint(&first_certificate_der(cert_pem)?))
+}
+
+/// The DER of the first PEM block of `pem`, which must be a certificate: the base64 between
+/// its armour lines decoded at once (a health check asks it of the pinned CA every round; the
+/// general PEM reader took several times as long, a line at a time).
+fn first_certificate_der(pem: &str) -> Result<Vec<u8>> {
+    use base64::Engine;
+    let unarmoured = |what: &str| CertsError::Pem(format!("not a PEM certificate: {what}"));
+    let (_, after) = pem.split_once("-----BEGIN ").ok_or_else(|| unarmoured("no BEGIN line"))?;
+    let (label, rest) = after.split_once("-----").ok_or_else(|| unarmoured("an unterminated BEGIN line"))?;
+    if label != "CERTIFICATE" {
+        return Err(CertsError::Pem(format!("found a {label} block")));
+    }
+    let (body, _) = rest.split_once("-----END CERTIFICATE-----").ok_or_else(|| unarmoured("no END line"))?;
+    let text: Vec<u8> = body.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    base64::engine::general_purpose::STANDARD.decode(text).map_err(|e| CertsError::Pem(format!("the certificate's base64: {e}")))
 }
 
 /// Lowercase hex SHA-256 of a DER certificate: its fingerprint.
@@ -172,6 +188,17 @@ mod tests {
         assert_eq!(fp, fingerprint_sha256(&ca.cert_pem).unwrap());
         assert_ne!(fp, fingerprint_sha256(&new_ca("liqo-ca", now(), Duration::days(1)).unwrap().cert_pem).unwrap());
         assert!(matches!(fingerprint_sha256(&ca.key_pem), Err(CertsError::Pem(_))));
+        // The same DER as the general PEM reader's, for a chain (the first certificate) and
+        // with CRLF line endings; nothing for what is not a whole certificate block.
+        let leaf = issue_serving(&ca, &["leaf.example".to_owned()], now(), Duration::days(1)).unwrap();
+        let chain = format!("{}{}", leaf.cert_pem, ca.cert_pem);
+        assert_eq!(first_certificate_der(&chain).unwrap(), first_pem(&chain).unwrap().contents);
+        assert_eq!(first_certificate_der(&ca.cert_pem.replace('\n', "\r\n")).unwrap(), first_pem(&ca.cert_pem).unwrap().contents);
+        assert_eq!(fingerprint_sha256(&chain).unwrap(), fingerprint_sha256(&leaf.cert_pem).unwrap());
+        let truncated = &ca.cert_pem[..ca.cert_pem.len() - 10];
+        assert!(matches!(fingerprint_sha256(truncated), Err(CertsError::Pem(_))));
+        assert!(matches!(fingerprint_sha256("-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n"), Err(CertsError::Pem(_))));
+        assert!(matches!(fingerprint_sha256(""), Err(CertsError::Pem(_))));
         assert!(inspect("").is_err());
         // Lowercase hex of the digest (FIPS 180-2's "abc" vector), as `openssl x509 -fingerprint` less the colons.
         assert_eq!(der_fingerprint(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");

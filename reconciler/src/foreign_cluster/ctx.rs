@@ -111,8 +111,6 @@ pub struct Ctx<P: Peers> {
     pub(super) remote_lifetimes: Mutex<HashMap<String, (std::time::Instant, Option<Duration>)>>,
     /// What each peer's kubeconfig says, read once per kubeconfig (not parsed each round).
     pub kubeconfigs: crate::remote::facts::Memo,
-    /// The fingerprint of each CA pinned for a peer, read once per PEM (not decoded each round).
-    pub ca_fingerprints: crate::remote::facts::Fingerprints,
     /// ForeignClusters whose remote this process put our request on, until a status read
     /// records it (see [`Ctx::offered`]): a reconcile woken (by the peer's Advertisement, say)
     /// before the store shows the status written after the offer does not make it again
@@ -173,7 +171,6 @@ impl<P: Peers> Ctx<P> {
             refreshed: Mutex::default(),
             remote_lifetimes: Mutex::default(),
             kubeconfigs: Default::default(),
-            ca_fingerprints: Default::default(),
             offers: Mutex::default(),
             withdrawing: Mutex::default(),
             wakes: std::sync::OnceLock::new(),

@@ -367,7 +367,7 @@ async fn pin_ca<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report) -> St
             }
         },
     };
-    let fingerprint = ctx.ca_fingerprints.of(&pem).map_err(|e| Error::Tls(format!("{secret}: {e}")))?.to_string();
+    let fingerprint = liqo_certs::inspect::fingerprint_sha256(&pem).map_err(|e| Error::Tls(format!("{secret}: {e}")))?;
     r.ca_data_ref = Some(SecretRef { name: secret, namespace: Some(ctx.shared.namespace.clone()) });
     r.ca_fingerprint = Some(fingerprint.clone());
     Ok(Pinned { pem, fingerprint })

@@ -91,70 +91,9 @@ impl Entries {
     }
 }
 
-/// The SHA-256 fingerprints of the CAs pinned for peers (of each PEM's first certificate), read
-/// once per PEM instead of decoded each round: a PEM's decoding was about 3 % of the reconciler's
-/// CPU at 1,000 joined peers. Kept by the PEM text's SHA-256 (cheap beside its decoding);
-/// entries unused for [`IDLE`] are dropped.
-#[derive(Default)]
-pub struct Fingerprints {
-    entries: Mutex<FingerprintEntries>,
-}
-
-/// Fingerprints by the PEM's SHA-256, each with when it was last asked for; when they were
-/// last swept.
-type FingerprintEntries = (HashMap<[u8; 32], (Arc<str>, Instant)>, Option<Instant>);
-
-impl Fingerprints {
-    /// The fingerprint of `pem`'s first certificate (lowercase hex), or why it has none.
-    pub fn of(&self, pem: &str) -> liqo_certs::Result<Arc<str>> {
-        let key: [u8; 32] = Sha256::digest(pem.as_bytes()).into();
-        let now = Instant::now();
-        {
-            let mut guard = self.entries.lock().expect("not poisoned");
-            let (map, swept) = &mut *guard;
-            if swept.is_none_or(|at| now.duration_since(at) >= SWEEP_EVERY) {
-                *swept = Some(now);
-                map.retain(|_, (_, used)| now.duration_since(*used) < IDLE);
-            }
-            if let Some((fingerprint, used)) = map.get_mut(&key) {
-                *used = now;
-                return Ok(fingerprint.clone());
-            }
-        }
-        let fingerprint: Arc<str> = liqo_certs::inspect::fingerprint_sha256(pem)?.into();
-        self.entries.lock().expect("not poisoned").0.insert(key, (fingerprint.clone(), now));
-        Ok(fingerprint)
-    }
-
-    /// PEMs kept.
-    pub fn len(&self) -> usize {
-        self.entries.lock().expect("not poisoned").0.len()
-    }
-
-    /// Whether none is kept.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_pems_fingerprint_is_read_once_and_is_the_certificates() {
-        let memo = Fingerprints::default();
-        let now = time::OffsetDateTime::now_utc();
-        let ca = liqo_certs::new_ca("liqo-ca", now, time::Duration::days(1)).unwrap();
-        let other = liqo_certs::new_ca("liqo-ca", now, time::Duration::days(1)).unwrap();
-        let first = memo.of(&ca.cert_pem).unwrap();
-        assert_eq!(&*first, liqo_certs::inspect::fingerprint_sha256(&ca.cert_pem).unwrap());
-        assert!(Arc::ptr_eq(&first, &memo.of(&ca.cert_pem).unwrap()), "read once");
-        assert_eq!(&*memo.of(&other.cert_pem).unwrap(), liqo_certs::inspect::fingerprint_sha256(&other.cert_pem).unwrap());
-        assert_eq!(memo.len(), 2);
-        assert!(memo.of("not a PEM").is_err());
-        assert_eq!(memo.len(), 2, "nothing kept for what has no fingerprint");
-    }
 
     fn kubeconfig(server: &str, namespace: &str, token: &str) -> String {
         format!(
