@@ -127,13 +127,6 @@ impl Report {
     }
 }
 
-/// The part of a stored status this controller owns (pure).
-pub fn owned(status: Option<&ForeignClusterStatus>) -> ForeignClusterStatus {
-    let mut s = status.cloned().unwrap_or_default();
-    s.incoming = None;
-    s
-}
-
 /// A change of phase worth an Event: whether it is a warning, its reason and message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Change {
@@ -219,6 +212,14 @@ pub fn only_ours_changed(read: &ForeignCluster, written: &ForeignCluster) -> boo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The part of a stored status this controller owns: what [`differs`] compares with, field
+    /// by field.
+    fn owned(status: Option<&ForeignClusterStatus>) -> ForeignClusterStatus {
+        let mut s = status.cloned().unwrap_or_default();
+        s.incoming = None;
+        s
+    }
 
     fn t(s: i64) -> Time {
         Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap())
