@@ -20,6 +20,8 @@ stuck() {
   "$k" -n liqo logs job/liqo-certs --tail=30 >&2 2>&1 || true
   echo "--- the last Events in liqo:" >&2
   "$k" -n liqo get events --sort-by=.lastTimestamp 2>&1 | tail -25 >&2 || true
+  echo "--- the node's taints and conditions:" >&2
+  "$k" get nodes -o jsonpath='{range .items[*]}{.metadata.name}: {.spec.taints[*].key} {range .status.conditions[?(@.status=="True")]}{.type} {end}{"\n"}{end}' >&2 2>&1 || true
   echo "--- disk:" >&2
   df -h / >&2 || true
   fail "$2"
