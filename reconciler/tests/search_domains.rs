@@ -18,7 +18,7 @@ use liqo_reconciler::remote::auth::client::Verify;
 use liqo_reconciler::remote::auth::service::{ApiServer, AuthService};
 use liqo_reconciler::remote::peer::Network;
 use liqo_reconciler::reporting::events::{Recorder, Reporter};
-use liqo_reconciler::reporting::metrics::Metrics;
+use liqo_reconciler::reporting::metrics::{Metrics, ReconcileLabels};
 use liqo_serve::{CertFiles, ReloadingCert, serve_https, server_config};
 use liqo_testenv::dns::{ZoneServer, zone_file};
 use liqo_testenv::{ControlPlane, event, eventually, install_liqo};
@@ -49,10 +49,22 @@ fn api_zone(ids: &[&str]) -> String {
 }
 
 fn start_controller(client: &Client, dns: DnsSd, config: ClusterConfigSpec) -> watch::Sender<Option<ClusterConfigSpec>> {
-    start_controller_with(client, dns, config, liqo_reconciler::context::MAX_DISCOVERED)
+    start_controller_with(client, dns, config, liqo_reconciler::context::MAX_DISCOVERED, Arc::default())
 }
 
-fn start_controller_with(client: &Client, dns: DnsSd, config: ClusterConfigSpec, max: usize) -> watch::Sender<Option<ClusterConfigSpec>> {
+/// Lookups (reconciles of a SearchDomain) the controller made that ended without an error: a
+/// failed DNS lookup is one (its status says so).
+fn lookups(metrics: &Metrics) -> u64 {
+    metrics.reconciles.get_or_create(&ReconcileLabels { controller: "search_domain", result: "ok" }).get()
+}
+
+fn start_controller_with(
+    client: &Client,
+    dns: DnsSd,
+    config: ClusterConfigSpec,
+    max: usize,
+    metrics: Arc<Metrics>,
+) -> watch::Sender<Option<ClusterConfigSpec>> {
     let (id_tx, id_rx) = watch::channel(Some(OWN.to_owned()));
     std::mem::forget(id_tx);
     let (cfg_tx, cfg_rx) = watch::channel(Some(config));
@@ -61,7 +73,7 @@ fn start_controller_with(client: &Client, dns: DnsSd, config: ClusterConfigSpec,
     let recorder = Recorder::new(client.clone(), Reporter { controller: "liqo-reconciler".into(), instance: None });
     let shared = Shared::new(client.clone(), "liqo", id_rx, cfg_rx, peers, foreign).with_recorder(recorder).with_max_discovered(max);
     let ctx = Arc::new(Ctx::new(shared, dns, Duration::from_secs(1)));
-    tokio::spawn(search_domain::run(ctx, Arc::new(Metrics::default()), std::future::pending()));
+    tokio::spawn(search_domain::run(ctx, metrics, std::future::pending()));
     cfg_tx
 }
 
@@ -73,7 +85,8 @@ async fn a_zone_listing_too_many_clusters_fills_only_the_cap() {
     let admin = cp.admin();
     install_liqo(&admin, "liqo").await;
     let dns_server = ZoneServer::start("example.com.", &api_zone(&[ID, ID2, ID3])).await;
-    let _cfg = start_controller_with(&admin, DnsSd::with_nameserver(dns_server.addr).unwrap(), ClusterConfigSpec::default(), 2);
+    let _cfg =
+        start_controller_with(&admin, DnsSd::with_nameserver(dns_server.addr).unwrap(), ClusterConfigSpec::default(), 2, Arc::default());
     let sd = SearchDomain::new("example.com", SearchDomainSpec { domain: "example.com".into(), autojoin: Some(false) });
     Api::<SearchDomain>::all(admin.clone()).create(&PostParams::default(), &sd).await.unwrap();
 
@@ -114,7 +127,9 @@ async fn a_search_domain_keeps_one_foreign_cluster_per_listed_cluster() {
     fcs.create(&PostParams::default(), &incoming).await.unwrap();
 
     let mut dns_server = ZoneServer::start("example.com.", &api_zone(&[ID, ID2])).await;
-    let _cfg = start_controller(&admin, DnsSd::with_nameserver(dns_server.addr).unwrap(), ClusterConfigSpec::default());
+    let metrics = Arc::new(Metrics::default());
+    let dns = DnsSd::with_nameserver(dns_server.addr).unwrap();
+    let _cfg = start_controller_with(&admin, dns, ClusterConfigSpec::default(), liqo_reconciler::context::MAX_DISCOVERED, metrics.clone());
     let sd = SearchDomain::new("example.com", SearchDomainSpec { domain: "example.com".into(), autojoin: Some(true) });
     let sd = Api::<SearchDomain>::all(admin.clone()).create(&PostParams::default(), &sd).await.unwrap();
 
@@ -177,7 +192,9 @@ async fn a_search_domain_keeps_one_foreign_cluster_per_listed_cluster() {
     assert!(message.contains("nothing deleted"), "{message}");
     let warning = eventually("a DnsLookupFailed Event", || async { event(&admin, "DnsLookupFailed", "example.com").await }).await;
     assert_eq!(warning.type_.as_deref(), Some("Warning"));
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Two more lookups fail (one a second); then still nothing is deleted.
+    let failed_once = lookups(&metrics);
+    eventually("two more lookups", || async { (lookups(&metrics) >= failed_once + 2).then_some(()) }).await;
     assert!(fc(&admin, ID).await.is_some() && fc(&admin, ID3).await.is_some(), "a failed lookup deletes nothing");
 }
 
