@@ -98,6 +98,31 @@ async fn a_simulated_peer_is_joined_and_unjoined_as_a_real_one() {
         shape(secrets.get(&identity_secret("real")).await.unwrap(), &real_id),
         "the identity Secrets"
     );
+    // The token in each: a ServiceAccount token with the same claims, and as large as a real
+    // one at least (the hub keeps it for each peer). The test's API server signs with an ECDSA
+    // P-256 key (a 64-byte signature), the simulated peers as kubeadm's RSA 2048 key (256).
+    let token = |s: Secret| {
+        let text = String::from_utf8(s.data.unwrap()[liqo_reconciler::foreign_cluster::KUBECONFIG_KEY].0.clone()).unwrap();
+        liqo_reconciler::remote::peer::token_of(&text).expect("a bearer token")
+    };
+    let (sim_token, real_token) =
+        (token(secrets.get(&identity_secret("sim")).await.unwrap()), token(secrets.get(&identity_secret("real")).await.unwrap()));
+    let claims = |t: &str| {
+        use base64::Engine;
+        let part = t.split('.').nth(1).expect("a JWT's claims");
+        let value: Value = serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(part).unwrap()).unwrap();
+        let keys = |v: &Value| v.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+        (keys(&value), keys(&value["kubernetes.io"]), keys(&value["kubernetes.io"]["serviceaccount"]))
+    };
+    assert_eq!(claims(&sim_token), claims(&real_token), "the tokens' claims");
+    let signature = |t: &str| t.rsplit('.').next().unwrap().len();
+    assert_eq!(signature(&real_token), 86, "the test API server's signature: ES256");
+    assert_eq!(signature(&sim_token), 342, "the simulated peer's: RS256 with a 2048-bit key");
+    // The rest as long, give or take the issuer and audience (kubeadm's, 14 characters longer
+    // than the test API server's, twice, in base64).
+    let unsigned = |t: &str| t.len() - signature(t);
+    let (sim_len, real_len) = (unsigned(&sim_token), unsigned(&real_token));
+    assert!(sim_len >= real_len && sim_len <= real_len + 64, "the same header and claims: {sim_token} and {real_token}");
 
     // The Advertisement each peer wrote in the hub.
     // Each in the sender's tenant namespace on the hub (SPEC §9).

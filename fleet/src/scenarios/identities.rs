@@ -168,7 +168,7 @@ async fn make_due(peer: &Peer, secrets: &Api<Secret>) -> anyhow::Result<()> {
     let hub_id = hub_id.ok_or_else(|| anyhow::anyhow!("{}: the hub asked no identity", peer.name))?;
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
     let life = TOKEN_LIFETIME.as_secs() as i64;
-    let token = service_account_token(now - life * 9 / 10, now + life / 10);
+    let token = service_account_token(&hub_id, now - life * 9 / 10, now + life / 10);
     let config = identity_kubeconfig(peer, &hub_id, &token).ok_or_else(|| anyhow::anyhow!("kubeconfig"))?;
     peer.objects.lock().expect("not poisoned").tokens.insert(token, hub_id);
     let patch = json!({"stringData": {liqo_reconciler::foreign_cluster::KUBECONFIG_KEY: config}});
