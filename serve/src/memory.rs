@@ -4,7 +4,8 @@
 /// `allow_thp`), and a 2 MiB page is resident whole however little of it is used: with them
 /// the reconciler held 52 MiB at 1,000 joined peers, without them 35 (docs/scaling.md). A
 /// controller's footprint is worth more than its TLB hits. Call it first thing in `main`: pages
-/// already huge stay so.
+/// already huge stay so (which is why mimalloc is also built with its `no_thp` feature: it then
+/// never asks for them, before `main` included).
 #[cfg(target_os = "linux")]
 pub fn no_huge_pages() {
     // SAFETY: PR_SET_THP_DISABLE takes integers and touches no memory of ours.

@@ -231,7 +231,7 @@ impl Peers for Network {
     async fn check_kept(&self, name: &str, access: &RemoteAccess, wait: Duration) -> Outcome {
         let key = key_of(&access.kubeconfig, access.api_url.as_deref(), access.ca_pem.as_deref());
         let Some(kept) = self.kept.take(name, &key, || self.sessions.full_next(&key)) else { return Outcome::NotKept };
-        let Some(request) = self.sessions.request(&key, kept.path()) else { return Outcome::NotKept };
+        let Some(request) = self.sessions.request(&key, &access.kubeconfig, kept.path()) else { return Outcome::NotKept };
         self.kept.check(name, kept, &request, wait).await
     }
     fn forget_kept(&self, name: &str) {
@@ -264,12 +264,12 @@ impl Network {
 
     /// [`Network::prepared`] for the access of `key`.
     async fn prepared_for(&self, key: [u8; 32], access: &RemoteAccess) -> Result<Prepared> {
-        if let Some(prepared) = self.sessions.reuse(&key) {
+        if let Some(prepared) = self.sessions.reuse(&key, &access.kubeconfig) {
             return Ok(prepared);
         }
         let config = self.api_config(access).await?;
         let tls = Tls::of(&config).map_err(|e| Error::Tls(format!("a client for the remote API server: {e}")))?;
-        Ok(self.sessions.keep(key, config, tls))
+        Ok(self.sessions.keep(key, &access.kubeconfig, config, tls))
     }
 
     /// The client configuration for a peer's API server: its pinned kubeconfig, our timeouts.

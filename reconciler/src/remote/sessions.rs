@@ -20,7 +20,8 @@
 //!   many checks. An API server restarted with a new certificate has
 //!   new ticket keys: it refuses the ticket, the handshake is full, and the change is seen at once.
 //!
-//! Memory: an entry holds the client configuration (the identity's token), the pinned CA's
+//! Memory: an entry holds the client configuration (the identity's token as where it stands in
+//! the kubeconfig, which every call comes with: [`Token`]), the pinned CA's
 //! verifier (the TLS configuration is made around it at each call, [`Tls`]) and one ticket with
 //! the certificate chain it was made under;
 //! entries unused for [`IDLE`] are dropped. docs/scaling.md gives the measured bytes per peer.
@@ -126,14 +127,49 @@ enum Target {
         server_name: Option<Box<str>>,
         disable_compression: bool,
         timeouts: [Option<Duration>; 3],
-        /// `None`: anonymous.
-        token: Option<secrecy::SecretString>,
+        token: Token,
     },
     Whole(Box<kube::Config>),
 }
 
+/// A small target's bearer token. A ServiceAccount token is about 1 KiB, and every call comes
+/// with the kubeconfig it is in (the access's key is that kubeconfig's SHA-256), so it is kept as
+/// where it stands in that text, not as a second copy (10 MiB at 10,000 peers).
+#[derive(Debug)]
+enum Token {
+    /// Anonymous.
+    None,
+    /// These bytes of the kubeconfig.
+    At(std::ops::Range<u32>),
+    /// Not written as it is in the kubeconfig (a quoted or folded scalar): a copy.
+    Own(secrecy::SecretString),
+}
+
+impl Token {
+    fn of(token: Option<secrecy::SecretString>, kubeconfig: &str) -> Self {
+        use secrecy::ExposeSecret;
+        let Some(token) = token else { return Self::None };
+        let found = kubeconfig.find(token.expose_secret()).and_then(|start| {
+            let end = start + token.expose_secret().len();
+            Some(u32::try_from(start).ok()?..u32::try_from(end).ok()?)
+        });
+        found.map_or(Self::Own(token), Self::At)
+    }
+
+    /// The token, read from `kubeconfig` (the one it was kept from); `Err` when it is not there
+    /// (another text: nothing of this access is used then).
+    fn read<'a>(&'a self, kubeconfig: &'a str) -> Result<Option<&'a str>, ()> {
+        use secrecy::ExposeSecret;
+        match self {
+            Self::None => Ok(None),
+            Self::At(at) => kubeconfig.get(at.start as usize..at.end as usize).map(Some).ok_or(()),
+            Self::Own(token) => Ok(Some(token.expose_secret())),
+        }
+    }
+}
+
 impl Target {
-    fn of(config: kube::Config) -> Self {
+    fn of(config: kube::Config, kubeconfig: &str) -> Self {
         if !only_a_token(&config.auth_info) || config.proxy_url.is_some() || !config.headers.is_empty() || config.accept_invalid_certs {
             return Self::Whole(Box::new(config));
         }
@@ -143,21 +179,22 @@ impl Target {
             server_name: config.tls_server_name.map(Into::into),
             disable_compression: config.disable_compression,
             timeouts: [config.connect_timeout, config.read_timeout, config.write_timeout],
-            token: config.auth_info.token,
+            token: Token::of(config.auth_info.token, kubeconfig),
         }
     }
 
-    fn config(&self) -> kube::Config {
+    /// The configuration, its token read from `kubeconfig` (the one it was kept from).
+    fn config(&self, kubeconfig: &str) -> Option<kube::Config> {
         match self {
-            Self::Whole(config) => (**config).clone(),
+            Self::Whole(config) => Some((**config).clone()),
             Self::Small { url, namespace, server_name, disable_compression, timeouts, token } => {
                 let mut config = kube::Config::new(url.clone());
                 config.default_namespace = namespace.to_string();
                 config.tls_server_name = server_name.as_deref().map(str::to_owned);
                 config.disable_compression = *disable_compression;
                 [config.connect_timeout, config.read_timeout, config.write_timeout] = *timeouts;
-                config.auth_info.token = token.clone();
-                config
+                config.auth_info.token = token.read(kubeconfig).ok()?.map(|t| t.to_owned().into());
+                Some(config)
             }
         }
     }
@@ -335,8 +372,9 @@ impl Sessions {
         self.handshakes.get_or_create(&HandshakeLabels { kind }).get()
     }
 
-    /// What a call with the access of `key` reuses; `None` when nothing is kept for it yet.
-    pub fn reuse(&self, key: &[u8; 32]) -> Option<Prepared> {
+    /// What a call with the access of `key` (made of `kubeconfig`) reuses; `None` when nothing
+    /// is kept for it yet.
+    pub fn reuse(&self, key: &[u8; 32], kubeconfig: &str) -> Option<Prepared> {
         let kept = {
             let mut entries = self.entries.lock().expect("not poisoned");
             let now = Instant::now();
@@ -351,20 +389,18 @@ impl Sessions {
             }
             entry.kept.clone()
         };
-        Some(self.prepared(&kept))
+        self.prepared(&kept, kubeconfig)
     }
 
     /// The GET of `path` a health check over a kept connection sends for the access of `key`
-    /// (`None`: nothing kept for it, or not a token's). Counts as a use of the access.
-    pub fn request(&self, key: &[u8; 32], path: &str) -> Option<Vec<u8>> {
+    /// (made of `kubeconfig`; `None`: nothing kept for it, or not a token's). Counts as a use
+    /// of the access.
+    pub fn request(&self, key: &[u8; 32], kubeconfig: &str, path: &str) -> Option<Vec<u8>> {
         let mut entries = self.entries.lock().expect("not poisoned");
         let entry = entries.map.get_mut(key)?;
         entry.used = Instant::now();
         match &*entry.kept.config {
-            Target::Small { url, token, .. } => {
-                use secrecy::ExposeSecret;
-                Some(request_of(url, path, token.as_ref().map(|t| t.expose_secret())))
-            }
+            Target::Small { url, token, .. } => Some(request_of(url, path, token.read(kubeconfig).ok()?)),
             Target::Whole(_) => None,
         }
     }
@@ -385,27 +421,27 @@ impl Sessions {
         }
     }
 
-    /// Keeps `config` and `tls` (just made) for the access of `key`, and what a call with them
-    /// needs.
-    pub fn keep(&self, key: [u8; 32], config: kube::Config, tls: Tls) -> Prepared {
+    /// Keeps `config` and `tls` (just made from `kubeconfig`) for the access of `key`, and what
+    /// a call with them needs.
+    pub fn keep(&self, key: [u8; 32], kubeconfig: &str, config: kube::Config, tls: Tls) -> Prepared {
         let kept = Kept {
-            config: Arc::new(Target::of(config)),
+            config: Arc::new(Target::of(config, kubeconfig)),
             tls: Arc::new(tls),
             store: Arc::default(),
             resumed: Arc::new(AtomicU32::new(first_count(&key))),
         };
-        let prepared = self.prepared(&kept);
+        let prepared = self.prepared(&kept, kubeconfig).expect("the token read from the text it was found in");
         self.entries.lock().expect("not poisoned").map.insert(key, Entry { kept, used: Instant::now() });
         prepared
     }
 
-    fn prepared(&self, kept: &Kept) -> Prepared {
+    fn prepared(&self, kept: &Kept, kubeconfig: &str) -> Option<Prepared> {
         let mut tls = kept.tls.config();
         // TLS 1.2 sessions are not resumed (the store keeps none).
         tls.resumption = Resumption::store(kept.store.clone()).tls12_resumption(rustls::client::Tls12Resumption::Disabled);
         let tally = Tally { resumed: kept.resumed.clone(), handshakes: self.handshakes.clone() };
         let keepable = matches!(*kept.config, Target::Small { .. }) && matches!(*kept.tls, Tls::Pinned(_));
-        Prepared { config: kept.config.config(), tls, tally, keepable }
+        Some(Prepared { config: kept.config.config(kubeconfig)?, tls, tally, keepable })
     }
 }
 
@@ -572,9 +608,11 @@ mod tests {
             c
         };
         let config = made(yaml);
-        let target = Target::of(config.clone());
-        assert!(matches!(target, Target::Small { .. }));
-        let again = target.config();
+        let target = Target::of(config.clone(), yaml);
+        // The token is kept as where it stands in the kubeconfig, not copied.
+        let at = yaml.find("abc").unwrap() as u32;
+        assert!(matches!(&target, Target::Small { token: Token::At(r), .. } if *r == (at..at + 3)));
+        let again = target.config(yaml).unwrap();
         let shown = |c: &kube::Config| {
             use secrecy::ExposeSecret;
             (
@@ -588,11 +626,19 @@ mod tests {
             )
         };
         assert_eq!(shown(&again), shown(&config));
+        // A text too short for where the token stood (not the kubeconfig it was kept from):
+        // no configuration at all, rather than one with another token.
+        assert!(target.config("apiVersion: v1").is_none());
+        // A token written otherwise than as it is (quoted, with an escape): a copy of its own.
+        let quoted = yaml.replace("    token: abc\n", "    token: \"a\\x62c\"\n");
+        let target = Target::of(made(&quoted), &quoted);
+        assert!(matches!(&target, Target::Small { token: Token::Own(_), .. }));
+        assert_eq!(shown(&target.config(&quoted).unwrap()), shown(&config));
         // Client certificates, or anything else besides a token: kept whole.
         let certs = yaml.replace("    token: abc\n", "    client-certificate-data: Y2VydA==\n    client-key-data: a2V5\n");
-        assert!(matches!(Target::of(made(&certs)), Target::Whole(_)));
+        assert!(matches!(Target::of(made(&certs), &certs), Target::Whole(_)));
         let anonymous = yaml.replace("    token: abc\n", "    {}\n").replace("  user:\n    {}", "  user: {}");
-        assert!(matches!(Target::of(made(&anonymous)), Target::Small { token: None, .. }));
+        assert!(matches!(Target::of(made(&anonymous), &anonymous), Target::Small { token: Token::None, .. }));
     }
 
     /// A kubeconfig of `user` lines for a server whose CA is `ca_pem` (none: no CA).
