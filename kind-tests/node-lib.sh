@@ -124,9 +124,20 @@ load_as_documented() {
   save="${save//$documented/$version}"
   save="${save/ctr -n/ctr --address $dir/containerd.sock -n}"
   echo "$page, as written: $tag; $save" >&2
-  sh -ec "$tag && $save" >/dev/null
-  ctr --address "$dir/containerd.sock" -n k8s.io images ls -q | grep -qx "docker.io/library/liqo-discovery:$version" \
-    || fail "after $page's lines, node $name has no docker.io/library/liqo-discovery:$version"
+  # pipefail: a `podman save` that fails shows as a failure, not as an empty import.
+  bash -o pipefail -ec "$tag && $save" >/dev/null
+  local ref="docker.io/library/liqo-discovery:$version" tries=0
+  listed() { ctr --address "$dir/containerd.sock" -n k8s.io images ls -q | grep -qx "$ref"; }
+  until listed || [ $((tries += 1)) -gt 10 ]; do sleep 1; done
+  if ! listed; then
+    # Seen once in CI (node e2e-b, 2026-12-06): both lines ended well and the image was not
+    # there. Said, with what the node has, and the lines run once more.
+    echo "--- node $name's images after $page's lines:" >&2
+    ctr --address "$dir/containerd.sock" -n k8s.io images ls -q >&2 || true
+    echo "$page's lines once more" >&2
+    bash -o pipefail -ec "$tag && $save" >/dev/null
+    listed || fail "after $page's lines (twice), node $name has no $ref"
+  fi
 }
 
 node_untainted() {
