@@ -286,7 +286,7 @@ async fn peering_again_after_a_deletion_while_the_remote_was_down() {
     t.remote_cp.stop_apiserver();
     Api::<ForeignCluster>::all(t.home.clone()).delete(FC, &DeleteParams::default()).await.unwrap();
     gone(&Api::<ForeignCluster>::all(t.home.clone()), FC, "the ForeignCluster deleted with the remote down").await;
-    assert_eq!(event_count(&t.home, "RemoteGone", FC).await, 1);
+    assert_eq!(events_once(&t.home, "RemoteGone", FC, 1).await, 1);
     nothing_left_here(&t, FC).await;
     // The remote's broadcaster, refused here (our access to it is gone: 401), now waits its
     // 10 min. (Before the ServiceAccount's deletion reaches our API server's authenticator it
@@ -362,7 +362,7 @@ async fn unjoin_while_the_remote_reconciler_is_paused() {
         Some(("Unjoined".into(), "spec.join is false: our PeeringRequest is gone from the remote".into()))
     );
     gone(&advertisements_of(&t.home, &t.remote_id), &format!("advertisement-{}", t.remote_id), "no Advertisement here").await;
-    assert_eq!(event_count(&t.home, "Unjoined", FC).await, 1, "one Unjoined Event");
+    assert_eq!(events_once(&t.home, "Unjoined", FC, 1).await, 1, "one Unjoined Event");
 }
 
 /// Our request terminating on the remote is followed by a watch: the unjoin completes as soon
@@ -406,7 +406,7 @@ async fn a_long_outage_is_quiet_and_told() {
     let lines = info_lines(&t.home_rec) - before;
     eprintln!("{lines} log lines during the outage");
     assert!(lines <= 12, "{lines} log lines for one outage:\n{}", log_tail(&t.home_rec));
-    assert_eq!(event_count(&t.home, "RemoteUnreachable", FC).await, 1, "one Event, however long it lasts");
+    assert_eq!(events_once(&t.home, "RemoteUnreachable", FC, 1).await, 1, "one Event, however long it lasts");
     let still = Api::<ForeignCluster>::all(t.home.clone()).get(FC).await.unwrap();
     let c = still.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == "RemoteReachable").unwrap().clone();
     assert_eq!((c.status.as_str(), c.last_transition_time.clone()), ("False", since), "unreachable since the first failure");
@@ -436,7 +436,7 @@ async fn a_quick_rejoin_is_quiet() {
 
     // One Event per real change: one Unjoined, no warning for anything that did not go wrong,
     // and no write conflict on the way.
-    assert_eq!(event_count(&t.home, "Unjoined", FC).await, 1);
+    assert_eq!(events_once(&t.home, "Unjoined", FC, 1).await, 1);
     assert_eq!(warnings(&t.home, FC).await, vec![], "no Warning Event");
     let log = std::fs::read_to_string(t.home_cp.path().join("home-reconciler.log")).unwrap();
     assert!(!log.contains("the object has been modified"), "a 409 on the normal path");
@@ -454,7 +454,7 @@ async fn the_remote_down_during_health_then_back() {
     t.remote_cp.restart_apiserver().await;
     fc_where(&t.home, FC, "healthy again", |f| phase(f, "RemoteReachable").is_some_and(|p| p.0 == "True") && outgoing_joined(f)).await;
     eventually("converged", || converged(&t, false)).await;
-    assert_eq!(event_count(&t.home, "RemoteUnreachable", FC).await, 1, "one Event for the outage");
+    assert_eq!(events_once(&t.home, "RemoteUnreachable", FC, 1).await, 1, "one Event for the outage");
 }
 
 /// A round that finds the peer down writes its status once, and that write told back by the
@@ -615,7 +615,7 @@ async fn the_peers_auth_service_down() {
     signal(&t.remote_rec, "CONT");
     fc_where(&t.home, FC, "joined once the auth service answers", outgoing_joined).await;
     eventually("converged", || converged(&t, false)).await;
-    assert_eq!(event_count(&t.home, "RemoteUnreachable", FC).await, 1, "one Event for the outage");
+    assert_eq!(events_once(&t.home, "RemoteUnreachable", FC, 1).await, 1, "one Event for the outage");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -635,7 +635,7 @@ async fn unjoin_while_the_remote_is_down() {
     gone(&advertisements_of(&t.remote, &t.home_id), &format!("advertisement-{}", t.home_id), "nothing of ours advertised there").await;
     gone(&advertisements_of(&t.home, &t.remote_id), &format!("advertisement-{}", t.remote_id), "nothing of theirs here").await;
     gone(&identities_of(&t.home, &t.remote_id), &t.remote_id, "the peer's access removed").await;
-    assert_eq!(event_count(&t.home, "Unjoined", FC).await, 1, "one Unjoined Event");
+    assert_eq!(events_once(&t.home, "Unjoined", FC, 1).await, 1, "one Unjoined Event");
     assert_eq!(event_count(&t.home, "RemoteGone", FC).await, 0, "not given up: the remote came back");
 }
 
@@ -668,7 +668,7 @@ async fn unjoin_while_the_remote_forbids_us() {
     fc_where(&t.home, FC, "unjoined once the remote lets us in again", |f| f.finalizers().is_empty() && !outgoing_joined(f)).await;
     gone(&requests, &t.home_id, "our PeeringRequest gone from the remote").await;
     gone(&advertisements_of(&t.home, &t.remote_id), &format!("advertisement-{}", t.remote_id), "nothing of theirs here").await;
-    assert_eq!(event_count(&t.home, "Unjoined", FC).await, 1, "one Unjoined Event");
+    assert_eq!(events_once(&t.home, "Unjoined", FC, 1).await, 1, "one Unjoined Event");
     assert_eq!(event_count(&t.home, "RemoteGone", FC).await, 0, "not given up");
 }
 
@@ -687,17 +687,17 @@ async fn the_peer_stops_advertising_then_starts_again() {
             && f.status.as_ref().and_then(|s| s.outgoing.as_ref()).is_some_and(|o| o.advertisement.is_none() && !o.joined)
     })
     .await;
-    assert_eq!(event_count(&t.home, "AdvertisementDeleted", FC).await, 1);
+    assert_eq!(events_once(&t.home, "AdvertisementDeleted", FC, 1).await, 1);
     // Then nothing: health rounds go on without a write or an Event.
     reconciles_later(&t.home_rec, 3.0).await;
     let still = Api::<ForeignCluster>::all(t.home.clone()).get(FC).await.unwrap();
     assert_eq!(still.resource_version(), lost.resource_version(), "no write while nothing changes");
-    assert_eq!(event_count(&t.home, "AdvertisementDeleted", FC).await, 1, "no new Event");
+    assert_eq!(events_once(&t.home, "AdvertisementDeleted", FC, 1).await, 1, "no new Event");
 
     configs.patch("liqo-configuration", &PatchParams::default(), &Patch::Merge(advertisement(true))).await.unwrap();
     fc_where(&t.home, FC, "joined again", |f| outgoing_joined(f) && phase(f, "Joined").is_some_and(|p| p.0 == "True")).await;
     eventually("converged", || converged(&t, false)).await;
-    assert_eq!(event_count(&t.home, "Joined", FC).await, 2, "one Joined Event per time it joined");
+    assert_eq!(events_once(&t.home, "Joined", FC, 2).await, 2, "one Joined Event per time it joined");
 }
 
 /// An upgrade from a release that wrote the status by merge patch: the fields it owned by an
@@ -769,8 +769,8 @@ async fn ten_minute_identities_are_renewed_and_the_peering_outlives_them() {
     }
     let home_log = std::fs::read_to_string(&t.home_rec.log).unwrap();
     assert!(home_log.contains("renewed our identity on the remote"), "the identity renewed:\n{}", log_tail(&t.home_rec));
-    assert!(event_count(&t.home, "IdentityRenewed", "to-remote").await >= 1);
-    assert!(event_count(&t.home, "KubeconfigRewritten", "to-remote").await >= 1, "the kubeconfig handed renewed");
+    assert!(events_once(&t.home, "IdentityRenewed", "to-remote", 1).await >= 1);
+    assert!(events_once(&t.home, "KubeconfigRewritten", "to-remote", 1).await >= 1, "the kubeconfig handed renewed");
     assert!(metric(&t.remote_rec, r#"liqo_reconciler_auth_identity_requests_total{result="renewed"}"#).await >= 1.0);
     let after = requests_of(&t.remote, &t.home_id).get(&t.home_id).await.unwrap().metadata.uid;
     assert_eq!(after, request_uid, "no re-join: the same PeeringRequest");

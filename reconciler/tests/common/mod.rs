@@ -191,6 +191,18 @@ pub async fn reconciles_later(r: &Reconciler, n: f64) {
 
 /// Events about the object named `regarding` with `reason`, counting each repetition of a
 /// series (the recorder folds repeats into one Event with a count).
+/// [`event_count`] once it has reached `at_least`, as it then stands (for an exact assertion):
+/// an Event is sent after the status write it tells of, so a test that saw the write may list
+/// the Events before the Event is there.
+pub async fn events_once(client: &Client, reason: &str, regarding: &str, at_least: i32) -> i32 {
+    let what = format!("{at_least} {reason} Event(s) about {regarding}");
+    eventually(&what, || async {
+        let n = event_count(client, reason, regarding).await;
+        (n >= at_least).then_some(n)
+    })
+    .await
+}
+
 pub async fn event_count(client: &Client, reason: &str, regarding: &str) -> i32 {
     let events = Api::<k8s_openapi::api::events::v1::Event>::all(client.clone()).list(&Default::default()).await.unwrap();
     events
