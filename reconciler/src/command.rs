@@ -121,14 +121,15 @@ struct Args {
     /// or the end of an outage takes with thousands of peers.
     #[arg(long, env = "LIQO_MAX_CONCURRENT_RECONCILES", default_value_t = foreign_cluster::DEFAULT_MAX_CONCURRENT_RECONCILES)]
     max_concurrent_reconciles: u16,
-    /// Joined peers' API servers connected to at once before their reconcile's turn (0: the
-    /// check connects in its turn): a peer that drops packets is told within seconds, holding
-    /// no turn while it is waited for (each waits `--connect-wait-seconds` at most).
+    /// Joined peers' API servers connected to at once before their reconcile's turn, each
+    /// health check then made over its connection before the turn too (0: the check connects
+    /// in its turn): a peer that drops packets is told within seconds, holding no turn while it
+    /// is waited for (each waits `--connect-wait-seconds` at most).
     #[arg(long, env = "LIQO_CONNECTS_IN_FLIGHT", default_value_t = crate::machinery::connect_first::DEFAULT_CONNECTS_IN_FLIGHT)]
     connects_in_flight: usize,
     /// How long a joined peer's API server has to take a TCP connection, when connected to
-    /// first, before its status says it does not answer (5: three SYNs; raise it for peers
-    /// behind slow or lossy links).
+    /// first, before its status says it does not answer, and as long again to answer the health
+    /// check made over it (5: three SYNs; raise it for peers behind slow or lossy links).
     #[arg(long, env = "LIQO_CONNECT_WAIT_SECONDS", default_value_t = crate::machinery::connect_first::CONNECT_WAIT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=60))]
     connect_wait_seconds: u64,
     /// Connections kept from one health check of a peer to the next, at most (0: none; each

@@ -207,3 +207,45 @@ async fn a_kept_connection_serves_only_the_access_it_was_made_for() {
     network.forget_kept("to-peer");
     assert!(network.kept.is_empty());
 }
+
+/// The first check over a connection just made first is made at once, within the wait, before
+/// the reconcile's turn: answered (and its connection kept for the next check), silent when the
+/// peer took the connection and says nothing (a black hole opened after the connect), closed
+/// when it hangs up before a word, failed for another CA (the turn's check then says why).
+#[tokio::test]
+async fn the_first_check_over_a_connection_made_first_is_made_before_the_turn() {
+    use liqo_reconciler::remote::kept::FirstCheck;
+    let (s, network, ours) = one_peer().await;
+    let stream = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    let FirstCheck::Answered { answer, key } = network.check_first("to-peer", &ours, "/version", stream, WAIT).await else {
+        panic!("not answered")
+    };
+    assert_eq!((answer.status, answer.body.as_slice()), (200, VERSION.as_bytes()));
+    assert_eq!(key, key_of(&ours.kubeconfig, ours.api_url.as_deref(), ours.ca_pem.as_deref()));
+    assert_eq!(check(&network, "to-peer", &ours).await, (200, true), "its connection kept for the next check");
+    assert_eq!(s.connections.load(Ordering::SeqCst), 1);
+
+    // Takes connections and says nothing on them (no TLS handshake): silent within the wait.
+    let hole = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let quiet = access(hole.local_addr().unwrap(), "our-identity", &ours.ca_pem.clone().unwrap());
+    let stream = tokio::net::TcpStream::connect(hole.local_addr().unwrap()).await.unwrap();
+    let (_held, _) = hole.accept().await.unwrap();
+    let wait = Duration::from_millis(300);
+    let started = std::time::Instant::now();
+    let outcome = network.check_first("to-quiet", &quiet, "/version", stream, wait).await;
+    assert!(matches!(outcome, FirstCheck::Silent), "{outcome:?}");
+    assert!(started.elapsed() >= wait && started.elapsed() < WAIT, "within the wait: {:?}", started.elapsed());
+
+    // Hangs up before a word.
+    let stream = tokio::net::TcpStream::connect(hole.local_addr().unwrap()).await.unwrap();
+    drop(hole.accept().await.unwrap());
+    let outcome = network.check_first("to-quiet", &quiet, "/version", stream, WAIT).await;
+    assert!(matches!(outcome, FirstCheck::Closed), "{outcome:?}");
+
+    // Another CA than the one pinned: failed, nothing kept for it.
+    let other = access(s.addr, "our-identity", &ca("other-ca").cert_pem);
+    let stream = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    let outcome = network.check_first("to-other", &other, "/version", stream, WAIT).await;
+    assert!(matches!(outcome, FirstCheck::Failed), "{outcome:?}");
+    assert_eq!(network.kept.len(), 1, "only the answered check's connection kept");
+}

@@ -280,6 +280,7 @@ impl<P: Peers> Ctx<P> {
                     access: key,
                     at,
                     took: at - started,
+                    fresh: false,
                 })))
             }
             Outcome::Silent(_) => {
@@ -290,10 +291,57 @@ impl<P: Peers> Ctx<P> {
         };
         let (gate, permit) = match gate {
             Some(gate) => (gate, permit),
-            None => connector.connect_with(permit, &url).await,
+            None => {
+                let (gate, permit) = connector.connect_with(permit, &url).await;
+                (self.check_first(fc, &access, gate, connector.wait()).await, permit)
+            }
         };
         self.metrics.connected_first(&gate);
         (gate, Some(permit))
+    }
+
+    /// The health check made over the connection `gate` holds, just made first, within `wait`
+    /// and outside the turns ([`crate::remote::peer::Peers::check_first`]): a peer that took the
+    /// connection and then went silent (a black hole opened meanwhile) holds no turn for it, and
+    /// the turn reads the answer. Any other gate, or a check that cannot be made here, is left
+    /// for the turn as it is.
+    async fn check_first(
+        &self,
+        fc: &ForeignCluster,
+        access: &RemoteAccess,
+        gate: crate::machinery::connect_first::Gate,
+        wait: Duration,
+    ) -> crate::machinery::connect_first::Gate {
+        use crate::machinery::connect_first::{Early, Gate, Silent};
+        use crate::remote::kept::FirstCheck;
+        let Gate::Connected(stream, connected) = gate else { return gate };
+        let Some(path) = self.check_path_first(fc, &access.kubeconfig) else { return Gate::Connected(stream, connected) };
+        let address = stream.peer_addr().map_or_else(|_| "the remote API server".to_owned(), |a| a.to_string());
+        let started = std::time::Instant::now();
+        match self.shared.peers.check_first(&fc.name_any(), access, &path, stream, wait).await {
+            FirstCheck::NotMade(stream) => Gate::Connected(stream, connected),
+            FirstCheck::Answered { answer, key } => {
+                let at = std::time::Instant::now();
+                let (status, body) = (answer.status, answer.body);
+                Gate::Answered(Box::new(Early { status, body, path, access: key, at, took: at - started, fresh: true }))
+            }
+            FirstCheck::Silent => Gate::Silent(Silent { address, waited: wait, closed: false, on_kept: false }),
+            FirstCheck::Closed => Gate::Silent(Silent { address, waited: started.elapsed(), closed: true, on_kept: false }),
+            FirstCheck::Failed => Gate::Failed,
+        }
+    }
+
+    /// The path `fc`'s health check asks, known before its turn: our PeeringRequest in the
+    /// tenant namespace its kubeconfig names (`/version` for a peering without an identity).
+    /// `None` when not known here: the turn's check finds it out.
+    fn check_path_first(&self, fc: &ForeignCluster, kubeconfig: &str) -> Option<String> {
+        let own_id = self.shared.own_id()?;
+        let way = way::Way::of(fc)?;
+        let there = match way {
+            way::Way::AuthService { .. } => self.kubeconfigs.of(kubeconfig).tenant.clone()?,
+            way::Way::Anonymous { .. } => String::new(),
+        };
+        Some(way.check_path(&there, &own_id))
     }
 
     pub(super) fn secret_value(&self, name: &str, key: &str) -> Option<String> {

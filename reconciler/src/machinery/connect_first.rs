@@ -7,9 +7,15 @@
 //! a few hundred bytes, where a check in its turn holds about 0.1 MiB), within
 //! [`CONNECT_WAIT`]. What it finds is the reconcile's [`Gate`]:
 //!
-//! - connected: the check's client goes over this very connection (no second one, and the
-//!   peer sees one connection per check, as before), unless it waited longer than
-//!   [`FRESH_FOR`] for its turn (a server may close a connection that says nothing);
+//! - connected: the health check is made over this very connection at once, here, outside the
+//!   turns, within the same wait (its TLS handshake, its GET and the answer), and the connection
+//!   kept for the next check ([`Gate::Answered`]): a peer that took the connection and then went
+//!   silent (a black hole opened between the connect and the turn) holds no turn, where a
+//!   handshake in the turn held one for the whole wait (the fleet saw a thousand such, made
+//!   just before a black hole, hold 56 turns for minutes). Where the check cannot keep its
+//!   connection (a client certificate), the turn's check goes over it instead (no second one),
+//!   unless it waited longer than [`FRESH_FOR`] for its turn (a server may close a connection
+//!   that says nothing);
 //! - silent: the reconcile reports the peer unreachable without calling it at all;
 //! - closed by the peer before a word, found when the turn comes ([`Gate::settle`]): the same,
 //!   reported as closed. A peer that accepts and resets at once (an API server behind a proxy
@@ -85,6 +91,8 @@ pub struct Early {
     pub access: [u8; 32],
     pub at: Instant,
     pub took: Duration,
+    /// Made over a connection just made first (a TLS handshake), not over a kept one.
+    pub fresh: bool,
 }
 
 /// A peer's API server that said nothing: it took no connection within the wait, or it

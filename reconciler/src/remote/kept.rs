@@ -165,6 +165,22 @@ pub enum Outcome {
     Broken(String),
 }
 
+/// What the health check made over a connection just made first found
+/// ([`crate::remote::peer::Peers::check_first`]).
+#[derive(Debug)]
+pub enum FirstCheck {
+    /// Not made there (the access cannot keep its connection): the turn's check goes over it.
+    NotMade(TcpStream),
+    /// Answered (for the access of `key`), the connection kept for the next check.
+    Answered { answer: Answer, key: [u8; 32] },
+    /// No answer within the wait.
+    Silent,
+    /// Closed by the peer before its handshake was done.
+    Closed,
+    /// Failed otherwise (the TLS handshake, say): the turn's check asks again and says why.
+    Failed,
+}
+
 /// The kept connections, by ForeignCluster name (what became of their checks is counted by
 /// `liqo_reconciler_connects_first_total`).
 pub struct KeptConnections {

@@ -105,6 +105,21 @@ pub trait Peers: Send + Sync + 'static {
         let _ = (name, access, wait);
         std::future::ready(Outcome::NotKept)
     }
+    /// The health check of `name` (`GET path` for `access`) over `stream`, a connection just
+    /// made first, within `wait`, outside the reconciles' turns, where the check can keep its
+    /// connection ([`crate::remote::kept`]): a peer that took the connection and then went
+    /// silent holds no turn, and a turn only reads the answer. By default not made here.
+    fn check_first(
+        &self,
+        name: &str,
+        access: &RemoteAccess,
+        path: &str,
+        stream: tokio::net::TcpStream,
+        wait: Duration,
+    ) -> impl Future<Output = FirstCheck> + Send {
+        let _ = (name, access, path, wait);
+        std::future::ready(FirstCheck::NotMade(stream))
+    }
     /// Closes the connection kept for `name`, if any (unjoined, or deleted).
     fn forget_kept(&self, name: &str) {
         let _ = name;
@@ -214,19 +229,31 @@ impl Peers for Network {
                 }
             },
         };
-        let tally = p.tally.clone();
-        let fresh = kept::fresh(stream, plan.tls, plan.server, &plan.request, |kind| tally.saw(kind)).await.map_err(|e| match e {
+        let answer = self.fresh_kept(name, key, path, plan, &p.tally, stream).await.map_err(|e| match e {
             FreshError::ClosedBeforeAWord => Error::unreachable(Step::ApiServer, crate::machinery::error::CLOSED_BEFORE_A_WORD),
             FreshError::Handshake(e) => Error::unreachable(Step::ApiServer, format!("TLS with {address}: {e}")),
             FreshError::Exchange(message) => Error::unreachable(Step::ApiServer, format!("{address}: {message}")),
         })?;
-        if let Some((stream, secrets)) = fresh.keep
-            && let Some(kept) = Kept::new(stream, secrets, key, path)
-        {
-            self.kept.put(name, kept);
-            self.sessions.kept_a_connection(&key);
+        Ok((answer, None))
+    }
+    async fn check_first(
+        &self,
+        name: &str,
+        access: &RemoteAccess,
+        path: &str,
+        stream: tokio::net::TcpStream,
+        wait: Duration,
+    ) -> FirstCheck {
+        let key = key_of(&access.kubeconfig, access.api_url.as_deref(), access.ca_pem.as_deref());
+        let Ok(p) = self.prepared_for(key, access).await else { return FirstCheck::NotMade(stream) };
+        let plan = if p.keepable && self.kept.keeps() { p.check_plan(path) } else { None };
+        let Some(plan) = plan else { return FirstCheck::NotMade(stream) };
+        match tokio::time::timeout(wait, self.fresh_kept(name, key, path, plan, &p.tally, stream)).await {
+            Ok(Ok(answer)) => FirstCheck::Answered { answer, key },
+            Ok(Err(FreshError::ClosedBeforeAWord)) => FirstCheck::Closed,
+            Ok(Err(_)) => FirstCheck::Failed,
+            Err(_) => FirstCheck::Silent,
         }
-        Ok((fresh.answer, None))
     }
     async fn check_kept(&self, name: &str, access: &RemoteAccess, wait: Duration) -> Outcome {
         let key = key_of(&access.kubeconfig, access.api_url.as_deref(), access.ca_pem.as_deref());
@@ -260,6 +287,27 @@ impl Network {
     async fn prepared(&self, access: &RemoteAccess) -> Result<Prepared> {
         let key = key_of(&access.kubeconfig, access.api_url.as_deref(), access.ca_pem.as_deref());
         self.prepared_for(key, access).await
+    }
+
+    /// The first check over a new connection ([`kept::fresh`]), kept for `name`'s next check when
+    /// it can be.
+    async fn fresh_kept(
+        &self,
+        name: &str,
+        key: [u8; 32],
+        path: &str,
+        plan: crate::remote::sessions::CheckPlan,
+        tally: &crate::remote::sessions::Tally,
+        stream: tokio::net::TcpStream,
+    ) -> std::result::Result<Answer, FreshError> {
+        let fresh = kept::fresh(stream, plan.tls, plan.server, &plan.request, |kind| tally.saw(kind)).await?;
+        if let Some((stream, secrets)) = fresh.keep
+            && let Some(kept) = Kept::new(stream, secrets, key, path)
+        {
+            self.kept.put(name, kept);
+            self.sessions.kept_a_connection(&key);
+        }
+        Ok(fresh.answer)
     }
 
     /// [`Network::prepared`] for the access of `key`.
@@ -308,7 +356,7 @@ pub fn server_in(k: &Kubeconfig) -> Option<String> {
 use crate::machinery::error::Step;
 use crate::remote::client_over::client_over;
 use crate::remote::http1::Answer;
-use crate::remote::kept::{self, FreshError, Kept, KeptConnections, Outcome};
+use crate::remote::kept::{self, FirstCheck, FreshError, Kept, KeptConnections, Outcome};
 use crate::remote::sessions::{Prepared, Sessions, Tls, key_of};
 
 /// A kubeconfig without credentials: requests are anonymous. Its server is a placeholder;

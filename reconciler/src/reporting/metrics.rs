@@ -251,7 +251,7 @@ impl Default for Metrics {
         let connects_first = Family::<OutcomeLabels, Counter>::default();
         registry.register(
             "connects_first",
-            "Connections to joined peers' API servers made before their reconcile's turn, by outcome: connected, silent (no answer within the wait: reported unreachable without a call), failed (the check says why), stale (waited too long for the turn: made again), closed (closed by the peer before a word: reported unreachable without a call), kept_answered (the health check made over the connection kept from the last one), kept_silent (no answer on the kept connection within the wait: reported unreachable)",
+            "Connections to joined peers' API servers made before their reconcile's turn, by outcome: connected (the check then made in the turn), answered (the health check made over it at once, outside the turns), silent (no answer within the wait: reported unreachable without a call), failed (the check says why, in the turn), stale (waited too long for the turn: made again), closed (closed by the peer before a word: reported unreachable without a call), kept_answered (the health check made over the connection kept from the last one), kept_silent (no answer on the kept connection within the wait: reported unreachable)",
             connects_first.clone(),
         );
         let tls_handshakes = Family::<HandshakeLabels, Counter>::default();
@@ -423,6 +423,7 @@ impl Metrics {
             Gate::Silent(s) if s.on_kept => "kept_silent",
             Gate::Silent(_) => "silent",
             Gate::Failed => "failed",
+            Gate::Answered(early) if early.fresh => "answered",
             Gate::Answered(_) => "kept_answered",
         };
         self.connects_first.get_or_create(&OutcomeLabels { outcome }).inc();
