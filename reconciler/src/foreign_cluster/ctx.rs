@@ -284,7 +284,7 @@ impl<P: Peers> Ctx<P> {
                 })))
             }
             Outcome::Silent(_) => {
-                let address = crate::machinery::connect_first::endpoint(&url).map_or(url.clone(), |(h, p)| format!("{h}:{p}"));
+                let address = crate::machinery::connect_first::address(&url);
                 Some(Gate::Silent(Silent { address, waited: connector.wait(), closed: false, on_kept: true }))
             }
             Outcome::NotKept | Outcome::Broken(_) => None,
@@ -293,7 +293,7 @@ impl<P: Peers> Ctx<P> {
             Some(gate) => (gate, permit),
             None => {
                 let (gate, permit) = connector.connect_with(permit, &url).await;
-                (self.check_first(fc, &access, gate, connector.wait()).await, permit)
+                (self.check_first(fc, &url, &access, gate, connector.wait()).await, permit)
             }
         };
         self.metrics.connected_first(&gate);
@@ -308,15 +308,15 @@ impl<P: Peers> Ctx<P> {
     async fn check_first(
         &self,
         fc: &ForeignCluster,
+        url: &str,
         access: &RemoteAccess,
         gate: crate::machinery::connect_first::Gate,
         wait: Duration,
     ) -> crate::machinery::connect_first::Gate {
-        use crate::machinery::connect_first::{Early, Gate, Silent};
+        use crate::machinery::connect_first::{Early, Gate, Silent, address};
         use crate::remote::kept::FirstCheck;
         let Gate::Connected(stream, connected) = gate else { return gate };
         let Some(path) = self.check_path_first(fc, &access.kubeconfig) else { return Gate::Connected(stream, connected) };
-        let address = stream.peer_addr().map_or_else(|_| "the remote API server".to_owned(), |a| a.to_string());
         let started = std::time::Instant::now();
         match self.shared.peers.check_first(&fc.name_any(), access, &path, stream, wait).await {
             FirstCheck::NotMade(stream) => Gate::Connected(stream, connected),
@@ -325,8 +325,8 @@ impl<P: Peers> Ctx<P> {
                 let (status, body) = (answer.status, answer.body);
                 Gate::Answered(Box::new(Early { status, body, path, access: key, at, took: at - started, fresh: true }))
             }
-            FirstCheck::Silent => Gate::Silent(Silent { address, waited: wait, closed: false, on_kept: false }),
-            FirstCheck::Closed => Gate::Silent(Silent { address, waited: started.elapsed(), closed: true, on_kept: false }),
+            FirstCheck::Silent => Gate::Silent(Silent { address: address(url), waited: wait, closed: false, on_kept: false }),
+            FirstCheck::Closed => Gate::Silent(Silent { address: address(url), waited: started.elapsed(), closed: true, on_kept: false }),
             FirstCheck::Failed => Gate::Failed,
         }
     }

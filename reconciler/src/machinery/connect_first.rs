@@ -11,8 +11,8 @@
 //!   turns, within the same wait (its TLS handshake, its GET and the answer), and the connection
 //!   kept for the next check ([`Gate::Answered`]): a peer that took the connection and then went
 //!   silent (a black hole opened between the connect and the turn) holds no turn, where a
-//!   handshake in the turn held one for the whole wait (the fleet saw a thousand such, made
-//!   just before a black hole, hold 56 turns for minutes). Where the check cannot keep its
+//!   handshake in the turn held one for the whole wait (up to 1,024 connections made first
+//!   wait for their turns in a backlog). Where the check cannot keep its
 //!   connection (a client certificate), the turn's check goes over it instead (no second one),
 //!   unless it waited longer than [`FRESH_FOR`] for its turn (a server may close a connection
 //!   that says nothing);
@@ -254,6 +254,12 @@ impl Connector {
     }
 }
 
+/// How a status names the API server at `url`: its host and port (the URL itself when it names
+/// none). The same words whichever way the peer was found silent, so its status is written once.
+pub fn address(url: &str) -> String {
+    endpoint(url).map_or_else(|| url.to_owned(), |(host, port)| format!("{host}:{port}"))
+}
+
 /// The host and port an `https://` URL connects to (pure): 443 when it names none, IPv6
 /// literals without their brackets.
 pub fn endpoint(url: &str) -> Option<(String, u16)> {
@@ -274,6 +280,8 @@ mod tests {
         assert_eq!(endpoint("https://[fd00::1]:6443/"), Some(("fd00::1".into(), 6443)));
         assert_eq!(endpoint("not a url"), None);
         assert_eq!(endpoint("/no/host"), None);
+        assert_eq!(address("https://api.example.org"), "api.example.org:443", "a status names the host and port");
+        assert_eq!(address("not a url"), "not a url");
     }
 
     #[tokio::test]

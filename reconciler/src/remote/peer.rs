@@ -205,7 +205,7 @@ impl Peers for Network {
     ) -> Result<(Answer, Option<Client>)> {
         let key = key_of(&access.kubeconfig, access.api_url.as_deref(), access.ca_pem.as_deref());
         let p = self.prepared_for(key, access).await?;
-        let plan = if p.keepable && self.kept.keeps() { p.check_plan(path) } else { None };
+        let plan = self.keeping_plan(&p, path);
         let Some(plan) = plan else {
             let client = client_over(p.config, p.tls, stream, p.tally)?;
             let answer = get_through(&client, path).await?;
@@ -246,7 +246,7 @@ impl Peers for Network {
     ) -> FirstCheck {
         let key = key_of(&access.kubeconfig, access.api_url.as_deref(), access.ca_pem.as_deref());
         let Ok(p) = self.prepared_for(key, access).await else { return FirstCheck::NotMade(stream) };
-        let plan = if p.keepable && self.kept.keeps() { p.check_plan(path) } else { None };
+        let plan = self.keeping_plan(&p, path);
         let Some(plan) = plan else { return FirstCheck::NotMade(stream) };
         match tokio::time::timeout(wait, self.fresh_kept(name, key, path, plan, &p.tally, stream)).await {
             Ok(Ok(answer)) => FirstCheck::Answered { answer, key },
@@ -308,6 +308,12 @@ impl Network {
             self.sessions.kept_a_connection(&key);
         }
         Ok(fresh.answer)
+    }
+
+    /// How a check of `path` goes over a connection it keeps, when its access may keep one
+    /// (a bearer token or none, a pinned CA) and connections are kept at all.
+    fn keeping_plan(&self, p: &Prepared, path: &str) -> Option<crate::remote::sessions::CheckPlan> {
+        if p.keepable && self.kept.keeps() { p.check_plan(path) } else { None }
     }
 
     /// [`Network::prepared`] for the access of `key`.
