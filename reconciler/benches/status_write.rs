@@ -3,15 +3,23 @@
 //! status changed in every round (RemoteReachable flips, as in an outage and its return), written
 //! by server-side apply as the reconciler has (`apply`), by a JSON merge patch of the same whole
 //! status (`merge`), and by server-side apply over a status of fewer bytes (`apply-lean`: the
-//! messages and fingerprints short). The API server's CPU (utime + stime of its process, from
-//! /proc) is read around each round; ROUNDS (default 4) rounds alternate the ways, and the
-//! medians are printed with each way's ratio to `apply`.
+//! messages and fingerprints short). Two references tell what the cost is made of: the same apply
+//! with the conditions alone (`apply-conditions`: how the cost grows with the status's fields),
+//! and a ConfigMap holding the same status as one string, written by server-side apply
+//! (`configmap`: what a write of the same bytes costs a built-in kind, with no CRD schema, no
+//! unstructured object and one field to track). `STATUS_SCHEMA=free` replaces the CRD's status
+//! schema by `x-kubernetes-preserve-unknown-fields` first (what the schema's coercion and
+//! validation cost; an experiment, never shipped); `WATCHERS=N` holds N watches of every
+//! ForeignCluster through the rounds (what each watcher adds). The API server's CPU (utime + stime of its
+//! process, from /proc) is read around each round; ROUNDS (default 4) rounds alternate the ways,
+//! and the medians are printed with each way's ratio to `apply`.
 //!
 //! `cargo bench -p liqo-reconciler --bench status_write` (or `just bench`).
 
 use std::time::Instant;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use liqo_api::ForeignCluster;
@@ -24,15 +32,19 @@ enum Way {
     Apply,
     Merge,
     ApplyLean,
+    ApplyConditions,
+    ConfigMap,
 }
 
 impl Way {
-    const ALL: [Way; 3] = [Way::Apply, Way::Merge, Way::ApplyLean];
+    const ALL: [Way; 5] = [Way::Apply, Way::Merge, Way::ApplyLean, Way::ApplyConditions, Way::ConfigMap];
     fn name(self) -> &'static str {
         match self {
             Way::Apply => "apply",
             Way::Merge => "merge",
             Way::ApplyLean => "apply-lean",
+            Way::ApplyConditions => "apply-conditions",
+            Way::ConfigMap => "configmap",
         }
     }
 }
@@ -84,28 +96,70 @@ fn cpu_seconds(pid: u32) -> f64 {
 /// Writes every ForeignCluster's status once in `way`, 32 at a time; returns the seconds taken.
 async fn round(client: &Client, n: usize, way: Way, up: bool, stamp: &str) -> f64 {
     let api: Api<ForeignCluster> = Api::all(client.clone());
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "liqo");
     let started = Instant::now();
     futures::stream::iter(0..n)
         .for_each_concurrent(32, |i| {
-            let api = api.clone();
+            let (api, cms) = (api.clone(), cms.clone());
             async move {
                 let name = format!("fleet-{i:05}");
-                let s = status(i, up, way == Way::ApplyLean, stamp);
+                let mut s = status(i, up, way == Way::ApplyLean, stamp);
+                let apply = PatchParams::apply(MANAGER).force();
                 let written = match way {
-                    Way::Apply | Way::ApplyLean => {
+                    Way::Apply | Way::ApplyLean | Way::ApplyConditions => {
+                        if way == Way::ApplyConditions {
+                            s = json!({"conditions": s["conditions"].take()});
+                        }
                         let body = json!({"apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster", "status": s});
-                        api.patch_status(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(body)).await
+                        api.patch_status(&name, &apply, &Patch::Apply(body)).await.map(drop)
                     }
                     Way::Merge => {
                         let params = PatchParams { field_manager: Some(MANAGER.into()), ..Default::default() };
-                        api.patch_status(&name, &params, &Patch::Merge(json!({"status": s}))).await
+                        api.patch_status(&name, &params, &Patch::Merge(json!({"status": s}))).await.map(drop)
+                    }
+                    Way::ConfigMap => {
+                        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"status": s.to_string()}});
+                        cms.patch(&name, &apply, &Patch::Apply(body)).await.map(drop)
                     }
                 };
-                written.unwrap_or_else(|e| panic!("{name}: {} status write: {e}", way.name()));
+                written.unwrap_or_else(|e| panic!("{name}: {} write: {e}", way.name()));
             }
         })
         .await;
     started.elapsed().as_secs_f64()
+}
+
+/// The experiment of `STATUS_SCHEMA=free`: the ForeignCluster CRD's status schema replaced by
+/// `x-kubernetes-preserve-unknown-fields`, and a write that uses it seen through.
+async fn free_status_schema(client: &Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let free = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    let ops = json!([{"op": "replace", "path": "/spec/versions/0/schema/openAPIV3Schema/properties/status", "value": free}]);
+    let ops: json_patch::Patch = serde_json::from_value(ops).unwrap();
+    crds.patch("foreignclusters.discovery.liqo.io", &PatchParams::default(), &Patch::Json::<()>(ops)).await.unwrap();
+    // A field the schema did not know is kept once the new schema serves writes.
+    let api: Api<ForeignCluster> = Api::all(client.clone());
+    let probe: ForeignCluster = serde_json::from_value(json!({
+        "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
+        "metadata": {"name": "schema-probe"}, "spec": {"clusterIdentity": {"clusterID": "schema-probe"}},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &probe).await.unwrap();
+    let raw: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &kube::api::ApiResource::erase::<ForeignCluster>(&()));
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let written = raw
+            .patch_status("schema-probe", &PatchParams::default(), &Patch::Merge(json!({"status": {"unknownToTheSchema": 1}})))
+            .await
+            .unwrap();
+        if written.data.pointer("/status/unknownToTheSchema").is_some() || Instant::now() > deadline {
+            assert!(Instant::now() <= deadline, "the free status schema not served within 60 s");
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    println!("STATUS_SCHEMA=free: the ForeignCluster CRD's status schema is x-kubernetes-preserve-unknown-fields");
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -123,7 +177,11 @@ async fn main() {
     };
     let client = cp.admin();
     liqo_testenv::install_liqo(&client, "liqo").await;
+    if std::env::var("STATUS_SCHEMA").is_ok_and(|s| s == "free") {
+        free_status_schema(&client).await;
+    }
     let api: Api<ForeignCluster> = Api::all(client.clone());
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "liqo");
     for i in 0..n {
         let fc: ForeignCluster = serde_json::from_value(json!({
             "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
@@ -133,6 +191,13 @@ async fn main() {
         }))
         .unwrap();
         api.create(&PostParams::default(), &fc).await.unwrap();
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": format!("fleet-{i:05}")}})).unwrap();
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let watchers: usize = std::env::var("WATCHERS").ok().and_then(|n| n.parse().ok()).unwrap_or(0);
+    for _ in 0..watchers {
+        let api = api.clone();
+        tokio::spawn(kube::runtime::watcher(api, Default::default()).for_each(|_| async {}));
     }
     let pid = cp.apiserver_pid().expect("the API server's pid");
     // One write each way first, so that every object has every manager's fields once.
