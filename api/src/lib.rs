@@ -18,6 +18,7 @@ pub mod peering_request;
 pub mod quantity;
 pub mod reasons;
 pub mod search_domain;
+pub mod secret_value;
 pub mod slim_store;
 pub mod summary;
 pub mod terminal;

@@ -14,6 +14,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use k8s_openapi::api::core::v1::Secret;
+
+use crate::secret_value::Value;
 use kube::Resource;
 use kube::runtime::watcher;
 use tokio::sync::watch;
@@ -127,13 +129,14 @@ impl<V> SlimStore<V> {
     }
 }
 
-/// What a store of Secrets keeps of each: its data, key by key.
-pub type SecretData = Box<[(Box<str>, Box<[u8]>)]>;
+/// What a store of Secrets keeps of each: its data, key by key, a certificate held once
+/// however many Secrets carry it ([`crate::secret_value`]).
+pub type SecretData = Box<[(Box<str>, Value)]>;
 
 /// A Secret's data (for [`slim_store`]): no metadata, no `stringData` (the API server never
 /// returns it).
 pub fn secret_data(s: &Secret) -> SecretData {
-    s.data.iter().flatten().map(|(k, v)| (k.as_str().into(), v.0.as_slice().into())).collect()
+    s.data.iter().flatten().map(|(k, v)| (k.as_str().into(), Value::of(&v.0))).collect()
 }
 
 /// Nothing of an object but that it exists (for [`slim_store`]).
@@ -144,7 +147,7 @@ impl SlimStore<SecretData> {
     pub fn text(&self, name: &str, key: &str) -> Option<String> {
         self.with(name, |data| {
             let (_, value) = data.iter().find(|(k, _)| &**k == key)?;
-            String::from_utf8(value.to_vec()).ok()
+            String::from_utf8(value.bytes()).ok()
         })?
     }
 }
@@ -186,7 +189,7 @@ mod tests {
         for (name, key) in [("a", "ca.crt"), ("b", "kubeconfig"), ("c", "ca.crt")] {
             writer.apply_watcher_event(&watcher::Event::Apply(secret(name, &[(key, name)])));
         }
-        let mut cas = store.collect(|data| data.iter().find(|(k, _)| &**k == "ca.crt").map(|(_, v)| v.to_vec()));
+        let mut cas = store.collect(|data| data.iter().find(|(k, _)| &**k == "ca.crt").map(|(_, v)| v.bytes()));
         cas.sort();
         assert_eq!(cas, [b"a".to_vec(), b"c".to_vec()]);
     }

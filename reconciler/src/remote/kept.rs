@@ -182,9 +182,10 @@ pub enum FirstCheck {
 }
 
 /// The kept connections, by ForeignCluster name (what became of their checks is counted by
-/// `liqo_reconciler_connects_first_total`).
+/// `liqo_reconciler_connects_first_total`). Each is boxed: the map's table has room for up to
+/// twice the entries it holds, a pointer each rather than a whole connection's state.
 pub struct KeptConnections {
-    map: Mutex<HashMap<Box<str>, Kept>>,
+    map: Mutex<HashMap<Box<str>, Box<Kept>>>,
     most: usize,
 }
 
@@ -225,7 +226,7 @@ impl KeptConnections {
     pub fn put(&self, name: &str, kept: Kept) {
         let mut map = self.map.lock().expect("not poisoned");
         if map.len() < self.most || map.contains_key(name) {
-            map.insert(name.into(), kept);
+            map.insert(name.into(), Box::new(kept));
         }
     }
 
@@ -246,7 +247,7 @@ impl KeptConnections {
             retire();
             return None;
         }
-        Some(kept)
+        Some(*kept)
     }
 
     /// The check of `name` over its kept connection, `request` made for its path (`None`: no

@@ -571,4 +571,23 @@ mod tests {
         assert_eq!(parsed.current_context.as_deref(), Some("home"));
         assert_eq!(parsed.contexts[0].context.as_ref().unwrap().namespace.as_deref(), Some("liqo"));
     }
+
+    /// The Secrets' store keeps the CA of the kubeconfig we issue once, shared with the peer's
+    /// pinned `ca.crt` of the same bytes, and gives the kubeconfig back byte for byte.
+    #[test]
+    fn the_kubeconfig_we_issue_shares_its_ca_in_the_secrets_store() {
+        use liqo_api::secret_value::Value;
+        // A CA of an RSA key's size: 1.2 KiB of PEM in lines of 64.
+        let ca_pem = ApiServer::pem_of(&[(0..900u32).map(|i| (i * 7) as u8).collect()]);
+        let api = ApiServer { url: "https://api.example.com:6443".into(), ca_pem };
+        let text = kubeconfig(&api, "home", "liqo-remote-x", "liqo", "x".repeat(1100)).unwrap();
+        let kept = Value::of(text.as_bytes());
+        assert_eq!(kept.bytes(), text.as_bytes());
+        let Value::Kubeconfig { head, ca, tail } = &kept else { panic!("our kubeconfig kept whole: {text}") };
+        let Value::Pem(pinned) = Value::of(api.ca_pem.as_bytes()) else { panic!("the CA not shared") };
+        assert!(std::sync::Arc::ptr_eq(ca, &pinned));
+        use base64::Engine;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&api.ca_pem);
+        assert_eq!(head.len() + encoded.len() + tail.len(), text.len(), "only the CA's base64 is left out of the text kept");
+    }
 }
