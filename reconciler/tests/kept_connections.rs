@@ -249,3 +249,24 @@ async fn the_first_check_over_a_connection_made_first_is_made_before_the_turn() 
     assert!(matches!(outcome, FirstCheck::Failed), "{outcome:?}");
     assert_eq!(network.kept.len(), 1, "only the answered check's connection kept");
 }
+
+#[tokio::test]
+async fn a_ticket_another_call_brings_while_a_connection_is_kept_is_let_go_at_the_next_check() {
+    let (s, network, ours) = one_peer().await;
+    let key = key_of(&ours.kubeconfig, ours.api_url.as_deref(), ours.ca_pem.as_deref());
+    assert_eq!(check(&network, "to-peer", &ours).await, (200, false));
+    assert!(!network.sessions.holds_ticket(&key), "let go once its connection was kept");
+
+    // A call of another kind (a join's, through a client) on a connection of its own: the peer
+    // gives it a ticket, which the access's store takes.
+    let client = network.api_client(&ours).await.unwrap();
+    client.apiserver_version().await.unwrap();
+    drop(client);
+    assert_eq!(s.connections.load(Ordering::SeqCst), 2);
+    assert!(network.sessions.holds_ticket(&key), "the call's ticket");
+
+    // The next check goes over the kept connection and lets that ticket go: no access holds
+    // a ticket while it holds a connection.
+    assert_eq!(check(&network, "to-peer", &ours).await, (200, true));
+    assert!(!network.sessions.holds_ticket(&key));
+}
