@@ -1,7 +1,8 @@
 //! What one ForeignCluster status write costs a real API server (`KUBEBUILDER_ASSETS`), by the
 //! way it is sent: WRITES (default 1,000) ForeignClusters of a joined peer's shape, each
 //! status changed in every round (RemoteReachable flips, as in an outage and its return), written
-//! by server-side apply as the reconciler has (`apply`), by a JSON merge patch of the same whole
+//! by server-side apply as the reconciler has (`apply`), the same with `fieldValidation=Ignore`
+//! (`apply-ignore`: the server looks for no unknown or duplicate fields), by a JSON merge patch of the same whole
 //! status (`merge`), and by server-side apply over a status of fewer bytes (`apply-lean`: the
 //! messages and fingerprints short). Two references tell what the cost is made of: the same apply
 //! with the conditions alone (`apply-conditions`: how the cost grows with the status's fields),
@@ -30,6 +31,7 @@ const MANAGER: &str = "liqo-reconciler";
 #[derive(Clone, Copy, PartialEq)]
 enum Way {
     Apply,
+    ApplyIgnore,
     Merge,
     ApplyLean,
     ApplyConditions,
@@ -37,10 +39,11 @@ enum Way {
 }
 
 impl Way {
-    const ALL: [Way; 5] = [Way::Apply, Way::Merge, Way::ApplyLean, Way::ApplyConditions, Way::ConfigMap];
+    const ALL: [Way; 6] = [Way::Apply, Way::ApplyIgnore, Way::Merge, Way::ApplyLean, Way::ApplyConditions, Way::ConfigMap];
     fn name(self) -> &'static str {
         match self {
             Way::Apply => "apply",
+            Way::ApplyIgnore => "apply-ignore",
             Way::Merge => "merge",
             Way::ApplyLean => "apply-lean",
             Way::ApplyConditions => "apply-conditions",
@@ -104,9 +107,12 @@ async fn round(client: &Client, n: usize, way: Way, up: bool, stamp: &str) -> f6
             async move {
                 let name = format!("fleet-{i:05}");
                 let mut s = status(i, up, way == Way::ApplyLean, stamp);
-                let apply = PatchParams::apply(MANAGER).force();
+                let mut apply = PatchParams::apply(MANAGER).force();
+                if way == Way::ApplyIgnore {
+                    apply = apply.validation_ignore();
+                }
                 let written = match way {
-                    Way::Apply | Way::ApplyLean | Way::ApplyConditions => {
+                    Way::Apply | Way::ApplyIgnore | Way::ApplyLean | Way::ApplyConditions => {
                         if way == Way::ApplyConditions {
                             s = json!({"conditions": s["conditions"].take()});
                         }

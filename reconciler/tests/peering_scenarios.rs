@@ -493,7 +493,7 @@ async fn join_from_scratch() {
         remote_seen
             .iter()
             .filter(|(m, _, _)| m == "PATCH")
-            .all(|(_, p, _)| p.contains("fieldManager=liqo-peering") && p.contains("force=true"))
+            .all(|(_, p, _)| p.contains("fieldManager=liqo-peering") && p.contains("force=true") && p.contains("fieldValidation=Ignore"))
     );
 }
 
@@ -1248,7 +1248,7 @@ async fn a_lost_advertisement_is_written_once_then_nothing_is_written() {
     assert_eq!(types, ["Trusted", "Authenticated", "RemoteReachable", "CaVerified", "Joined"]);
     assert_eq!(condition_of(&written["status"], "Joined").1, "AdvertisementDeleted");
     let seen = w.home.lock().unwrap()[0].1.clone();
-    assert!(seen.contains("fieldManager=liqo-peering") && seen.contains("force=true"), "{seen}");
+    assert!(seen.contains("fieldManager=liqo-peering") && seen.contains("force=true") && seen.contains("fieldValidation=Ignore"), "{seen}");
 
     // The next health round over the stored object: the remote GET, and nothing written.
     w.reconcile(stored_after(before, &written)).await.unwrap();

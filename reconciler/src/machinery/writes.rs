@@ -15,13 +15,16 @@ where
     Ok(apply_raw(api, manager, object).await?)
 }
 
-/// [`apply`], with the API server's error as it is (for calls to another cluster).
+/// [`apply`], with the API server's error as it is (for calls to another cluster). The object is
+/// of our own types: the API server is not asked to look for unknown fields
+/// (`fieldValidation=Ignore`; it drops them all the same, and an API server older than 1.25
+/// ignores the parameter).
 pub async fn apply_raw<K>(api: &Api<K>, manager: &str, object: &K) -> kube::Result<K>
 where
     K: Resource + Serialize + DeserializeOwned + Clone + std::fmt::Debug,
 {
     let name = object.meta().name.clone().unwrap_or_default();
-    api.patch(&name, &PatchParams::apply(manager).force(), &Patch::Apply(object)).await
+    api.patch(&name, &PatchParams::apply(manager).force().validation_ignore(), &Patch::Apply(object)).await
 }
 
 /// Deletes `name`; true when it existed.
