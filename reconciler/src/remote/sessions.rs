@@ -95,6 +95,17 @@ struct OneTicket {
     ticket: Mutex<Option<(ServerName<'static>, Tls13ClientSessionValue)>>,
 }
 
+impl OneTicket {
+    /// Lets go of the ticket held, if any.
+    fn let_go(&self) {
+        self.ticket.lock().expect("not poisoned").take();
+    }
+
+    fn holds(&self) -> bool {
+        self.ticket.lock().expect("not poisoned").is_some()
+    }
+}
+
 impl ClientSessionStore for OneTicket {
     fn set_kx_hint(&self, server_name: ServerName<'static>, group: NamedGroup) {
         *self.kx_hint.lock().expect("not poisoned") = Some((server_name, group));
@@ -401,7 +412,7 @@ impl Sessions {
         let mut entries = self.entries.lock().expect("not poisoned");
         let entry = entries.map.get_mut(key)?;
         entry.used = Instant::now();
-        entry.kept.store.ticket.lock().expect("not poisoned").take();
+        entry.kept.store.let_go();
         match &*entry.kept.config {
             Target::Small { url, token, .. } => Some(request_of(url, path, token.read(kubeconfig).ok()?)),
             Target::Whole(_) => None,
@@ -412,14 +423,14 @@ impl Sessions {
     /// is let go (a connection that goes between its retirements makes a full handshake).
     pub fn kept_a_connection(&self, key: &[u8; 32]) {
         if let Some(entry) = self.entries.lock().expect("not poisoned").map.get(key) {
-            entry.kept.store.ticket.lock().expect("not poisoned").take();
+            entry.kept.store.let_go();
         }
     }
 
     /// Whether a session ticket is held for the access of `key`.
     pub fn holds_ticket(&self, key: &[u8; 32]) -> bool {
         let entries = self.entries.lock().expect("not poisoned");
-        entries.map.get(key).is_some_and(|e| e.kept.store.ticket.lock().expect("not poisoned").is_some())
+        entries.map.get(key).is_some_and(|e| e.kept.store.holds())
     }
 
     /// The next connection of the access of `key` is to be a full handshake (a kept connection
