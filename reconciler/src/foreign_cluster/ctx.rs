@@ -270,7 +270,10 @@ impl<P: Peers> Ctx<P> {
         let permit = connector.permit().await;
         let name = fc.name_any();
         let started = std::time::Instant::now();
-        let gate = match self.shared.peers.check_kept(&name, &access, connector.wait()).await {
+        // The checks' own states are boxed as they start: a reconcile that waits for a
+        // connection (a thousand may, each a task) holds a few hundred bytes, not the 5 KiB of
+        // a TLS handshake's state machine it may never reach.
+        let gate = match Box::pin(self.shared.peers.check_kept(&name, &access, connector.wait())).await {
             Outcome::Answered { answer, path, key } => {
                 let at = std::time::Instant::now();
                 Some(Gate::Answered(Box::new(Early {
@@ -293,7 +296,7 @@ impl<P: Peers> Ctx<P> {
             Some(gate) => (gate, permit),
             None => {
                 let (gate, permit) = connector.connect_with(permit, &url).await;
-                (self.check_first(fc, &url, &access, gate, connector.wait()).await, permit)
+                (Box::pin(self.check_first(fc, &url, &access, gate, connector.wait())).await, permit)
             }
         };
         self.metrics.connected_first(&gate);

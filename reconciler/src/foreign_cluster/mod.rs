@@ -254,3 +254,38 @@ mod tests {
         assert_eq!(due_identity_of(&empty), "", "no kubeconfig: nothing to renew");
     }
 }
+
+#[cfg(test)]
+mod held_while_waiting {
+    use super::*;
+    use std::time::Duration;
+
+    /// A context on the real network's peers, connecting first (nothing is called).
+    fn ctx() -> Ctx<crate::remote::peer::Network> {
+        let client = kube::Client::try_from(kube::Config::new("https://127.0.0.1:9".parse().unwrap())).unwrap();
+        let peers = Arc::new(crate::remote::peer::Network::new(crate::remote::auth::client::Verify::Nothing, Duration::from_secs(10)));
+        let (foreign, _) = kube::runtime::reflector::store::<ForeignCluster>();
+        let (_, id) = tokio::sync::watch::channel(Some("home".to_owned()));
+        let (_, config) = tokio::sync::watch::channel(None::<liqo_api::ClusterConfigSpec>);
+        let shared = crate::context::Shared::new(client, "liqo", id, config, peers, foreign);
+        let (secrets, _) = crate::machinery::slim_store::slim_store(crate::machinery::slim_store::secret_data);
+        let (adverts, _) =
+            crate::machinery::slim_store::slim_store_by_namespace(crate::machinery::slim_store::exists::<liqo_api::Advertisement>);
+        let live = crate::cluster::addresses::Live::Fixed("https://home.example:6443".to_owned());
+        let api = crate::remote::auth::service::ApiServer { url: live, ca_pem: String::new() };
+        Ctx::new(shared, api, None, secrets, adverts).with_connect_first(1024, Duration::from_secs(5))
+    }
+
+    /// Up to `--connects-in-flight` (1,024) reconciles wait on a connection at once, each a task:
+    /// what a TLS handshake's state needs (about 5 KiB) is taken when the handshake starts, not
+    /// held by every one waiting for a SYN to be answered (5 MiB at a whole fleet's black hole).
+    #[tokio::test]
+    async fn a_reconcile_waiting_for_its_connection_holds_well_under_a_kibibyte() {
+        let ctx = ctx();
+        let fc = ForeignCluster::new("peer", Default::default());
+        let connecting = ctx.connect_first(&fc);
+        assert!(std::mem::size_of_val(&connecting) <= 1024, "connect_first: {} bytes", std::mem::size_of_val(&connecting));
+        let waiting = connect_then_turn(&fc, &ctx);
+        assert!(std::mem::size_of_val(&waiting) <= 512, "connect_then_turn: {} bytes", std::mem::size_of_val(&waiting));
+    }
+}

@@ -259,7 +259,7 @@ impl Peers for Network {
         let key = key_of(&access.kubeconfig, access.api_url.as_deref(), access.ca_pem.as_deref());
         let Some(kept) = self.kept.take(name, &key, || self.sessions.full_next(&key)) else { return Outcome::NotKept };
         let Some(request) = self.sessions.request(&key, &access.kubeconfig, kept.path()) else { return Outcome::NotKept };
-        self.kept.check(name, kept, &request, wait).await
+        self.kept.check(name, kept, request, wait).await
     }
     fn forget_kept(&self, name: &str) {
         self.kept.forget(name);
