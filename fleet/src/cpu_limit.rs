@@ -126,13 +126,37 @@ impl CpuLimits {
 
 impl Drop for CpuLimits {
     fn drop(&mut self) {
-        // This process back to the root; the hub's processes are gone by now (killed with
-        // the hub), so the groups can go.
-        let _ = move_to(&self.root, std::process::id());
+        // Every process still in a group back to the root first: this one, and those a run
+        // that stopped early has not killed yet (the hub's, the broadcasters' child), which
+        // would keep their group from going ("Device or resource busy").
+        for group in [&self.hub.dir, &self.peers.dir] {
+            for pid in procs(group) {
+                let _ = move_to(&self.root, pid);
+            }
+        }
         for dir in [&self.hub.dir, &self.peers.dir, &self.parent] {
-            if let Err(e) = std::fs::remove_dir(dir) {
+            if let Err(e) = remove_group(dir) {
                 eprintln!("liqo-fleet: the control group {} stays: {e}", dir.display());
             }
+        }
+    }
+}
+
+/// The processes in the group at `dir`.
+fn procs(dir: &Path) -> Vec<u32> {
+    std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// Removes the (empty) group at `dir`. A process that just left it may still be counted in it
+/// for a moment: tried again for up to a second while it says busy.
+fn remove_group(dir: &Path) -> std::io::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        match std::fs::remove_dir(dir) {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
         }
     }
 }
@@ -214,8 +238,16 @@ mod tests {
         assert!(procs.lines().any(|p| p == child.id().to_string()), "{procs}");
         child.wait().unwrap();
         assert!(limits.throttled_seconds().0 > 0.0, "a busy child at half a CPU was held back");
+        // A run that stops early drops its limits before it kills the hub: a process still in
+        // a group does not keep the group from going, and lives on outside it.
+        let mut left = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        limits.hub(left.id()).unwrap();
         let parent = limits.parent.clone();
         drop(limits);
-        assert!(!parent.exists(), "removed");
+        let alive = left.try_wait().unwrap().is_none();
+        left.kill().unwrap();
+        left.wait().unwrap();
+        assert!(!parent.exists(), "removed, though a process was still in the hub's group");
+        assert!(alive, "the process left in it was moved out, not killed");
     }
 }
