@@ -40,6 +40,10 @@ use liqo_serve::logging::LogFormat;
 use liqo_serve::{CertFiles, Limits, ReloadingCert, serve_https_limited, server_config, shutdown_signal};
 use tokio::sync::watch;
 
+/// What the reconciler calls itself to its API server (`User-Agent`): its name, the field manager
+/// of its writes that name none, and its version.
+pub const USER_AGENT: &str = concat!("liqo-reconciler/", env!("CARGO_PKG_VERSION"));
+
 /// Liqo reconciler: keeps the cluster ID and the ClusterConfig, serves the auth service
 /// (/ids, /identity, /ca) to peers, joins the ForeignClusters with spec.join=true, serves
 /// incoming PeeringRequests/FederationRequests with one broadcaster per peer. Connects to the
@@ -226,7 +230,10 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
 
-    let kube_config = kube::Config::infer().await.context("finding the API server (in-cluster or KUBECONFIG)")?;
+    let mut kube_config = kube::Config::infer().await.context("finding the API server (in-cluster or KUBECONFIG)")?;
+    // Who we are to the API server: its logs, its audit, and the field manager of every write
+    // that names none (a patch adding our finalizer is recorded as ours, not as "unknown").
+    kube_config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(USER_AGENT)));
     let lookup = addresses::Lookup {
         namespace: args.namespace.clone(),
         flags: addresses::Overrides { api_url: args.api_url.clone(), auth_url: args.auth_url.clone() },

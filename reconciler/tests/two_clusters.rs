@@ -52,6 +52,12 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     assert_eq!(pr.spec.requester_cluster_id(), Some(home_id.as_str()));
     assert_eq!(pr.spec.kube_config_ref.as_ref().and_then(|r| r.namespace.clone()), Some(format!("liqo-tenant-{home_id}")));
     assert_eq!(pr.spec.auth_url.as_deref(), Some(home_rec.auth_url.as_str()));
+    // Our finalizer, on the ForeignCluster here and on our request there, is written under our
+    // name (a patch names no field manager: the API server takes our User-Agent's), not "unknown".
+    for (what, entries) in [("the ForeignCluster", joined.managed_fields()), ("our PeeringRequest on the remote", pr.managed_fields())] {
+        let owner = entries.iter().find(|e| serde_json::to_string(&e.fields_v1).unwrap().contains("discovery.liqo.io/peered"));
+        assert_eq!(owner.and_then(|e| e.manager.as_deref()), Some("liqo-reconciler"), "{what}'s finalizer: {entries:?}");
+    }
     advertisement_status(&remote_prs, &home_id, liqo_api::AdvertisementState::Created, "Published").await;
     let accepted = eventually("a PeeringAccepted Event on the remote", || liqo_testenv::event(&remote, "PeeringAccepted", &home_id)).await;
     assert!(accepted.note.unwrap().contains(&format!("PeeringRequest of cluster {home_id}")));

@@ -416,15 +416,23 @@ pub fn identities_of(client: &Client, id: &str) -> Api<k8s_openapi::api::core::v
     Api::namespaced(client.clone(), &liqo_api::names::tenant_namespace(id))
 }
 
-/// Waits until cluster `id`'s tenant namespace on the cluster of `client` is gone (with the
-/// controllers of `cp`), or asked to go (without them, a namespace never finishes going).
+/// Waits until cluster `id`'s tenant namespace on the cluster of `client` is gone. Without the
+/// controllers of `cp` (an assets folder with no kube-controller-manager) a namespace asked to go
+/// never finishes going: the test finishes it as the namespace controller would (`finalize`, its
+/// finalizers emptied), so that a peering made again can use it. What it held stays in storage
+/// (the namespace controller would delete it first) and is found there again by a peering that
+/// makes the namespace again.
 pub async fn tenant_gone(cp: &ControlPlane, client: &Client, id: &str) {
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let name = liqo_api::names::tenant_namespace(id);
     liqo_testenv::eventually(&format!("tenant namespace {name} gone"), || async {
         match namespaces.get_opt(&name).await.ok()? {
             None => Some(()),
-            Some(ns) if ns.metadata.deletion_timestamp.is_some() && !cp.controllers() => Some(()),
+            Some(mut ns) if ns.metadata.deletion_timestamp.is_some() && !cp.controllers() => {
+                ns.spec.get_or_insert_default().finalizers = Some(Vec::new());
+                let _ = namespaces.replace_subresource("finalize", &name, &kube::api::PostParams::default(), &ns).await;
+                None
+            }
             Some(_) => None,
         }
     })
