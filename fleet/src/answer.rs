@@ -60,6 +60,8 @@ pub enum Then {
 const REQUESTS: &str = "/apis/discovery.liqo.io/v1alpha1/namespaces/";
 const SECRETS: &str = "/api/v1/namespaces/";
 const APPLY: &str = "application/apply-patch+yaml";
+/// The field manager of a peer's reconciler's updates (its User-Agent's product).
+const PEER_RECONCILER: &str = "liqo-reconciler";
 
 /// The answer of `peer` to `asked`.
 pub fn answer(peer: &Peer, asked: &Asked<'_>) -> Answer {
@@ -194,7 +196,17 @@ fn request(mode: Mode, objects: &mut Objects, asked: &Asked<'_>, requester: &str
             let Some(body) = apply_body(asked) else { return status(415, "UnsupportedMediaType", "server-side apply only".into()) };
             let before = objects.requests.get(name).map(|pr| pr["spec"].clone());
             let version = objects.version();
-            let pr = applied("discovery.liqo.io/v1alpha1", "PeeringRequest", name, None, &body, objects.requests.get(name), version);
+            let existing = objects.requests.get(name);
+            let namespace = tenant_namespace(requester);
+            let mut pr = applied("discovery.liqo.io/v1alpha1", "PeeringRequest", name, &namespace, &body, existing, version);
+            track(&mut pr, existing, asked, &body);
+            if existing.is_none() {
+                // The peer's reconciler takes the request up: its finalizer, by an update.
+                let finalizer = liqo_api::names::FINALIZER_PEERED;
+                pr["metadata"]["finalizers"] = json!([finalizer]);
+                let fields = crate::managed::finalizer_fields(&[finalizer]);
+                crate::managed::record(&mut pr, PEER_RECONCILER, "Update", None, fields, &crate::managed::now());
+            }
             objects.requests.insert(name.to_owned(), pr.clone());
             let then = if before.as_ref() != Some(&pr["spec"]) { Then::Offered(requester.to_owned()) } else { Then::Nothing };
             Answer { then, ..write(200, pr) }
@@ -242,7 +254,9 @@ fn secret_call(objects: &mut Objects, asked: &Asked<'_>, requester: &str, ns: &s
             let Some(body) = apply_body(asked) else { return status(415, "UnsupportedMediaType", "server-side apply only".into()) };
             let version = objects.version();
             let before = objects.secrets.get(&key).map(|s| s["data"].clone());
-            let mut secret = applied("v1", "Secret", name, Some(ns), &body, objects.secrets.get(&key), version);
+            let existing = objects.secrets.get(&key);
+            let mut secret = applied("v1", "Secret", name, ns, &body, existing, version);
+            track(&mut secret, existing, asked, &body);
             secret.as_object_mut().expect("an object").entry("type").or_insert(json!("Opaque"));
             let changed = before.as_ref() != Some(&secret["data"]);
             objects.secrets.insert(key, secret.clone());
@@ -269,15 +283,7 @@ fn apply_body(asked: &Asked<'_>) -> Option<Value> {
 
 /// `body` as stored by an apply: its labels, spec and data; the server's metadata kept from
 /// `existing` (uid, creation time) or made; the status kept.
-fn applied(
-    api_version: &str,
-    kind: &str,
-    name: &str,
-    namespace: Option<&str>,
-    body: &Value,
-    existing: Option<&Value>,
-    version: String,
-) -> Value {
+fn applied(api_version: &str, kind: &str, name: &str, namespace: &str, body: &Value, existing: Option<&Value>, version: String) -> Value {
     let old = |field: &str| existing.map(|e| e["metadata"][field].clone()).filter(|v| !v.is_null());
     let created = time::OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or_else(|_| time::OffsetDateTime::now_utc());
     let created = created.format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
@@ -293,13 +299,32 @@ fn applied(
     object["apiVersion"] = json!(api_version);
     object["kind"] = json!(kind);
     object["metadata"] = metadata;
-    if namespace.is_none() {
-        object["metadata"].as_object_mut().expect("an object").remove("namespace");
-    }
     if let Some(status) = existing.map(|e| e["status"].clone()).filter(|s| !s.is_null()) {
         object["status"] = status;
     }
     object
+}
+
+/// What a real API server adds to `object`, stored by `asked`'s apply of `body` over `existing`:
+/// the managed fields of every manager that wrote it, this one's now what `body` applied; and,
+/// for an object with a spec, its generation (1, then one more each time the spec changes).
+fn track(object: &mut Value, existing: Option<&Value>, asked: &Asked<'_>, body: &Value) {
+    if let Some(entries) = existing.map(|e| e["metadata"]["managedFields"].clone()).filter(Value::is_array) {
+        object["metadata"]["managedFields"] = entries;
+    }
+    let manager = query_value(asked.query, "fieldManager").unwrap_or_default();
+    crate::managed::record(object, &manager, "Apply", None, crate::managed::applied_fields(body), &crate::managed::now());
+    if let Some(finalizers) = existing.map(|e| e["metadata"]["finalizers"].clone()).filter(Value::is_array) {
+        object["metadata"]["finalizers"] = finalizers;
+    }
+    if !object["spec"].is_null() {
+        let before = existing.map(|e| (&e["spec"], e["metadata"]["generation"].as_u64().unwrap_or(1)));
+        object["metadata"]["generation"] = json!(match before {
+            Some((spec, generation)) if *spec == object["spec"] => generation,
+            Some((_, generation)) => generation + 1,
+            None => 1,
+        });
+    }
 }
 
 fn objects_version(objects: &Objects) -> String {

@@ -23,7 +23,7 @@
 //! own layer or one below, never a circle): the binary; the scenarios (`scenarios`); the
 //! fleet's server (`server`); what a peer answers and writes (`answer`, `advertiser`,
 //! `dashboard`); a simulated peer, the counts and the hub (`peer`, `counts`, `black_hole`,
-//! `cpu_limit`, `hub`).
+//! `cpu_limit`, `hub`, `managed`: the managed fields its objects carry).
 
 pub mod advertiser;
 pub mod answer;
@@ -32,6 +32,7 @@ pub mod counts;
 pub mod cpu_limit;
 pub mod dashboard;
 pub mod hub;
+pub mod managed;
 pub mod peer;
 pub mod scenarios;
 pub mod server;

@@ -64,6 +64,17 @@ fn object_shape(object: &Value, peer_id: &str, hub_id: &str) -> Value {
     json!({"labels": object["metadata"]["labels"], "spec": keys(&object["spec"]), "data": keys(&object["data"]), "type": object["type"]})
 }
 
+/// Each entry of an object's managed fields (manager, operation, subresource, the fields), with
+/// values that name the peer or the hub replaced by their role.
+fn managed_shape(object: &Value, peer_id: &str, hub_id: &str) -> Value {
+    let text = object["metadata"]["managedFields"].to_string().replace(peer_id, "<peer>").replace(hub_id, "<hub>");
+    let entries: Value = serde_json::from_str(&text).unwrap();
+    let mut shape: Vec<Value> =
+        entries.as_array().into_iter().flatten().map(|e| json!([e["manager"], e["operation"], e["subresource"], e["fieldsV1"]])).collect();
+    shape.sort_by_key(|e| e.to_string());
+    Value::Array(shape)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_simulated_peer_is_joined_and_unjoined_as_a_real_one() {
     let Some(hub) = common::hub().await else { return };
@@ -150,6 +161,20 @@ async fn a_simulated_peer_is_joined_and_unjoined_as_a_real_one() {
     .await;
     let sim_pr = sim.objects.lock().unwrap().requests.get(&hub_id).cloned().unwrap();
     assert_eq!(advertised(&sim_pr), advertised(&real_pr), "what the peers' broadcasters say");
+    // What the hub's health check reads each period: the same managed fields, about as long.
+    let path = format!("/apis/discovery.liqo.io/v1alpha1/namespaces/{}/peeringrequests/{hub_id}", tenant_namespace(&hub_id));
+    let real_body = real.admin.request_text(http::Request::get(&path).body(Vec::new()).unwrap()).await.unwrap();
+    let real_raw: Value = serde_json::from_str(&real_body).unwrap();
+    let sim_body = serde_json::to_string(&sim_pr).unwrap();
+    assert_eq!(managed_shape(&sim_pr, &sim.id, &hub_id), managed_shape(&real_raw, &real_id, &hub_id), "the managed fields");
+    assert_eq!(sim_pr["metadata"]["generation"], real_raw["metadata"]["generation"], "the generation");
+    let ratio = sim_body.len() as f64 / real_body.trim_end().len() as f64;
+    assert!(
+        (0.9..=1.1).contains(&ratio),
+        "the answer's length: {} bytes simulated, {} real\n{sim_body}\n{real_body}",
+        sim_body.len(),
+        real_body.len()
+    );
     let name = peering_kubeconfig_secret(&hub_id);
     let tenant = tenant_namespace(&hub_id);
     let real_secret = serde_json::to_value(Api::<Secret>::namespaced(real.admin.clone(), &tenant).get(&name).await.unwrap()).unwrap();

@@ -29,7 +29,7 @@ const DASHBOARD: Layers = &[
 ];
 
 const FLEET: Layers = &[
-    ("a simulated peer, the counts, the hub", &["peer", "counts", "black_hole", "cpu_limit", "hub"]),
+    ("a simulated peer, the counts, the hub", &["peer", "counts", "black_hole", "cpu_limit", "hub", "managed"]),
     ("what a peer answers and writes", &["answer", "advertiser", "dashboard"]),
     ("the fleet's server", &["server"]),
     ("the scenarios", &["scenarios"]),

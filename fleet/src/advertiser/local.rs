@@ -56,5 +56,9 @@ pub fn report_on(peer: &Peer, requester: &str, round: Round) {
     if let Some(pr) = objects.requests.get_mut(requester) {
         pr["status"] = json!({"advertisementStatus": state, "conditions": [{
             "type": "Advertised", "status": status, "reason": reason.as_str(), "message": message, "lastTransitionTime": now}]});
+        // Written by server-side apply to the status, as our broadcaster writes it.
+        let fields = json!({"f:status": crate::managed::fields_v1(&pr["status"])});
+        let manager = liqo_reconciler::incoming::broadcaster::FIELD_MANAGER;
+        crate::managed::record(pr, manager, "Apply", Some("status"), fields, &crate::managed::now());
     }
 }
