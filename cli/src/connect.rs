@@ -9,6 +9,10 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::error::{CliError, Result};
 
+/// What `kubectl liqo` calls itself to the API server (`User-Agent`), and so the field manager of
+/// its writes.
+pub const USER_AGENT: &str = concat!("kubectl-liqo/", env!("CARGO_PKG_VERSION"));
+
 /// How to reach the cluster.
 #[derive(clap::Args, Clone, Debug)]
 pub struct Connection {
@@ -42,6 +46,10 @@ impl Connection {
             }
             None => kube::Config::infer().await.map_err(|e| CliError::Connect(format!("no cluster to talk to: {e}")))?,
         };
+        let mut config = config;
+        // Who we are to the API server: its logs, its audit, and the field manager of our
+        // writes (a ForeignCluster made or joined by `kubectl liqo` says so, not "unknown").
+        config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(USER_AGENT)));
         Client::try_from(config).map_err(|e| CliError::Connect(e.to_string()))
     }
 }

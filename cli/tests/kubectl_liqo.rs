@@ -70,6 +70,8 @@ async fn peer_status_and_unpeer_as_a_user_runs_them() {
     assert!(!said.contains('\x1b'), "no terminal codes when piped:\n{said}");
     let fc = Api::<ForeignCluster>::all(t.home.clone()).get("remote").await.unwrap();
     assert!(outgoing_joined(&fc), "the resulting object says joined");
+    let setter = fc.managed_fields().iter().find(|e| e.fields_v1.as_ref().is_some_and(|f| f.0["f:spec"].get("f:join").is_some()));
+    assert_eq!(setter.and_then(|e| e.manager.as_deref()), Some("kubectl-liqo"), "who set spec.join: {:?}", fc.managed_fields());
 
     // status: both sides, exit 0.
     let out = kubectl_liqo(&t.home_cp, &["status"]);

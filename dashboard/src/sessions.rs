@@ -19,6 +19,10 @@ use sha2::{Digest, Sha256};
 use crate::dashboard::Dashboard;
 use crate::stores::Stores;
 
+/// What the dashboard calls itself to the API server (`User-Agent`) on its users' behalf, and so
+/// the field manager of their writes through it.
+pub const USER_AGENT: &str = concat!("liqo-dashboard/", env!("CARGO_PKG_VERSION"));
+
 /// The cookie that holds the user's token.
 pub const COOKIE: &str = "liqo-dashboard-token";
 /// How long a session's watches live without a page view or an open page.
@@ -105,7 +109,10 @@ pub struct Sessions {
 impl Sessions {
     /// Sessions over one set of watches, started now with `reviewer` (the dashboard's own
     /// identity) for Liqo namespace `namespace`.
-    pub fn new(reviewer: Client, base: Config, namespace: &str) -> Arc<Self> {
+    pub fn new(reviewer: Client, mut base: Config, namespace: &str) -> Arc<Self> {
+        // Each user's writes are recorded as the dashboard's (their field manager), their audit
+        // as the user's: the API server takes a write's manager from its User-Agent.
+        base.headers.push((axum::http::header::USER_AGENT, axum::http::HeaderValue::from_static(USER_AGENT)));
         let shared = Stores::start(&reviewer, namespace);
         Arc::new(Self { reviewer, base, shared, namespace: namespace.to_owned(), open: Mutex::default() })
     }

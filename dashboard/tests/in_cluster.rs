@@ -11,8 +11,8 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
-use kube::Client;
 use kube::api::{Api, PostParams};
+use kube::{Client, ResourceExt};
 use liqo_api::{ForeignCluster, ForeignClusterSpec};
 use liqo_dashboard::sessions::Sessions;
 use liqo_testenv::browser::{self, Killed, Kind, Locator, shot, text_where};
@@ -191,7 +191,10 @@ async fn each_user_sees_and_acts_with_their_own_token() {
     let connect = call(&app, "POST", "/actions/connect", Some(&alice), Some(&format!("csrf={}&name=peer-one", csrf(&page)))).await;
     assert_eq!(connect.status, StatusCode::SEE_OTHER, "{}", connect.body);
     let fcs = Api::<ForeignCluster>::all(admin.clone());
-    assert_eq!(fcs.get("peer-one").await.unwrap().spec.join, Some(true), "alice joined peer-one");
+    let joined = fcs.get("peer-one").await.unwrap();
+    assert_eq!(joined.spec.join, Some(true), "alice joined peer-one");
+    let setter = joined.managed_fields().iter().find(|e| e.fields_v1.as_ref().is_some_and(|f| f.0["f:spec"].get("f:join").is_some()));
+    assert_eq!(setter.and_then(|e| e.manager.as_deref()), Some("liqo-dashboard"), "who set spec.join: {:?}", joined.managed_fields());
 
     // Mallory is authenticated but RBAC lets him see nothing and do nothing.
     let login = call(&app, "POST", "/login", None, Some(&format!("token={mallory}"))).await;
