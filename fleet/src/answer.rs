@@ -282,23 +282,26 @@ fn apply_body(asked: &Asked<'_>) -> Option<Value> {
 }
 
 /// `body` as stored by an apply: its labels, spec and data; the server's metadata kept from
-/// `existing` (uid, creation time) or made; the status kept.
+/// `existing` (uid, creation time, finalizers, managed fields) or made; the status kept.
 fn applied(api_version: &str, kind: &str, name: &str, namespace: &str, body: &Value, existing: Option<&Value>, version: String) -> Value {
     let old = |field: &str| existing.map(|e| e["metadata"][field].clone()).filter(|v| !v.is_null());
-    let created = time::OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or_else(|_| time::OffsetDateTime::now_utc());
-    let created = created.format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
     let mut object = body.clone();
     let metadata = json!({
         "name": name,
         "namespace": namespace,
         "uid": old("uid").unwrap_or_else(|| json!(format!("{name}-{version}"))),
         "resourceVersion": version,
-        "creationTimestamp": old("creationTimestamp").unwrap_or_else(|| json!(created)),
+        "creationTimestamp": old("creationTimestamp").unwrap_or_else(|| json!(crate::managed::now())),
         "labels": body["metadata"]["labels"],
     });
     object["apiVersion"] = json!(api_version);
     object["kind"] = json!(kind);
     object["metadata"] = metadata;
+    for field in ["finalizers", "managedFields"] {
+        if let Some(kept) = old(field) {
+            object["metadata"][field] = kept;
+        }
+    }
     if let Some(status) = existing.map(|e| e["status"].clone()).filter(|s| !s.is_null()) {
         object["status"] = status;
     }
@@ -306,17 +309,11 @@ fn applied(api_version: &str, kind: &str, name: &str, namespace: &str, body: &Va
 }
 
 /// What a real API server adds to `object`, stored by `asked`'s apply of `body` over `existing`:
-/// the managed fields of every manager that wrote it, this one's now what `body` applied; and,
-/// for an object with a spec, its generation (1, then one more each time the spec changes).
+/// the apply's manager's entry in its managed fields, now what `body` applied; and, for an
+/// object with a spec, its generation (1, then one more each time the spec changes).
 fn track(object: &mut Value, existing: Option<&Value>, asked: &Asked<'_>, body: &Value) {
-    if let Some(entries) = existing.map(|e| e["metadata"]["managedFields"].clone()).filter(Value::is_array) {
-        object["metadata"]["managedFields"] = entries;
-    }
     let manager = query_value(asked.query, "fieldManager").unwrap_or_default();
     crate::managed::record(object, &manager, "Apply", None, crate::managed::applied_fields(body), &crate::managed::now());
-    if let Some(finalizers) = existing.map(|e| e["metadata"]["finalizers"].clone()).filter(Value::is_array) {
-        object["metadata"]["finalizers"] = finalizers;
-    }
     if !object["spec"].is_null() {
         let before = existing.map(|e| (&e["spec"], e["metadata"]["generation"].as_u64().unwrap_or(1)));
         object["metadata"]["generation"] = json!(match before {
