@@ -73,7 +73,7 @@ fn the_readme_reads_in_five_minutes_and_links_each_page_of_docs() {
 
 #[test]
 fn the_anchor_rule_is_githubs() {
-    assert_eq!(slug("First peering (the seeds' commands)"), "first-peering-the-seeds-commands");
+    assert_eq!(slug("First peering (Liqo's commands)"), "first-peering-liqos-commands");
     assert_eq!(slug("GitOps: Argo CD and Flux"), "gitops-argo-cd-and-flux");
     assert_eq!(targets("see [a](docs/a.md#x) and `[b](c.md)` [d](e.md)"), ["docs/a.md#x", "e.md"]);
 }

@@ -1,4 +1,4 @@
-//! `kubectl liqo peer` and `unpeer`: a ForeignCluster with `join: true` (either seed form), or
+//! `kubectl liqo peer` and `unpeer`: a ForeignCluster with `join: true` (either of Liqo's forms: protocol §6), or
 //! `join: false` / deleted; with `--wait`, followed live until it is done or the deadline.
 
 use std::io::{IsTerminal, Write};
@@ -370,7 +370,7 @@ pub async fn unpeer(client: &Client, peer: &str, delete: bool) -> Result<(String
     Ok((name, id))
 }
 
-/// Frees cluster ID `peer` (or the ID of the ForeignCluster named so) on this cluster (SPEC
+/// Frees cluster ID `peer` (or the ID of the ForeignCluster named so) on this cluster (protocol
 /// §10): deletes the ServiceAccount of the identity issued for it, so its tokens are refused
 /// from now on and the next cluster to ask for an identity for that ID gets it. Returns the ID
 /// freed.

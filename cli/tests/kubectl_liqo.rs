@@ -129,7 +129,7 @@ async fn peer_status_and_unpeer_as_a_user_runs_them() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }
 
-/// Seed 003's "not possible to trust or not CAs" lifted: a self-signed remote waits for
+/// Liqo's listed limitation "not possible to trust or not CAs" lifted: a self-signed remote waits for
 /// approval showing the fingerprint it presents; a wrong fingerprint is refused; the one its
 /// operator reads out (from the remote's own certificate) peers it.
 /// `status` over many peers reads them in pages (`--chunk-size`, here 2 for 7 peers), counts
@@ -450,7 +450,7 @@ async fn the_pinned_peer_line_works_whatever_discovery_did() {
 }
 
 /// A home that lost its identity on the remote (its Secret deleted) is refused a new one while
-/// the remote binds its cluster ID (SPEC §10), says so (`IdentityBound`), and joins again once
+/// the remote binds its cluster ID (protocol §10), says so (`IdentityBound`), and joins again once
 /// the remote's operator runs `kubectl liqo free ID`; freeing an ID that is not bound fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_identity_is_told_and_recovered_by_freeing_the_id() {

@@ -1,6 +1,6 @@
 //! What the buttons and forms do, with the user's own credentials (RBAC and our webhook
 //! decide): Connect / Disconnect (`spec.join`), Forget (the ForeignCluster deleted), the switches of `liqo-configuration`, Add
-//! domain (a SearchDomain), Add remote peer (a ForeignCluster in either seed form).
+//! domain (a SearchDomain), Add remote peer (a ForeignCluster in either of Liqo's forms: protocol §6).
 
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};

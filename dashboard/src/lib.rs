@@ -1,4 +1,4 @@
-//! The dashboard of seed 003, served by `kubectl liqo dashboard` on loopback with the user's
+//! The dashboard of Liqo's documentation (protocol §8), served by `kubectl liqo dashboard` on loopback with the user's
 //! own credentials: this cluster and its switches, Available and Connected Peers, Add domain,
 //! Add remote peer, a peer view, a live picture of the peers, every Liqo object and its editor.
 //!

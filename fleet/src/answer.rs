@@ -120,7 +120,7 @@ fn identity(peer: &Peer, body: &[u8]) -> (u16, Vec<u8>) {
 }
 
 /// The kubeconfig of an identity `peer` issues to `cluster_id` with `token`: its peer
-/// ServiceAccount in the requester's tenant namespace, as ours issues it (SPEC §9).
+/// ServiceAccount in the requester's tenant namespace, as ours issues it (protocol §9).
 pub fn identity_kubeconfig(peer: &Peer, cluster_id: &str, token: &str) -> Option<String> {
     let api = ApiServer { url: peer.url().into(), ca_pem: peer.certs().ca.cert_pem.clone() };
     let user = liqo_api::names::peer_service_account(cluster_id);

@@ -476,7 +476,7 @@ impl Run {
         row
     }
 
-    /// How many ClusterRoleBindings the hub has (SPEC §9: as many with every peer joined as
+    /// How many ClusterRoleBindings the hub has (protocol §9: as many with every peer joined as
     /// with none).
     async fn cluster_role_bindings(&self) -> usize {
         use k8s_openapi::api::rbac::v1::ClusterRoleBinding;

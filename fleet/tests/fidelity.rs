@@ -136,7 +136,7 @@ async fn a_simulated_peer_is_joined_and_unjoined_as_a_real_one() {
     assert!(sim_len >= real_len && sim_len <= real_len + 64, "the same header and claims: {sim_token} and {real_token}");
 
     // The Advertisement each peer wrote in the hub.
-    // Each in the sender's tenant namespace on the hub (SPEC §9).
+    // Each in the sender's tenant namespace on the hub (protocol §9).
     let adverts = |id: &str| Api::<Advertisement>::namespaced(hub.admin.clone(), &tenant_namespace(id));
     let sim_adv = serde_json::to_value(adverts(&sim.id).get(&advertisement_name(&sim.id)).await.unwrap()).unwrap();
     let real_adv = serde_json::to_value(adverts(&real_id).get(&advertisement_name(&real_id)).await.unwrap()).unwrap();

@@ -34,7 +34,7 @@ async fn fifty_peers_through_every_scenario() {
     assert_eq!(b.peer_writes, 2 * n, "{}", show(&b));
     assert_eq!(b.auth_requests, 3 * n, "/ids, /ca and /identity once each: {}", show(&b));
     assert_eq!(b.identity_requests, n, "one identity each: {}", show(&b));
-    // SPEC §9: nothing per peer is cluster-wide.
+    // protocol §9: nothing per peer is cluster-wide.
     let bindings = b.note.split("ClusterRoleBindings on the hub: ").nth(1).expect("the ClusterRoleBindings counted");
     let counts: Vec<&str> = bindings.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).take(2).collect();
     assert_eq!(counts.len(), 2, "{}", b.note);

@@ -1,6 +1,6 @@
 //! One join, timed: on two real API servers (`KUBEBUILDER_ASSETS`, with the namespace
 //! controller), each with the `liqo-reconciler` release binary and the shipped RBAC, a fresh
-//! ForeignCluster in seed 002's form (`authUrl`, `join: true`) is created on the home cluster,
+//! ForeignCluster in the auth-service form (`authUrl`, `join: true`) is created on the home cluster,
 //! and the clock is read when our PeeringRequest exists on the remote, and when the
 //! ForeignCluster says joined (the remote's Advertisement here: what `kubectl liqo peer --wait`
 //! waits for). Then it is deleted and the next one waits until both tenant namespaces are gone.

@@ -320,7 +320,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
     );
     let foreign = foreign_followed.store.clone();
     // Identities nobody uses are swept every third of a health period, and retired after
-    // three health periods (SPEC §10).
+    // three health periods (protocol §10).
     let sweep_period = Duration::from_secs(args.health_period_seconds).div_f64(3.0).max(Duration::from_secs(1));
     let install_check =
         Arc::new(crate::tenancy::install::InstallCheck::new(client.clone()).with_gauge(metrics.install_parts_watched.clone()));

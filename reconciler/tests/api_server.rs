@@ -49,7 +49,7 @@ async fn cluster_identity_is_created_once_kept_and_recreated() {
     let (tx, mut rx) = watch::channel(None);
     tokio::spawn(keep(ClusterIdentity { nodes: nodes.clone() }, cms.clone(), tx));
 
-    // The first control-plane node by name gives the ID, stored in the seeds' ConfigMap.
+    // The first control-plane node by name gives the ID, stored in Liqo's ConfigMap.
     let id = changed_to(&mut rx, "the cluster ID", |_| true).await;
     assert_eq!(id, cp_a.uid().unwrap());
     let cm = cms.get("cluster-id").await.unwrap();
@@ -95,7 +95,7 @@ async fn cluster_config_gets_the_defaults_and_changes_apply_at_runtime() {
     assert_eq!((spec.discovery_config.ttl, spec.peering_policy), (90, PeeringPolicy::AcceptAll));
     assert!(configs.get("liqo-configuration").await.is_ok());
 
-    // The seeds' command: kubectl patch clusterconfigs liqo-configuration --patch '...' --type 'merge'
+    // Liqo's documented command: kubectl patch clusterconfigs liqo-configuration --patch '...' --type 'merge'
     let patch = json!({"spec": {"discoveryConfig": {"enableAdvertisement": false}, "peeringPolicy": "AcceptKnown"}});
     configs.patch("liqo-configuration", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
     let spec = changed_to(&mut rx, "enableAdvertisement=false", |s| !s.discovery_config.enable_advertisement).await;
@@ -211,7 +211,7 @@ async fn an_issued_identity_manages_only_its_own_peering_request() {
     let first = ask(json!({"clusterID": PEER, "token": token})).await;
     assert_eq!(first.status, 201, "{}", first.text());
     let first: IdentityResponse = serde_json::from_slice(&first.body).unwrap();
-    // The ID is now bound to that holder (SPEC §10): asking again with the cluster's token
+    // The ID is now bound to that holder (protocol §10): asking again with the cluster's token
     // alone is refused; with the identity's own token it is a renewal, a fresh token for the
     // same identity.
     let again = ask(json!({"clusterID": PEER, "token": token})).await;
@@ -223,7 +223,7 @@ async fn an_issued_identity_manages_only_its_own_peering_request() {
     let kubeconfig = kube::config::Kubeconfig::from_yaml(&answer.kubeconfig).unwrap();
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
     let peer = Client::try_from(config).unwrap();
-    // The kubeconfig's context names the peer's tenant namespace (SPEC §9).
+    // The kubeconfig's context names the peer's tenant namespace (protocol §9).
     let tenant = format!("liqo-tenant-{PEER}");
     assert_eq!(peer.default_namespace(), tenant);
 

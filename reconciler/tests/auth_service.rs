@@ -121,9 +121,9 @@ async fn ids_answers_with_exactly_the_seed_keys() {
     let r = start(Some(OWN)).await;
     let a = r.call("GET", "/ids", None).await;
     assert_eq!(a.status, 200);
-    // Byte-compatible with seed 002's `curl --insecure https://<ADDRESS>:<PORT>/ids`.
-    // And the protocol spoken (SPEC §3: more keys are allowed), which tells a cluster of the
-    // cluster-scoped protocol apart, and the lifetime of the identities it issues (SPEC §10:
+    // Byte-compatible with Liqo's documented `curl --insecure https://<ADDRESS>:<PORT>/ids`.
+    // And the protocol spoken (protocol §3: more keys are allowed), which tells a cluster of the
+    // cluster-scoped protocol apart, and the lifetime of the identities it issues (protocol §10:
     // a holder of a longer one renews it to this), and the release it runs.
     assert_eq!(
         a.text(),

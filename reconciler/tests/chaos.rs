@@ -87,7 +87,7 @@ static FLAGS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
 });
 
 /// The health periods within which an identity a stranger took and nobody used is retired:
-/// three unused (SPEC §10), the sweep's round, and the convergence deadline's two.
+/// three unused (protocol §10), the sweep's round, and the convergence deadline's two.
 const STRANGER_PERIODS: u64 = 6;
 
 /// The flags, peers told to reach our API server through `api` and our auth service through
@@ -137,7 +137,7 @@ enum Fault {
     /// Delete a ForeignCluster, then create it again (as a user re-adding the peer).
     RecreateForeignCluster,
     /// Our identity on a peer (the Secret `<fc>-identity`) deleted by our admin: the peer binds
-    /// our cluster ID to the identity we lost (SPEC §10), so we say `IdentityBound` until its
+    /// our cluster ID to the identity we lost (protocol §10), so we say `IdentityBound` until its
     /// operator frees the ID (`kubectl liqo free`), which it then does.
     DeleteIdentitySecret,
     /// A stranger asks a cluster's auth service for an identity under a peer's cluster ID that
@@ -393,7 +393,7 @@ async fn violation(cs: &[Cluster], wanted: &Wanted) -> Option<String> {
                 if access.is_some() {
                     return Some(format!("{what}: the remote's access is left here after unjoin"));
                 }
-                // SPEC §9: once neither way is joined, the tenant namespace goes (asked to go:
+                // protocol §9: once neither way is joined, the tenant namespace goes (asked to go:
                 // the namespace controller then empties it at its pace).
                 if !wanted.join[y][x] {
                     let tenant = tenant_namespace(&cy.id);
@@ -407,7 +407,7 @@ async fn violation(cs: &[Cluster], wanted: &Wanted) -> Option<String> {
                 held += 1;
             }
         }
-        // SPEC §9: nothing per peer is cluster-wide, at any time.
+        // protocol §9: nothing per peer is cluster-wide, at any time.
         let per_peer = kube::api::ListParams::default().labels(liqo_api::names::LABEL_CLUSTER_ID);
         let roles = Api::<ClusterRole>::all(cx.admin.clone()).list_metadata(&per_peer).await.ok()?.items.len();
         let bindings = Api::<ClusterRoleBinding>::all(cx.admin.clone()).list_metadata(&per_peer).await.ok()?.items.len();

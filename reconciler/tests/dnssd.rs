@@ -1,4 +1,4 @@
-//! DNS-SD lookups against real DNS servers serving the seeds' zones: hickory-server in this
+//! DNS-SD lookups against real DNS servers serving Liqo's documented zones: hickory-server in this
 //! process, and a BIND 9 `named` process (installed by `.ci/run`; skipped loudly without it).
 
 use liqo_reconciler::discovery::dnssd::{DnsSd, Listed, TargetError};
@@ -8,9 +8,9 @@ use liqo_testenv::dns::{Named, ZoneServer, clusters_zone, zone_file};
 const ID: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
 const ID2: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
 
-/// Seed 003's zone, as written there (its SRV target and its A record name differ).
+/// The API-server zone, as written there (its SRV target and its A record name differ).
 fn seed_003_as_written() -> String {
-    include_str!("fixtures/seed-003.zone").replace("${YOUR_CLUSTER_ID}", ID)
+    include_str!("fixtures/api-server.zone").replace("${YOUR_CLUSTER_ID}", ID)
 }
 
 /// The same zone with its parenthesised TXT record on one line: hickory's zone-file parser
@@ -33,9 +33,9 @@ fn one_line(zone: &str) -> String {
         .collect()
 }
 
-/// Seed 002's zone (two clusters, auth services behind SRV).
+/// The auth-service zone (two clusters, auth services behind SRV).
 fn seed_002() -> String {
-    include_str!("fixtures/seed-002.zone").to_owned()
+    include_str!("fixtures/auth-service.zone").to_owned()
 }
 
 fn api_target(id: &str, api_url: &str) -> Result<WanTarget, TargetError> {

@@ -1,4 +1,4 @@
-//! Who may be a cluster ID here (SPEC §10), with the `liqo-reconciler` binary on a real API
+//! Who may be a cluster ID here (protocol §10), with the `liqo-reconciler` binary on a real API
 //! server (KUBEBUILDER_ASSETS; skips loudly without it), its auth service called as strangers
 //! and peers call it, with the shipped defaults but a 2 s health period:
 //! - a cluster ID is bound to its first holder: another caller gets 409, and the claim is
@@ -402,7 +402,7 @@ async fn strangers_hanging_up_mid_issue_leave_nothing_behind() {
 
 /// A peer whose identities have all expired (it went away, or was reinstalled and lost its
 /// credential) has its requests ended by the sweep, and its ID is free again: another cluster
-/// of that ID gets an identity without anyone freeing it (SPEC §10).
+/// of that ID gets an identity without anyone freeing it (protocol §10).
 #[tokio::test]
 async fn a_peer_whose_identities_expired_is_ended_and_its_id_freed() {
     let Some(mut h) = hub(&[]).await else { return };

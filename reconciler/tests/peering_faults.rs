@@ -754,7 +754,7 @@ async fn status_fields_of_an_earlier_release_are_dropped_after_an_upgrade() {
 
 /// With tokens of 10 minutes (the least a TokenRequest may ask for) on both sides, the peering
 /// is still healthy at 12 minutes: the identity the remote issued us and the kubeconfig we
-/// handed the remote were both renewed after 8, with no re-join (SPEC §10).
+/// handed the remote were both renewed after 8, with no re-join (protocol §10).
 #[tokio::test]
 async fn ten_minute_identities_are_renewed_and_the_peering_outlives_them() {
     const LIFETIME: &str = "--token-lifetime-hours=0.1667";

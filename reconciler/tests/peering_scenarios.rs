@@ -34,7 +34,7 @@ const AUTH: &str = "https://remote.example:8443";
 
 const FCS: &str = "/apis/discovery.liqo.io/v1alpha1/foreignclusters";
 const SECRETS: &str = "/api/v1/namespaces/liqo/secrets";
-/// Our requests on the remote: in our tenant namespace there (SPEC §9).
+/// Our requests on the remote: in our tenant namespace there (protocol §9).
 const PRS: &str = "/apis/discovery.liqo.io/v1alpha1/namespaces/liqo-tenant-0558de48-097b-4b7d-ba04-6bd2a0f9d24f/peeringrequests";
 /// Anonymously: in the remote's Liqo namespace.
 const ANON_PRS: &str = "/apis/discovery.liqo.io/v1alpha1/namespaces/liqo/peeringrequests";
@@ -599,7 +599,7 @@ fn written_condition(w: &World, n: usize, type_: &str) -> (String, String) {
 /// The identity a cluster of the cluster-scoped protocol (0.1) issued, naming its Liqo namespace.
 const ISSUED_BY_0_1: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: remote\n  cluster:\n    server: https://remote.example:6443\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: remote\n  context:\n    cluster: remote\n    user: u\n    namespace: liqo-remote\ncurrent-context: remote\n";
 
-/// SPEC §9: a peer still on the cluster-scoped protocol is named in a condition, and asked only
+/// protocol §9: a peer still on the cluster-scoped protocol is named in a condition, and asked only
 /// its `/ids` once per health period, nothing else; once it tells protocol 2 (upgraded), the old
 /// identity is dropped and a new one asked for.
 #[tokio::test]
@@ -1008,7 +1008,7 @@ async fn deletion_while_the_remote_is_down_waits_then_completes_locally() {
     // After it: the local side is cleaned, the finalizer goes; the ForeignCluster can go.
     let mut home = unjoin_local();
     let mut retire = retired();
-    // Our identity there is kept apart: the remote still binds our ID to it (SPEC §10).
+    // Our identity there is kept apart: the remote still binds our ID to it (protocol §10).
     retire.insert(1, call("POST", SECRETS.to_owned(), 201, Value::Null));
     home.extend(retire);
     home.push(call("DELETE", format!("{SECRETS}/{FC}-ca-data"), 200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})));
@@ -1096,7 +1096,7 @@ async fn unjoin_waits_when_the_remote_forbids_us() {
     assert_eq!(condition_of(&written["status"], "Joined").1, "UnjoinPending");
 }
 
-// Seed 003's manual form (clusterID + apiUrl, no authUrl): anonymous peering, the seed-001 way.
+// The manual form (clusterID + apiUrl, no authUrl): peering the anonymous way.
 
 const API: &str = "https://remote.example:6443";
 

@@ -1,4 +1,4 @@
-//! What we handed a peer follows us (SPEC §10), on two real control planes with the
+//! What we handed a peer follows us (protocol §10), on two real control planes with the
 //! `liqo-reconciler` binary (KUBEBUILDER_ASSETS; skips loudly without it): when our API
 //! server's address changes, the kubeconfig we keep on the peer is written again within a
 //! health period, with no re-join (the same PeeringRequest), and the peering stays joined.

@@ -1,6 +1,6 @@
 //! The SearchDomain controller against a real kube-apiserver (`KUBEBUILDER_ASSETS`) and a real
-//! DNS server (hickory-server in process) serving both zone styles of the seeds; for seed
-//! 002's style, identities come from a real auth service's `/ids`. Skips loudly without the
+//! DNS server (hickory-server in process) serving both zone shapes of protocol §5; for the
+//! auth-service zone, identities come from a real auth service's `/ids`. Skips loudly without the
 //! assets.
 
 use std::sync::Arc;

@@ -92,7 +92,7 @@ async fn a_namespace_whose_fresh_identity_wrote_its_request_stays() {
 /// While we join the peer, its tenant namespace stays for our direction, and the identity it
 /// requested with goes with its request: one issued in the same second as the request's
 /// deletion is looked at again once the peer had time to use it, and revoked, so that the
-/// peer's next join is a first claim again (SPEC §10), not refused as bound until it expires.
+/// peer's next join is a first claim again (protocol §10), not refused as bound until it expires.
 #[tokio::test]
 async fn while_we_join_the_peer_its_fresh_unused_identity_is_looked_at_again_and_revoked() {
     let (foreign, mut writer) = store::<ForeignCluster>();

@@ -19,7 +19,7 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     let Some(Two { home_cp, remote_cp, home, remote, home_rec, remote_rec, home_id, remote_id }) = two_clusters().await else { return };
     let _ = &home_cp;
 
-    // Seed 002's form: only the remote's auth service, its self-signed CA allowed explicitly.
+    // the auth-service form: only the remote's auth service, its self-signed CA allowed explicitly.
     let fcs: Api<ForeignCluster> = Api::all(home.clone());
     let fc: ForeignCluster = serde_json::from_value(json!({
         "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
@@ -43,7 +43,7 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     assert_eq!(status.auth_status, Some(liqo_api::AuthStatus::Accepted));
     assert!(liqo_reconciler::reporting::conditions::is_true(&status.conditions, "Joined"));
 
-    // SPEC §9: each side's tenant namespace for the other, as the status tells them.
+    // protocol §9: each side's tenant namespace for the other, as the status tells them.
     let tenants = status.tenant_namespace.clone().expect("status.tenantNamespace");
     assert_eq!(tenants.local, Some(format!("liqo-tenant-{remote_id}")));
     assert_eq!(tenants.remote, Some(format!("liqo-tenant-{home_id}")));
@@ -131,7 +131,7 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
     eventually("a PeeringEnded Event on the remote", || liqo_testenv::event(&remote, "PeeringEnded", &home_id)).await;
     gone(&home_adverts, &format!("advertisement-{remote_id}"), "the remote's Advertisement removed here").await;
     gone(&common::identities_of(&home, &remote_id), &remote_id, "the peer's access removed here").await;
-    // No direction is left on either side: the tenant namespaces go (SPEC §9).
+    // No direction is left on either side: the tenant namespaces go (protocol §9).
     common::tenant_gone(&home_cp, &home, &remote_id).await;
     common::tenant_gone(&remote_cp, &remote, &home_id).await;
     let unjoined = fc_where(&home, "my-remote", "outgoing.joined cleared", |f| {
@@ -171,7 +171,7 @@ async fn seed_003_manual_form_peers_anonymously_where_the_remote_allows_it() {
     let _ = (&home_cp, &home_rec, &remote_rec);
     liqo_testenv::publish_cluster_info(&remote_cp, &remote).await;
 
-    // Seed 003's manual form: the remote's cluster ID and API server, no auth service.
+    // Liqo's manual form: the remote's cluster ID and API server, no auth service.
     let fcs: Api<ForeignCluster> = Api::all(home.clone());
     let fc: ForeignCluster = serde_json::from_value(json!({
         "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",

@@ -25,7 +25,7 @@ pub fn zone_file(origin: &str, records: &str) -> String {
     )
 }
 
-/// A zone (origin `example.com.`) of `n` clusters as seed 003 publishes one: `c<i>._liqo._tcp`
+/// A zone (origin `example.com.`) of `n` clusters of the API-server shape (protocol §5): `c<i>._liqo._tcp`
 /// with an SRV to `api-<i>` (an A record of its own) and a TXT with its cluster ID and
 /// namespace. Listed at the apex when `per` is 0; else `per` to a sub-domain
 /// `s<k>.example.com.`, each named by `b._dns-sd._udp.example.com.` (RFC 6763 §11), as a

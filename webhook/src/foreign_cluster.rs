@@ -1,4 +1,4 @@
-//! ForeignCluster admission (SPEC §6), pure: the checks, and the defaults, normalisation and
+//! ForeignCluster admission (protocol §6), pure: the checks, and the defaults, normalisation and
 //! labels expressed as an RFC 6902 patch that leaves every value the user set as it is (only
 //! URLs written loosely — spaces, no scheme, a trailing slash — are rewritten to their
 //! canonical form).

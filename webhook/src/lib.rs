@@ -1,5 +1,5 @@
 //! The Liqo admission webhook: validates PeeringRequest/FederationRequest and ForeignCluster
-//! changes and defaults ForeignClusters (SPEC §6). [`command`] wires these modules.
+//! changes and defaults ForeignClusters (protocol §6). [`command`] wires these modules.
 
 pub mod admission;
 pub mod command;

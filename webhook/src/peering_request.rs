@@ -1,4 +1,4 @@
-//! The rules for PeeringRequest and FederationRequest CREATE/UPDATE (SPEC §6), pure.
+//! The rules for PeeringRequest and FederationRequest CREATE/UPDATE (protocol §6), pure.
 
 use k8s_openapi::jiff::Timestamp;
 use liqo_api::holder::{Holder, bound_message};
@@ -481,7 +481,7 @@ mod tests {
         assert_eq!(reason(judge(Operation::Create, stranger, &spec(stranger), None, &admin(), &known)), Reason::Policy);
     }
 
-    /// SPEC §9: a peer's identity writes only in its own tenant namespace; an anonymous
+    /// protocol §9: a peer's identity writes only in its own tenant namespace; an anonymous
     /// requester or an admin there or in the Liqo namespace.
     #[test]
     fn a_request_outside_the_tenant_namespace_of_the_cluster_it_claims_is_refused() {

@@ -1,4 +1,4 @@
-//! The peering policy of ClusterConfig (SPEC §6), evaluated for one requester.
+//! The peering policy of ClusterConfig (protocol §6), evaluated for one requester.
 
 use liqo_api::{ClusterConfigSpec, PeeringPolicy};
 

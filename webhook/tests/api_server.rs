@@ -147,7 +147,7 @@ async fn real_api_server_calls_the_webhook_and_acts_on_its_answers() {
     .await;
     install_webhook_configurations(&admin, &running).await;
 
-    // ForeignCluster, auth-URL form of seed 002, through kubectl exactly as the seed shows it.
+    // ForeignCluster, the auth-service form, through kubectl exactly as the seed shows it.
     let fcs: Api<ForeignCluster> = Api::all(admin.clone());
     let auth_form = "apiVersion: discovery.liqo.io/v1alpha1\nkind: ForeignCluster\nmetadata:\n  name: my-cluster\nspec:\n  join: true # optional (defaults to false)\n  authUrl: \"https://1.2.3.4:30740\"\n";
     let fc = eventually("the mutating webhook to be called", || {
@@ -169,7 +169,7 @@ async fn real_api_server_calls_the_webhook_and_acts_on_its_answers() {
     assert_eq!(fc.spec.allow_untrusted_ca, Some(false));
     assert_eq!(fc.labels().get("discovery.liqo.io/discovery-type").map(String::as_str), Some("Manual"));
 
-    // Manual form of seed 003, applied with kubectl's strict field validation.
+    // Liqo's manual form, applied with kubectl's strict field validation.
     let manual = format!(
         "apiVersion: discovery.liqo.io/v1alpha1\nkind: ForeignCluster\nmetadata:\n  name: foreign-cluster\nspec:\n  clusterID: {PEER_ID}\n  join: true\n  namespace: liqo\n  apiUrl: https://1.2.3.4:6443\n  discoveryType: Manual\n  allowUntrustedCA: true\n"
     );
@@ -209,7 +209,7 @@ async fn real_api_server_calls_the_webhook_and_acts_on_its_answers() {
         "{}",
         err.message
     );
-    // Its own ID outside its tenant namespace: refused, saying where it belongs (SPEC §9).
+    // Its own ID outside its tenant namespace: refused, saying where it belongs (protocol §9).
     let elsewhere: Api<PeeringRequest> = Api::namespaced(peer, "liqo");
     let err = api_error(elsewhere.create(&PostParams::default(), &peering_request(PEER_ID, "liqo")).await.unwrap_err());
     assert_eq!(err.code, 403);
@@ -261,7 +261,7 @@ async fn real_api_server_calls_the_webhook_and_acts_on_its_answers() {
         assert_eq!(cc.spec.discovery_config.ttl, 90);
     }
 
-    // SearchDomain of seed 002, strict validation.
+    // Liqo's SearchDomain, strict validation.
     let sd = "apiVersion: discovery.liqo.io/v1alpha1\nkind: SearchDomain\nmetadata:\n  name: example.com\nspec:\n  domain: example.com\n  autojoin: true\n";
     if let Some((ok, out)) = kubectl(&cp, &["apply", "-f", "-"], Some(sd)) {
         assert!(ok, "{out}");

@@ -1,4 +1,4 @@
-//! The scenarios of identities (SPEC §10): (r) every peer's identity in the hub renewed at once,
+//! The scenarios of identities (protocol §10): (r) every peer's identity in the hub renewed at once,
 //! and (i) strangers on many addresses asking the hub's auth service for identities as fast as
 //! its limits allow while a genuine cluster joins.
 

@@ -9,7 +9,7 @@ use liqo_api::{ClusterConfig, ClusterConfigSpec};
 use crate::machinery::error::{Result, is_conflict};
 use crate::machinery::singleton::Singleton;
 
-/// The ClusterConfig this cluster starts with: the SPEC defaults.
+/// The ClusterConfig this cluster starts with: the documented defaults (protocol §1).
 pub fn default_cluster_config() -> ClusterConfig {
     ClusterConfig {
         metadata: ObjectMeta { name: Some(CLUSTER_CONFIG_NAME.into()), ..Default::default() },

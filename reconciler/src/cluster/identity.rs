@@ -1,4 +1,4 @@
-//! Cluster identity (SPEC §2): the `cluster-id` ConfigMap in the Liqo namespace, created once
+//! Cluster identity (protocol §2): the `cluster-id` ConfigMap in the Liqo namespace, created once
 //! (UID of the first control-plane node by name, else a random UUIDv4), never rewritten,
 //! re-created when deleted.
 

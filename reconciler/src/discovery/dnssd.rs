@@ -1,4 +1,4 @@
-//! DNS-SD over unicast DNS (SPEC §5), I/O only: `PTR <domain>` lists targets; each target's
+//! DNS-SD over unicast DNS (protocol §5), I/O only: `PTR <domain>` lists targets; each target's
 //! `SRV` gives host and port, its optional `TXT` Liqo's keys; the SRV host is resolved
 //! (A/AAAA, following CNAMEs). Targets are looked up in parallel, at most
 //! [`DnsSd::concurrency`] at a time.

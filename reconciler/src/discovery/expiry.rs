@@ -1,4 +1,4 @@
-//! Reachability of LAN clusters (SPEC §4), pure and clock-driven: every `ttl/3` a cluster that
+//! Reachability of LAN clusters (protocol §4), pure and clock-driven: every `ttl/3` a cluster that
 //! was not seen again since the previous check, and whose auth endpoint does not answer, loses
 //! a strike; three consecutive misses and it expires. A sighting or an answer clears the strikes.
 

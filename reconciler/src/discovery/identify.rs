@@ -1,4 +1,4 @@
-//! Telling which cluster each target of a DNS-SD listing is: seed 003's TXT says it; for seed
+//! Telling which cluster each target of a DNS-SD listing is: the API-server zone's TXT says it; for seed
 //! 002's zones the auth service's `/ids` answers. Used by the SearchDomain controller and the
 //! `discover` command.
 

@@ -1,10 +1,10 @@
-//! LAN discovery in a cluster (SPEC §4): advertise this cluster while `enableAdvertisement`,
+//! LAN discovery in a cluster (protocol §4): advertise this cluster while `enableAdvertisement`,
 //! browse while `enableDiscovery`, merge what is found into ForeignClusters (type LAN, `join`
 //! from `autojoin`; the ForeignCluster controller applies `autojoinUntrusted` once it knows
 //! the peer's trust), and expire LAN clusters that stop answering. Every toggle applies at
 //! runtime.
 //!
-//! "Seen again" (SPEC §4): announced or resolved since the last check, or still in the mDNS
+//! "Seen again" (protocol §4): announced or resolved since the last check, or still in the mDNS
 //! cache (not said goodbye, not expired). A cached cluster whose auth service does not answer
 //! is asked to confirm itself (RFC 6762 §10.4); if it does not, mDNS drops it and the strikes
 //! begin.

@@ -1,4 +1,4 @@
-//! Remembered choices, as a phone remembers Wi-Fi networks (the seeds' first listed
+//! Remembered choices, as a phone remembers Wi-Fi networks (the original's first listed
 //! limitation): when a user sets `join` on a discovered ForeignCluster (LAN or WAN) — to join
 //! it or to stay away — the choice is kept in ConfigMap `liqo-known-peers` (key: the cluster
 //! ID; value: `join` or `no-join`). It outlives the ForeignCluster: when discovery finds the

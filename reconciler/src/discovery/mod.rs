@@ -1,4 +1,4 @@
-//! Discovery (SPEC §4–§5): how clusters find each other.
+//! Discovery (protocol §4–§5): how clusters find each other.
 //!
 //! - [`records`]: what TXT/SRV records say (pure); [`merge`]: one ForeignCluster per cluster
 //!   ID whatever finds it (pure); [`expiry`]: the strikes of LAN clusters (pure);

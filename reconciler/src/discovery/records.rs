@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use liqo_api::{ClusterIdError, validate_cluster_id};
 
-/// TXT keys Liqo publishes (SPEC §4).
+/// TXT keys Liqo publishes (protocol §4).
 pub const KEY_ID: &str = "id";
 pub const KEY_NAMESPACE: &str = "namespace";
 pub const KEY_NAME: &str = "name";
@@ -186,12 +186,12 @@ pub fn from_mdns<S: AsRef<[u8]>>(txt: &[S], addresses: &[IpAddr], port: u16) -> 
     Ok(DiscoveredCluster { cluster_id, cluster_name: t.name, namespace: t.namespace, auth_url: Some(auth_url), api_url: t.api })
 }
 
-/// What one DNS-SD target (SRV + optional TXT) of a SearchDomain describes (SPEC §5).
+/// What one DNS-SD target (SRV + optional TXT) of a SearchDomain describes (protocol §5).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WanTarget {
-    /// Seed 003's zone: TXT carries `id` and `namespace`, the SRV endpoint is the API server.
+    /// The API-server zone: TXT carries `id` and `namespace`, the SRV endpoint is the API server.
     Api(DiscoveredCluster),
-    /// Seed 002's zone: the SRV endpoint is the auth service; the identity comes from `/ids`.
+    /// The auth-service zone: the SRV endpoint is the auth service; the identity comes from `/ids`.
     Auth { auth_url: String },
 }
 
@@ -314,7 +314,7 @@ mod tests {
             from_dns("auth.server.example.com.", 443, &[] as &[&str]).unwrap(),
             WanTarget::Auth { auth_url: "https://auth.server.example.com:443".into() }
         );
-        // An id without namespace is not seed 003's form either.
+        // An id without namespace is not the API-server zone's form either.
         assert_eq!(from_dns("1.2.3.4", 8443, &[format!("id={ID}")]).unwrap(), WanTarget::Auth { auth_url: "https://1.2.3.4:8443".into() });
         assert!(matches!(from_dns("h", 1, &["id=BAD"]), Err(RecordError::MalformedId(..))));
     }

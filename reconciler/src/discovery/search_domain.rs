@@ -1,5 +1,5 @@
-//! The SearchDomain controller (SPEC §5): every period and on change, browse the domain with
-//! DNS-SD, identify what it lists (seed 003's TXT, or the auth service's `/ids` for seed 002's
+//! The SearchDomain controller (protocol §5): every period and on change, browse the domain with
+//! DNS-SD, identify what it lists (the API-server zone's TXT, or the auth service's `/ids` for the auth-service zone's
 //! zone), merge each cluster into the ForeignClusters (owned by the SearchDomain, `join` from
 //! `spec.autojoin` or else ClusterConfig's `autojoin`), delete the ones it no longer lists, and
 //! record in the status what it found and how the lookup went. A failed lookup deletes nothing.

@@ -513,7 +513,7 @@ mod tests {
         let s = spec(serde_json::json!({"clusterIdentity": {"clusterID": ID}, "namespace": "other", "trustMode": "Trusted"}));
         assert!(!needs_identification(&s));
         assert_eq!(identification_patch(&s, Some(TrustMode::Untrusted), Some(("x", "y", "z"))), None);
-        // The seed-003 top-level clusterID counts as known.
+        // The manual form's top-level clusterID counts as known.
         let s = spec(serde_json::json!({"clusterID": ID, "namespace": "liqo"}));
         assert!(!needs_identification(&s));
     }

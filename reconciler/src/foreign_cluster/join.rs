@@ -419,7 +419,7 @@ async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report)
                     (answer.kubeconfig, true)
                 }
                 Err(e) if e.answered() == Some(409) => {
-                    // The remote binds our ID to an identity we no longer hold (SPEC §10).
+                    // The remote binds our ID to an identity we no longer hold (protocol §10).
                     r.auth_status = Some(AuthStatus::Refused);
                     r.set(Phase::Authenticated, Status::False, Reason::IdentityBound, e.to_string());
                     return Err(Stop::Report(Action::requeue(ctx.timing.health)));
@@ -440,7 +440,7 @@ async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report)
     Ok(Credentials { kubeconfig, tenant_made })
 }
 
-/// Our identity on the remote, renewed first when 80 % of its life has passed (SPEC §10): with
+/// Our identity on the remote, renewed first when 80 % of its life has passed (protocol §10): with
 /// itself as the proof, no re-join and no gap. A renewal that fails keeps the identity we have
 /// (it is still valid) and is tried again next round.
 async fn renew_if_due<P: Peers>(j: Join<'_, P>, auth_url: &str, remote: &Remote, kubeconfig: String) -> String {
@@ -499,7 +499,7 @@ async fn renew_if_due<P: Peers>(j: Join<'_, P>, auth_url: &str, remote: &Remote,
 
 /// Whether our identity on the remote outlasts the lifetime the remote now gives (its `/ids`
 /// tells it): issued by an earlier release for a year, or before the remote shortened it; it
-/// is then renewed to that lifetime (SPEC §10). The remote is asked only for an identity that
+/// is then renewed to that lifetime (protocol §10). The remote is asked only for an identity that
 /// outlasts our own lifetime too, and at most once a health period (once an hour after it told
 /// one): a peering of this release asks nothing.
 async fn outlives_remote<P: Peers>(j: Join<'_, P>, auth_url: &str, remote: &Remote, times: (Timestamp, Timestamp), now: Timestamp) -> bool {
@@ -522,7 +522,7 @@ async fn outlives_remote<P: Peers>(j: Join<'_, P>, auth_url: &str, remote: &Remo
 }
 
 /// Where on the remote our request goes: the tenant namespace our identity's kubeconfig names
-/// (SPEC §9); the remote's Liqo namespace on the anonymous way. An identity naming none was
+/// (protocol §9); the remote's Liqo namespace on the anonymous way. An identity naming none was
 /// issued by a remote of the cluster-scoped protocol (0.1): if its `/ids` now tells a protocol
 /// with tenant namespaces (it was upgraded), a new identity is asked for; else the remote is
 /// named as older, and asked again once per health period, never blindly.
@@ -678,7 +678,7 @@ async fn offer<P: Peers>(
         (false, false) => Advertised::Absent,
     };
     // What we keep on the remote follows our API server's address and CA, and its token is
-    // renewed (SPEC §10); what an earlier release handed (a status that names our request and
+    // renewed (protocol §10); what an earlier release handed (a status that names our request and
     // records nothing handed) is renewed to our lifetime once. A steady peering of this release
     // costs no write, nor does a status read before our first offer's was.
     let (url, ca) = (ctx.api_server.url.get(), ctx.api_ca_fingerprint());

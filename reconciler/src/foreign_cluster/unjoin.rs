@@ -121,7 +121,7 @@ pub(super) async fn unjoin<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: 
     // The identity the remote issued us is for this peering: the remote retires it with its
     // tenant namespace for us once no direction is left there, so a re-join asks for a new
     // one instead of meeting a revoked one (a 401, told as a warning). Unjoined without the
-    // remote, it is kept apart instead: the remote still binds our cluster ID to it (SPEC §10),
+    // remote, it is kept apart instead: the remote still binds our cluster ID to it (protocol §10),
     // and the next ForeignCluster for that peer takes it up rather than being refused.
     if gone_note.is_some()
         && how != RemoteSide::Revoked

@@ -1,12 +1,12 @@
 //! The two ways of reaching a remote, which differ only in how trust, the CA and the identity
 //! are obtained and in what we may do with our PeeringRequest there:
 //!
-//! - **auth service** (`spec.authUrl`, seed 002, recommended): trust from the auth service's
+//! - **auth service** (`spec.authUrl`, the auth-service form, recommended): trust from the auth service's
 //!   certificate, the CA from its `/ca`, an identity from its `/identity`; our Secret and
 //!   PeeringRequest are applied with that identity, in the tenant namespace its kubeconfig
-//!   names (SPEC §9), read back every health round, and deleted on unjoin;
-//! - **anonymous** (`spec.apiUrl` + cluster ID, no `authUrl`: seed 003's manual form and
-//!   seed-003-style DNS zones; the seed-001 way): trust from the API server's certificate, the
+//!   names (protocol §9), read back every health round, and deleted on unjoin;
+//! - **anonymous** (`spec.apiUrl` + cluster ID, no `authUrl`: the manual form and the
+//!   API-server DNS zone; the anonymous way): trust from the API server's certificate, the
 //!   CA from its anonymously readable `kube-public/cluster-info` (kubeadm and kind publish it),
 //!   no identity. The remote must opt in (`manifests/anonymous-peering/` there) and its webhook
 //!   judges the request by policy alone. Both go to the remote's Liqo namespace. An anonymous requester can create, never read, change

@@ -392,7 +392,7 @@ pub fn pinned_kubeconfig(access: &RemoteAccess) -> Result<Kubeconfig> {
 }
 
 /// The tenant namespace the current context of `kubeconfig` names (pure): where a remote of
-/// the tenant-namespace protocol (SPEC §9) keeps what we write there. `None` for a kubeconfig
+/// the tenant-namespace protocol (protocol §9) keeps what we write there. `None` for a kubeconfig
 /// naming another namespace (the Liqo namespace of a remote of the cluster-scoped protocol),
 /// none, or that does not parse.
 pub fn tenant_of(kubeconfig: &str) -> Option<String> {

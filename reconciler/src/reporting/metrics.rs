@@ -152,7 +152,7 @@ pub struct Metrics {
     /// so were not reconciled again (`crate::machinery::own_writes`).
     pub status_echoes_skipped: Counter,
     /// Identities issued to peers, by state (`waiting`: not used yet; `in_use`), as the last
-    /// sweep found them (SPEC §10).
+    /// sweep found them (protocol §10).
     pub tenant_identities: Family<StateLabels, Gauge>,
     /// The most identities that may wait unused at once (`--max-waiting-identities`).
     pub waiting_identities_cap: Gauge,

@@ -1,5 +1,5 @@
 //! The least-privilege access one cluster grants another, as Kubernetes objects (pure). Both
-//! live in the peer's tenant namespace (SPEC §9) and bind one of the fixed ClusterRoles
+//! live in the peer's tenant namespace (protocol §9) and bind one of the fixed ClusterRoles
 //! shipped in `manifests/` there, by a RoleBinding: nothing per peer is cluster-wide.
 //!
 //! - [`peer_identity`]: what the auth service creates for a peer that asks for an identity

@@ -1,4 +1,4 @@
-//! Who may be given an identity for a cluster ID here (SPEC §10; pure). The first caller for an
+//! Who may be given an identity for a cluster ID here (protocol §10; pure). The first caller for an
 //! ID gets it as `authConfig` allows; from then on the ID is bound to that holder: only a caller
 //! proving it holds the current identity (a renewal) gets another, until every identity issued
 //! for the ID has expired with no request of the peer standing, or a person frees the ID
@@ -57,7 +57,7 @@ pub fn after_expiry(request_standing: bool) -> Claim {
 }
 
 /// Whether an identity issued at `issued` and lasting until `expires` should be renewed at
-/// `now`: once 80 % of its life has passed (SPEC §10). A token whose times are unknown is not.
+/// `now`: once 80 % of its life has passed (protocol §10). A token whose times are unknown is not.
 pub fn renew_due(issued: Timestamp, expires: Timestamp, now: Timestamp) -> bool {
     now >= due_at(issued, expires)
 }
@@ -65,7 +65,7 @@ pub fn renew_due(issued: Timestamp, expires: Timestamp, now: Timestamp) -> bool 
 /// Whether an identity issued at `issued` and lasting until `expires` outlasts the lifetime its
 /// issuer now gives (`lifetime`): its renewal lies more than a whole such lifetime after `now`.
 /// It was issued by an earlier release (a year), or before the lifetime was shortened, and is
-/// renewed to the current one (SPEC §10). A fresh identity of the current lifetime never is.
+/// renewed to the current one (protocol §10). A fresh identity of the current lifetime never is.
 pub fn outlives(issued: Timestamp, expires: Timestamp, lifetime: std::time::Duration, now: Timestamp) -> bool {
     let lifetime = SignedDuration::try_from(lifetime).unwrap_or(SignedDuration::MAX);
     due_at(issued, expires).duration_since(now) > lifetime

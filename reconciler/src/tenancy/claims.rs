@@ -1,4 +1,4 @@
-//! Claims on a bound cluster ID that the auth service refused (SPEC §10), shown where refused
+//! Claims on a bound cluster ID that the auth service refused (protocol §10), shown where refused
 //! requests are: folded into the ClusterConfig's `status.refusedRequests` (one entry per cluster
 //! ID, the latest [`MAX_REFUSED_REQUESTS`], so strangers cannot fill it) at most once a second,
 //! with the caller's address in the message, and told in a Warning Event `IdentityClaimed` on

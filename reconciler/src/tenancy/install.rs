@@ -1,4 +1,4 @@
-//! What peers' identities stand on, installed beside the reconciler (SPEC §10): the two fixed
+//! What peers' identities stand on, installed beside the reconciler (protocol §10): the two fixed
 //! ClusterRoles their RoleBindings name, and the admission policy on the Secrets they write.
 //! Without a ClusterRole an identity is issued and every call of the peer is refused (403); so
 //! `/identity` answers 503 naming what is missing, and the ClusterConfig's condition

@@ -1,4 +1,4 @@
-//! Tenancy: what each peer holds here and who may hold it (SPEC §9, §10).
+//! Tenancy: what each peer holds here and who may hold it (protocol §9, §10).
 //!
 //! - [`tenant`]: a peer's tenant namespace and its quota, made when first needed and retired
 //!   once nothing of the peer is left; [`retirement`] decides when a direction's end retires it;

@@ -1,4 +1,4 @@
-//! When a peer's tenant namespace is retired (SPEC §9). A direction of the peering that ends
+//! When a peer's tenant namespace is retired (protocol §9). A direction of the peering that ends
 //! asks for it ([`retire`]); [`super::tenant::retire`] does it once nothing of the peer is left
 //! there. An identity issued to the peer just before keeps the namespace: the peer may be
 //! about to write its request with it. Such a namespace is looked at again once the peer had
@@ -57,7 +57,7 @@ pub async fn retire(client: &Client, foreign: &Store<ForeignCluster>, peer: &str
 }
 
 /// One look: the tenant namespace retired, or, while we join the peer, the identity it
-/// requested with revoked (so that it gets one again when it comes back, SPEC §10).
+/// requested with revoked (so that it gets one again when it comes back, protocol §10).
 async fn retire_once(client: &Client, foreign: &Store<ForeignCluster>, peer: &str, since: Timestamp) -> Result<Retirement> {
     if joining(foreign, peer) {
         super::tenant::retire_requester(client, peer, since).await

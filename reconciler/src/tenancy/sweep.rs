@@ -1,4 +1,4 @@
-//! The leader's sweep of identities issued and not used (SPEC §10). Each round looks at the
+//! The leader's sweep of identities issued and not used (protocol §10). Each round looks at the
 //! ServiceAccounts labelled as waiting identities (a watch with a label selector: only those
 //! travel, and a round asks the API server nothing while none waits), marks
 //! those whose peer is seen using them (in memory: a ForeignCluster joins it either way; or,
@@ -230,7 +230,7 @@ impl Sweep {
 
     /// Ends the requests of each peer whose identities in use have all expired (past
     /// [`EXPIRY_GRACE`]): nobody can renew them any more, so the ID is free again once the
-    /// departure that follows retires them (SPEC §10: a peer that lost its credential, e.g.
+    /// departure that follows retires them (protocol §10: a peer that lost its credential, e.g.
     /// reinstalled, recovers by itself within a token's lifetime). Returns how many peers.
     pub async fn end_expired(&self) -> Result<usize> {
         let sas: Api<ServiceAccount> = Api::all(self.client.clone());

@@ -1,4 +1,4 @@
-//! A peer's tenant namespace (SPEC §9): `liqo-tenant-<its ID>`, holding what that peer writes
+//! A peer's tenant namespace (protocol §9): `liqo-tenant-<its ID>`, holding what that peer writes
 //! here (its request, its kubeconfig Secret, its Advertisement) and the identities we issued
 //! it, capped by a ResourceQuota.
 //!
@@ -229,7 +229,7 @@ async fn issued_since(
 /// Once no request or kubeconfig Secret of peer `peer` remains in its tenant namespace, revokes
 /// the identity it requested with (`remote-<peer>`), unless one was issued after `since`; the
 /// namespace stays (our own join of the peer needs it). So a peer that unjoined and comes back
-/// gets an identity again (SPEC §10).
+/// gets an identity again (protocol §10).
 pub async fn retire_requester(client: &Client, peer: &str, since: k8s_openapi::jiff::Timestamp) -> Result<Retirement> {
     let name = tenant_namespace(peer);
     let held = held(client, &name).await?;
@@ -249,7 +249,7 @@ pub async fn retire_requester(client: &Client, peer: &str, since: k8s_openapi::j
 }
 
 /// Once no direction of peer `peer` remains here ([`unused`]), revokes the identities we
-/// issued it and deletes its tenant namespace (SPEC §9), unless an identity was issued to it
+/// issued it and deletes its tenant namespace (protocol §9), unless an identity was issued to it
 /// after `since` (the peer is joining again with it and has not written its request yet).
 /// Callers have made sure we are not joining it. Nothing to do for a namespace absent or
 /// already being deleted.

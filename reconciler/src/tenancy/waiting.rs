@@ -1,4 +1,4 @@
-//! The identities issued and not yet used, counted for the cap on them (SPEC §10). The leader's
+//! The identities issued and not yet used, counted for the cap on them (protocol §10). The leader's
 //! sweep ([`super::sweep`]) sets the list from the API server each round; the auth service takes
 //! a place before it issues one ([`Waiting::reserve`], refused at the cap), and gives it back
 //! when it issued none. An

@@ -307,7 +307,7 @@ pub fn phase(f: &ForeignCluster, type_: &str) -> Option<(String, String, String)
     Some((c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
-/// Creates ForeignCluster `name` on `home` in seed 002's form (the remote's auth service, its
+/// Creates ForeignCluster `name` on `home` in the auth-service form (the remote's auth service, its
 /// self-signed CA allowed) with `join: true`.
 pub async fn peer_by_auth_url(home: &Client, name: &str, remote: &Reconciler) {
     let fc: ForeignCluster = serde_json::from_value(serde_json::json!({
@@ -401,7 +401,7 @@ pub async fn set_policy(admin: &Client, policy: &str) {
 }
 
 /// The PeeringRequests of cluster `id` on the cluster of `client`: in its tenant namespace
-/// there (SPEC §9).
+/// there (protocol §9).
 pub fn requests_of(client: &Client, id: &str) -> Api<PeeringRequest> {
     Api::namespaced(client.clone(), &liqo_api::names::tenant_namespace(id))
 }

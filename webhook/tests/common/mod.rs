@@ -27,7 +27,7 @@ pub fn captured(name: &str) -> Vec<u8> {
     std::fs::read(fixtures_dir().join(name)).unwrap_or_else(|e| panic!("fixture {name}: {e}"))
 }
 
-/// The capture `name` as a cluster of the tenant-namespace protocol (SPEC §9) sends it: a
+/// The capture `name` as a cluster of the tenant-namespace protocol (protocol §9) sends it: a
 /// PeeringRequest or FederationRequest, and its kubeConfigRef, in the tenant namespace of the
 /// cluster the requester is (its ServiceAccount there), or claims (anyone else). Every other
 /// field as captured; other kinds untouched.

@@ -1,4 +1,4 @@
-//! The auth service (SPEC §3): a cluster's public HTTPS endpoint. [`service`] serves `/ids`,
+//! The auth service (protocol §3): a cluster's public HTTPS endpoint. [`service`] serves `/ids`,
 //! `/identity` and `/ca`, with [`rate`] limiting `/identity` per source;
 //! [`client`] calls a peer's.
 

@@ -1,6 +1,6 @@
 //! The auth service: `GET /ids`, `POST /identity`, `GET /ca`, over HTTPS.
 //!
-//! `/identity` (SPEC §3, §10) refuses at once what costs nothing to refuse: a caller over its
+//! `/identity` (protocol §3, §10) refuses at once what costs nothing to refuse: a caller over its
 //! rate limit (429), a malformed body (400), an install missing what identities stand on (503),
 //! more identities waiting unused than the cap (503). A caller that presents the current
 //! token of the identity it asks for (`currentToken`, checked by a TokenReview) renews it.
@@ -88,12 +88,12 @@ pub struct AuthService {
     pub limiter: Limiter,
     /// `POST /identity` answers, by result.
     pub outcomes: Family<IdentityLabels, Counter>,
-    /// Who may be a cluster ID here (SPEC §10).
+    /// Who may be a cluster ID here (protocol §10).
     pub guard: IdentityGuard,
 }
 
 /// What the auth service keeps to bind cluster IDs to their first holder and to cap the
-/// identities nobody uses (SPEC §10; [`crate::tenancy`]).
+/// identities nobody uses (protocol §10; [`crate::tenancy`]).
 #[derive(Clone)]
 pub struct IdentityGuard {
     /// The identities issued and not yet used, with their cap.

@@ -1,4 +1,4 @@
-//! What the auth service and its clients exchange (exact key names of the seeds).
+//! What the auth service and its clients exchange (exact key names of Liqo's documentation; protocol §3).
 
 use serde::{Deserialize, Serialize};
 
@@ -15,7 +15,7 @@ pub struct Ids {
     /// cluster of the cluster-scoped protocol (0.1).
     #[serde(rename = "protocolVersion", default, skip_serializing_if = "Option::is_none")]
     pub protocol_version: Option<u32>,
-    /// How long the identities this cluster issues now last, in seconds (SPEC §10); absent
+    /// How long the identities this cluster issues now last, in seconds (protocol §10); absent
     /// from a cluster of before 0.3. A holder whose identity lasts longer (issued by an earlier
     /// release) renews it to this lifetime.
     #[serde(rename = "tokenLifetimeSeconds", default, skip_serializing_if = "Option::is_none")]
@@ -27,7 +27,7 @@ pub struct Ids {
 }
 
 impl Ids {
-    /// Whether the cluster answering keeps peers' requests in tenant namespaces (SPEC §9).
+    /// Whether the cluster answering keeps peers' requests in tenant namespaces (protocol §9).
     pub fn tenant_namespaces(&self) -> bool {
         self.protocol_version.is_some_and(|v| v >= 2)
     }
@@ -41,7 +41,7 @@ pub struct IdentityRequest {
     pub cluster_id: String,
     #[serde(default)]
     pub token: String,
-    /// The caller's current token here, when it renews the identity it holds (SPEC §10): the
+    /// The caller's current token here, when it renews the identity it holds (protocol §10): the
     /// proof that gets a cluster ID already bound a new identity.
     #[serde(rename = "currentToken", default, skip_serializing_if = "Option::is_none")]
     pub current_token: Option<String>,

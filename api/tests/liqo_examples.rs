@@ -1,5 +1,5 @@
-//! Every YAML example of the seeds is accepted by the types as written, loses no field, and
-//! reads back with the meaning the seeds give it.
+//! Every YAML example of Liqo's documentation is accepted by the types as written, loses no field, and
+//! reads back with the meaning that documentation gives it.
 
 use liqo_api::{ClusterConfig, DiscoveryType, ForeignCluster, PeeringPolicy, SearchDomain};
 use serde::Serialize;
