@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds the container image with podman or docker (whichever is installed; LIQO_ENGINE picks
-# one): `liqo` (image/, every command in one static binary) built by cargo for this machine's
-# target with a static C library, staged with its links, CA certificates and the nonroot user
-# into target/image/rootfs, and copied into an image FROM scratch (image/Containerfile).
+# Builds the container image with podman or docker (LIQO_ENGINE=podman or docker picks one;
+# unset: podman when installed, else docker): `liqo` (image/, every command in one static
+# binary) built by cargo for this machine's target (Linux only) with a static C library, staged
+# with its links, CA certificates and the nonroot user into target/image/rootfs, and copied into
+# an image FROM scratch (image/Containerfile).
 #
 #   image/build.sh [IMAGE]      IMAGE defaults to liqo-discovery:<version of Cargo.toml>
 #
@@ -23,6 +24,14 @@ if [ -z "$engine" ]; then
 fi
 
 target="$(rustc -vV | sed -n 's/^host: //p')"
+case "$target" in
+  *-linux-*) ;;
+  *)
+    echo "image/build.sh: this machine's target is $target: the image's binary is built for the machine that builds it" >&2
+    echo "and must be a Linux one. Build on Linux: a Linux VM or builder (docs/install.md#the-image)." >&2
+    exit 1
+    ;;
+esac
 echo "building liqo $version for $target (static, profile image)" >&2
 RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
   cargo build --locked --profile image --target "$target" -p liqo-image >&2

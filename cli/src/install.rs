@@ -74,6 +74,64 @@ pub fn objects(with: &[Extra], image: Option<&str>) -> Vec<Value> {
     first
 }
 
+/// Checks `--auth-host` against `--with` (pure): the Ingress needs the name peers use, and the
+/// name is the Ingress's. Its error is the usage message.
+pub fn check_auth_host(with: &[Extra], auth_host: Option<&str>) -> std::result::Result<(), String> {
+    match (with.contains(&Extra::Ingress), auth_host) {
+        (true, None) => Err("--with ingress needs --auth-host NAME: the name peers reach the auth service by through the Ingress \
+             (the Ingress's host, added to the auth certificate)"
+            .into()),
+        (false, Some(_)) => Err("--auth-host names the Ingress's host: add --with ingress (for a name of your own in front of \
+             the NodePort or a LoadBalancer: --auth-url)"
+            .into()),
+        (_, Some(host)) => {
+            let label = |l: &str| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+            };
+            if host.len() > 253 || !host.split('.').all(label) || !host.contains('.') {
+                return Err(format!("--auth-host {host:?}: a DNS name such as liqo-auth.example.com (lowercase, no scheme or port)"));
+            }
+            if host == "invalid" || host.ends_with(".invalid") {
+                return Err(format!("--auth-host {host:?}: a name under .invalid never resolves"));
+            }
+            Ok(())
+        }
+        (false, None) => Ok(()),
+    }
+}
+
+/// The Ingress `liqo-auth` answers for `host`, and the certificates Job and CronJob put `host`
+/// in the auth certificate (`LIQO_AUTH_HOSTS`), in `objects` (pure).
+pub fn set_auth_host(objects: &mut [Value], host: &str) {
+    for o in objects {
+        match o["kind"].as_str() {
+            Some("Ingress") if o["metadata"]["name"] == "liqo-auth" => {
+                for rule in o["spec"]["rules"].as_array_mut().into_iter().flatten() {
+                    rule["host"] = host.into();
+                }
+            }
+            Some("Job" | "CronJob") => {
+                let spec = if o["kind"] == "CronJob" {
+                    &mut o["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+                } else {
+                    &mut o["spec"]["template"]["spec"]
+                };
+                for c in spec["containers"].as_array_mut().into_iter().flatten() {
+                    for env in c["env"].as_array_mut().into_iter().flatten().filter(|e| e["name"] == "LIQO_AUTH_HOSTS") {
+                        let hosts = env["value"].as_str().unwrap_or("").split(',').filter(|h| !h.is_empty()).chain([host]);
+                        env["value"] = hosts.collect::<Vec<_>>().join(",").into();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Every container image named `liqo-discovery:<version>` in `o`'s pod template (a
 /// Deployment's, a Job's, a CronJob's) becomes `image`.
 fn replace_image(o: &mut Value, image: &str) {
@@ -225,6 +283,8 @@ pub struct Install<'a> {
     pub namespace: &'a str,
     pub with: &'a [Extra],
     pub image: Option<&'a str>,
+    /// The Ingress's host (`--with ingress`), checked by [`check_auth_host`].
+    pub auth_host: Option<&'a str>,
     pub api_url: Option<&'a str>,
     pub auth_url: Option<&'a str>,
     pub timeout: Duration,
@@ -233,7 +293,10 @@ pub struct Install<'a> {
 /// Applies the manifests (an upgrade when they are there already) and waits for each part.
 pub async fn install(client: &Client, i: &Install<'_>, out: &mut impl Write) -> Result<()> {
     let deadline = Instant::now() + i.timeout;
-    let objects = objects(i.with, i.image);
+    let mut objects = objects(i.with, i.image);
+    if let Some(host) = i.auth_host {
+        set_auth_host(&mut objects, host);
+    }
     let mut kinds = Kinds::new(client.clone());
     let (first, rest): (Vec<&Value>, Vec<&Value>) = objects.iter().partition(|o| goes_first(o));
     upgrade_scopes(client, &first, deadline, out).await?;
@@ -695,6 +758,41 @@ mod tests {
         assert!(!named(&more, "PodMonitor", "liqo"), "monitoring not asked for");
         let monitoring = objects(&[Extra::Monitoring], None);
         assert!(monitoring.iter().any(|o| o["kind"] == "ConfigMap" && o["metadata"]["labels"]["grafana_dashboard"] == "1"));
+    }
+
+    #[test]
+    fn the_readmes_install_example_counts_what_install_applies() {
+        let readme = include_str!("../../README.md");
+        let base = objects(&[], None);
+        let first = base.iter().filter(|o| goes_first(o)).count();
+        let crds = base.iter().filter(|o| o["kind"] == "CustomResourceDefinition").count();
+        assert!(readme.contains(&format!("\napplied the namespace and {crds} CRDs\n")), "the README's install example: {crds} CRDs");
+        let applied = format!("\napplied {} objects (field manager {MANAGER})\n", base.len() - first);
+        assert!(readme.contains(&applied), "the README's install example should say {applied:?}");
+    }
+
+    #[test]
+    fn the_ingress_is_installed_only_with_the_name_peers_use() {
+        assert!(check_auth_host(&[Extra::Ingress], None).unwrap_err().contains("--with ingress needs --auth-host"));
+        assert!(check_auth_host(&[], Some("liqo.example.com")).unwrap_err().contains("add --with ingress"));
+        for bad in ["https://liqo.example.com", "liqo.example.com:443", "Liqo.Example.com", "liqo", "liqo-auth.invalid", "-a.b"] {
+            assert!(check_auth_host(&[Extra::Ingress], Some(bad)).is_err(), "{bad}");
+        }
+        assert_eq!(check_auth_host(&[Extra::Ingress, Extra::Dashboard], Some("liqo-auth.example.com")), Ok(()));
+        assert_eq!(check_auth_host(&[Extra::Dashboard], None), Ok(()));
+
+        let mut all = objects(&[Extra::Ingress], None);
+        let ingress = |all: &[Value]| all.iter().find(|o| o["kind"] == "Ingress").unwrap()["spec"]["rules"][0]["host"].clone();
+        assert_eq!(ingress(&all), "liqo-auth.invalid", "the shipped placeholder, never told to peers");
+        set_auth_host(&mut all, "liqo-auth.example.com");
+        assert_eq!(ingress(&all), "liqo-auth.example.com");
+        let hosts: Vec<String> = all
+            .iter()
+            .filter(|o| matches!(o["kind"].as_str(), Some("Job" | "CronJob")))
+            .map(|o| serde_json::to_string(o).unwrap())
+            .map(|text| text.split("\"LIQO_AUTH_HOSTS\",\"value\":\"").nth(1).unwrap().split('"').next().unwrap().to_owned())
+            .collect();
+        assert_eq!(hosts, ["liqo-auth.example.com", "liqo-auth.example.com"], "the Job's and the CronJob's certificate");
     }
 
     #[test]

@@ -165,7 +165,7 @@ enum Command {
     /// line another cluster runs to peer with this one. The addresses peers use are found in the
     /// cluster; --api-url/--auth-url override them (ConfigMap liqo-reconciler-env).
     #[command(
-        after_help = "Examples:\n  kubectl liqo install\n  kubectl liqo install --with dashboard,monitoring\n  kubectl liqo install --image registry.example.com/liqo/liqo-discovery:0.3.0 --auth-url https://liqo-auth.example.com\n  kubectl liqo install --dry-run > liqo.yaml"
+        after_help = "Examples:\n  kubectl liqo install\n  kubectl liqo install --with dashboard,monitoring\n  kubectl liqo install --with ingress --auth-host liqo-auth.example.com\n  kubectl liqo install --image registry.example.com/liqo/liqo-discovery:0.3.0 --auth-url https://liqo-auth.example.com\n  kubectl liqo install --dry-run > liqo.yaml"
     )]
     Install {
         /// The image of every component (default: liqo-discovery:<this version>).
@@ -177,6 +177,10 @@ enum Command {
         /// The URL peers use for the auth service (default: found in the cluster).
         #[arg(long)]
         auth_url: Option<String>,
+        /// The name peers reach the auth service by through the Ingress (needed by --with
+        /// ingress): the Ingress's host, and a name of the auth certificate.
+        #[arg(long)]
+        auth_host: Option<String>,
         /// Optional parts, comma-separated.
         #[arg(long, value_enum, value_delimiter = ',')]
         with: Vec<install::Extra>,
@@ -262,8 +266,13 @@ async fn run(cli: Cli) -> Result<()> {
             clap_complete::generate(shell, &mut Cli::command(), "kubectl-liqo", &mut stdout);
             Ok(())
         }
-        Command::Install { dry_run: true, image, with, .. } => {
-            print!("{}", install::yaml(&install::objects(&with, image.as_deref())));
+        Command::Install { dry_run: true, image, with, auth_host, .. } => {
+            install::check_auth_host(&with, auth_host.as_deref()).map_err(CliError::Usage)?;
+            let mut objects = install::objects(&with, image.as_deref());
+            if let Some(host) = &auth_host {
+                install::set_auth_host(&mut objects, host);
+            }
+            print!("{}", install::yaml(&objects));
             Ok(())
         }
         Command::Discover(args) => {
@@ -321,11 +330,13 @@ async fn run(cli: Cli) -> Result<()> {
                     }
                     Ok(())
                 }
-                Command::Install { image, api_url, auth_url, with, timeout, .. } => {
+                Command::Install { image, api_url, auth_url, auth_host, with, timeout, .. } => {
+                    install::check_auth_host(&with, auth_host.as_deref()).map_err(CliError::Usage)?;
                     let i = install::Install {
                         namespace: ns,
                         with: &with,
                         image: image.as_deref(),
+                        auth_host: auth_host.as_deref(),
                         api_url: api_url.as_deref(),
                         auth_url: auth_url.as_deref(),
                         timeout,

@@ -18,16 +18,20 @@ fn pages() -> Vec<(String, String)> {
 }
 
 /// The code lines of a Markdown page (inside fences, or indented by four spaces outside
-/// lists and tables), each with its line number.
+/// lists and tables), each with its line number. A ```` ```text ```` fence is what a command
+/// prints, not a command: it is skipped.
 fn code_lines(text: &str) -> Vec<(usize, String)> {
-    let (mut out, mut fenced) = (Vec::new(), false);
+    let (mut out, mut fenced, mut output) = (Vec::new(), false, false);
     for (i, line) in text.lines().enumerate() {
-        if line.trim_start().starts_with("```") {
+        if let Some(info) = line.trim_start().strip_prefix("```") {
             fenced = !fenced;
+            output = fenced && info.trim() == "text";
             continue;
         }
         if fenced {
-            out.push((i + 1, line.trim().to_owned()));
+            if !output {
+                out.push((i + 1, line.trim().to_owned()));
+            }
         } else if let Some(code) = line.strip_prefix("    ") {
             out.push((i + 1, code.trim().to_owned()));
         }

@@ -45,11 +45,16 @@ fn section_commands() -> Vec<String> {
 #[test]
 fn the_section_has_the_commands_this_test_runs() {
     let commands = section_commands();
-    assert_eq!(commands.len(), 4, "{commands:#?}");
-    assert!(commands[0].starts_with("kubectl apply -k manifests/crds"), "{}", commands[0]);
-    assert!(commands[1].contains("manifests/reconciler/peer-roles.yaml") && commands[1].contains("peer-secrets.yaml"), "{}", commands[1]);
-    assert!(commands[2].starts_with("KUBECONFIG=~/.kube/config cargo run -p liqo-reconciler --"), "{}", commands[2]);
-    assert!(commands[3].starts_with("curl "), "{}", commands[3]);
+    assert_eq!(commands.len(), 5, "{commands:#?}");
+    assert_eq!(commands[0], "MY_ADDRESS=<an address of this machine that peers reach>");
+    assert!(commands[1].starts_with("kubectl apply -k manifests/crds"), "{}", commands[1]);
+    assert!(commands[2].contains("manifests/reconciler/peer-roles.yaml") && commands[2].contains("peer-secrets.yaml"), "{}", commands[2]);
+    assert!(commands[3].starts_with("KUBECONFIG=~/.kube/config cargo run -p liqo-reconciler --"), "{}", commands[3]);
+    // Reachable by peers: on every address, with a certificate naming the one they use.
+    for needed in ["--auth-listen 0.0.0.0:8444", "--auth-host \"$MY_ADDRESS\"", "--auth-url \"https://$MY_ADDRESS:8444\""] {
+        assert!(commands[3].contains(needed), "{needed}: {}", commands[3]);
+    }
+    assert!(commands[4].starts_with("curl ") && commands[4].contains("https://$MY_ADDRESS:8444/ids"), "{}", commands[4]);
 }
 
 #[tokio::test]
@@ -69,34 +74,37 @@ async fn the_out_of_cluster_commands_run_as_written_and_the_reconciler_issues_id
     let certs = cp.path().join("readme-auth-certs");
     let (auth, ops) = (free_port(), free_port());
     let api = cp.url.clone();
+    // The address peers use: another one than the localhost names the certificate always
+    // has, so that the curl succeeds only over the listener on every address and with
+    // --auth-host in the certificate (the first line sets it; each line here is a shell of its
+    // own, so it is given to each).
+    let my_address = "127.0.0.2";
     let shell = |command: &str| {
         let command = command
             .replace("KUBECONFIG=~/.kube/config cargo run -p liqo-reconciler --", &format!("exec {}", binary.display()))
             .replace("https://<address peers use for this API server>:6443", &api)
-            .replace("https://<address peers use for this machine>:8444", &format!("https://127.0.0.1:{auth}"))
-            .replace("127.0.0.1:8444", &format!("127.0.0.1:{auth}"))
-            .replace("localhost:8444", &format!("localhost:{auth}"))
+            .replace(":8444", &format!(":{auth}"))
             .replace("127.0.0.1:8081", &format!("127.0.0.1:{ops}"))
             .replace("/tmp/liqo-auth-certs", &certs.display().to_string());
         let path = liqo_testenv::path_with(&kubectl);
         let mut c = Command::new("sh");
-        c.arg("-c").arg(command).current_dir(ROOT).env("KUBECONFIG", &kubeconfig).env("PATH", path);
+        c.arg("-c").arg(command).current_dir(ROOT).env("KUBECONFIG", &kubeconfig).env("PATH", path).env("MY_ADDRESS", my_address);
         c
     };
     let commands = section_commands();
-    for command in &commands[..2] {
+    for command in &commands[1..3] {
         let out = shell(command).output().unwrap();
         assert!(out.status.success(), "{command}:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     }
     let log_path = cp.path().join("readme-reconciler.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let child =
-        shell(&format!("{} --no-mdns", commands[2])).env("RUST_LOG", "info").stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap();
+        shell(&format!("{} --no-mdns", commands[3])).env("RUST_LOG", "info").stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap();
     let mut rec = Reconciler { child, auth_url: format!("https://localhost:{auth}"), ops, log: log_path };
     ready(&mut rec).await;
 
     let curl = eventually("the README's curl answers /ids", || async {
-        let out = shell(&commands[3]).output().ok()?;
+        let out = shell(&commands[4]).output().ok()?;
         out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
     })
     .await;

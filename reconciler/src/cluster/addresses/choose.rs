@@ -132,6 +132,9 @@ pub enum Unreachable {
     ClusterIp,
     PodAddress,
     InClusterName,
+    /// A name under `.invalid`, which never resolves (RFC 6761): a placeholder, such as the
+    /// Ingress host `manifests/auth-ingress/` ships with until it is set.
+    Placeholder,
     NotAUrl,
 }
 
@@ -144,6 +147,7 @@ impl fmt::Display for Unreachable {
             Unreachable::ClusterIp => "a Service ClusterIP",
             Unreachable::PodAddress => "a pod address",
             Unreachable::InClusterName => "a name only this cluster's DNS resolves",
+            Unreachable::Placeholder => "a placeholder under .invalid, a name that never resolves",
             Unreachable::NotAUrl => "not an https URL with a host",
         })
     }
@@ -274,6 +278,9 @@ pub fn unreachable(url: &str, seen: &Seen) -> Option<Unreachable> {
             let name = name.trim_end_matches('.').to_ascii_lowercase();
             if name == "localhost" || name.ends_with(".localhost") {
                 return Some(Unreachable::Loopback);
+            }
+            if name == "invalid" || name.ends_with(".invalid") {
+                return Some(Unreachable::Placeholder);
             }
             let in_cluster = name.ends_with(".svc")
                 || name.contains(".svc.")
@@ -411,8 +418,23 @@ mod tests {
             AuthService { type_: "LoadBalancer".into(), node_port: Some(31443), port: 443, load_balancer: vec!["198.51.100.4".into()] };
         let seen = Seen { auth_service: Some(lb), ..kubeadm() };
         assert_eq!(choose(&seen).auth.unwrap(), Address { url: "https://198.51.100.4:443".into(), source: Source::LoadBalancer });
-        let ingress = Seen { ingress_host: Some("liqo-auth.example.com".into()), ..seen };
+        let ingress = Seen { ingress_host: Some("liqo-auth.example.com".into()), ..seen.clone() };
         assert_eq!(choose(&ingress).auth.unwrap(), Address { url: "https://liqo-auth.example.com".into(), source: Source::Ingress });
+    }
+
+    #[test]
+    fn the_ingress_placeholder_is_never_told_to_peers() {
+        // manifests/auth-ingress/ as shipped, its host not set yet: the NodePort is told.
+        let placeholder = Seen { ingress_host: Some("liqo-auth.invalid".into()), auth_service: node_port(31443), ..kubeadm() };
+        let found = choose(&placeholder);
+        assert_eq!(found.auth.unwrap().source, Source::NodePort { node: "cp".into(), address_type: "InternalIP" });
+        assert!(found.problems.is_empty());
+        assert_eq!(unreachable("https://liqo-auth.invalid", &placeholder), Some(Unreachable::Placeholder));
+        // With nothing else to tell, the placeholder is named as a problem, never silently used.
+        let alone = Seen { ingress_host: Some("liqo-auth.invalid".into()), auth_service: None, ..kubeadm() };
+        let found = choose(&alone);
+        assert_eq!(found.problems[0].why, Unreachable::Placeholder);
+        assert!(found.problems[0].to_string().contains("placeholder under .invalid"));
     }
 
     #[test]
