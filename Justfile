@@ -9,6 +9,12 @@ build:
 test:
     cargo test --workspace
 
+# The Kubernetes binaries the real tier and the node tier run (VERSION: a release or a minor,
+# default 1.36), verified against their published checksums, in one folder (DIR, default
+# ~/.local/share/liqo-test-assets/...); prints the KUBEBUILDER_ASSETS= line to test with.
+test-assets version="1.36" dir="":
+    testenv/test-assets.sh {{version}} {{dir}}
+
 # Format every crate in the house style (rustfmt.toml); CI fails on a diff.
 fmt:
     cargo fmt --all
@@ -118,9 +124,15 @@ node-up name image="":
 node-down name:
     kind-tests/node-down.sh {{name}}
 
-# The node tier: two such nodes, the suite's checks, upgrade in place, rolling update, failover.
+# The node tier: two such nodes, the suite's checks, upgrade in place, rolling update, failover,
+# then docs/quickstart.md run as written.
 e2e-node:
     kind-tests/e2e-node.sh
+
+# docs/quickstart.md run as written on two such nodes, kind replaced by a stand-in
+# (kind-tests/kind-stand-in/kind); the node tier runs it last.
+quickstart:
+    kind-tests/quickstart.sh
 
 # The seeded chaos soak on three real control planes (KUBEBUILDER_ASSETS): faults from a fixed
 # menu for SECONDS, invariants checked after each; prints the seed first and a summary last,

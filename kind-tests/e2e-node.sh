@@ -2,7 +2,7 @@
 # The node tier (`just e2e-node`): two real single-node clusters on this machine (node-up.sh),
 # our image on real kubelets, then what only real pods show:
 #
-#   1. this commit installed as the README says, `kubectl apply -k manifests/` and nothing else
+#   1. this commit installed as the README says, its kustomize lines (run as the page has them) and nothing else
 #      (LAN discovery on, no address typed): the clusters find their own addresses and peer
 #      both ways within 3 health periods; the ClusterConfig says where each address came from;
 #      ConfigMap liqo-reconciler-env overrides one, read live, and is removed again;
@@ -27,9 +27,11 @@
 #      peering forms again by itself in the tenant namespaces, no per-peer ClusterRole left.)
 #      Then B runs the `kubectl liqo peer` line A's install printed: joined both ways; both
 #      uninstalled (--unpeer), nothing left;
-#   8. `kubectl liqo install` on both, fresh (LAN discovery on): peered both ways within 3 health
-#      periods; `uninstall --unpeer` on both, nothing left;
-#   9. both nodes removed (node-down.sh), nothing left behind.
+#   8. both nodes removed (node-down.sh), nothing left behind;
+#   9. docs/quickstart.md run as written (kind-tests/quickstart.sh: its blocks in order, kind
+#      replaced by a stand-in making nodes like these) on two new nodes made right after: a
+#      fresh `kubectl liqo install` on both, `peer --wait`, `status`, peered both ways, then
+#      its clean-up (`uninstall --unpeer`, `kind delete cluster`), nothing left.
 #
 # Skips loudly (exit 0) where the node's binaries or packages are missing. KEEP=1 keeps the
 # nodes. Prints how long each part took.
@@ -67,8 +69,8 @@ say "images"
 podman image exists "$CURRENT" || image/build.sh "$CURRENT" >/dev/null
 [ -x "$KUBECTL_LIQO" ] || cargo build -q -p liqo-cli
 # The previous release: the last commit of 0.2 (tenant namespaces, identities of a year, no
-# binding of IDs), the upgrade SPEC §10 asks to prove. LIQO_PREVIOUS_REF=f32e68a (the last
-# commit of the cluster-scoped protocol, 0.1) proves the upgrade of SPEC §9 instead.
+# binding of IDs), the upgrade protocol §10 asks to prove. LIQO_PREVIOUS_REF=f32e68a (the last
+# commit of the cluster-scoped protocol, 0.1) proves the upgrade of protocol §9 instead.
 previous_ref=${LIQO_PREVIOUS_REF:-a65511d}
 # The release this commit is (CHANGELOG.md, Cargo.toml); the previous ones' commits never
 # raised the version they were built with, so they are named by their releases here.
@@ -133,17 +135,24 @@ auth_from_node_port() {
   esac
 }
 
-# install_as_readme A|B: `kubectl apply -k manifests/` and the default ClusterConfig, nothing
-# else: no address given, LAN discovery as shipped (on).
+# The README's kustomize lines ("For GitOps, or without the plugin"), one command a line, as
+# the page has them (api/tests/manifests.rs reads the same lines).
+readme_kustomize_lines() {
+  awk '/^For GitOps, or without the plugin, the same manifests apply with kustomize:/ {on = 1; next}
+       on && /^    / {sub(/^    /, ""); print; seen = 1; next}
+       on && seen {exit}' README.md
+}
+
+# install_as_readme A|B: the README's kustomize lines run as written (the namespace, the CRDs,
+# the waits for the certificates and the webhook, the default ClusterConfig), nothing else: no
+# address given, LAN discovery as shipped (on).
 install_as_readme() {
-  local k
+  local k lines
   k=$(k_of "$1")
-  say "install on $1 as the README says (nothing else)"
-  "$k" apply -k manifests/ >/dev/null
-  "$k" wait --for condition=established --timeout=60s crd --all >/dev/null
-  wait_for 30 "the default ClusterConfig applied on $1" "$k" apply -k manifests/config
-  "$k" -n liqo wait --for=condition=complete --timeout=180s job/liqo-certs >/dev/null || stuck "$k" "job liqo-certs on $1"
-  "$k" -n liqo rollout status deployment/liqo-webhook --timeout=180s >/dev/null || stuck "$k" "webhook rollout on $1"
+  lines=$(readme_kustomize_lines)
+  [ "$(printf '%s\n' "$lines" | grep -c '^kubectl ')" -ge 5 ] || fail "the README's kustomize lines not found: $lines"
+  say "install on $1 as the README says (its kustomize lines, nothing else)"
+  KUBECONFIG="$(kubeconfig_of "$1")" sh -ec "$lines" >/dev/null || stuck "$k" "the README's kustomize lines on $1"
   "$k" -n liqo rollout status deployment/liqo-reconciler --timeout=180s >/dev/null || stuck "$k" "reconciler rollout on $1"
   wait_for 60 "the reconciler of $1 ready and leading" leading "$1"
 }
@@ -299,7 +308,7 @@ handed_days() { token_days kb -n "$(tenant_of "$(cluster_id A)")" get secret "pr
 renewed_to_a_week() { [ "$(identity_days)" -le 7 ] && [ "$(handed_days)" -le 7 ]; }
 request_uid() { kb -n "$(tenant_of "$(cluster_id A)")" get peeringrequest "$(cluster_id A)" -o jsonpath='{.metadata.uid}'; }
 
-# 0.2 -> this commit (SPEC §10): A upgraded first, then B; the peering is kept throughout (the
+# 0.2 -> this commit (protocol §10): A upgraded first, then B; the peering is kept throughout (the
 # same PeeringRequest), and the identities of a year 0.2 issued are renewed to the shipped
 # lifetime (7 days) both ways within 3 health periods of B's install.
 upgrade_from_tenant_namespaces() {
@@ -324,7 +333,7 @@ upgrade_from_tenant_namespaces() {
   took "upgrade in place from 0.2.0 to $THIS_VERSION, peering kept, identities renewed"
 }
 
-# 0.1 -> this commit (SPEC §9): A upgraded first names B as on the older protocol; after B's
+# 0.1 -> this commit (protocol §9): A upgraded first names B as on the older protocol; after B's
 # upgrade the peering forms again by itself in the tenant namespaces.
 upgrade_from_cluster_scoped() {
   say "upgrade in place: kubectl liqo install of $THIS_VERSION over 0.1.0 ($previous_ref), A first"
@@ -390,15 +399,7 @@ else
   say "SKIPPED: the previous commit and kubectl liqo install over it (no image recipe at $previous_ref)"
 fi
 
-# --- 8. kubectl liqo install on fresh clusters: LAN peering both ways ---
-for c in A B; do
-  say "kubectl liqo install on $c (fresh, LAN discovery on)"
-  liqo "$c" install --timeout 5m >&2 || fail "kubectl liqo install on $c"
-done
-peer_by_lan "kubectl liqo install"
-uninstall_both
-took "kubectl liqo install, LAN peering, uninstall"
-
+# --- 8. both nodes removed, nothing left behind ---
 trap - EXIT
 if [ "${KEEP:-0}" != 1 ]; then
   kind-tests/node-down.sh "$NODE_A" || fail "node-down $NODE_A left something behind"
@@ -406,4 +407,12 @@ if [ "${KEEP:-0}" != 1 ]; then
 fi
 [ -n "$previous_tree" ] && git worktree remove --force "$previous_tree" >/dev/null 2>&1
 took "both nodes down"
+
+# --- 9. docs/quickstart.md as written, on two new nodes made at once in the places of the
+# two just removed (the same indexes, veth names and addresses: `node-up` right after
+# `node-down`): kubectl liqo install on fresh clusters, peer, status, uninstall ---
+if [ "${KEEP:-0}" != 1 ]; then
+  kind-tests/quickstart.sh || fail "docs/quickstart.md as written"
+  took "docs/quickstart.md as written"
+fi
 say "PASSED: node tier in $((SECONDS - began)) s"

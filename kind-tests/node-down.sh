@@ -55,6 +55,17 @@ if [ -d "$dir" ]; then
   done
 fi
 for cg in $(cgroups); do find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null; done
+# The node's veth pair: deleted by its end here, at once. Deleting the namespace alone leaves
+# the kernel tearing the pair down for up to ~90 s, and a node-up meanwhile, which takes the same
+# index, failed with `ip link add lqNh type veth ... File exists`.
+index="$(cat "$dir/index" 2>/dev/null || true)"
+if [ -n "$index" ]; then
+  ip link delete "lq${index}h" 2>/dev/null
+  for _ in $(seq 1 100); do
+    ip link show "lq${index}h" >/dev/null 2>&1 || break
+    sleep 0.1
+  done
+fi
 ip netns delete "$ns" 2>/dev/null
 # The CNI results cached for its pods (its bridge network, and containerd's loopback by sandbox).
 rm -f /var/lib/cni/results/"liqo-node-$name"-* 2>/dev/null
@@ -69,6 +80,7 @@ if ! ls "$LIQO_NODES_DIR"/*/index >/dev/null 2>&1; then
 fi
 left=""
 [ -e "/run/netns/$ns" ] && left+=" netns $ns"
+[ -n "$index" ] && ip link show "lq${index}h" >/dev/null 2>&1 && left+=" link lq${index}h"
 [ -n "$(cgroups)" ] && left+=" cgroups $(cgroups | tr '\n' ' ')"
 awk -v d="$dir/" 'index($2, d) == 1' /proc/self/mounts | grep -q . && left+=" mounts under $dir"
 if [ -n "$left" ]; then

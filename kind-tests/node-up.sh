@@ -6,7 +6,8 @@
 # Prints KUBECONFIG=<path> as its last line: a kubeconfig that works from this shell.
 # `just node-down NAME` (node-down.sh) removes everything it made.
 #
-#   kind-tests/node-up.sh NAME [IMAGE]     IMAGE: our image, built (image/build.sh) if absent
+#   kind-tests/node-up.sh NAME [IMAGE]     IMAGE: our image, built (image/build.sh) if absent;
+#                                          `none`: no image of ours (load one later, as kind does)
 #
 # Networks (index I of the node, 1..40): the node at 10.213.0.(10+I) on bridge liqo-nodes
 # (10.213.0.1, this machine's end); pods 10.214.I.0/24 and Services 10.215.I.0/24 exist only
@@ -201,14 +202,16 @@ EOF
 start "$name" containerd containerd --config "$dir/containerd/config.toml"
 wait_for 30 "containerd of $name answering" ctr --address "$dir/containerd.sock" version
 import_image "$name" "$(pause_image)" localhost/liqo-pause:1
-if ! podman image exists "$image"; then
-  say "building $image"
-  image/build.sh "$image" >/dev/null
+if [ "$image" != none ]; then
+  if ! podman image exists "$image"; then
+    say "building $image"
+    image/build.sh "$image" >/dev/null
+  fi
+  case "${image#localhost/}" in
+    liqo-discovery:[0-9]*) load_as_documented "$name" "${image#localhost/}" ;;
+    *) import_image "$name" "$image" "docker.io/library/${image#localhost/}" ;;
+  esac
 fi
-case "${image#localhost/}" in
-  liqo-discovery:[0-9]*) load_as_documented "$name" "${image#localhost/}" ;;
-  *) import_image "$name" "$image" "docker.io/library/${image#localhost/}" ;;
-esac
 
 # --- the node: kubelet and kube-proxy ---
 # kubelet's cgroup root, in every hierarchy (cgroup v1 here; cpuset's inherits its parent's set).

@@ -42,9 +42,23 @@ impl From<String> for StartError {
 /// The admin token (user `admin`, group `system:masters`).
 pub const ADMIN_TOKEN: &str = "liqo-testenv-admin-token";
 
-/// Why integration tests cannot run here, or the asset folder.
+/// Why integration tests cannot run here, or the asset folder. Without it, the command that
+/// gets the binaries is said once per `cargo test` run.
 pub fn assets() -> Result<PathBuf, String> {
-    let dir = std::env::var_os("KUBEBUILDER_ASSETS").ok_or("KUBEBUILDER_ASSETS is not set (a folder with kube-apiserver and etcd)")?;
+    let found = assets_in(std::env::var_os("KUBEBUILDER_ASSETS"));
+    if found.is_err() {
+        say_once_per_run(TEST_ASSETS_HINT);
+    }
+    found
+}
+
+/// What a contributor runs to get the real tier's binaries.
+pub const TEST_ASSETS_HINT: &str = "the real tier needs Kubernetes binaries: `just test-assets` (testenv/test-assets.sh) fetches \
+     kube-apiserver, etcd and the node tier's four, checked against their published checksums, and prints the line to run the \
+     tests with: KUBEBUILDER_ASSETS=<that folder> cargo test --workspace (docs/testing.md)";
+
+fn assets_in(dir: Option<std::ffi::OsString>) -> Result<PathBuf, String> {
+    let dir = dir.ok_or("KUBEBUILDER_ASSETS is not set (a folder with kube-apiserver and etcd)")?;
     let dir = PathBuf::from(dir);
     for bin in ["etcd", "kube-apiserver"] {
         if !dir.join(bin).is_file() {
@@ -52,6 +66,21 @@ pub fn assets() -> Result<PathBuf, String> {
         }
     }
     Ok(dir)
+}
+
+/// Prints `SKIPPED: <what>` once per run of the process that started this one (`cargo test`
+/// runs each test binary as its child): a marker in the temporary folder, named after that
+/// process and its start time, says it was printed.
+fn say_once_per_run(what: &str) {
+    let parent = std::os::unix::process::parent_id();
+    let started = std::fs::read_to_string(format!("/proc/{parent}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(19).map(str::to_owned)))
+        .unwrap_or_default();
+    let marker = std::env::temp_dir().join(format!("liqo-testenv-said-{parent}-{started}"));
+    if std::fs::OpenOptions::new().write(true).create_new(true).open(marker).is_ok() {
+        skip(what);
+    }
 }
 
 /// The ports [`free_port`] hands out: below Linux's ephemeral range (32768–60999 by default),
