@@ -19,7 +19,7 @@ sed -i "/^\[workspace.package\]/,/^\[/s/^version = \"$old\"\$/version = \"$new\"
 cargo update --workspace --offline -q 2>/dev/null || cargo update --workspace -q
 grep -rl "image: liqo-discovery:$old\$" manifests | xargs -r sed -i "s#image: liqo-discovery:$old\$#image: liqo-discovery:$new#"
 # The examples of the README, docs/ and the plugin's help name the version too.
-grep -rlE "liqo-discovery:$old|v$old|Liqo $old is installed|release $old|dist/$old|liqo-$old-" README.md docs cli/src | xargs -r sed -i -E \
+grep -rlE "liqo-discovery:$old|v$old|Liqo $old is installed|kubectl liqo $old|release $old|dist/$old|liqo-$old-" README.md docs cli/src | xargs -r sed -i -E \
   -e "s#liqo-discovery:$old#liqo-discovery:$new#g" -e "s#v$old([^0-9]|\$)#v$new\1#g" -e "s#Liqo $old is installed#Liqo $new is installed#g" \
-  -e "s#release $old#release $new#g" -e "s#dist/$old#dist/$new#g" -e "s#liqo-$old-#liqo-$new-#g"
+  -e "s#kubectl liqo $old\$#kubectl liqo $new#g" -e "s#release $old#release $new#g" -e "s#dist/$old#dist/$new#g" -e "s#liqo-$old-#liqo-$new-#g"
 echo "version $old → $(image/version.sh)"

@@ -5,13 +5,25 @@
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
-/// The versions of the headings `## <prefix>X.Y.Z…` of `text`, in order.
+/// The versions of the headings `## <prefix>X.Y.Z…` of `text`, in order, a pre-release
+/// kept (`0.4.0-dev`).
 fn versions(text: &str, prefix: &str) -> Vec<String> {
     text.lines()
         .filter_map(|l| l.strip_prefix("## ")?.strip_prefix(prefix))
-        .map(|rest| rest.split(|c: char| !(c.is_ascii_digit() || c == '.')).next().unwrap_or_default().trim_end_matches('.').to_owned())
+        .map(|rest| {
+            let word = rest.split(|c: char| c.is_whitespace() || c == ':' || c == '(').next().unwrap_or_default();
+            let release = word.split('-').next().unwrap_or_default();
+            let pre = word.strip_prefix(release).unwrap_or_default();
+            let digits = release.split(|c: char| !(c.is_ascii_digit() || c == '.')).next().unwrap_or_default().trim_end_matches('.');
+            if digits.is_empty() || digits.len() != release.trim_end_matches('.').len() { String::new() } else { format!("{digits}{pre}") }
+        })
         .filter(|v| !v.is_empty())
         .collect()
+}
+
+/// `0.4.0` of `0.4.0-dev`: what an upgrade section names.
+fn release_of(version: &str) -> String {
+    version.split('-').next().unwrap_or_default().to_owned()
 }
 
 fn read(path: &str) -> String {
@@ -32,7 +44,7 @@ fn the_newest_release_in_the_changelog_is_the_version_that_ships() {
 fn every_release_after_the_first_has_its_upgrade_told_and_no_other() {
     let releases = versions(&read("CHANGELOG.md"), "");
     let upgrades = versions(&read("docs/upgrades.md"), "To ");
-    let after_first: Vec<String> = releases.iter().rev().skip(1).rev().cloned().collect();
+    let after_first: Vec<String> = releases.iter().rev().skip(1).rev().map(|v| release_of(v)).collect();
     let mut told = upgrades.clone();
     told.sort();
     let mut expected = after_first.clone();
@@ -44,4 +56,6 @@ fn every_release_after_the_first_has_its_upgrade_told_and_no_other() {
 fn the_heading_reader_reads_versions_only() {
     assert_eq!(versions("## 0.3.0\n## To 0.2.0: from 0.1\n## 0.1.0\n## Within", ""), ["0.3.0", "0.1.0"]);
     assert_eq!(versions("## To 0.2.0: from 0.1\n## To 0.3.0: who\n## Within a protocol", "To "), ["0.2.0", "0.3.0"]);
+    assert_eq!(versions("## 0.4.0-dev (unreleased)\n## 0.3.0\n## Unreleased", ""), ["0.4.0-dev", "0.3.0"]);
+    assert_eq!(release_of("0.4.0-dev"), "0.4.0");
 }

@@ -165,7 +165,7 @@ enum Command {
     /// line another cluster runs to peer with this one. The addresses peers use are found in the
     /// cluster; --api-url/--auth-url override them (ConfigMap liqo-reconciler-env).
     #[command(
-        after_help = "Examples:\n  kubectl liqo install\n  kubectl liqo install --with dashboard,monitoring\n  kubectl liqo install --with ingress --auth-host liqo-auth.example.com\n  kubectl liqo install --image registry.example.com/liqo/liqo-discovery:0.3.0 --auth-url https://liqo-auth.example.com\n  kubectl liqo install --dry-run > liqo.yaml"
+        after_help = "Examples:\n  kubectl liqo install\n  kubectl liqo install --with dashboard,monitoring\n  kubectl liqo install --with ingress --auth-host liqo-auth.example.com\n  kubectl liqo install --image registry.example.com/liqo/liqo-discovery:0.4.0-dev --auth-url https://liqo-auth.example.com\n  kubectl liqo install --dry-run > liqo.yaml"
     )]
     Install {
         /// The image of every component (default: liqo-discovery:<this version>).
