@@ -134,6 +134,11 @@ e2e-node:
 quickstart:
     kind-tests/quickstart.sh
 
+# Identities of 10 minutes (the least a token may last) renewed on both sides while a peering
+# stays up for 12 (reconciler/tests/peering_faults.rs; left out of `cargo test`, run by .ci/run).
+renewal:
+    cargo test -p liqo-reconciler --test peering_faults -- --ignored --exact ten_minute_identities_are_renewed_and_the_peering_outlives_them
+
 # The seeded chaos soak on three real control planes (KUBEBUILDER_ASSETS): faults from a fixed
 # menu for SECONDS, invariants checked after each; prints the seed first and a summary last,
 # fails on a violation. PERIODS: health periods allowed for convergence (default 2); HEALTH:

@@ -17,7 +17,7 @@ fn parse_losslessly<T: DeserializeOwned + Serialize>(yaml: &str) -> T {
 }
 
 #[test]
-fn foreign_cluster_auth_url_form_of_seed_002() {
+fn foreign_cluster_in_the_auth_service_form() {
     let fc: ForeignCluster = parse_losslessly(
         r#"
 apiVersion: discovery.liqo.io/v1alpha1
@@ -36,7 +36,7 @@ spec:
 }
 
 #[test]
-fn foreign_cluster_manual_form_of_seed_003() {
+fn foreign_cluster_in_the_manual_form() {
     let fc: ForeignCluster = parse_losslessly(
         r#"
 apiVersion: discovery.liqo.io/v1alpha1
@@ -69,7 +69,7 @@ fn search_domains_of_seeds_002_and_003() {
 }
 
 #[test]
-fn cluster_config_patches_of_seed_002_apply_to_the_defaults() {
+fn cluster_config_patches_of_liqos_documentation_apply_to_the_defaults() {
     let base = serde_json::json!({
         "apiVersion": "config.liqo.io/v1alpha1", "kind": "ClusterConfig",
         "metadata": {"name": "liqo-configuration"}, "spec": {}

@@ -9,7 +9,7 @@ const ID: &str = "0558de48-097b-4b7d-ba04-6bd2a0f9d24f";
 const ID2: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
 
 /// The API-server zone, as written there (its SRV target and its A record name differ).
-fn seed_003_as_written() -> String {
+fn api_server_zone_as_written() -> String {
     include_str!("fixtures/api-server.zone").replace("${YOUR_CLUSTER_ID}", ID)
 }
 
@@ -34,7 +34,7 @@ fn one_line(zone: &str) -> String {
 }
 
 /// The auth-service zone (two clusters, auth services behind SRV).
-fn seed_002() -> String {
+fn auth_service_zone() -> String {
     include_str!("fixtures/auth-service.zone").to_owned()
 }
 
@@ -52,8 +52,8 @@ fn listed(instance: &str, target: Result<WanTarget, TargetError>) -> Listed {
 }
 
 #[tokio::test]
-async fn seed_003_zone_as_written_lists_its_cluster_by_api_server_name() {
-    let server = ZoneServer::start("example.com.", &zone_file("example.com.", &one_line(&seed_003_as_written()))).await;
+async fn the_api_server_zone_as_written_lists_its_cluster_by_api_server_name() {
+    let server = ZoneServer::start("example.com.", &zone_file("example.com.", &one_line(&api_server_zone_as_written()))).await;
     let dns = DnsSd::with_nameserver(server.addr).unwrap();
     let got = dns.browse("example.com").await.unwrap();
     // The SRV host has no address in that zone: the URL keeps its name for another resolver.
@@ -64,16 +64,17 @@ async fn seed_003_zone_as_written_lists_its_cluster_by_api_server_name() {
 }
 
 #[tokio::test]
-async fn seed_003_zone_with_the_address_resolves_the_api_server() {
-    let zone = one_line(&seed_003_as_written()).replace("liqo-cluster-api-server.example.com.", "liqo-cluster-api.server.example.com.");
+async fn the_api_server_zone_with_the_address_resolves_the_api_server() {
+    let zone =
+        one_line(&api_server_zone_as_written()).replace("liqo-cluster-api-server.example.com.", "liqo-cluster-api.server.example.com.");
     let server = ZoneServer::start("example.com.", &zone_file("example.com.", &zone)).await;
     let got = DnsSd::with_nameserver(server.addr).unwrap().browse("example.com.").await.unwrap();
     assert_eq!(got, vec![listed("liqo-cluster._liqo._tcp.example.com.", api_target(ID, "https://1.2.3.4:6443"))]);
 }
 
 #[tokio::test]
-async fn seed_002_zone_lists_auth_services_to_ask_for_identities() {
-    let server = ZoneServer::start("example.com.", &zone_file("example.com.", &seed_002())).await;
+async fn the_auth_service_zone_lists_auth_services_to_ask_for_identities() {
+    let server = ZoneServer::start("example.com.", &zone_file("example.com.", &auth_service_zone())).await;
     let got = DnsSd::with_nameserver(server.addr).unwrap().browse("example.com").await.unwrap();
     assert_eq!(
         got,
@@ -160,14 +161,14 @@ async fn bind9_serves_the_seed_zones_and_their_changes() {
         liqo_testenv::skip(&format!("bind9_serves_the_seed_zones_and_their_changes: {why}"));
         return;
     }
-    let zone_002 = zone_file("example.com.", &seed_002());
-    let mut named = Named::start("example.com.", &zone_002).await.unwrap();
+    let auth_service_zone_file = zone_file("example.com.", &auth_service_zone());
+    let mut named = Named::start("example.com.", &auth_service_zone_file).await.unwrap();
     let dns = DnsSd::with_nameserver(named.addr).unwrap();
     let got = dns.browse("example.com").await.unwrap();
     assert_eq!(got.len(), 2, "{got:?}");
     assert_eq!(got[1], listed("liqo-cluster.example.com.", Ok(WanTarget::Auth { auth_url: "https://1.2.3.4:443".into() })));
 
-    named.set_zone("example.com.", &zone_file("example.com.", &seed_003_as_written())).await.unwrap();
+    named.set_zone("example.com.", &zone_file("example.com.", &api_server_zone_as_written())).await.unwrap();
     let got = dns.browse("example.com").await.unwrap();
     assert_eq!(
         got,

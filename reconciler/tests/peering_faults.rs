@@ -754,8 +754,11 @@ async fn status_fields_of_an_earlier_release_are_dropped_after_an_upgrade() {
 
 /// With tokens of 10 minutes (the least a TokenRequest may ask for) on both sides, the peering
 /// is still healthy at 12 minutes: the identity the remote issued us and the kubeconfig we
-/// handed the remote were both renewed after 8, with no re-join (protocol §10).
+/// handed the remote were both renewed after 8, with no re-join (protocol §10). Twelve minutes
+/// of waiting, so `cargo test` leaves it out; `.ci/run` starts it beside the suite (it sleeps
+/// most of its time) and fails when it fails: `just renewal`.
 #[tokio::test]
+#[ignore = "12 minutes of waiting: .ci/run runs it beside the suite; just renewal"]
 async fn ten_minute_identities_are_renewed_and_the_peering_outlives_them() {
     const LIFETIME: &str = "--token-lifetime-hours=0.1667";
     let Some(t) = two_clusters_flags(&[LIFETIME], &[LIFETIME]).await else { return };

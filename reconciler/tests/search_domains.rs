@@ -199,7 +199,7 @@ async fn a_search_domain_keeps_one_foreign_cluster_per_listed_cluster() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_002_zones_are_identified_through_the_auth_service() {
+async fn auth_service_zones_are_identified_through_the_auth_service() {
     let Some(cp) = ControlPlane::start_or_skip().await else { return };
     let admin = cp.admin();
     install_liqo(&admin, "liqo").await;

@@ -166,7 +166,7 @@ async fn join_health_unjoin_and_deletion_with_the_remote_gone() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_003_manual_form_peers_anonymously_where_the_remote_allows_it() {
+async fn the_manual_form_peers_anonymously_where_the_remote_allows_it() {
     let Some(Two { home_cp, remote_cp, home, remote, home_rec, remote_rec, home_id, remote_id }) = two_clusters().await else { return };
     let _ = (&home_cp, &home_rec, &remote_rec);
     liqo_testenv::publish_cluster_info(&remote_cp, &remote).await;

@@ -295,7 +295,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_003_zone_target_is_the_api_server_with_identity_from_txt() {
+    fn an_api_server_zone_target_is_the_api_server_with_identity_from_txt() {
         let t = from_dns("liqo-cluster-api.server.example.com.", 6443, &[format!("id={ID}"), "namespace=liqo".into()]).unwrap();
         assert_eq!(
             t,
@@ -309,7 +309,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_002_zone_target_is_the_auth_service() {
+    fn an_auth_service_zone_target_is_the_auth_service() {
         assert_eq!(
             from_dns("auth.server.example.com.", 443, &[] as &[&str]).unwrap(),
             WanTarget::Auth { auth_url: "https://auth.server.example.com:443".into() }
