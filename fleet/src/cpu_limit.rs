@@ -232,12 +232,20 @@ mod tests {
             Version::V1 => std::fs::read_to_string(limits.hub.dir.join("cpu.cfs_quota_us")).unwrap(),
         };
         assert!(quota.starts_with("50000"), "{quota}");
-        let mut child = std::process::Command::new("sh").args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"]).spawn().unwrap();
+        // A child that spins until it is seen held back (or 20 s pass): on a loaded machine a
+        // fixed amount of work could finish without ever using half a CPU in one period.
+        let mut child = std::process::Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
         limits.hub(child.id()).unwrap();
         let procs = std::fs::read_to_string(limits.hub.dir.join("cgroup.procs")).unwrap();
         assert!(procs.lines().any(|p| p == child.id().to_string()), "{procs}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while limits.throttled_seconds().0 <= 0.0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let held_back = limits.throttled_seconds().0;
+        child.kill().unwrap();
         child.wait().unwrap();
-        assert!(limits.throttled_seconds().0 > 0.0, "a busy child at half a CPU was held back");
+        assert!(held_back > 0.0, "a busy child at half a CPU was never held back in 20 s");
         // A run that stops early drops its limits before it kills the hub: a process still in
         // a group does not keep the group from going, and lives on outside it.
         let mut left = std::process::Command::new("sleep").arg("30").spawn().unwrap();
