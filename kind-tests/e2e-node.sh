@@ -172,7 +172,8 @@ leftovers() {
   k=$(k_of "$1")
   kinds="$("$k" api-resources --verbs=list -o name | grep -v '^events' | paste -sd, -)"
   [ -n "$kinds" ] || fail "no resource kinds listed on $1"
-  { "$k" get "$kinds" -A -o name 2>/dev/null || true; } | grep -i 'liqo' || true
+  # The holder key (kube-system/liqo-holder-key) is kept on purpose, as the ID's record is.
+  { "$k" get "$kinds" -A -o name 2>/dev/null || true; } | grep -i 'liqo' | grep -vx 'secret/liqo-holder-key' || true
   "$k" get "$kinds" -A -o name -l discovery.liqo.io/cluster-id 2>/dev/null || true
 }
 
@@ -306,6 +307,9 @@ print(int((claims["exp"] - claims["iat"]) / 86400))'
 identity_days() { token_days ka -n liqo get secret "$FC_B-identity" -o jsonpath='{.data.kubeconfig}'; }
 handed_days() { token_days kb -n "$(tenant_of "$(cluster_id A)")" get secret "pr-kubeconfig-$(cluster_id A)" -o jsonpath='{.data.kubeconfig}'; }
 renewed_to_a_week() { [ "$(identity_days)" -le 7 ] && [ "$(handed_days)" -le 7 ]; }
+# The cluster ID recorded on kube-system (protocol §2) is the one in the Liqo namespace.
+recorded_id() { "$(k_of "$1")" get namespace kube-system -o jsonpath='{.metadata.annotations.discovery\.liqo\.io/cluster-id}'; }
+both_recorded() { [ "$(recorded_id A)" = "$(cluster_id A)" ] && [ "$(recorded_id B)" = "$(cluster_id B)" ]; }
 request_uid() { kb -n "$(tenant_of "$(cluster_id A)")" get peeringrequest "$(cluster_id A)" -o jsonpath='{.metadata.uid}'; }
 
 # 0.2 -> this commit (protocol §10): A upgraded first, then B; the peering is kept throughout (the
@@ -313,8 +317,10 @@ request_uid() { kb -n "$(tenant_of "$(cluster_id A)")" get peeringrequest "$(clu
 # lifetime (7 days) both ways within 3 health periods of B's install.
 upgrade_from_tenant_namespaces() {
   say "upgrade in place: kubectl liqo install of $THIS_VERSION over 0.2.0 ($previous_ref), A first"
-  local uid days out upgraded
+  local uid days out upgraded id_a id_b
   uid="$(request_uid)"
+  id_a="$(cluster_id A)"
+  id_b="$(cluster_id B)"
   days="$(identity_days) / $(handed_days)"
   [ "$(identity_days)" -ge 300 ] || fail "0.2 issued A's identity for $(identity_days) days, not a year"
   out_a="$(liqo A install --timeout 5m)" || fail "kubectl liqo install on A: $out_a"
@@ -330,7 +336,10 @@ upgrade_from_tenant_namespaces() {
   # The sweep labels what it finds in use, every third of a health period once it leads.
   in_use() { [ "$(kb -n "$(tenant_of "$(cluster_id A)")" get serviceaccount "remote-$(cluster_id A)" -o jsonpath='{.metadata.labels.discovery\.liqo\.io/identity}')" = in-use ]; }
   wait_for "$HEALTH" "B counting A's identity in use" in_use
-  took "upgrade in place from 0.2.0 to $THIS_VERSION, peering kept, identities renewed"
+  # The cluster IDs 0.2 chose are kept, and recorded outside the Liqo namespace (protocol §2).
+  [ "$(cluster_id A)" = "$id_a" ] && [ "$(cluster_id B)" = "$id_b" ] || fail "a cluster ID changed in the upgrade"
+  wait_for "$HEALTH" "A's and B's cluster IDs recorded on kube-system" both_recorded
+  took "upgrade in place from 0.2.0 to $THIS_VERSION, peering kept, identities renewed, IDs recorded"
 }
 
 # 0.1 -> this commit (protocol §9): A upgraded first names B as on the older protocol; after B's
@@ -393,8 +402,15 @@ if [ -n "$previous_tree" ]; then
   fc_joined B "$(cluster_id A)" || fail "B is not joined to A"
   echo "ok: joined both ways (A by hand before the upgrade, B by the line A's install printed)" >&2
   took "peered by the printed line"
+  reinstalled_id="$(cluster_id A)"
   uninstall_both
   took "uninstall --unpeer, nothing left"
+  # Uninstalled (the Liqo namespace deleted) and installed again: the same cluster ID, from
+  # the record on kube-system, which the uninstall keeps (protocol §2).
+  say "a reinstall of A keeps its cluster ID"
+  liqo A install --timeout 5m >&2 || fail "kubectl liqo install on A again"
+  [ "$(cluster_id A)" = "$reinstalled_id" ] || fail "A came back as $(cluster_id A), not $reinstalled_id"
+  took "reinstalled, the same cluster ID"
 else
   say "SKIPPED: the previous commit and kubectl liqo install over it (no image recipe at $previous_ref)"
 fi

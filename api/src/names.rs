@@ -135,6 +135,19 @@ pub const ANNOTATION_ISSUED_AT: &str = "discovery.liqo.io/issued-at";
 /// issued before this annotation existed expires [`LEGACY_IDENTITY_LIFETIME_DAYS`] after
 /// [`ANNOTATION_ISSUED_AT`].
 pub const ANNOTATION_EXPIRES_AT: &str = "discovery.liqo.io/expires-at";
+/// Annotation on the ServiceAccount of a peer's identity: the public half of the key the
+/// holder keeps (`ed25519:` and base64), recorded at its first claim or a renewal proven by its
+/// token. A holder whose token proves nothing any more proves itself by signing a challenge
+/// with that key (protocol §10).
+pub const ANNOTATION_HOLDER_KEY: &str = "discovery.liqo.io/holder-key";
+/// The Secret holding this cluster's own holder key (key [`HOLDER_KEY_KEY`], PKCS#8), in
+/// [`HOLDER_KEY_NAMESPACE`]: outside the Liqo namespace, so that deleting that namespace does
+/// not lose the proof of the IDs this cluster holds on its peers. The manifests ship it empty.
+pub const HOLDER_KEY_SECRET: &str = "liqo-holder-key";
+/// Where [`HOLDER_KEY_SECRET`] lives.
+pub const HOLDER_KEY_NAMESPACE: &str = "kube-system";
+/// The data key of [`HOLDER_KEY_SECRET`].
+pub const HOLDER_KEY_KEY: &str = "ed25519.pk8";
 /// How long the identities of releases before 0.3 were issued for (a year).
 pub const LEGACY_IDENTITY_LIFETIME_DAYS: i64 = 365;
 /// Label on the ServiceAccount of a peer's identity: [`IDENTITY_WAITING`] from its issue until

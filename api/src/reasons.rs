@@ -291,7 +291,7 @@ pub const TROUBLESHOOTING: &[Entry] = &[
         C::Authenticated,
         S::False,
         &[R::IdentityBound],
-        "the remote binds our cluster ID to an identity we no longer hold (lost, or another cluster claims our ID)",
+        "the remote binds our cluster ID to an identity we no longer hold (lost, or another cluster claims our ID), and our holder key did not prove us (the message says why: `NoKeyRecorded` for an identity issued before 0.4 and not renewed since, `BadSignature` for a key that is not ours: our `kube-system/liqo-holder-key` lost or another cluster holds our ID)",
         "on the remote: `kubectl liqo free <our cluster ID>`; or wait until the identity expires (the condition says when)",
     ),
     fc(C::Authenticated, S::False, &[R::Anonymous], "`apiUrl` form: no identity was issued (informational)", ""),

@@ -649,7 +649,13 @@ pub async fn uninstall(client: &Client, u: &Uninstall<'_>, out: &mut impl Write)
     objects.reverse();
     objects.sort_by_key(|o| !o["kind"].as_str().unwrap_or_default().ends_with("WebhookConfiguration"));
     let mut removed = 0;
-    for o in objects.iter().filter(|o| !(u.keep_crds && o["kind"] == "CustomResourceDefinition")) {
+    // The holder key stays, as the cluster ID's record does: installing again proves the IDs
+    // this cluster holds on its peers with it (protocol §10).
+    let kept = |o: &serde_json::Value| {
+        (u.keep_crds && o["kind"] == "CustomResourceDefinition")
+            || (o["kind"] == "Secret" && o["metadata"]["name"] == liqo_api::names::HOLDER_KEY_SECRET)
+    };
+    for o in objects.iter().filter(|o| !kept(o)) {
         let Some(api) = kinds.api(o).await? else { continue };
         let name = o["metadata"]["name"].as_str().unwrap_or_default();
         match api.delete(name, &DeleteParams::background()).await {

@@ -312,13 +312,20 @@ async fn run(cli: Cli) -> Result<()> {
                         (None, Some(cluster_id), Some(api_url)) => peer::Target::ApiServer { cluster_id, api_url },
                         _ => return Err(CliError::Usage("give AUTH_URL, or --cluster-id with --api-url".into())),
                     };
-                    let peer::Peered { name, note } = peer::peer(&client, &target, name.as_deref(), &trusting).await?;
-                    if let Some(note) = note {
+                    let peered = peer::peer(&client, &target, name.as_deref(), &trusting).await?;
+                    if let Some(note) = &peered.note {
                         println!("{note}");
                     }
-                    println!("ForeignCluster {name}: join requested");
-                    if let Some(deadline) = wait {
-                        peer::wait_joined(&client, &name, deadline, &mut stdout).await?;
+                    println!("ForeignCluster {}: join requested", peered.name);
+                    if let Some(deadline) = wait
+                        && let Err(e) = peer::wait_joined(&client, &peered.name, deadline, &mut stdout).await
+                    {
+                        // Discovery found the same cluster while ours was made: that one is joined.
+                        let Some(again) = peer::discovered_meanwhile(&client, &peered, &target, name.as_deref(), &trusting).await? else {
+                            return Err(e);
+                        };
+                        println!("{}", again.note.as_deref().unwrap_or_default());
+                        peer::wait_joined(&client, &again.name, deadline, &mut stdout).await?;
                     }
                     Ok(())
                 }

@@ -188,6 +188,8 @@ async fn by_cluster_id(client: &Client, id: &str) -> Result<Option<ForeignCluste
 pub struct Peered {
     pub name: String,
     pub note: Option<String>,
+    /// The ForeignCluster was made by this command (not one known already).
+    pub created: bool,
 }
 
 /// Creates (or turns to `join: true`) the ForeignCluster for `target`. A cluster known
@@ -204,20 +206,7 @@ pub async fn peer(client: &Client, target: &Target, name: Option<&str>, trusting
             && let Some(known) = by_cluster_id(client, id).await?
             && name.is_none_or(|n| n != known.name_any())
         {
-            if let Some(why) = impersonation(&known, url, &presented) {
-                return Err(CliError::Failed(why));
-            }
-            let known_name = known.name_any();
-            let mut patch = serde_json::json!({"spec": {"join": true}});
-            trusting.fields(&mut patch["spec"]);
-            if let Some(given) = name {
-                // The name given finds this peer in every later command.
-                patch["metadata"] = serde_json::json!({"labels": {liqo_api::names::LABEL_PEER_NAME: given}});
-            }
-            api.patch(&known_name, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-                .map_err(|e| CliError::api(format!("updating ForeignCluster {known_name}"), e))?;
-            return Ok(Peered { note: Some(known_note(&known, name)), name: known_name });
+            return join_known(&api, &known, url, &presented, name, trusting).await;
         }
     }
     let existing = match name {
@@ -239,7 +228,7 @@ pub async fn peer(client: &Client, target: &Target, name: Option<&str>, trusting
             api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
                 .map_err(|e| CliError::api(format!("updating ForeignCluster {name}"), e))?;
-            Ok(Peered { name, note: None })
+            Ok(Peered { name, note: None, created: false })
         }
         None => {
             let name = name.map(str::to_owned).unwrap_or_else(|| match target {
@@ -252,9 +241,63 @@ pub async fn peer(client: &Client, target: &Target, name: Option<&str>, trusting
             object["spec"]["discoveryType"] = "Manual".into();
             let fc: ForeignCluster = serde_json::from_value(object).map_err(|e| CliError::Usage(e.to_string()))?;
             api.create(&PostParams::default(), &fc).await.map_err(|e| CliError::api(format!("creating ForeignCluster {name}"), e))?;
-            Ok(Peered { name, note: None })
+            Ok(Peered { name, note: None, created: true })
         }
     }
+}
+
+/// Joins `known`, the ForeignCluster that stands for the cluster `url` names, with the trust
+/// asked for and the name given as its label; refused when `url` presents another CA than the
+/// one pinned for it.
+async fn join_known(
+    api: &Api<ForeignCluster>,
+    known: &ForeignCluster,
+    url: &str,
+    presented: &Presented,
+    name: Option<&str>,
+    trusting: &Trusting,
+) -> Result<Peered> {
+    if let Some(why) = impersonation(known, url, presented) {
+        return Err(CliError::Failed(why));
+    }
+    let known_name = known.name_any();
+    let mut patch = serde_json::json!({"spec": {"join": true}});
+    trusting.fields(&mut patch["spec"]);
+    if let Some(given) = name {
+        // The name given finds this peer in every later command.
+        patch["metadata"] = serde_json::json!({"labels": {liqo_api::names::LABEL_PEER_NAME: given}});
+    }
+    api.patch(&known_name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(|e| CliError::api(format!("updating ForeignCluster {known_name}"), e))?;
+    Ok(Peered { note: Some(known_note(known, name)), name: known_name, created: false })
+}
+
+/// After `peered` made a ForeignCluster for `url`: when discovery found the same cluster
+/// meanwhile (LAN or DNS; the reconciler then refuses ours, `ClusterIdTaken`), ours is deleted
+/// and the discovered one joined as [`peer`] joins a cluster known already. None otherwise.
+pub async fn discovered_meanwhile(
+    client: &Client,
+    peered: &Peered,
+    target: &Target,
+    name: Option<&str>,
+    trusting: &Trusting,
+) -> Result<Option<Peered>> {
+    let Target::AuthUrl(url) = target else { return Ok(None) };
+    if !peered.created {
+        return Ok(None);
+    }
+    let presented = presented(url).await;
+    let Some(id) = presented.cluster_id.as_deref() else { return Ok(None) };
+    let Some(other) = by_cluster_id(client, id).await?.filter(|o| o.name_any() != peered.name) else { return Ok(None) };
+    if !matches!(other.spec.discovery_type, Some(liqo_api::DiscoveryType::Lan | liqo_api::DiscoveryType::Wan)) {
+        return Ok(None);
+    }
+    let api = Api::<ForeignCluster>::all(client.clone());
+    api.delete(&peered.name, &Default::default())
+        .await
+        .map_err(|e| CliError::api(format!("deleting ForeignCluster {}", peered.name), e))?;
+    join_known(&api, &other, url, &presented, name, trusting).await.map(Some)
 }
 
 /// Prints the phases of `name` as they complete, until it is joined (Ok), a phase needs the

@@ -449,24 +449,41 @@ async fn the_pinned_peer_line_works_whatever_discovery_did() {
     assert_eq!(fcs.list(&ListParams::default()).await.unwrap().items.len(), 1);
 }
 
-/// A home that lost its identity on the remote (its Secret deleted) is refused a new one while
-/// the remote binds its cluster ID (protocol §10), says so (`IdentityBound`), and joins again once
-/// the remote's operator runs `kubectl liqo free ID`; freeing an ID that is not bound fails.
+/// A home that lost its identity on the remote (its Secret deleted) proves it holds its cluster
+/// ID with its holder key and joins again by itself (protocol §10). One whose identity there
+/// carries no key (issued before 0.4) is refused a new one while the remote binds its ID, says so
+/// (`IdentityBound`, `NoKeyRecorded`), and joins again once the remote's operator runs `kubectl
+/// liqo free ID`; freeing an ID that is not bound fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_identity_is_told_and_recovered_by_freeing_the_id() {
     if !ready_to_run() {
         return;
     }
-    let Some(t) = two_clusters_with(&["--leader-election=false"]).await else { return };
+    // A health period of 2 s retries faster than the auth service's per-source limit allows.
+    let Some(t) = two_clusters_with(&["--leader-election=false", "--auth-identity-per-minute=600"]).await else { return };
     let _webhooks = (start_webhook(&t.home).await, start_webhook(&t.remote).await);
     peer_by_auth_url(&t.home, "to-remote", &t.remote_rec).await;
     fc_where(&t.home, "to-remote", "joined", outgoing_joined).await;
 
-    // Our identity there, lost here.
+    // Our identity there, lost here: proved by our key, issued again.
     let secrets = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(t.home.clone(), "liqo");
     secrets.delete("to-remote-identity", &Default::default()).await.unwrap();
-    let bound = fc_where(&t.home, "to-remote", "Authenticated False IdentityBound", |f| {
-        phase(f, "Authenticated").is_some_and(|(s, reason, _)| s == "False" && reason == "IdentityBound")
+    liqo_testenv::eventually("IdentityReclaimed", || liqo_testenv::event(&t.home, "IdentityReclaimed", "to-remote")).await;
+    fc_where(&t.home, "to-remote", "joined again by our key", |f| {
+        outgoing_joined(f) && phase(f, "Authenticated").is_some_and(|(s, _, _)| s == "True")
+    })
+    .await;
+
+    // The same, where the identity there carries no key (as one of before 0.4).
+    let sas =
+        Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(t.remote.clone(), &liqo_api::names::tenant_namespace(&t.home_id));
+    let no_key = serde_json::json!({"metadata": {"annotations": {liqo_api::names::ANNOTATION_HOLDER_KEY: null}}});
+    let sa = liqo_api::names::peer_service_account(&t.home_id);
+    sas.patch(&sa, &Default::default(), &kube::api::Patch::Merge(&no_key)).await.unwrap();
+    secrets.delete("to-remote-identity", &Default::default()).await.unwrap();
+    // (A round whose challenge the remote's rate limit refused says IdentityBound without why.)
+    let bound = fc_where(&t.home, "to-remote", "Authenticated False IdentityBound, NoKeyRecorded", |f| {
+        phase(f, "Authenticated").is_some_and(|(s, reason, m)| s == "False" && reason == "IdentityBound" && m.contains("NoKeyRecorded"))
     })
     .await;
     let (_, _, message) = phase(&bound, "Authenticated").unwrap();

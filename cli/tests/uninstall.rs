@@ -98,6 +98,12 @@ async fn uninstall_keeps_the_crds_only_when_asked() {
         let all = crds.list(&ListParams::default()).await.unwrap();
         all.items.iter().filter(|c| c.metadata.name.as_deref().is_some_and(|n| n.ends_with(".liqo.io"))).count()
     };
+    // The holder key, as the manifests ship it and a reconciler filled it: kept by the
+    // uninstall, with its Role (deleted: installing again makes it anew).
+    let holder_key = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/reconciler/holder-key.yaml")).unwrap();
+    liqo_testenv::create_manifest(&admin, &holder_key, "liqo").await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(admin.clone(), "kube-system");
+    let roles: Api<k8s_openapi::api::rbac::v1::Role> = Api::namespaced(admin.clone(), "kube-system");
     let kubeconfig = cp.kubeconfig(liqo_testenv::ADMIN_TOKEN);
     let run = |args: &[&str]| uninstall_with(&kubeconfig, args);
     // This API server has no namespace controller: namespace liqo stays terminating, and
@@ -109,6 +115,8 @@ async fn uninstall_keeps_the_crds_only_when_asked() {
     let (code, said) = run(&["--timeout", "3s"]);
     assert_eq!(code, Some(1), "{said}");
     liqo_testenv::eventually("our CRDs gone", || async { (ours().await == 0).then_some(()) }).await;
+    assert!(secrets.get_opt("liqo-holder-key").await.unwrap().is_some(), "the holder key kept: {said}");
+    assert!(roles.get_opt("liqo-reconciler-holder-key").await.unwrap().is_none(), "its Role removed: {said}");
 }
 
 /// A tenant namespace made again while `uninstall` waits for them to go (a reconciler still

@@ -116,7 +116,16 @@ fn identity(peer: &Peer, body: &[u8]) -> (u16, Vec<u8>) {
     };
     let tenant = tenant_namespace(&request.cluster_id);
     objects.tokens.insert(token, request.cluster_id);
-    (201, to_vec(&IdentityResponse { kubeconfig: config, namespace: tenant, cluster_id: peer.id.clone() }))
+    (
+        201,
+        to_vec(&IdentityResponse {
+            kubeconfig: config,
+            namespace: tenant,
+            cluster_id: peer.id.clone(),
+            holder_key_recorded: None,
+            proven_by: None,
+        }),
+    )
 }
 
 /// The kubeconfig of an identity `peer` issues to `cluster_id` with `token`: its peer

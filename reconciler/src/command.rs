@@ -230,6 +230,7 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
 
+    liqo_serve::listen_for_shutdown();
     let mut kube_config = kube::Config::infer().await.context("finding the API server (in-cluster or KUBECONFIG)")?;
     // Who we are to the API server: its logs, its audit, and the field manager of every write
     // that names none (a patch adding our finalizer is recorded as ours, not as "unknown").
@@ -260,8 +261,9 @@ async fn run(mut args: Args) -> anyhow::Result<()> {
 
     let (id_tx, id_rx) = watch::channel(None);
     let (cfg_tx, cfg_rx) = watch::channel(None);
-    let identity = ClusterIdentity { nodes: Api::<Node>::all(client.clone()) };
+    let identity = ClusterIdentity { client: client.clone() };
     tokio::spawn(keep(identity, Api::<ConfigMap>::namespaced(client.clone(), &args.namespace), id_tx));
+    tokio::spawn(crate::cluster::identity::record(client.clone(), id_rx.clone()));
     tokio::spawn(keep(ClusterConfigKeeper, Api::all(client.clone()), cfg_tx));
     if let Err(e) = ensure_token_secret(&client, &args.namespace).await {
         tracing::warn!(error = %e, "cannot create the auth-token Secret; tokens other than empty ones will be refused");

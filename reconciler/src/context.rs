@@ -5,6 +5,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cluster::holder_key::HolderKeys;
 use crate::machinery::index::Index;
 use crate::reporting::events::Recorder;
 use kube::Client;
@@ -50,6 +51,8 @@ pub struct Shared<P> {
     pub retry: Duration,
     /// At most this many discovered ForeignClusters (see [`crate::discovery::merge::admits`]).
     pub max_discovered: usize,
+    /// Our holder key, which proves our cluster ID to the peers that issued us identities.
+    pub holder_key: Arc<HolderKeys>,
 }
 
 impl<P> Clone for Shared<P> {
@@ -66,6 +69,7 @@ impl<P> Clone for Shared<P> {
             recorder: self.recorder.clone(),
             retry: self.retry,
             max_discovered: self.max_discovered,
+            holder_key: self.holder_key.clone(),
         }
     }
 }
@@ -81,7 +85,9 @@ impl<P: Peers> Shared<P> {
     ) -> Self {
         let memory = kube::runtime::reflector::store().0;
         let namespace = namespace.to_owned();
+        let holder_key = Arc::new(HolderKeys::new(client.clone(), &namespace));
         Self {
+            holder_key,
             client,
             namespace,
             cluster_id,

@@ -1,16 +1,15 @@
 //! The reconciler against a real kube-apiserver (envtest convention: `KUBEBUILDER_ASSETS`):
-//! cluster identity, ClusterConfig defaults and runtime changes, and the identity the auth
+//! ClusterConfig defaults and runtime changes, and the identity the auth
 //! service issues used for real. Skips loudly without the assets.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use liqo_api::{ClusterConfig, ClusterIdentity as Identity, PeeringPolicy, PeeringRequest, PeeringRequestSpec};
 use liqo_reconciler::cluster::config::ClusterConfigKeeper;
-use liqo_reconciler::cluster::identity::ClusterIdentity;
 use liqo_reconciler::machinery::singleton::keep;
 use liqo_reconciler::remote::auth::service::{ApiServer, AuthService, ensure_token_secret};
 use liqo_reconciler::remote::auth::wire::IdentityResponse;
@@ -21,11 +20,6 @@ use tokio::sync::watch;
 
 const PEER: &str = "9a596a4b-591c-4ac6-8fd6-80258b4b3bf9";
 
-fn node(name: &str, control_plane: bool) -> Node {
-    let labels = control_plane.then(|| [("node-role.kubernetes.io/control-plane".to_owned(), String::new())].into());
-    Node { metadata: ObjectMeta { name: Some(name.into()), labels, ..Default::default() }, ..Default::default() }
-}
-
 async fn changed_to<T: Clone + PartialEq>(rx: &mut watch::Receiver<Option<T>>, what: &str, pred: impl Fn(&T) -> bool) -> T {
     tokio::time::timeout(Duration::from_secs(30), rx.wait_for(|v| v.as_ref().is_some_and(&pred)))
         .await
@@ -33,52 +27,6 @@ async fn changed_to<T: Clone + PartialEq>(rx: &mut watch::Receiver<Option<T>>, w
         .unwrap()
         .clone()
         .unwrap()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cluster_identity_is_created_once_kept_and_recreated() {
-    let Some(cp) = ControlPlane::start_or_skip().await else { return };
-    let admin = cp.admin();
-    install_liqo(&admin, "liqo").await;
-    let nodes: Api<Node> = Api::all(admin.clone());
-    let worker = nodes.create(&PostParams::default(), &node("a-worker", false)).await.unwrap();
-    let cp_b = nodes.create(&PostParams::default(), &node("cp-b", true)).await.unwrap();
-    let cp_a = nodes.create(&PostParams::default(), &node("cp-a", true)).await.unwrap();
-
-    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), "liqo");
-    let (tx, mut rx) = watch::channel(None);
-    tokio::spawn(keep(ClusterIdentity { nodes: nodes.clone() }, cms.clone(), tx));
-
-    // The first control-plane node by name gives the ID, stored in Liqo's ConfigMap.
-    let id = changed_to(&mut rx, "the cluster ID", |_| true).await;
-    assert_eq!(id, cp_a.uid().unwrap());
-    let cm = cms.get("cluster-id").await.unwrap();
-    assert_eq!(cm.data.unwrap()["cluster-id"], id);
-
-    // Never rewritten: a restart of the keeper leaves it alone.
-    let (tx2, mut rx2) = watch::channel(None);
-    tokio::spawn(keep(ClusterIdentity { nodes: nodes.clone() }, cms.clone(), tx2));
-    assert_eq!(changed_to(&mut rx2, "the cluster ID again", |_| true).await, id);
-    assert_eq!(cms.get("cluster-id").await.unwrap().resource_version(), cm.metadata.resource_version);
-
-    // Deleted: re-created by the same rule; without control-plane nodes, a random UUID that
-    // every holder of the channel picks up.
-    for n in [&cp_a, &cp_b, &worker] {
-        nodes.delete(&n.name_any(), &DeleteParams::default()).await.unwrap();
-    }
-    cms.delete("cluster-id", &DeleteParams::default()).await.unwrap();
-    let new_id = changed_to(&mut rx, "a new cluster ID", |v| *v != id).await;
-    liqo_api::validate_cluster_id(&new_id).unwrap();
-    assert_eq!(changed_to(&mut rx2, "the new ID in the other keeper", |v| *v != id).await, new_id);
-    assert_eq!(cms.get("cluster-id").await.unwrap().data.unwrap()["cluster-id"], new_id);
-
-    // Emptied by hand: filled in again.
-    cms.patch("cluster-id", &PatchParams::default(), &Patch::Merge(json!({"data": {"cluster-id": ""}}))).await.unwrap();
-    eventually("the emptied ConfigMap filled in", || {
-        let cms = cms.clone();
-        async move { cms.get("cluster-id").await.ok()?.data?.get("cluster-id").filter(|v| !v.is_empty()).cloned() }
-    })
-    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -292,15 +292,9 @@ mod client {
         let ids = client::ids(&base(&r), &v).await.unwrap();
         assert_eq!((ids.cluster_id.as_str(), ids.guest_namespace.as_str()), (OWN, "liqo"));
         assert_eq!(client::ca(&base(&r), &v).await.unwrap(), r.api_ca);
-        let answer =
-            client::identity(&base(&r), &v, &IdentityRequest { cluster_id: PEER.into(), token: "s3cret".into(), current_token: None })
-                .await
-                .unwrap();
+        let answer = client::identity(&base(&r), &v, &IdentityRequest::first(PEER, "s3cret".into())).await.unwrap();
         assert_eq!(answer.cluster_id, OWN);
-        let refused =
-            client::identity(&base(&r), &v, &IdentityRequest { cluster_id: PEER.into(), token: "bad".into(), current_token: None })
-                .await
-                .unwrap_err();
+        let refused = client::identity(&base(&r), &v, &IdentityRequest::first(PEER, "bad".into())).await.unwrap_err();
         assert!(refused.to_string().contains("HTTP 403: wrong token"), "{refused}");
     }
 

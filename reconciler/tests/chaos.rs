@@ -36,6 +36,8 @@
 //! and the remote's look at a fresh identity when a ForeignCluster is re-created
 //! ([`FRESH_GRACE`]).
 //!
+//! `CHAOS_FAULTS` (names, comma-separated) draws from those faults only.
+//!
 //! It prints the seed first and a one-line summary last; it fails when an invariant did not
 //! hold within the deadline. The same seed replays the same faults.
 
@@ -169,9 +171,15 @@ enum Fault {
     /// peers that paired by fingerprint must say `FingerprintMismatch`, then their operator
     /// approves the new one.
     RotateAuthCa,
+    /// A cluster's service-account signing key replaced with no overlap (a control plane
+    /// restored on new machines, a leaked key rotated at once): every token it issued is void,
+    /// its own reconciler's (restarted with a new one, as its pod would be) and its peers'
+    /// identities there, which they must get back by proving they hold their IDs with their
+    /// holder keys, nothing typed.
+    ReplaceSigningKey,
 }
 
-const MENU: [Fault; 19] = [
+const MENU: [Fault; 20] = [
     Fault::KillReconciler,
     Fault::IssueThenKill,
     Fault::StopApiServer,
@@ -191,7 +199,17 @@ const MENU: [Fault; 19] = [
     Fault::FlipPolicy,
     Fault::FlipTrust,
     Fault::RotateAuthCa,
+    Fault::ReplaceSigningKey,
 ];
+
+/// The faults drawn from: `CHAOS_FAULTS` (their names, comma-separated: one kind of fault
+/// soaked alone), else all of [`MENU`].
+fn menu() -> Vec<Fault> {
+    let Ok(names) = std::env::var("CHAOS_FAULTS") else { return MENU.to_vec() };
+    let chosen: Vec<Fault> = MENU.into_iter().filter(|f| names.split(',').any(|n| n.trim() == format!("{f:?}"))).collect();
+    assert!(!chosen.is_empty(), "CHAOS_FAULTS={names} names none of {MENU:?}");
+    chosen
+}
 
 /// A TCP proxy of the test's own in front of an API server, where its peers reach it (the
 /// reconciler's `--api-url`): it passes bytes, or while `hole` is true black-holes every
@@ -641,6 +659,45 @@ async fn namespaces_go_again(c: &Cluster) -> Duration {
     started.elapsed()
 }
 
+/// After `x`'s signing key was replaced: waits until every peer that joins `x` holds an identity
+/// there that `x`'s API server accepts again (a TokenReview), which a peer gets back only by
+/// proving its ID with its holder key; at most 12 health periods after `started` (the change).
+/// Returns the time since the change.
+async fn identities_valid_again(cs: &[Cluster], wanted: &Wanted, x: usize, started: Instant) -> Result<Duration, String> {
+    use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+    let limit = Duration::from_secs(12 * *HEALTH);
+    for p in (0..3).filter(|&p| p != x && wanted.join[p][x]) {
+        let secret = liqo_api::names::identity_secret(&fc_name(&cs[x]));
+        loop {
+            let kubeconfig = Api::<Secret>::namespaced(cs[p].admin.clone(), "liqo")
+                .get_opt(&secret)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|s| s.data?.get("kubeconfig").map(|b| String::from_utf8_lossy(&b.0).into_owned()));
+            let token = kubeconfig.as_deref().and_then(liqo_reconciler::remote::peer::token_of);
+            if let Some(token) = token {
+                let review = TokenReview { spec: TokenReviewSpec { token, ..Default::default() }, ..Default::default() };
+                let reviewed = Api::<TokenReview>::all(cs[x].admin.clone()).create(&Default::default(), &review).await;
+                if reviewed.ok().and_then(|r| r.status?.authenticated) == Some(true) {
+                    break;
+                }
+            }
+            if started.elapsed() > limit {
+                return Err(format!(
+                    "{}'s identity on {} still void {} s after {}'s signing key was replaced",
+                    cs[p].name,
+                    cs[x].name,
+                    limit.as_secs(),
+                    cs[x].name
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    Ok(started.elapsed())
+}
+
 /// Waits until `c`'s restarted API server authorizes its reconciler again: a fresh API server
 /// answers 403 to service accounts until its RBAC cache is filled, seconds after it reports
 /// ready. Until then nothing is restored, so the convergence clock starts after. Returns the wait.
@@ -677,6 +734,19 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
         Fault::KillReconciler => {
             restart(&mut cs[x]).await;
             format!("killed and restarted {xn}'s reconciler")
+        }
+        Fault::ReplaceSigningKey => {
+            let replaced = Instant::now();
+            cs[x].cp.replace_signing_key().await;
+            cs[x].token = liqo_testenv::service_account_token(&cs[x].admin, "liqo", "liqo-reconciler").await;
+            let warm_up = authorized_again(&cs[x]).await;
+            restart(&mut cs[x]).await;
+            let back = identities_valid_again(cs, wanted, x, replaced).await?;
+            format!(
+                "replaced {xn}'s service-account signing key with no overlap (every token it issued void; RBAC served again {:.1} s after ready); its reconciler restarted with a new token; its peers held valid identities on it again {:.1} s after the key changed",
+                warm_up.as_secs_f64(),
+                back.as_secs_f64()
+            )
         }
         Fault::StopApiServer => {
             cs[x].cp.stop_apiserver();
@@ -724,21 +794,34 @@ async fn inject(cs: &mut [Cluster], wanted: &mut Wanted, fault: Fault, x: usize,
         Fault::DeleteIdentitySecret => {
             let name = liqo_api::names::identity_secret(&fc_name(&cs[y]));
             let _ = Api::<Secret>::namespaced(cs[x].admin.clone(), "liqo").delete(&name, &DeleteParams::default()).await;
-            // While x joins y and y still binds x's ID, x says so; then y's operator frees it.
+            // While x joins y, y still binds x's ID: x proves it holds it with its holder key and
+            // is issued a new identity. Were it told IdentityBound instead (no key recorded
+            // there), y's operator frees the ID.
             let bound = Instant::now();
-            let mut said = false;
+            let (mut said, mut reclaimed) = (false, false);
+            let before =
+                liqo_testenv::event(&cs[x].admin, "IdentityReclaimed", &fc_name(&cs[y])).await.and_then(|e| e.metadata.resource_version);
             while wanted.join[x][y] && bound.elapsed() < Duration::from_secs(10) {
                 let fc = Api::<ForeignCluster>::all(cs[x].admin.clone()).get_opt(&fc_name(&cs[y])).await.ok().flatten();
                 if fc.as_ref().and_then(|f| phase(f, "Authenticated")).is_some_and(|(_, reason, _)| reason == "IdentityBound") {
                     said = true;
                     break;
                 }
+                let now = liqo_testenv::event(&cs[x].admin, "IdentityReclaimed", &fc_name(&cs[y]))
+                    .await
+                    .and_then(|e| e.metadata.resource_version);
+                if now.is_some() && now != before {
+                    reclaimed = true;
+                    break;
+                }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            let sa = liqo_api::names::peer_service_account(&cs[x].id);
-            let freed = identities_of(&cs[y].admin, &cs[x].id).delete(&sa, &DeleteParams::default()).await.is_ok();
+            let freed = said && {
+                let sa = liqo_api::names::peer_service_account(&cs[x].id);
+                identities_of(&cs[y].admin, &cs[x].id).delete(&sa, &DeleteParams::default()).await.is_ok()
+            };
             format!(
-                "{xn}'s admin deleted {xn}'s identity Secret for {yn}; {xn} said IdentityBound: {said} (after {:.1} s); {yn}'s operator freed {xn}'s ID: {freed}",
+                "{xn}'s admin deleted {xn}'s identity Secret for {yn}; {xn} reclaimed its ID by key: {reclaimed}, said IdentityBound: {said} (after {:.1} s); {yn}'s operator freed {xn}'s ID: {freed}",
                 bound.elapsed().as_secs_f64()
             )
         }
@@ -916,12 +999,13 @@ async fn chaos_soak() {
     let renewal_due = Duration::from_secs_f64(*TOKEN_HOURS * 3600.0 * 0.8);
     let renewing = Duration::from_secs(seconds) >= renewal_due + Duration::from_secs(120);
     let mut renewals = Renewals::default();
+    let menu = menu();
     while started.elapsed() < Duration::from_secs(seconds) {
         if renewing {
             renewals.look(&cs).await;
         }
         let (fault, x, y) = loop {
-            let fault = MENU[rng.below(MENU.len())];
+            let fault = menu[rng.below(menu.len())];
             let x = rng.below(3);
             let y = (x + 1 + rng.below(2)) % 3;
             if !(renewing && issues_again(fault) && renewals.waits_renewal(x, y)) {

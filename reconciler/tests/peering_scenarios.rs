@@ -62,6 +62,17 @@ struct Call {
     body: Value,
 }
 
+/// Our holder key's Secret, as the reconciler fills it.
+fn holder_key() -> Value {
+    use base64::Engine;
+    let pkcs8 = liqo_reconciler::tenancy::proof::HolderKey::generate();
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "liqo-holder-key", "namespace": "kube-system"},
+        "data": {"ed25519.pk8": base64::engine::general_purpose::STANDARD.encode(pkcs8)}
+    })
+}
+
 fn call(method: &'static str, path: impl Into<String>, status: u16, body: Value) -> Call {
     Call { method, path: path.into(), status, body }
 }
@@ -181,7 +192,13 @@ impl Peers for Handle {
         if let Some(m) = self.refuse {
             return Err(Error::Remote { step: Step::Identity, status: Some(403), message: format!("{AUTH}/identity: HTTP 403: {m}") });
         }
-        Ok(IdentityResponse { kubeconfig: ISSUED.into(), namespace: THERE.into(), cluster_id: REMOTE.into() })
+        Ok(IdentityResponse {
+            kubeconfig: ISSUED.into(),
+            namespace: THERE.into(),
+            cluster_id: REMOTE.into(),
+            holder_key_recorded: None,
+            proven_by: None,
+        })
     }
     async fn api_client(&self, access: &RemoteAccess) -> Result<Client, Error> {
         let shown = if access.kubeconfig == ISSUED { "issued-kubeconfig" } else { access.kubeconfig.as_str() };
@@ -432,7 +449,8 @@ async fn join_from_scratch() {
         call("POST", format!("/api/v1/namespaces/{HERE}/resourcequotas"), 201, quota_here()),
         call("PATCH", format!("/api/v1/namespaces/{HERE}/resourcequotas/liqo-tenant/status"), 200, quota_here()),
         call("GET", format!("{SECRETS}/remote-token-{REMOTE}"), 404, not_found()),
-        call("POST", SECRETS, 201, Value::Null), // <fc>-identity
+        call("GET", "/api/v1/namespaces/kube-system/secrets/liqo-holder-key", 200, holder_key()), // read once, then kept
+        call("POST", SECRETS, 201, Value::Null),                                                  // <fc>-identity
     ];
     // The offer's grant: the tenant namespace was made sure of this round, not read again.
     home.extend(offer_home().into_iter().skip(2));
@@ -460,9 +478,9 @@ async fn join_from_scratch() {
     assert_eq!(stored, w.pinned);
     assert_eq!(seen[2].2["metadata"]["name"], HERE, "the tenant namespace made");
     assert_eq!(seen[4].2["status"]["used"]["count/secrets"], "0", "the quota's status, so the API server admits");
-    assert_eq!(seen[6].2["metadata"]["name"], format!("{FC}-identity"));
+    assert_eq!(seen[7].2["metadata"]["name"], format!("{FC}-identity"));
     // The advertisement access: a RoleBinding in the peer's tenant namespace to the fixed role.
-    let binding = &seen[8].2;
+    let binding = &seen[9].2;
     assert_eq!(binding["metadata"]["namespace"], HERE);
     assert_eq!(binding["roleRef"]["name"], "liqo-peer-broadcaster");
     assert_eq!(binding["subjects"][0]["name"], REMOTE);

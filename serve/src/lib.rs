@@ -77,18 +77,50 @@ pub async fn serve_https_limited(
     server.serve(router.into_make_service_with_connect_info::<std::net::SocketAddr>()).await
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-pub async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
+/// Resolves once SIGTERM or Ctrl-C has come. The process listens from the first call on, once
+/// for all callers: a signal that comes between two callers' waits (a pod told to stop while it
+/// starts) is not lost, as it was when each caller listened for itself from its first poll. Call
+/// it first thing in `main`, so that a signal is heard from then on.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    let mut down = shutdown_latch().clone();
+    async move {
+        // A latch whose listener has gone (the runtime that ran it ended, as in tests) never
+        // says "down".
+        if down.wait_for(|down| *down).await.is_err() {
+            std::future::pending::<()>().await;
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        _ = term => {},
     }
+}
+
+/// Starts listening for SIGTERM and Ctrl-C (what [`shutdown_signal`] resolves on), if not yet:
+/// `main` calls it before anything else, so that a pod told to stop while it starts stops.
+pub fn listen_for_shutdown() {
+    let _ = shutdown_latch();
+}
+
+/// The process's one listener for SIGTERM and Ctrl-C, registered at its first use.
+fn shutdown_latch() -> &'static tokio::sync::watch::Receiver<bool> {
+    static LATCH: std::sync::OnceLock<tokio::sync::watch::Receiver<bool>> = std::sync::OnceLock::new();
+    LATCH.get_or_init(|| {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        // Registered now, not when the task below is first polled.
+        let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
+        let recv = |s: Option<tokio::signal::unix::Signal>| async move {
+            match s {
+                Some(mut s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = recv(term) => {},
+                _ = recv(interrupt) => {},
+            }
+            let _ = tx.send(true);
+        });
+        rx
+    })
 }

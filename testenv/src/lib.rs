@@ -305,6 +305,17 @@ impl ControlPlane {
         self._apiserver = None;
     }
 
+    /// Replaces the service-account signing key with a new one, with no overlap (the old one is
+    /// no longer accepted), and starts the API server again: every ServiceAccount token it
+    /// issued before is void, as on a control plane restored on new machines or a leaked key
+    /// rotated at once. Waits until ready.
+    pub async fn replace_signing_key(&mut self) {
+        let key = rcgen::KeyPair::generate().expect("a new signing key");
+        std::fs::write(self.dir.path().join("sa.key"), key.serialize_pem()).expect("writing sa.key");
+        std::fs::write(self.dir.path().join("sa.pub"), key.public_key_pem()).expect("writing sa.pub");
+        self.restart_apiserver().await;
+    }
+
     /// Starts the API server again on the same address, with the same state; waits until ready.
     pub async fn restart_apiserver(&mut self) {
         self._apiserver = None;

@@ -94,6 +94,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> anyhow::Result<()> {
 
 async fn run(args: Args) -> anyhow::Result<()> {
     liqo_serve::logging::init(args.log_format);
+    liqo_serve::listen_for_shutdown();
     let _ = rustls::crypto::ring::default_provider().install_default();
 
     let metrics = Arc::new(Metrics::default());

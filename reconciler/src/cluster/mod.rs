@@ -8,6 +8,7 @@
 
 pub mod addresses;
 pub mod config;
+pub mod holder_key;
 pub mod identity;
 pub mod published;
 pub mod resources;

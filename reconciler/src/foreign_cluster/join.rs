@@ -6,6 +6,7 @@
 //! event brings the next reconcile), or a failure of our own API server. Every step is skipped
 //! when already done, so a joined peer costs one remote request per health period and no write.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -24,9 +25,10 @@ use super::way::Way;
 use crate::machinery::connect_first::{Gate, Silent};
 use crate::machinery::error::{Error, Result};
 use crate::machinery::work_queue::Action;
-use crate::remote::auth::wire::IdentityRequest;
+use crate::remote::auth::wire::{IdentityRequest, IdentityResponse, Proof};
 use crate::remote::peer::{ANONYMOUS_KUBECONFIG, Peers, RemoteAccess, Trust};
 use crate::tenancy::binding;
+use crate::tenancy::proof::{self, HolderKey};
 use liqo_api::chosen::stands_in;
 
 /// Why the join stopped before finishing.
@@ -411,11 +413,31 @@ async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report)
         None => {
             our_tenant(j, remote, r).await?;
             let token = read_token(&ctx.shared.client, &ctx.shared.namespace, &remote.id).await?;
-            let request = IdentityRequest { cluster_id: own_id.to_owned(), token: token.clone(), current_token: None };
-            match ctx.shared.peers.identity(auth_url, remote.trust.clone(), &request).await {
+            let key = our_holder_key(j).await;
+            let request = IdentityRequest { holder_key: key.as_ref().map(|k| k.public()), ..IdentityRequest::first(own_id, token.clone()) };
+            // Held before (our status says so): the remote binds our ID, so our key goes first,
+            // sparing a refused plain claim (its rate limit counts each request).
+            let held = fc.status.as_ref().is_some_and(|s| matches!(s.auth_status, Some(AuthStatus::Accepted | AuthStatus::Refused)));
+            let asked = if held { None } else { Some(ctx.shared.peers.identity(auth_url, remote.trust.clone(), &request).await) };
+            let answer = match asked {
+                Some(answer) if !bound(&answer) => answer,
+                asked => prove(j, auth_url, remote, key.as_deref(), request, asked).await,
+            };
+            let by_key = answer.as_ref().is_ok_and(|a| a.proven_by.as_deref() == Some("key"));
+            match answer {
                 Ok(answer) => {
                     ctx.store_owned(fc, &secret, &remote.id, KUBECONFIG_KEY, &answer.kubeconfig).await?;
-                    ctx.event(fc, false, "IdentityAccepted", format!("the remote issued our identity; stored in Secret {secret}")).await;
+                    let (reason, message) = if by_key {
+                        (
+                            "IdentityReclaimed",
+                            format!(
+                                "proved with our holder key that we hold our cluster ID there: the remote issued a new identity; stored in Secret {secret}"
+                            ),
+                        )
+                    } else {
+                        ("IdentityAccepted", format!("the remote issued our identity; stored in Secret {secret}"))
+                    };
+                    ctx.event(fc, false, reason, message).await;
                     (answer.kubeconfig, true)
                 }
                 Err(e) if e.answered() == Some(409) => {
@@ -454,7 +476,14 @@ async fn renew_if_due<P: Peers>(j: Join<'_, P>, auth_url: &str, remote: &Remote,
     // Our current identity is the proof: no cluster token is read for it (a GET per renewal).
     // Only when it proves nothing any more (the remote's operator freed our ID) is the renewal
     // a first claim, which needs the token where the remote asks one.
-    let mut request = IdentityRequest { cluster_id: own_id.to_owned(), token: String::new(), current_token: Some(current) };
+    // Our holder key goes with it, so the remote records it (a holder of before 0.4 gets it
+    // recorded at its first renewal), and proves us where the token no longer does.
+    let key = our_holder_key(j).await;
+    let mut request = IdentityRequest {
+        current_token: Some(current),
+        holder_key: key.as_ref().map(|k| k.public()),
+        ..IdentityRequest::first(own_id, String::new())
+    };
     let mut answer = ctx.shared.peers.identity(auth_url, remote.trust.clone(), &request).await;
     if answer.as_ref().is_err_and(|e| e.is_refusal()) {
         request.token = read_token(&ctx.shared.client, &ctx.shared.namespace, &remote.id).await.unwrap_or_default();
@@ -462,6 +491,7 @@ async fn renew_if_due<P: Peers>(j: Join<'_, P>, auth_url: &str, remote: &Remote,
             answer = ctx.shared.peers.identity(auth_url, remote.trust.clone(), &request).await;
         }
     }
+    let answer = if bound(&answer) { prove(j, auth_url, remote, key.as_deref(), request, Some(answer)).await } else { answer };
     let secret = identity_secret(&fc.name_any());
     let renewed = match answer {
         // The Secret is there (we renew what it holds): written over at once, one request.
@@ -495,6 +525,61 @@ async fn renew_if_due<P: Peers>(j: Join<'_, P>, auth_url: &str, remote: &Remote,
             kubeconfig
         }
     }
+}
+
+/// Our holder key ([`crate::cluster::holder_key`]); None, logged, when it cannot be read or made
+/// now: the request then goes without it, as before 0.4.
+async fn our_holder_key<P: Peers>(j: Join<'_, P>) -> Option<Arc<HolderKey>> {
+    match j.ctx.shared.holder_key.get().await {
+        Ok(key) => Some(key),
+        Err(e) => {
+            tracing::warn!(error = %e, cause = e.label(), "our holder key is not available: asking for an identity without it");
+            None
+        }
+    }
+}
+
+/// Whether an identity request was refused because the remote binds our ID to a holder (409).
+fn bound(answer: &Result<IdentityResponse>) -> bool {
+    answer.as_ref().is_err_and(|e| e.answered() == Some(409))
+}
+
+/// `request` again with a proof that we hold our ID there: a challenge of the remote signed with
+/// our key (the remote takes it as a first claim when the proof proves nothing, so a free ID is
+/// issued all the same). Without a key, or when the remote gives no challenge (before 0.4, or
+/// its rate limit), the answer without proof stands: `asked`, or asked now. A proof the remote refused is a Warning Event
+/// `HolderProofRefused`.
+async fn prove<P: Peers>(
+    j: Join<'_, P>,
+    auth_url: &str,
+    remote: &Remote,
+    key: Option<&HolderKey>,
+    mut request: IdentityRequest,
+    asked: Option<Result<IdentityResponse>>,
+) -> Result<IdentityResponse> {
+    let Join { fc, ctx, own_id, .. } = j;
+    let peers = &ctx.shared.peers;
+    let challenge = match key {
+        Some(_) => peers.challenge(auth_url, remote.trust.clone(), own_id).await.map(|c| c.challenge),
+        None => Err(Error::NotReady("a holder key")),
+    };
+    let (Some(key), Ok(challenge)) =
+        (key, challenge.inspect_err(|e| tracing::info!(peer = %remote.id, error = %e, "no proof of our ID by key this time")))
+    else {
+        return match asked {
+            Some(answer) => answer,
+            None => peers.identity(auth_url, remote.trust.clone(), &request).await,
+        };
+    };
+    let signature = key.sign(&proof::message(&remote.id, own_id, &challenge));
+    request.proof = Some(Proof { challenge, signature });
+    let answer = peers.identity(auth_url, remote.trust.clone(), &request).await;
+    if let Err(e) = &answer
+        && e.answered() == Some(409)
+    {
+        ctx.event(fc, true, "HolderProofRefused", format!("the remote refused our proof by holder key: {e}")).await;
+    }
+    answer
 }
 
 /// Whether our identity on the remote outlasts the lifetime the remote now gives (its `/ids`

@@ -251,7 +251,7 @@ async fn reissue<P: Peers>(fc: &ForeignCluster, ctx: &Ctx<P>, own_id: &str) -> R
     let remote_id = fc.spec.remote_cluster_id().unwrap_or_default();
     let token = read_token(&ctx.shared.client, &ctx.shared.namespace, remote_id).await?;
     let trust = fc.spec.approved_fingerprint().map_or_else(|| Trust::from(fc.spec.trust_mode()), Trust::Fingerprint);
-    let request = IdentityRequest { cluster_id: own_id.to_owned(), token, current_token: None };
+    let request = IdentityRequest::first(own_id, token);
     let answer = ctx.shared.peers.identity(auth_url, trust, &request).await?;
     ctx.store_owned(fc, &identity_secret(&fc.name_any()), remote_id, KUBECONFIG_KEY, &answer.kubeconfig).await?;
     Ok(Some(answer.kubeconfig))

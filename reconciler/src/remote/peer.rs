@@ -11,9 +11,9 @@ use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use liqo_api::TrustMode;
 
-use crate::machinery::error::{Error, Result};
+use crate::machinery::error::{Error, Result, Step};
 use crate::remote::auth::client::{self, Verify};
-use crate::remote::auth::wire::{IdentityRequest, IdentityResponse, Ids};
+use crate::remote::auth::wire::{ChallengeResponse, IdentityRequest, IdentityResponse, Ids};
 
 /// How to reach a peer's API server: the kubeconfig it issued us, the API URL to use instead
 /// of the kubeconfig's (a ForeignCluster's `spec.apiUrl`, so an address change keeps the
@@ -57,6 +57,12 @@ pub trait Peers: Send + Sync + 'static {
     fn ca(&self, auth_url: &str, trust: Trust) -> impl Future<Output = Result<String>> + Send;
     /// `POST /identity`.
     fn identity(&self, auth_url: &str, trust: Trust, request: &IdentityRequest) -> impl Future<Output = Result<IdentityResponse>> + Send;
+    /// `POST /identity/challenge` (since 0.4). By default the peer has none (404).
+    fn challenge(&self, auth_url: &str, trust: Trust, cluster_id: &str) -> impl Future<Output = Result<ChallengeResponse>> + Send {
+        let _ = (trust, cluster_id);
+        let message = format!("{auth_url}/identity/challenge: HTTP 404: not served");
+        std::future::ready(Err(Error::Remote { step: Step::Identity, status: Some(404), message }))
+    }
     /// A client for the peer's API server. Callers make one for each round that writes there and
     /// drop it after it: a client kept per peer held 23-31 KiB (its pool and buffer task), 300
     /// MiB at 10,000 peers. What is worth keeping is kept below it: the parsed configuration and
@@ -176,6 +182,9 @@ impl Peers for Network {
     }
     async fn identity(&self, auth_url: &str, trust: Trust, request: &IdentityRequest) -> Result<IdentityResponse> {
         client::identity(auth_url, &self.verify(trust), request).await
+    }
+    async fn challenge(&self, auth_url: &str, trust: Trust, cluster_id: &str) -> Result<ChallengeResponse> {
+        client::challenge(auth_url, &self.verify(trust), cluster_id).await
     }
     async fn cluster_info_ca(&self, api_url: &str, trust: Trust) -> Result<String> {
         client::cluster_info_ca(api_url, &self.verify(trust)).await
@@ -359,7 +368,6 @@ pub fn server_in(k: &Kubeconfig) -> Option<String> {
     cluster?.cluster.as_ref()?.server.clone()
 }
 
-use crate::machinery::error::Step;
 use crate::remote::client_over::client_over;
 use crate::remote::http1::Answer;
 use crate::remote::kept::{self, FirstCheck, FreshError, Kept, KeptConnections, Outcome};

@@ -21,9 +21,10 @@ use crate::machinery::error::Error;
 /// The label of a `POST /identity` answer (`liqo_reconciler_auth_identity_requests_total`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct IdentityLabels {
-    /// `issued`, `renewed`, `bound` (409: the ID is another's), `capped` (503: too many unused
-    /// identities), `wrong_token`, `empty_token`, `rate_limited`, `bad_request`, `unavailable`,
-    /// `error`.
+    /// `issued`, `renewed`, `bound` (409: the ID is another's), `proof_refused` (409: a proof by
+    /// key not taken), `capped` (503: too many unused identities), `wrong_token`, `empty_token`,
+    /// `rate_limited`, `bad_request`, `unavailable`, `error`; and of `POST /identity/challenge`:
+    /// `challenge`, `challenge_capped`.
     pub result: &'static str,
 }
 

@@ -19,6 +19,7 @@ pub mod binding;
 pub mod claims;
 pub mod grant;
 pub mod install;
+pub mod proof;
 pub mod retirement;
 pub mod sweep;
 pub mod tenant;

@@ -47,6 +47,9 @@ pub fn reconciler_binary() -> Option<std::path::PathBuf> {
 pub async fn reconciler_token(admin: &Client) -> String {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/reconciler/rbac.yaml")).unwrap();
     liqo_testenv::create_manifest(admin, &text, "liqo").await;
+    // Its holder key's Secret in kube-system, and the Role to fill it.
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/reconciler/holder-key.yaml")).unwrap();
+    liqo_testenv::create_manifest(admin, &text, "liqo").await;
     // And what a peer's identity may write, as shipped beside it.
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/reconciler/peer-secrets.yaml")).unwrap();
     liqo_testenv::create_manifest(admin, &text, "liqo").await;
@@ -163,12 +166,14 @@ pub async fn terminate(r: &mut Reconciler) -> std::process::ExitStatus {
 
 /// Waits for the process to exit; its exit status.
 pub async fn exited(r: &mut Reconciler) -> std::process::ExitStatus {
-    let child = &mut r.child;
-    eventually("the reconciler exited", || {
-        let s = child.try_wait().unwrap();
-        async move { s }
-    })
-    .await
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Some(status) = r.child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for the reconciler to exit; its log ends:\n{}", log_tail(r));
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
 
 /// Sends `signal` (e.g. `STOP`, `CONT`) to the reconciler.

@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_rustls::TlsConnector;
 
-use super::wire::{ErrorBody, IdentityRequest, IdentityResponse, Ids};
+use super::wire::{ChallengeRequest, ChallengeResponse, ErrorBody, IdentityRequest, IdentityResponse, Ids};
 use crate::machinery::error::{Error, Result, Step};
 
 /// Time allowed for one call, connection included.
@@ -327,6 +327,13 @@ pub async fn cluster_info_ca(api_url: &str, verify: &Verify) -> Result<String> {
 /// `POST /identity`.
 pub async fn identity(base: &str, verify: &Verify, request: &IdentityRequest) -> Result<IdentityResponse> {
     decode(base, "/identity", Step::Identity, 201, call(base, verify, Step::Identity, "POST", "/identity", Some(json(request))).await?)
+}
+
+/// `POST /identity/challenge`: a challenge to sign with our holder key.
+pub async fn challenge(base: &str, verify: &Verify, cluster_id: &str) -> Result<ChallengeResponse> {
+    let body = json(&ChallengeRequest { cluster_id: cluster_id.to_owned() });
+    let path = "/identity/challenge";
+    decode(base, path, Step::Identity, 200, call(base, verify, Step::Identity, "POST", path, Some(body)).await?)
 }
 
 #[cfg(test)]

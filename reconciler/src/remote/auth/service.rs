@@ -33,8 +33,8 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::config::{AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
 use kube::runtime::reflector::Store;
 use liqo_api::names::{
-    ANNOTATION_EXPIRES_AT, ANNOTATION_ISSUED_AT, AUTH_TOKEN_SECRET, IDENTITY_IN_USE, IDENTITY_WAITING, LABEL_IDENTITY,
-    peer_service_account, tenant_namespace,
+    ANNOTATION_EXPIRES_AT, ANNOTATION_HOLDER_KEY, ANNOTATION_ISSUED_AT, AUTH_TOKEN_SECRET, IDENTITY_IN_USE, IDENTITY_WAITING,
+    LABEL_IDENTITY, peer_service_account, tenant_namespace,
 };
 use liqo_api::{ClusterConfigSpec, ForeignCluster};
 use liqo_serve::{BodyBounds, bounded_body};
@@ -44,12 +44,13 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use super::rate::{Limiter, retry_after_seconds};
-use super::wire::{ErrorBody, IdentityRequest, IdentityResponse, Ids};
+use super::wire::{ChallengeRequest, ChallengeResponse, ErrorBody, IdentityRequest, IdentityResponse, Ids, Proof};
 use crate::machinery::error::{Error, is_conflict};
 use crate::tenancy::access::peer_identity;
 use crate::tenancy::binding::{self, Claim, Holder};
 use crate::tenancy::claims::Claims;
 use crate::tenancy::install::InstallCheck;
+use crate::tenancy::proof::{self, Challenges, ProofRefusal};
 use crate::tenancy::waiting::{Reservation, Waiting};
 
 /// Key of the token inside Secret `auth-token`.
@@ -106,13 +107,22 @@ pub struct IdentityGuard {
     pub retry_after: Duration,
     /// Whether what identities stand on is installed (none: not checked, as in unit tests).
     pub install: Option<Arc<InstallCheck>>,
+    /// The challenges given to holders proving themselves by key, not yet answered.
+    pub challenges: Arc<Challenges>,
 }
 
 impl IdentityGuard {
     /// A guard capping unused identities at `cap`, telling callers over it to come back after
     /// `retry_after` (the sweep's period).
     pub fn new(foreign: Store<ForeignCluster>, cap: usize, retry_after: Duration) -> Self {
-        Self { waiting: Arc::new(Waiting::new(cap)), claims: Arc::default(), foreign, retry_after, install: None }
+        Self {
+            waiting: Arc::new(Waiting::new(cap)),
+            claims: Arc::default(),
+            foreign,
+            retry_after,
+            install: None,
+            challenges: Arc::default(),
+        }
     }
 
     /// This guard, checking before each issue that what identities stand on is installed.
@@ -234,7 +244,13 @@ impl AuthService {
     pub fn router(self: Arc<Self>) -> Router {
         let bounds = BodyBounds { max_bytes: MAX_IDENTITY_BODY, timeout: IDENTITY_BODY_TIMEOUT };
         let identity = post(identity).layer(axum::middleware::from_fn_with_state(bounds, bounded_body));
-        Router::new().route("/ids", get(ids)).route("/ca", get(ca)).route("/identity", identity).with_state(self)
+        let challenge = post(challenge).layer(axum::middleware::from_fn_with_state(bounds, bounded_body));
+        Router::new()
+            .route("/ids", get(ids))
+            .route("/ca", get(ca))
+            .route("/identity", identity)
+            .route("/identity/challenge", challenge)
+            .with_state(self)
     }
 
     fn ids(&self) -> Option<Ids> {
@@ -269,17 +285,36 @@ impl AuthService {
         Ok(status.authenticated == Some(true) && status.user.and_then(|u| u.username).as_deref() == Some(want.as_str()))
     }
 
+    /// Whether `proof` is `peer`'s holder key signing a challenge given here for it: the key
+    /// recorded on its identity when it is. The challenge is used up either way.
+    async fn proves_by_key(&self, peer: &str, own_id: &str, proof: &Proof) -> Result<Result<String, ProofRefusal>, Error> {
+        if !self.guard.challenges.take(&proof.challenge, peer, std::time::Instant::now()) {
+            return Ok(Err(ProofRefusal::UnknownChallenge));
+        }
+        let recorded = self.recorded_key(peer).await?;
+        let signed = proof::message(own_id, peer, &proof.challenge);
+        Ok(proof::verify(recorded.as_deref(), &signed, &proof.signature).map(|()| recorded.unwrap_or_default()))
+    }
+
+    /// The holder key recorded on `peer`'s identity here, if any.
+    async fn recorded_key(&self, peer: &str) -> Result<Option<String>, Error> {
+        let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &tenant_namespace(peer));
+        let sa = sas.get_metadata_opt(&peer_service_account(peer)).await?;
+        Ok(sa.and_then(|sa| sa.metadata.annotations?.get(ANNOTATION_HOLDER_KEY).cloned()))
+    }
+
     /// Issues `peer` an identity: a renewal (the caller proved it holds the current one), or a
     /// first claim, which takes the ID only if nobody holds it ([`binding`]): the
     /// ServiceAccount is created, not applied, so of two first callers one wins.
-    async fn issue(&self, peer: &str, own_id: &str, renewal: bool) -> Result<Issued, Error> {
+    async fn issue(&self, peer: &str, own_id: &str, grant: &Grant) -> Result<Issued, Error> {
+        let renewal = grant.renewal;
         // A first claim most likely comes from a peer new here: its namespace is made first.
         let namespace = if renewal {
             crate::tenancy::tenant::ensure(&self.client, peer, FIELD_MANAGER).await?
         } else {
             crate::tenancy::tenant::make(&self.client, peer, FIELD_MANAGER).await?
         };
-        let issued = self.issue_in(peer, &namespace, own_id, renewal).await;
+        let issued = self.issue_in(peer, &namespace, own_id, grant).await;
         if issued.is_err() && !renewal {
             self.undo_namespace(peer, &namespace).await;
         }
@@ -311,12 +346,18 @@ impl AuthService {
     }
 
     /// [`AuthService::issue`] once `peer`'s tenant namespace is there.
-    async fn issue_in(&self, peer: &str, namespace: &str, own_id: &str, renewal: bool) -> Result<Issued, Error> {
+    async fn issue_in(&self, peer: &str, namespace: &str, own_id: &str, grant: &Grant) -> Result<Issued, Error> {
+        let renewal = grant.renewal;
         let access = peer_identity(peer);
         let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
         let now = Timestamp::now();
         let lifetime = SignedDuration::try_from(self.token_lifetime).unwrap_or(SignedDuration::MAX);
-        let sa = identity_account(&access, now, now + lifetime, renewal);
+        // A renewal keeps the key recorded unless its holder sent one (its proof is its token).
+        let holder_key = match (&grant.holder_key, renewal) {
+            (None, true) => self.recorded_key(peer).await?,
+            (key, _) => key.clone(),
+        };
+        let sa = identity_account(&access, now, now + lifetime, renewal, holder_key.as_deref());
         if renewal {
             crate::machinery::writes::apply(&sas, FIELD_MANAGER, &sa).await?;
         } else if let Some(until) = self.take(&sas, namespace, &sa, now).await? {
@@ -336,6 +377,8 @@ impl AuthService {
             kubeconfig: kubeconfig(&self.api_server, own_id, &user, namespace, token)?,
             namespace: namespace.to_owned(),
             cluster_id: own_id.to_owned(),
+            holder_key_recorded: Some(holder_key.is_some()),
+            proven_by: grant.proven_by.map(str::to_owned),
         }))
     }
 
@@ -374,13 +417,31 @@ impl AuthService {
 
 /// The ServiceAccount of `access`'s identity, issued at `now` until `expires`: waiting to be
 /// used, or in use when renewed (pure).
-pub fn identity_account(access: &crate::tenancy::access::Access, now: Timestamp, expires: Timestamp, renewal: bool) -> ServiceAccount {
+pub fn identity_account(
+    access: &crate::tenancy::access::Access,
+    now: Timestamp,
+    expires: Timestamp,
+    renewal: bool,
+    holder_key: Option<&str>,
+) -> ServiceAccount {
     let mut sa = access.service_account.clone();
     let state = if renewal { IDENTITY_IN_USE } else { IDENTITY_WAITING };
     sa.metadata.labels.get_or_insert_default().insert(LABEL_IDENTITY.to_owned(), state.to_owned());
-    sa.metadata.annotations =
-        Some([(ANNOTATION_ISSUED_AT.to_owned(), now.to_string()), (ANNOTATION_EXPIRES_AT.to_owned(), expires.to_string())].into());
+    let mut annotations: std::collections::BTreeMap<String, String> =
+        [(ANNOTATION_ISSUED_AT.to_owned(), now.to_string()), (ANNOTATION_EXPIRES_AT.to_owned(), expires.to_string())].into();
+    if let Some(key) = holder_key {
+        annotations.insert(ANNOTATION_HOLDER_KEY.to_owned(), key.to_owned());
+    }
+    sa.metadata.annotations = Some(annotations);
     sa
+}
+
+/// How an identity is given: a renewal or a first claim, with the holder key to record.
+pub struct Grant {
+    pub renewal: bool,
+    pub holder_key: Option<String>,
+    /// What proved a renewal: `token` or `key`.
+    pub proven_by: Option<&'static str>,
 }
 
 async fn ids(State(s): State<Arc<AuthService>>) -> Response {
@@ -416,6 +477,63 @@ async fn identity(
     }
 }
 
+/// `POST /identity/challenge`: a challenge for a holder to sign with its key ([`proof`]), under
+/// the same per-source limit as `/identity`; 503 with `Retry-After` while too many are
+/// outstanding.
+async fn challenge(
+    State(s): State<Arc<AuthService>>,
+    ConnectInfo(from): ConnectInfo<SocketAddr>,
+    body: Result<Json<ChallengeRequest>, JsonRejection>,
+) -> Response {
+    let (result, response) = answer_challenge(&s, from, body);
+    s.outcomes.get_or_create(&IdentityLabels { result }).inc();
+    response
+}
+
+/// A request to `/identity` or `/identity/challenge` past what costs nothing to refuse: the
+/// per-source rate limit first (a refused caller costs no API request), then the body and the
+/// cluster ID it names (`id_of`). Else the refusal, with its metric label.
+#[allow(clippy::result_large_err)] // returned at once by each caller, as large as any answer
+fn admitted<T>(
+    s: &AuthService,
+    from: SocketAddr,
+    body: Result<Json<T>, JsonRejection>,
+    id_of: impl Fn(&T) -> &str,
+) -> Result<T, (&'static str, Response)> {
+    if let Err(wait) = s.limiter.take(from.ip(), std::time::Instant::now()) {
+        tracing::info!(source = %from.ip(), "identity refused: too many requests from this source");
+        let seconds = retry_after_seconds(wait);
+        let mut r = error(StatusCode::TOO_MANY_REQUESTS, format!("too many identity requests from {}: retry in {seconds} s", from.ip()));
+        r.headers_mut().insert(header::RETRY_AFTER, seconds.into());
+        return Err(("rate_limited", r));
+    }
+    let req = match body {
+        Ok(Json(r)) => r,
+        Err(e) => return Err(("bad_request", error(StatusCode::BAD_REQUEST, format!("body: {}", e.body_text())))),
+    };
+    if let Err(e) = liqo_api::validate_cluster_id(id_of(&req)) {
+        return Err(("bad_request", error(StatusCode::BAD_REQUEST, format!("clusterID: {e}"))));
+    }
+    Ok(req)
+}
+
+fn answer_challenge(s: &AuthService, from: SocketAddr, body: Result<Json<ChallengeRequest>, JsonRejection>) -> (&'static str, Response) {
+    let req = match admitted(s, from, body, |r: &ChallengeRequest| r.cluster_id.as_str()) {
+        Ok(req) => req,
+        Err(refused) => return refused,
+    };
+    let lifetime = s.guard.challenges.lifetime().as_secs();
+    match s.guard.challenges.issue(&req.cluster_id, std::time::Instant::now()) {
+        Some(challenge) => ("challenge", Json(ChallengeResponse { challenge, expires_in_seconds: lifetime }).into_response()),
+        None => {
+            tracing::info!(source = %from.ip(), "challenge refused: too many outstanding");
+            let mut r = error(StatusCode::SERVICE_UNAVAILABLE, format!("too many challenges outstanding: ask again in {lifetime} s"));
+            r.headers_mut().insert(header::RETRY_AFTER, lifetime.into());
+            ("challenge_capped", r)
+        }
+    }
+}
+
 /// The answer to `POST /identity` from `from`, with its metric label. The rate limit comes
 /// first: a refused caller costs no API request.
 async fn answer_identity(
@@ -423,20 +541,10 @@ async fn answer_identity(
     from: SocketAddr,
     body: Result<Json<IdentityRequest>, JsonRejection>,
 ) -> (&'static str, Response) {
-    if let Err(wait) = s.limiter.take(from.ip(), std::time::Instant::now()) {
-        tracing::info!(source = %from.ip(), "identity refused: too many requests from this source");
-        let seconds = retry_after_seconds(wait);
-        let mut r = error(StatusCode::TOO_MANY_REQUESTS, format!("too many identity requests from {}: retry in {seconds} s", from.ip()));
-        r.headers_mut().insert(header::RETRY_AFTER, seconds.into());
-        return ("rate_limited", r);
-    }
-    let req = match body {
-        Ok(Json(r)) => r,
-        Err(e) => return ("bad_request", error(StatusCode::BAD_REQUEST, format!("body: {}", e.body_text()))),
+    let req = match admitted(s, from, body, |r: &IdentityRequest| r.cluster_id.as_str()) {
+        Ok(req) => req,
+        Err(refused) => return refused,
     };
-    if let Err(e) = liqo_api::validate_cluster_id(&req.cluster_id) {
-        return ("bad_request", error(StatusCode::BAD_REQUEST, format!("clusterID: {e}")));
-    }
     let Some(own_id) = s.cluster_id.borrow().clone() else {
         return ("unavailable", error(StatusCode::SERVICE_UNAVAILABLE, "the cluster ID is not known yet"));
     };
@@ -451,9 +559,13 @@ async fn answer_identity(
             return ("unavailable", error(StatusCode::SERVICE_UNAVAILABLE, format!("this cluster cannot issue identities yet: {message}")));
         }
     }
+    if req.holder_key.as_deref().is_some_and(|k| proof::public_key(k).is_none()) {
+        return ("bad_request", error(StatusCode::BAD_REQUEST, format!("holderKey: not {}<base64 of 32 bytes>", proof::KEY_PREFIX)));
+    }
+    let renewal = Grant { renewal: true, holder_key: req.holder_key.clone(), proven_by: Some("token") };
     if let Some(current) = req.current_token.as_deref().filter(|t| !t.is_empty()) {
         match s.proves(&req.cluster_id, current).await {
-            Ok(true) => return answer_issue(s, &req.cluster_id, &own_id, from, true).await,
+            Ok(true) => return answer_issue(s, &req.cluster_id, &own_id, from, &renewal, None).await,
             Ok(false) => {
                 tracing::info!(peer = %req.cluster_id, source = %from.ip(), "a renewal's current token is not that identity's: taken as a first claim")
             }
@@ -463,6 +575,25 @@ async fn answer_identity(
                     "unavailable",
                     error(StatusCode::SERVICE_UNAVAILABLE, format!("reviewing the current token failed: {}", e.label())),
                 );
+            }
+        }
+    }
+    // A holder whose token proves nothing any more (the signing key replaced, a restore)
+    // proves itself by its key; a proof refused is told with the 409 that follows.
+    let mut refused = None;
+    if let Some(proof) = &req.proof {
+        match s.proves_by_key(&req.cluster_id, &own_id, proof).await {
+            Ok(Ok(key)) => {
+                let by_key = Grant { renewal: true, holder_key: Some(key), proven_by: Some("key") };
+                return answer_issue(s, &req.cluster_id, &own_id, from, &by_key, None).await;
+            }
+            Ok(Err(why)) => {
+                tracing::info!(peer = %req.cluster_id, source = %from.ip(), reason = why.label(), "a holder's proof by key refused: taken as a first claim");
+                refused = Some(why);
+            }
+            Err(e) => {
+                tracing::warn!(peer = %req.cluster_id, error = %e, "checking a holder's proof failed");
+                return ("unavailable", error(StatusCode::SERVICE_UNAVAILABLE, format!("checking the proof failed: {}", e.label())));
             }
         }
     }
@@ -494,16 +625,26 @@ async fn answer_identity(
         r.headers_mut().insert(header::RETRY_AFTER, seconds.into());
         return ("capped", r);
     };
-    let answer = answer_issue(s, &req.cluster_id, &own_id, from, false).await;
+    let first = Grant { renewal: false, holder_key: req.holder_key.clone(), proven_by: None };
+    let answer = answer_issue(s, &req.cluster_id, &own_id, from, &first, refused).await;
     if answer.0 != "issued" {
         s.guard.waiting.release(&req.cluster_id, place);
     }
     answer
 }
 
-/// The answer to an identity asked for `peer` by `from` (a renewal, or a first claim).
-async fn answer_issue(s: &AuthService, peer: &str, own_id: &str, from: SocketAddr, renewal: bool) -> (&'static str, Response) {
-    match s.issue(peer, own_id, renewal).await {
+/// The answer to an identity asked for `peer` by `from` (a renewal, or a first claim; `refused`:
+/// the proof by key that came with it and was not taken).
+async fn answer_issue(
+    s: &AuthService,
+    peer: &str,
+    own_id: &str,
+    from: SocketAddr,
+    grant: &Grant,
+    refused: Option<ProofRefusal>,
+) -> (&'static str, Response) {
+    let renewal = grant.renewal;
+    match s.issue(peer, own_id, grant).await {
         Ok(Issued::Identity(answer)) => {
             tracing::info!(%peer, renewal, "identity issued");
             let result = if renewal { "renewed" } else { "issued" };
@@ -511,8 +652,12 @@ async fn answer_issue(s: &AuthService, peer: &str, own_id: &str, from: SocketAdd
         }
         Ok(Issued::Bound(until)) => {
             tracing::warn!(%peer, source = %from.ip(), "identity refused: the cluster ID is bound to another holder");
-            let message = binding::bound_message(peer, until);
+            let mut message = binding::bound_message(peer, until);
             s.guard.claims.record(peer, from.ip(), "the cluster ID is bound to the cluster that first took it");
+            if let Some(why) = refused {
+                message = format!("the proof of holding it by key was refused ({}: {}); {message}", why.label(), why.message());
+                return ("proof_refused", error(StatusCode::CONFLICT, message));
+            }
             ("bound", error(StatusCode::CONFLICT, message))
         }
         Err(e @ Error::TenantTerminating(_)) => {

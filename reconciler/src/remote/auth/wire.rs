@@ -45,6 +45,44 @@ pub struct IdentityRequest {
     /// proof that gets a cluster ID already bound a new identity.
     #[serde(rename = "currentToken", default, skip_serializing_if = "Option::is_none")]
     pub current_token: Option<String>,
+    /// The public half of the caller's holder key (`ed25519:` and base64; since 0.4): recorded
+    /// with the identity issued to a first claim or a renewal proven by its token.
+    #[serde(rename = "holderKey", default, skip_serializing_if = "Option::is_none")]
+    pub holder_key: Option<String>,
+    /// A challenge of this issuer signed with the holder key (since 0.4): the proof that renews
+    /// an identity when its token proves nothing any more (protocol §10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<Proof>,
+}
+
+/// A signed challenge ([`crate::tenancy::proof`]).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Proof {
+    pub challenge: String,
+    /// The signature (base64) of [`crate::tenancy::proof::message`].
+    pub signature: String,
+}
+
+/// `POST /identity/challenge` request body.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ChallengeRequest {
+    #[serde(rename = "clusterID")]
+    pub cluster_id: String,
+}
+
+/// `POST /identity/challenge` answer (200).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ChallengeResponse {
+    pub challenge: String,
+    #[serde(rename = "expiresInSeconds")]
+    pub expires_in_seconds: u64,
+}
+
+impl IdentityRequest {
+    /// A first claim with the cluster's token, nothing more.
+    pub fn first(cluster_id: &str, token: String) -> Self {
+        Self { cluster_id: cluster_id.to_owned(), token, current_token: None, holder_key: None, proof: None }
+    }
 }
 
 /// [`IdentityRequest`]'s fields, read from an object only.
@@ -56,13 +94,17 @@ struct IdentityFields {
     token: String,
     #[serde(rename = "currentToken", default)]
     current_token: Option<String>,
+    #[serde(rename = "holderKey", default)]
+    holder_key: Option<String>,
+    #[serde(default)]
+    proof: Option<Proof>,
 }
 
 impl TryFrom<serde_json::Map<String, serde_json::Value>> for IdentityRequest {
     type Error = serde_json::Error;
     fn try_from(object: serde_json::Map<String, serde_json::Value>) -> Result<Self, Self::Error> {
         let f: IdentityFields = serde_json::from_value(serde_json::Value::Object(object))?;
-        Ok(Self { cluster_id: f.cluster_id, token: f.token, current_token: f.current_token })
+        Ok(Self { cluster_id: f.cluster_id, token: f.token, current_token: f.current_token, holder_key: f.holder_key, proof: f.proof })
     }
 }
 
@@ -76,7 +118,7 @@ mod tests {
         assert_eq!((r.cluster_id.as_str(), r.token.as_str(), r.current_token.as_deref()), ("a", "", Some("t")));
         assert!(serde_json::from_str::<IdentityRequest>(r#"["a", "b", "c"]"#).is_err());
         assert!(serde_json::from_str::<IdentityRequest>(r#"{"token": "x"}"#).unwrap_err().to_string().contains("clusterID"));
-        let sent = serde_json::to_string(&IdentityRequest { cluster_id: "a".into(), token: String::new(), current_token: None }).unwrap();
+        let sent = serde_json::to_string(&IdentityRequest::first("a", String::new())).unwrap();
         assert_eq!(sent, r#"{"clusterID":"a","token":""}"#, "an older auth service reads what we send");
     }
 }
@@ -92,6 +134,14 @@ pub struct IdentityResponse {
     /// The issuing cluster's ID.
     #[serde(rename = "clusterId")]
     pub cluster_id: String,
+    /// Whether the identity issued carries the caller's holder key (since 0.4; absent from an
+    /// older issuer, which keeps none).
+    #[serde(rename = "holderKeyRecorded", default, skip_serializing_if = "Option::is_none")]
+    pub holder_key_recorded: Option<bool>,
+    /// What proved the caller the holder of a bound ID (`token` or `key`); absent for a first
+    /// claim, and from an issuer of before 0.4.
+    #[serde(rename = "provenBy", default, skip_serializing_if = "Option::is_none")]
+    pub proven_by: Option<String>,
 }
 
 /// Error bodies: `{"message": ...}`.
