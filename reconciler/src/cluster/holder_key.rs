@@ -1,6 +1,6 @@
 //! This cluster's holder key (protocol §10, since 0.4): the key pair whose public half each peer
 //! that issues us an identity records, so that we can prove we hold our cluster ID there when
-//! every token it gave us is void ([`crate::tenancy::proof`]).
+//! every token it gave us is void (the proof: `tenancy::proof`, a layer above).
 //!
 //! Kept in Secret `kube-system/liqo-holder-key` (the manifests ship it empty; the reconciler
 //! fills it at first need and may write only that one Secret there), so that deleting the Liqo
@@ -11,15 +11,45 @@
 
 use std::sync::Arc;
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 use liqo_api::names::{HOLDER_KEY_KEY, HOLDER_KEY_NAMESPACE, HOLDER_KEY_SECRET};
+use ring::rand::SystemRandom;
+use ring::signature::{Ed25519KeyPair, KeyPair};
 use tokio::sync::OnceCell;
 
 use crate::machinery::error::{Error, Result, is_conflict};
-use crate::tenancy::proof::HolderKey;
+
+/// How a recorded public key is written: the algorithm, then the key in standard base64.
+pub const KEY_PREFIX: &str = "ed25519:";
+
+/// A holder's key pair (PKCS#8, as stored in its Secret).
+pub struct HolderKey(Ed25519KeyPair);
+
+impl HolderKey {
+    /// A new key pair's PKCS#8 document.
+    pub fn generate() -> Vec<u8> {
+        Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).expect("the system's random source").as_ref().to_vec()
+    }
+
+    pub fn from_pkcs8(pkcs8: &[u8]) -> Result<Self, String> {
+        Ed25519KeyPair::from_pkcs8_maybe_unchecked(pkcs8).map(Self).map_err(|e| format!("not an Ed25519 key: {e}"))
+    }
+
+    /// The public half, as recorded ([`KEY_PREFIX`] and base64).
+    pub fn public(&self) -> String {
+        format!("{KEY_PREFIX}{}", STANDARD.encode(self.0.public_key().as_ref()))
+    }
+
+    /// `message` signed, in standard base64.
+    pub fn sign(&self, message: &[u8]) -> String {
+        STANDARD.encode(self.0.sign(message).as_ref())
+    }
+}
 
 /// The key, loaded (or made) once, at its first use.
 pub struct HolderKeys {

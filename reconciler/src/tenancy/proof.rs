@@ -18,12 +18,11 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use ring::rand::{SecureRandom, SystemRandom};
-use ring::signature::{ED25519, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
+use ring::signature::{ED25519, UnparsedPublicKey};
 
+pub use crate::cluster::holder_key::{HolderKey, KEY_PREFIX};
 pub use liqo_api::names::ANNOTATION_HOLDER_KEY;
 
-/// How a recorded public key is written: the algorithm, then the key in standard base64.
-pub const KEY_PREFIX: &str = "ed25519:";
 /// How long a challenge may be answered.
 pub const CHALLENGE_LIFETIME: Duration = Duration::from_secs(60);
 /// Challenges outstanding at most.
@@ -33,30 +32,6 @@ pub const CHALLENGE_CAP: usize = 1024;
 /// signature is good for that one issuer, ID and request only.
 pub fn message(issuer: &str, claimed: &str, challenge: &str) -> Vec<u8> {
     format!("liqo-holder-proof/v1\n{issuer}\n{claimed}\n{challenge}").into_bytes()
-}
-
-/// A holder's key pair (PKCS#8, as stored in its Secret).
-pub struct HolderKey(Ed25519KeyPair);
-
-impl HolderKey {
-    /// A new key pair's PKCS#8 document.
-    pub fn generate() -> Vec<u8> {
-        Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).expect("the system's random source").as_ref().to_vec()
-    }
-
-    pub fn from_pkcs8(pkcs8: &[u8]) -> Result<Self, String> {
-        Ed25519KeyPair::from_pkcs8_maybe_unchecked(pkcs8).map(Self).map_err(|e| format!("not an Ed25519 key: {e}"))
-    }
-
-    /// The public half, as recorded ([`KEY_PREFIX`] and base64).
-    pub fn public(&self) -> String {
-        format!("{KEY_PREFIX}{}", STANDARD.encode(self.0.public_key().as_ref()))
-    }
-
-    /// `message` signed, in standard base64.
-    pub fn sign(&self, message: &[u8]) -> String {
-        STANDARD.encode(self.0.sign(message).as_ref())
-    }
 }
 
 /// The raw public key of a recorded or presented one, when it is well-formed.
