@@ -140,6 +140,8 @@ pub const ANNOTATION_EXPIRES_AT: &str = "discovery.liqo.io/expires-at";
 /// token. A holder whose token proves nothing any more proves itself by signing a challenge
 /// with that key (protocol §10).
 pub const ANNOTATION_HOLDER_KEY: &str = "discovery.liqo.io/holder-key";
+/// How a holder key's public half is written: the algorithm, then the key in standard base64.
+pub const HOLDER_KEY_PREFIX: &str = "ed25519:";
 /// The Secret holding this cluster's own holder key (key [`HOLDER_KEY_KEY`], PKCS#8), in
 /// [`HOLDER_KEY_NAMESPACE`]: outside the Liqo namespace, so that deleting that namespace does
 /// not lose the proof of the IDs this cluster holds on its peers. The manifests ship it empty.

@@ -65,7 +65,7 @@ struct Call {
 /// Our holder key's Secret, as the reconciler fills it.
 fn holder_key() -> Value {
     use base64::Engine;
-    let pkcs8 = liqo_reconciler::tenancy::proof::HolderKey::generate();
+    let pkcs8 = liqo_reconciler::cluster::holder_key::HolderKey::generate();
     serde_json::json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": "liqo-holder-key", "namespace": "kube-system"},

@@ -13,9 +13,10 @@ use common::{Two, fc_where, outgoing_joined, peer_by_auth_url, restart_reconcile
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::Api;
 use liqo_api::names::{ANNOTATION_HOLDER_KEY, peer_service_account, tenant_namespace};
+use liqo_reconciler::cluster::holder_key::HolderKey;
 use liqo_reconciler::remote::auth::client::{self, Verify};
 use liqo_reconciler::remote::auth::wire::{IdentityRequest, Proof};
-use liqo_reconciler::tenancy::proof::{self, HolderKey};
+use liqo_reconciler::tenancy::proof;
 
 const FC: &str = "the-remote";
 

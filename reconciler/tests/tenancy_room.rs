@@ -9,7 +9,7 @@ use std::path::Path;
 const BELOW: [&str; 2] = ["machinery", "reporting"];
 
 /// The room's files, each allowed to use only those before it.
-const ORDER: [&str; 10] = ["access", "binding", "grant", "tenant", "retirement", "waiting", "claims", "install", "sweep", "mod"];
+const ORDER: [&str; 11] = ["proof", "access", "binding", "grant", "tenant", "retirement", "waiting", "claims", "install", "sweep", "mod"];
 
 /// `(line number, module path)` of every `crate::…` and `super::…` path in `text`.
 fn paths(text: &str) -> Vec<(usize, String)> {

@@ -24,8 +24,7 @@ use tokio::sync::OnceCell;
 
 use crate::machinery::error::{Error, Result, is_conflict};
 
-/// How a recorded public key is written: the algorithm, then the key in standard base64.
-pub const KEY_PREFIX: &str = "ed25519:";
+pub use liqo_api::names::HOLDER_KEY_PREFIX as KEY_PREFIX;
 
 /// A holder's key pair (PKCS#8, as stored in its Secret).
 pub struct HolderKey(Ed25519KeyPair);

@@ -22,13 +22,14 @@ use super::decide::{self, Advertised, Offer, OnRemote, OurRequest, TrustVerdict}
 use super::names::{CA_KEY, FIELD_MANAGER, KUBECONFIG_KEY, TOKEN_KEY, identity_secret, token_secret};
 use super::report::Report;
 use super::way::Way;
+use crate::cluster::holder_key::HolderKey;
 use crate::machinery::connect_first::{Gate, Silent};
 use crate::machinery::error::{Error, Result};
 use crate::machinery::work_queue::Action;
 use crate::remote::auth::wire::{IdentityRequest, IdentityResponse, Proof};
 use crate::remote::peer::{ANONYMOUS_KUBECONFIG, Peers, RemoteAccess, Trust};
 use crate::tenancy::binding;
-use crate::tenancy::proof::{self, HolderKey};
+use crate::tenancy::proof;
 use liqo_api::chosen::stands_in;
 
 /// Why the join stopped before finishing.

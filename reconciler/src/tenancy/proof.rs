@@ -20,8 +20,7 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use ring::rand::{SecureRandom, SystemRandom};
 use ring::signature::{ED25519, UnparsedPublicKey};
 
-pub use crate::cluster::holder_key::{HolderKey, KEY_PREFIX};
-pub use liqo_api::names::ANNOTATION_HOLDER_KEY;
+pub use liqo_api::names::{ANNOTATION_HOLDER_KEY, HOLDER_KEY_PREFIX as KEY_PREFIX};
 
 /// How long a challenge may be answered.
 pub const CHALLENGE_LIFETIME: Duration = Duration::from_secs(60);
@@ -127,6 +126,7 @@ impl Challenges {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::holder_key::HolderKey;
 
     const ISSUER: &str = "b0b0b0b0-0000-4000-8000-000000000000";
     const HOLDER: &str = "a0a0a0a0-0000-4000-8000-000000000000";
