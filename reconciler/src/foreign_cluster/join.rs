@@ -548,8 +548,8 @@ fn bound(answer: &Result<IdentityResponse>) -> bool {
 /// `request` again with a proof that we hold our ID there: a challenge of the remote signed with
 /// our key (the remote takes it as a first claim when the proof proves nothing, so a free ID is
 /// issued all the same). Without a key, or when the remote gives no challenge (before 0.4, or
-/// its rate limit), the answer without proof stands: `asked`, or asked now. A proof the remote refused is a Warning Event
-/// `HolderProofRefused`.
+/// its rate limit), the answer without proof stands: `asked`, or asked now. A proof the remote
+/// refused is a Warning Event `HolderProofRefused`.
 async fn prove<P: Peers>(
     j: Join<'_, P>,
     auth_url: &str,
@@ -560,13 +560,17 @@ async fn prove<P: Peers>(
 ) -> Result<IdentityResponse> {
     let Join { fc, ctx, own_id, .. } = j;
     let peers = &ctx.shared.peers;
-    let challenge = match key {
-        Some(_) => peers.challenge(auth_url, remote.trust.clone(), own_id).await.map(|c| c.challenge),
-        None => Err(Error::NotReady("a holder key")),
+    let challenged = match key {
+        Some(key) => match peers.challenge(auth_url, remote.trust.clone(), own_id).await {
+            Ok(c) => Some((key, c.challenge)),
+            Err(e) => {
+                tracing::info!(peer = %remote.id, error = %e, "no proof of our ID by key this time");
+                None
+            }
+        },
+        None => None,
     };
-    let (Some(key), Ok(challenge)) =
-        (key, challenge.inspect_err(|e| tracing::info!(peer = %remote.id, error = %e, "no proof of our ID by key this time")))
-    else {
+    let Some((key, challenge)) = challenged else {
         return match asked {
             Some(answer) => answer,
             None => peers.identity(auth_url, remote.trust.clone(), &request).await,
