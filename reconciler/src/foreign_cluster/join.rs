@@ -26,7 +26,7 @@ use crate::cluster::holder_key::HolderKey;
 use crate::machinery::connect_first::{Gate, Silent};
 use crate::machinery::error::{Error, Result};
 use crate::machinery::work_queue::Action;
-use crate::remote::auth::wire::{IdentityRequest, IdentityResponse, Proof};
+use crate::remote::auth::wire::{IdentityRequest, IdentityResponse, Proof, ProvenBy};
 use crate::remote::peer::{ANONYMOUS_KUBECONFIG, Peers, RemoteAccess, Trust};
 use crate::tenancy::binding;
 use crate::tenancy::proof;
@@ -424,7 +424,7 @@ async fn authenticate<P: Peers>(j: Join<'_, P>, remote: &Remote, r: &mut Report)
                 Some(answer) if !bound(&answer) => answer,
                 asked => prove(j, auth_url, remote, key.as_deref(), request, asked).await,
             };
-            let by_key = answer.as_ref().is_ok_and(|a| a.proven_by.as_deref() == Some("key"));
+            let by_key = answer.as_ref().is_ok_and(|a| a.proven_by == Some(ProvenBy::Key));
             match answer {
                 Ok(answer) => {
                     ctx.store_owned(fc, &secret, &remote.id, KUBECONFIG_KEY, &answer.kubeconfig).await?;

@@ -44,7 +44,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use super::rate::{Limiter, retry_after_seconds};
-use super::wire::{ChallengeRequest, ChallengeResponse, ErrorBody, IdentityRequest, IdentityResponse, Ids, Proof};
+use super::wire::{ChallengeRequest, ChallengeResponse, ErrorBody, IdentityRequest, IdentityResponse, Ids, Proof, ProvenBy};
 use crate::machinery::error::{Error, is_conflict};
 use crate::tenancy::access::peer_identity;
 use crate::tenancy::binding::{self, Claim, Holder};
@@ -307,7 +307,7 @@ impl AuthService {
     /// first claim, which takes the ID only if nobody holds it ([`binding`]): the
     /// ServiceAccount is created, not applied, so of two first callers one wins.
     async fn issue(&self, peer: &str, own_id: &str, grant: &Grant) -> Result<Issued, Error> {
-        let renewal = grant.renewal;
+        let renewal = grant.renewal();
         // A first claim most likely comes from a peer new here: its namespace is made first.
         let namespace = if renewal {
             crate::tenancy::tenant::ensure(&self.client, peer, FIELD_MANAGER).await?
@@ -347,7 +347,7 @@ impl AuthService {
 
     /// [`AuthService::issue`] once `peer`'s tenant namespace is there.
     async fn issue_in(&self, peer: &str, namespace: &str, own_id: &str, grant: &Grant) -> Result<Issued, Error> {
-        let renewal = grant.renewal;
+        let renewal = grant.renewal();
         let access = peer_identity(peer);
         let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
         let now = Timestamp::now();
@@ -378,7 +378,7 @@ impl AuthService {
             namespace: namespace.to_owned(),
             cluster_id: own_id.to_owned(),
             holder_key_recorded: Some(holder_key.is_some()),
-            proven_by: grant.proven_by.map(str::to_owned),
+            proven_by: grant.proven_by,
         }))
     }
 
@@ -436,12 +436,17 @@ pub fn identity_account(
     sa
 }
 
-/// How an identity is given: a renewal or a first claim, with the holder key to record.
+/// How an identity is given: a renewal (proven) or a first claim, with the holder key to record.
 pub struct Grant {
-    pub renewal: bool,
     pub holder_key: Option<String>,
-    /// What proved a renewal: `token` or `key`.
-    pub proven_by: Option<&'static str>,
+    /// What proved the caller the holder: a renewal. None: a first claim.
+    pub proven_by: Option<ProvenBy>,
+}
+
+impl Grant {
+    pub fn renewal(&self) -> bool {
+        self.proven_by.is_some()
+    }
 }
 
 async fn ids(State(s): State<Arc<AuthService>>) -> Response {
@@ -562,7 +567,7 @@ async fn answer_identity(
     if req.holder_key.as_deref().is_some_and(|k| proof::public_key(k).is_none()) {
         return ("bad_request", error(StatusCode::BAD_REQUEST, format!("holderKey: not {}<base64 of 32 bytes>", proof::KEY_PREFIX)));
     }
-    let renewal = Grant { renewal: true, holder_key: req.holder_key.clone(), proven_by: Some("token") };
+    let renewal = Grant { holder_key: req.holder_key.clone(), proven_by: Some(ProvenBy::Token) };
     if let Some(current) = req.current_token.as_deref().filter(|t| !t.is_empty()) {
         match s.proves(&req.cluster_id, current).await {
             Ok(true) => return answer_issue(s, &req.cluster_id, &own_id, from, &renewal, None).await,
@@ -584,7 +589,7 @@ async fn answer_identity(
     if let Some(proof) = &req.proof {
         match s.proves_by_key(&req.cluster_id, &own_id, proof).await {
             Ok(Ok(key)) => {
-                let by_key = Grant { renewal: true, holder_key: Some(key), proven_by: Some("key") };
+                let by_key = Grant { holder_key: Some(key), proven_by: Some(ProvenBy::Key) };
                 return answer_issue(s, &req.cluster_id, &own_id, from, &by_key, None).await;
             }
             Ok(Err(why)) => {
@@ -625,7 +630,7 @@ async fn answer_identity(
         r.headers_mut().insert(header::RETRY_AFTER, seconds.into());
         return ("capped", r);
     };
-    let first = Grant { renewal: false, holder_key: req.holder_key.clone(), proven_by: None };
+    let first = Grant { holder_key: req.holder_key.clone(), proven_by: None };
     let answer = answer_issue(s, &req.cluster_id, &own_id, from, &first, refused).await;
     if answer.0 != "issued" {
         s.guard.waiting.release(&req.cluster_id, place);
@@ -643,7 +648,7 @@ async fn answer_issue(
     grant: &Grant,
     refused: Option<ProofRefusal>,
 ) -> (&'static str, Response) {
-    let renewal = grant.renewal;
+    let renewal = grant.renewal();
     match s.issue(peer, own_id, grant).await {
         Ok(Issued::Identity(answer)) => {
             tracing::info!(%peer, renewal, "identity issued");

@@ -141,7 +141,17 @@ pub struct IdentityResponse {
     /// What proved the caller the holder of a bound ID (`token` or `key`); absent for a first
     /// claim, and from an issuer of before 0.4.
     #[serde(rename = "provenBy", default, skip_serializing_if = "Option::is_none")]
-    pub proven_by: Option<String>,
+    pub proven_by: Option<ProvenBy>,
+}
+
+/// What proved a caller the holder of the ID it renews.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ProvenBy {
+    /// Its current token (`currentToken`).
+    Token,
+    /// A challenge signed with its holder key (`proof`).
+    Key,
 }
 
 /// Error bodies: `{"message": ...}`.
